@@ -1,0 +1,294 @@
+"""The public API: `jit`, JitFunction (keys, entries, guards, recompiles,
+fallback), `explain()` and `stats()`."""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jit import pytree
+from jit.signature import Signature, classify_call, runtime_leaves
+from jit.trace import TraceResult, trace
+from jit.tracer import Fallback
+from runtime.executable import Executable, ShapeMismatch
+from shapes.guards import GuardSet
+from shapes.verify import verify
+
+
+class JitWarning(UserWarning):
+    """shapejit ran something eagerly or gave up specializing."""
+
+
+@dataclass
+class Entry:
+    guards: GuardSet
+    run: object  # Executable.run
+    trace: TraceResult
+    executable: Executable
+
+
+@dataclass
+class KeyState:
+    entries: list[Entry] = field(default_factory=list)
+    eager_reason: str | None = None  # set: this key runs eagerly
+    dynamic_dims: frozenset = frozenset()  # dynamic="auto": dims seen to change
+    signature: Signature | None = None
+
+
+class JitFunction:
+    def __init__(self, fn, *, dynamic=True, dims=None, constraints=(), static_argnames=(),
+                 max_entries=32, backend="reference"):
+        if dynamic not in (True, False, "auto"):
+            raise ValueError(f"dynamic must be True, False or 'auto', not {dynamic!r}")
+        if backend not in ("reference",):
+            raise ValueError(f"unknown backend {backend!r}")
+        self.fn = fn
+        self.dynamic = dynamic
+        self.dims = dict(dims or {})
+        self.constraints = tuple(constraints)
+        self.static_argnames = frozenset((static_argnames,) if isinstance(static_argnames, str)
+                                         else static_argnames)
+        self.max_entries = max_entries
+        self.backend = backend
+        self.__name__ = getattr(fn, "__name__", "jitted")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+        self._sig = inspect.signature(fn)
+        params = list(self._sig.parameters.values())
+        self._simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) \
+            and not self.static_argnames
+        self._n_params = len(params)
+        self._param_names = [p.name for p in params]
+        unknown = set(self.dims) - set(self._param_names)
+        if unknown:
+            raise ValueError(f"dims= names {sorted(unknown)}, which are not parameters of {self.__name__}")
+        self._keys: dict = {}
+        self._lock = threading.RLock()
+        self._n_entries = 0
+        self._warned_limit = False
+        self.log: list[str] = []  # recompile and fallback reasons, in order
+        self._stats = {"traces": 0, "compiles": 0, "recompiles": 0, "cache_hits_memory": 0,
+                       "cache_hits_disk": 0, "fallbacks": 0, "eager_calls": 0, "calls": 0}
+
+    # ----------------------------------------------------------------- call
+    def __call__(self, *args, **kwargs):
+        if self._simple and not kwargs and len(args) == self._n_params:
+            bound = args
+        else:
+            bound = self._bind(args, kwargs)
+        leaves: list = []
+        treedef = pytree.flatten(bound, leaves)
+        key, arrays, runtime = classify_call(leaves, treedef, self.dynamic)
+        state = self._keys.get(key)
+        if state is not None and state.eager_reason is None:
+            shapes = tuple([a.shape for a in arrays])
+            for e in state.entries:
+                dims = e.guards.check(shapes)
+                if dims is not None:
+                    self._stats["calls"] += 1
+                    self._stats["cache_hits_memory"] += 1
+                    try:
+                        out = e.run(runtime, dims)
+                    except ShapeMismatch as err:
+                        self._stats["fallbacks"] += 1
+                        self.log.append(f"fallback (one call): eager op output size changed: {err}")
+                        return self._call_eager(bound)
+                    return pytree.unflatten(e.trace.out_treedef, iter(out))
+        return self._miss(key, bound, leaves, treedef, arrays)
+
+    def _bind(self, args, kwargs) -> tuple:
+        try:
+            ba = self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}(): {e}") from None
+        ba.apply_defaults()
+        out = []
+        for name, p in self._sig.parameters.items():
+            v = ba.arguments[name]
+            if p.kind == p.VAR_POSITIONAL:
+                out.append(tuple(v))
+            elif p.kind == p.VAR_KEYWORD:
+                out.append(dict(v))
+            elif name in self.static_argnames:
+                out.append(_Static(v))
+            else:
+                out.append(v)
+        return tuple(out)
+
+    def _unbind(self, bound) -> tuple[tuple, dict]:
+        """The bound tuple back to the user's (args, kwargs)."""
+        if self._simple:
+            return tuple(bound), {}
+        args, kwargs = [], {}
+        for (name, p), v in zip(self._sig.parameters.items(), bound):
+            v = v.value if isinstance(v, _Static) else v
+            if p.kind == p.VAR_POSITIONAL:
+                args.extend(v)
+            elif p.kind == p.VAR_KEYWORD:
+                kwargs.update(v)
+            elif p.kind == p.KEYWORD_ONLY:
+                kwargs[name] = v
+            else:
+                args.append(v)
+        return tuple(args), kwargs
+
+    # ------------------------------------------------------------- slow path
+    def _miss(self, key, bound, leaves, treedef, arrays):
+        with self._lock:
+            state = self._keys.setdefault(key, KeyState())
+            if state.eager_reason is not None:
+                return self._call_eager(bound)
+            shapes = tuple([a.shape for a in arrays])
+            for e in state.entries:  # another thread may have traced it meanwhile
+                dims = e.guards.check(shapes)
+                if dims is not None:
+                    self._stats["calls"] += 1
+                    self._stats["cache_hits_memory"] += 1
+                    return pytree.unflatten(e.trace.out_treedef, iter(e.run(runtime_leaves(leaves), dims)))
+            sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic)
+            state.signature = sig
+            if sig.unsupported:
+                return self._fall_back(state, sig.unsupported, bound)
+            reason = None
+            if state.entries:
+                reason = "; ".join(filter(None, (e.guards.failure(shapes) for e in state.entries[-1:])))
+                if self.dynamic == "auto":
+                    state.dynamic_dims = state.dynamic_dims | _changed_dims(state.entries[-1], shapes)
+            if self.max_entries is not None and self._n_entries >= self.max_entries:
+                if not self._warned_limit:
+                    self._warned_limit = True
+                    warnings.warn(f"shapejit: {self.__name__} reached max_entries={self.max_entries}; "
+                                  f"new shapes run eagerly", JitWarning, stacklevel=3)
+                self._stats["fallbacks"] += 1
+                self.log.append(f"fallback: max_entries={self.max_entries} reached ({reason})")
+                return self._call_eager(bound)
+            try:
+                tr = trace(self.fn, treedef, leaves, sig.specs, dynamic=self.dynamic,
+                           dynamic_dims=state.dynamic_dims, user_dims=self.dims or None,
+                           constraints=self.constraints, rebind=self._unbind_static)
+            except Fallback as f:
+                return self._fall_back(state, f"{f.reason} (at {f.loc})" if f.loc else f.reason, bound)
+            verify(tr.graph)
+            entry = self._build(tr)
+            self._stats["traces"] += 1
+            if state.entries or any(s.entries for s in self._keys.values() if s is not state):
+                self._stats["recompiles"] += 1
+                self.log.append(f"recompile #{self._stats['recompiles']}: "
+                                f"{reason or 'new signature ' + sig.describe()}")
+            state.entries.append(entry)
+            self._n_entries += 1
+            self._stats["calls"] += 1
+            return tr.concrete
+
+    def _build(self, tr: TraceResult) -> Entry:
+        guards = GuardSet(tr.env, tr.input_dims)
+        exe = Executable(tr.graph, guards.symbols, tr.outputs, tr.dd_dims)
+        self._stats["compiles"] += 1
+        return Entry(guards, exe.run, tr, exe)
+
+    def _fall_back(self, state: KeyState, reason: str, bound):
+        state.eager_reason = reason
+        self._stats["fallbacks"] += 1
+        self.log.append(f"fallback: {reason}")
+        warnings.warn(f"shapejit: {self.__name__} runs eagerly for this signature: {reason}",
+                      JitWarning, stacklevel=4)
+        return self._call_eager(bound)
+
+    def _call_eager(self, bound):
+        self._stats["eager_calls"] += 1
+        args, kwargs = self._unbind_static(bound)
+        return self.fn(*args, **kwargs)
+
+    def _unbind_static(self, bound):
+        return self._unbind(tuple(x.value if isinstance(x, _Static) else x for x in bound))
+
+    def _leaf_paths(self, treedef) -> list[str]:
+        out = []
+        for name, sub in zip(self._param_names, treedef[1]):
+            out += pytree.leaf_paths(sub, name)
+        return out
+
+    # --------------------------------------------------------- observability
+    def stats(self) -> dict:
+        s = dict(self._stats)
+        s["entries"] = self._n_entries
+        return s
+
+    def explain(self, file=None) -> str:
+        lines = [f"shapejit: {self.__qualname__} (dynamic={self.dynamic!r}, backend={self.backend})",
+                 "stats: " + ", ".join(f"{k}={v}" for k, v in self.stats().items())]
+        for key, state in self._keys.items():
+            sig = state.signature.describe() if state.signature else str(key)
+            lines.append(f"\nsignature {sig}:")
+            if state.eager_reason:
+                lines.append(f"  runs eagerly: {state.eager_reason}")
+            for k, e in enumerate(state.entries):
+                lines.append(f"  entry {k}:")
+                lines.append("    guards:" + ("" if e.guards.checks else " none (every shape of this signature)"))
+                lines += ["      " + g for g in e.guards.describe()]
+                syms = e.trace.env.symbols
+                if syms:
+                    lines.append("    dims: " + ", ".join(
+                        f"{s} = {i.source}" for s, i in syms.items() if s not in e.trace.env.replacements))
+                if e.trace.eager_nodes:
+                    lines.append("    eager nodes (run in numpy between traced segments):")
+                    lines += ["      " + x for x in e.trace.eager_nodes]
+                lines.append("    graph:")
+                lines += ["      " + x for x in repr(e.trace.graph).splitlines()]
+        if self.log:
+            lines.append("\nrecompiles and fallbacks:")
+            lines += ["  " + x for x in self.log]
+        text = "\n".join(lines)
+        if file is not None:
+            print(text, file=file)
+        return text
+
+    def __repr__(self):
+        return f"<shapejit.jit {self.__qualname__} dynamic={self.dynamic!r}>"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+
+class _Static:
+    """An argument forced static by static_argnames: part of the key."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, o):
+        return isinstance(o, _Static) and type(o.value) is type(self.value) and o.value == self.value
+
+    def __hash__(self):
+        return hash((type(self.value), self.value))
+
+
+def _changed_dims(entry: Entry, shapes) -> frozenset:
+    changed = set()
+    for d in entry.trace.input_dims:
+        expr = d.symbol
+        if getattr(expr, "is_Integer", False) and shapes[d.arg][d.axis] != int(expr):
+            changed.add((d.arg, d.axis))
+    return frozenset(changed)
+
+
+def jit(fn=None, *, dynamic=True, dims=None, constraints=(), static_argnames=(), max_entries=32,
+        backend="reference"):
+    """Compile a numpy function for every input shape from one trace.
+
+    `@jit` or `@jit(dynamic=True | "auto" | False, dims={"x": ("B", "S", 768)},
+    constraints=["S <= 4096"], static_argnames=("mode",), max_entries=32)`."""
+    def wrap(f):
+        return functools.wraps(f, updated=())(JitFunction(
+            f, dynamic=dynamic, dims=dims, constraints=constraints, static_argnames=static_argnames,
+            max_entries=max_entries, backend=backend))
+    return wrap if fn is None else wrap(fn)

@@ -1,0 +1,498 @@
+"""The numpy -> op table: how each numpy function, ufunc, method and index
+expression called on a Tracer becomes IR.  Anything not in the table becomes
+an opaque eager node (`eager_call`), so every program still runs."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import sympy
+
+from jit import pytree
+from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
+from shapes.indexing import infer_reshape, normalize_index
+from shapes.ops import ELEMENTWISE, OPS
+
+
+# ------------------------------------------------------------------ eager
+
+class EagerCall:
+    """An opaque numpy call with Tracer leaves replaced at run time."""
+
+    def __init__(self, fn, treedef, leaves, slots, name):
+        self.fn, self.treedef, self.leaves, self.slots, self.name = fn, treedef, leaves, slots, name
+        self.__name__ = name
+
+    def __call__(self, xs):
+        leaves = list(self.leaves)
+        for slot, x in zip(self.slots, xs):
+            leaves[slot] = x
+        args, kwargs = pytree.unflatten(self.treedef, iter(leaves))
+        out = self.fn(*args, **kwargs)
+        flat: list = []
+        pytree.flatten(out, flat)
+        return flat
+
+    def __repr__(self):
+        return self.name
+
+    # identity semantics: two eager calls are never "the same node"
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+def _fn_name(fn) -> str:
+    mod = getattr(fn, "__module__", None) or "numpy"
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{mod.split('.')[0]}.{name}" if not mod.startswith("numpy") else f"np.{name}"
+
+
+def eager_call(ctx: TraceContext, fn, args, kwargs, name: str | None = None):
+    """Record `fn(*args, **kwargs)` as an eager node; return its traced result."""
+    leaves: list = []
+    treedef = pytree.flatten((tuple(args), dict(kwargs)), leaves)
+    slots, inputs = [], []
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, (Tracer, SymInt)):
+            t = ctx.operand(leaf)
+            slots.append(k)
+            inputs.append(t)
+            leaves[k] = None
+    name = name or _fn_name(fn)
+    call = EagerCall(fn, treedef, tuple(leaves), tuple(slots), name)
+    args, kwargs = pytree.unflatten(treedef, iter(_fill(leaves, slots, [t.concrete for t in inputs])))
+    with np.errstate(all="ignore"):
+        out = fn(*args, **kwargs)
+    flat: list = []
+    out_def = pytree.flatten(out, flat)
+    for r in flat:
+        if not isinstance(r, (np.ndarray, np.generic)):
+            raise Fallback(f"{name} returned a {type(r).__name__}, not an array", user_location())
+        if np.asarray(r).dtype.kind in "OSUV":
+            raise Fallback(f"{name} returned dtype {np.asarray(r).dtype}", user_location())
+    outs = ctx.emit_eager(call, inputs, flat, name)
+    return pytree.unflatten(out_def, iter(outs))
+
+
+def _fill(leaves, slots, values):
+    leaves = list(leaves)
+    for s, v in zip(slots, values):
+        leaves[s] = v
+    return leaves
+
+
+# ----------------------------------------------------------------- ufuncs
+
+_REDUCE_UFUNC = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+                 "logical_and": "all", "logical_or": "any"}
+
+
+def _no_out(kwargs) -> bool:
+    out = kwargs.pop("out", None)
+    return out is None or out == (None,)
+
+
+def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
+    kwargs = dict(kwargs)
+    if not _no_out(kwargs):
+        raise Fallback(f"np.{ufunc.__name__}(..., out=...) writes into an array", user_location())
+    name = ufunc.__name__
+    if method == "__call__" and not kwargs:
+        if name == "matmul":
+            return ctx.emit("matmul", list(inputs), {})
+        op = OPS.get(name)
+        if op is not None and op.category == ELEMENTWISE and ufunc.nout == 1:
+            return ctx.emit(name, list(inputs), {})
+    if method == "reduce" and name in _REDUCE_UFUNC and len(inputs) == 1:
+        extra = {k: kwargs.pop(k) for k in ("dtype",) if k in kwargs}
+        axis = kwargs.pop("axis", 0)
+        keepdims = kwargs.pop("keepdims", False)
+        if not kwargs:
+            return reduce(ctx, _REDUCE_UFUNC[name], inputs[0], axis, keepdims, **extra)
+    return eager_call(ctx, getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs,
+                      f"np.{name}" + ("" if method == "__call__" else f".{method}"))
+
+
+# ------------------------------------------------------------- reductions
+
+def _norm_axis(axis, ndim):
+    if axis < -ndim or axis >= ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim
+
+
+def reduce(ctx, name, a, axis=None, keepdims=False, dtype=None, ddof=0):
+    a = ctx.operand(a)
+    nd = a.ndim
+    attrs = {"keepdims": bool(keepdims)}
+    if name in ("argmax", "argmin"):
+        attrs["axis"] = None if axis is None else _norm_axis(operator.index(axis), nd)
+    elif axis is None:
+        attrs["axis"] = None
+    else:
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        norm = tuple(sorted(_norm_axis(operator.index(x), nd) for x in axes))
+        if len(set(norm)) != len(norm):
+            raise ValueError("duplicate value in 'axis'")
+        attrs["axis"] = norm
+    if dtype is not None:
+        attrs["dtype"] = np.dtype(dtype)
+    if ddof:
+        attrs["ddof"] = ddof
+    return ctx.emit(name, [a], attrs)
+
+
+def _reduction_handler(name):
+    def handler(ctx, a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
+        if out is not None or kw:
+            return None
+        if name in ("argmax", "argmin", "max", "min", "any", "all"):
+            if dtype is not None:
+                return None
+            return reduce(ctx, name, a, axis, keepdims)
+        return reduce(ctx, name, a, axis, keepdims, dtype=dtype, ddof=ddof if name in ("var", "std") else 0)
+    return handler
+
+
+# ------------------------------------------------------------------ views
+
+def _shape_arg(shape):
+    if isinstance(shape, (int, np.integer, SymInt)):
+        return (shape,)
+    return tuple(shape)
+
+
+def _dim_expr(d):
+    if isinstance(d, SymInt):
+        return d.expr
+    return int(operator.index(d))
+
+
+def reshape(ctx, a, *shape, order="C"):
+    if order != "C":
+        return None
+    a = ctx.operand(a)
+    shape = _shape_arg(shape[0]) if len(shape) == 1 else tuple(shape)
+    new = infer_reshape(ctx.env, a.value.shape, tuple(_dim_expr(d) for d in shape), user_location())
+    return ctx.emit("reshape", [a], {"shape": new})
+
+
+def transpose(ctx, a, *axes):
+    a = ctx.operand(a)
+    if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        axes = axes[0]
+    if axes is None or axes == ():
+        perm = tuple(reversed(range(a.ndim)))
+    else:
+        perm = tuple(_norm_axis(operator.index(x), a.ndim) for x in axes)
+        if sorted(perm) != list(range(a.ndim)):
+            raise ValueError("axes don't match array")
+    if perm == tuple(range(a.ndim)):
+        return a
+    return ctx.emit("transpose", [a], {"perm": perm})
+
+
+def swapaxes(ctx, a, axis1, axis2):
+    a = ctx.operand(a)
+    perm = list(range(a.ndim))
+    i, j = _norm_axis(axis1, a.ndim), _norm_axis(axis2, a.ndim)
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(ctx, a, tuple(perm))
+
+
+def moveaxis(ctx, a, source, destination):
+    a = ctx.operand(a)
+    src = [_norm_axis(x, a.ndim) for x in _shape_arg(source)]
+    dst = [_norm_axis(x, a.ndim) for x in _shape_arg(destination)]
+    if len(src) != len(dst):
+        raise ValueError("`source` and `destination` arguments must have the same number of elements")
+    order = [k for k in range(a.ndim) if k not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(ctx, a, tuple(order))
+
+
+def expand_dims(ctx, a, axis):
+    a = ctx.operand(a)
+    axes = _shape_arg(axis)
+    nd = a.ndim + len(axes)
+    norm = sorted(_norm_axis(x, nd) for x in axes)
+    if len(set(norm)) != len(norm):
+        raise ValueError("repeated axis")
+    dims = iter(a.value.shape)
+    shape = tuple(1 if k in norm else next(dims) for k in range(nd))
+    return ctx.emit("reshape", [a], {"shape": shape})
+
+
+def squeeze(ctx, a, axis=None):
+    a = ctx.operand(a)
+    shape = a.value.shape
+    if axis is None:
+        axes = [k for k, d in enumerate(shape) if isinstance(d, int) and d == 1]
+    else:
+        axes = [_norm_axis(x, a.ndim) for x in _shape_arg(axis)]
+        for k in axes:
+            if not (isinstance(shape[k], int) and shape[k] == 1):
+                raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
+    if not axes:
+        return a
+    return ctx.emit("reshape", [a], {"shape": tuple(d for k, d in enumerate(shape) if k not in axes)})
+
+
+def ravel(ctx, a, order="C"):
+    return reshape(ctx, a, -1, order=order)
+
+
+def broadcast_to(ctx, a, shape, subok=False):
+    a = ctx.operand(a)
+    shape = tuple(ctx.env.simplify(_dim_expr(d)) for d in _shape_arg(shape))
+    return ctx.emit("broadcast_to", [a], {"shape": shape})
+
+
+def getitem(ctx, t, index):
+    items = index if isinstance(index, tuple) else (index,)
+    basic = all(
+        x is None or x is Ellipsis or isinstance(x, (SymInt, np.integer)) or
+        (isinstance(x, int) and not isinstance(x, bool)) or
+        (isinstance(x, slice) and all(v is None or isinstance(v, (int, np.integer, SymInt)) and
+                                      not isinstance(v, bool) for v in (x.start, x.stop, x.step)))
+        for x in items)
+    if not basic:
+        return eager_call(ctx, operator.getitem, (t, index), {}, "getitem (advanced indexing)")
+
+    def conv(x):
+        if isinstance(x, slice):
+            return slice(*(None if v is None else _dim_expr(v) for v in (x.start, x.stop, x.step)))
+        if x is None or x is Ellipsis:
+            return x
+        return _dim_expr(x)
+
+    norm, shape = normalize_index(ctx.env, t.value.shape, tuple(conv(x) for x in items), user_location())
+    if len(norm) == t.ndim and all(it[0] == "slice" and it[1] == 0 and it[2] == 1 and
+                                   ctx.env.simplify(it[3]) == ctx.env.simplify(d)
+                                   for it, d in zip(norm, t.value.shape)):
+        return t  # x[:] and x[...] are x
+    return ctx.emit("getitem", [t], {"items": norm, "shape": shape})
+
+
+# ------------------------------------------------------------ combinators
+
+def concatenate(ctx, arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    if out is not None or dtype is not None:
+        return None
+    arrays = [ctx.operand(x) for x in arrays]
+    if not arrays:
+        raise ValueError("need at least one array to concatenate")
+    if axis is None:
+        arrays = [ravel(ctx, x) for x in arrays]
+        axis = 0
+    if any(x.ndim == 0 for x in arrays):
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    axis = _norm_axis(axis, arrays[0].ndim)
+    if len(arrays) == 1:
+        return ctx.emit("astype", [arrays[0]], {"dtype": arrays[0].dtype})
+    return ctx.emit("concatenate", arrays, {"axis": axis})
+
+
+def stack(ctx, arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    if out is not None or dtype is not None:
+        return None
+    arrays = [ctx.operand(x) for x in arrays]
+    if not arrays:
+        raise ValueError("need at least one array to stack")
+    first = arrays[0].value.shape
+    for x in arrays[1:]:
+        if x.ndim != len(first):
+            raise ValueError("all input arrays must have the same shape")
+        for a, b in zip(first, x.value.shape):
+            if ctx.env.hint(a) != ctx.env.hint(b):
+                raise ValueError("all input arrays must have the same shape")
+            ctx.env.unify(a, b, "np.stack operands")
+    axis = _norm_axis(axis, len(first) + 1)
+    return concatenate(ctx, [expand_dims(ctx, x, axis) for x in arrays], axis=axis)
+
+
+def split(ctx, a, indices_or_sections, axis=0):
+    a = ctx.operand(a)
+    axis = _norm_axis(axis, a.ndim)
+    n = a.value.shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if ctx.env.hint(n) % k:
+            raise ValueError("array split does not result in an equal division")
+        ctx.env.decide(sympy.Eq(sympy.Mod(n, k), 0), f"{user_location()}: np.split into {k} parts")
+        part = ctx.env.simplify(sympy.floor(sympy.sympify(n) / k)) if isinstance(n, sympy.Basic) else n // k
+        bounds = [(part * i, part * (i + 1)) for i in range(k)]
+    else:
+        idx = [_dim_expr(i) for i in indices_or_sections]
+        edges = [0] + idx + [n]
+        bounds = list(zip(edges[:-1], edges[1:]))
+    out = []
+    for lo, hi in bounds:
+        index = (slice(None),) * axis + (slice(SymInt.wrap(ctx, lo), SymInt.wrap(ctx, hi)),)
+        out.append(getitem(ctx, a, index))
+    return out
+
+
+def where(ctx, condition, x=None, y=None):
+    if x is None or y is None:
+        return None
+    return ctx.emit("where", [condition, x, y], {})
+
+
+def clip(ctx, a, a_min=None, a_max=None, out=None, **kw):
+    if out is not None or kw:
+        return None
+    if a_min is None and a_max is None:
+        return None
+    if a_min is None:
+        return ctx.emit("minimum", [a, a_max], {})
+    if a_max is None:
+        return ctx.emit("maximum", [a, a_min], {})
+    return ctx.emit("clip", [a, a_min, a_max], {})
+
+
+def astype(ctx, a, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    dt = np.dtype(dtype)
+    if dt.kind in "OSUV":
+        raise Fallback(f"astype to unsupported dtype {dt}", user_location())
+    return ctx.emit("astype", [a], {"dtype": dt})
+
+
+def _filled(fill):
+    def handler(ctx, a, *args, dtype=None, order="K", subok=True, shape=None):
+        value = fill if fill is not None else args[0]
+        if fill is None:
+            args = args[1:]
+        if args:
+            dtype = args[0]
+        if isinstance(value, (Tracer, SymInt)):
+            return None
+        a = ctx.operand(a)
+        shp = a.value.shape if shape is None else tuple(_dim_expr(d) for d in _shape_arg(shape))
+        dt = np.dtype(dtype) if dtype is not None else a.dtype
+        return ctx.emit("full", [], {"shape": tuple(ctx.env.simplify(d) for d in shp), "fill": value,
+                                     "dtype": dt})
+    return handler
+
+
+def dot(ctx, a, b, out=None):
+    if out is not None:
+        return None
+    a, b = ctx.operand(a), ctx.operand(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return ctx.emit("multiply", [a, b], {})
+    if a.ndim <= 2 and b.ndim <= 2:
+        return ctx.emit("matmul", [a, b], {})
+    return None
+
+
+def einsum(ctx, subscripts, *operands, **kw):
+    if kw or not isinstance(subscripts, str) or "..." in subscripts:
+        return None
+    return ctx.emit("einsum", list(operands), {"subscripts": subscripts.replace(" ", "")})
+
+
+def full(ctx, shape, fill_value, dtype=None):
+    shp = tuple(ctx.env.simplify(_dim_expr(d)) for d in _shape_arg(shape))
+    dt = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
+    return ctx.emit("full", [], {"shape": shp, "fill": fill_value, "dtype": dt})
+
+
+def arange(ctx, start, stop=None, step=None, dtype=None):
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if not all(isinstance(v, (int, np.integer, SymInt)) and not isinstance(v, bool) for v in (start, stop, step)):
+        return None
+    start, stop, step = (_dim_expr(v) for v in (start, stop, step))
+    if isinstance(step, sympy.Basic):
+        return None
+    if step == 0:
+        raise ZeroDivisionError("division by zero")
+    span = ctx.env.simplify(sympy.sympify(stop) - start)
+    if ctx.env.decide(sympy.Le(span * step, 0), f"{user_location()}: np.arange length"):
+        length = 0
+    else:
+        length = ctx.env.simplify(span if abs(step) == 1 and step > 0 else
+                                  sympy.ceiling(sympy.sympify(span) / step))
+    dt = np.dtype(dtype) if dtype is not None else np.arange(0).dtype
+    return ctx.emit("arange", [], {"start": start, "stop": stop, "step": step, "dtype": dt,
+                                   "length": length})
+
+
+def _shape(ctx, a):
+    return ctx.operand(a).shape
+
+
+FUNCTIONS = {
+    np.reshape: reshape, np.transpose: transpose, np.swapaxes: swapaxes, np.moveaxis: moveaxis,
+    np.expand_dims: expand_dims, np.squeeze: squeeze, np.ravel: ravel, np.broadcast_to: broadcast_to,
+    np.concatenate: concatenate, np.stack: stack, np.split: split, np.where: where, np.clip: clip,
+    np.zeros_like: _filled(0), np.ones_like: _filled(1), np.empty_like: _filled(0),
+    np.full_like: _filled(None), np.dot: dot, np.einsum: einsum, np.astype: astype,
+    np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
+    np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
+}
+for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"):
+    FUNCTIONS[getattr(np, _name)] = _reduction_handler(_name)
+FUNCTIONS[np.amax] = _reduction_handler("max")
+FUNCTIONS[np.amin] = _reduction_handler("min")
+
+
+def handle_function(ctx, func, args, kwargs):
+    handler = FUNCTIONS.get(func)
+    if handler is not None:
+        try:
+            result = handler(ctx, *args, **kwargs)
+        except TypeError as e:
+            if "argument" not in str(e):
+                raise
+            result = None  # a signature we do not model: run it eagerly
+        if result is not None:
+            return result
+    return eager_call(ctx, func, args, kwargs)
+
+
+# ----------------------------------------------------------------- methods
+
+def _method_handler(name):
+    def m(t, *args, **kwargs):
+        return handle_function(t.ctx, getattr(np, name), (t,) + args, kwargs)
+    return m
+
+
+METHODS = {n: _method_handler(n) for n in (
+    "sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin",
+    "swapaxes", "squeeze", "ravel", "clip", "dot")}
+METHODS.update({
+    "reshape": lambda t, *s, **kw: reshape(t.ctx, t, *s, **kw),
+    "transpose": lambda t, *axes: transpose(t.ctx, t, *axes),
+    "astype": lambda t, dtype, **kw: astype(t.ctx, t, dtype, **kw),
+    "flatten": lambda t, order="C": reshape(t.ctx, t, -1, order=order),
+    "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
+})
+PROPERTIES = {
+    "T": lambda t: transpose(t.ctx, t),
+    "mT": lambda t: swapaxes(t.ctx, t, -1, -2),
+}
+
+
+def method(t: Tracer, name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if name in PROPERTIES:
+        return PROPERTIES[name](t)
+    if name in METHODS:
+        return lambda *a, **kw: METHODS[name](t, *a, **kw)
+    attr = getattr(np.ndarray, name, None)
+    if attr is None:
+        raise AttributeError(f"'Tracer' (a traced numpy array) has no attribute {name!r}")
+    if callable(attr):
+        return lambda *a, **kw: eager_call(t.ctx, lambda x, *a2, **kw2: getattr(x, name)(*a2, **kw2),
+                                           (t,) + a, kw, f"ndarray.{name}")
+    if name in ("real", "imag"):
+        return eager_call(t.ctx, lambda x: getattr(x, name), (t,), {}, f"ndarray.{name}")
+    raise Fallback(f"attribute .{name} of a traced array", user_location())

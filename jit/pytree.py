@@ -1,0 +1,41 @@
+"""Nested tuples, lists and dicts of leaves: flatten to a list and a hashable
+tree description, and rebuild."""
+from __future__ import annotations
+
+LEAF = None  # the treedef of a single leaf
+
+
+def flatten(obj, leaves: list) -> object:
+    """Append obj's leaves to `leaves`; return its treedef (hashable)."""
+    t = type(obj)
+    if t is tuple or t is list:
+        return (t, tuple(flatten(x, leaves) for x in obj))
+    if t is dict:
+        keys = tuple(obj)
+        return (dict, keys, tuple(flatten(obj[k], leaves) for k in keys))
+    leaves.append(obj)
+    return LEAF
+
+
+def unflatten(treedef, leaves_iter):
+    if treedef is LEAF:
+        return next(leaves_iter)
+    t = treedef[0]
+    if t is dict:
+        return {k: unflatten(d, leaves_iter) for k, d in zip(treedef[1], treedef[2])}
+    items = [unflatten(d, leaves_iter) for d in treedef[1]]
+    return tuple(items) if t is tuple else items
+
+
+def leaf_paths(treedef, prefix: str) -> list[str]:
+    """Readable names of the leaves: x, args[1], cfg['w']."""
+    if treedef is LEAF:
+        return [prefix]
+    out = []
+    if treedef[0] is dict:
+        for k, d in zip(treedef[1], treedef[2]):
+            out += leaf_paths(d, f"{prefix}[{k!r}]")
+    else:
+        for i, d in enumerate(treedef[1]):
+            out += leaf_paths(d, f"{prefix}[{i}]")
+    return out

@@ -1,0 +1,90 @@
+"""Specialization keys.  Per array: dtype, rank, which dims are 0 or 1 (or
+the whole shape with dynamic=False) and the layout class (C-contiguous or
+strided); Python floats are runtime scalars; everything else is static and
+keyed by value."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from jit.trace import InputSpec
+
+_ndarray = np.ndarray
+_generic = np.generic
+
+
+def classify_call(leaves, treedef, dynamic):
+    """-> (key, arrays, runtime inputs).  The hot path: keep it lean."""
+    key = [treedef]
+    arrays = []
+    runtime = []
+    for x in leaves:
+        t = type(x)
+        if t is _ndarray:
+            arrays.append(x)
+            runtime.append(x)
+            if dynamic is False:
+                key.append((x.dtype, x.shape, x.flags.c_contiguous))
+            else:
+                key.append((x.dtype, tuple([d if d < 2 else -1 for d in x.shape]), x.flags.c_contiguous))
+        elif t is float:
+            runtime.append(x)
+            key.append(float)
+        elif isinstance(x, _ndarray):  # a subclass: treated as its base class
+            x = np.asarray(x)
+            arrays.append(x)
+            runtime.append(x)
+            key.append((x.dtype, x.shape if dynamic is False else
+                        tuple([d if d < 2 else -1 for d in x.shape]), x.flags.c_contiguous))
+        elif isinstance(x, _generic):
+            runtime.append(x)
+            key.append(x.dtype)
+        else:
+            try:
+                hash(x)
+                key.append((t, x))
+            except TypeError:
+                key.append((t, "unhashable"))
+    return tuple(key), arrays, runtime
+
+
+def runtime_leaves(leaves) -> list:
+    return [np.asarray(x) if isinstance(x, _ndarray) and type(x) is not _ndarray else x
+            for x in leaves if isinstance(x, (_ndarray, float, _generic)) and not isinstance(x, bool)]
+
+
+@dataclass
+class Signature:
+    specs: list[InputSpec]
+    text: list[str]
+    unsupported: str | None
+
+    @staticmethod
+    def of(leaves, treedef, paths, dynamic) -> "Signature":
+        specs, text, bad = [], [], None
+        for x, path in zip(leaves, paths):
+            if isinstance(x, _ndarray):
+                x = np.asarray(x)
+                if x.dtype.kind in "OSUVMm" and bad is None:
+                    bad = f"argument {path} has unsupported dtype {x.dtype}"
+                specs.append(InputSpec("array", path))
+                dims = ", ".join(str(d) if (d < 2 or dynamic is False) else "*" for d in x.shape)
+                lay = "C" if x.flags.c_contiguous else "strided"
+                text.append(f"{path}: {x.dtype}[{dims}] {lay}")
+            elif type(x) is float or isinstance(x, _generic):
+                specs.append(InputSpec("scalar", path))
+                text.append(f"{path}: {'float' if type(x) is float else x.dtype} scalar")
+            else:
+                try:
+                    hash(x)
+                except TypeError:
+                    if bad is None:
+                        bad = (f"argument {path} is an unhashable {type(x).__name__}; static arguments "
+                               f"must be hashable (pass arrays, floats, or hashable values)")
+                specs.append(InputSpec("static", path))
+                text.append(f"{path}={x!r}")
+        return Signature(specs, text, bad)
+
+    def describe(self) -> str:
+        return "(" + ", ".join(self.text) + ")"

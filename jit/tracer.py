@@ -1,0 +1,377 @@
+"""Tracing: Tracer arrays that record numpy calls into a Graph.
+
+Tracing is concrete: every Tracer also carries the real value computed by
+the op's numpy reference on the first call's inputs.  That gives numpy's own
+errors for bad input, the real output shapes of eager ops, and a check that
+each symbolic shape rule agrees with numpy on the hints.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import sympy
+
+from shapes.env import DataDependentError, ShapeEnv
+from shapes.ir import ArrayConst, Node, Value, make_attrs
+from shapes.ops import ELEMENTWISE, OPS
+
+_PKG_DIRS = tuple(
+    os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + p + os.sep
+    for p in ("jit", "shapes", "clustering", "codegen", "runtime"))
+
+
+class Fallback(Exception):
+    """The function cannot be traced into one graph: run it eagerly."""
+
+    def __init__(self, reason: str, loc: str = ""):
+        super().__init__(f"{reason} at {loc}" if loc else reason)
+        self.reason, self.loc = reason, loc
+
+
+class TraceError(Exception):
+    """An internal inconsistency found while tracing (never a wrong result)."""
+
+
+def user_location() -> str:
+    """file:line of the innermost frame outside shapejit and numpy."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PKG_DIRS) and os.sep + "numpy" + os.sep not in fn and not fn.startswith("<__array"):
+            return f"{os.path.basename(fn)}:{f.f_lineno}"
+        f = f.f_back
+    return "?"
+
+
+def eval_attr(a, hint):
+    """Replace sympy expressions inside an attr by their values."""
+    if isinstance(a, sympy.Basic):
+        return hint(a)
+    if type(a) is tuple:
+        return tuple(eval_attr(x, hint) for x in a)
+    return a
+
+
+class TraceContext:
+    def __init__(self, env: ShapeEnv):
+        self.env = env
+        self.nodes: list[Node] = []
+        self._next = 0
+        self._consts: dict[Any, Value] = {}
+
+    def new_value(self, dtype, shape, weak=False) -> Value:
+        v = Value(self._next, np.dtype(dtype), tuple(shape), weak)
+        self._next += 1
+        return v
+
+    def hint(self, e):
+        return self.env.hint(e)
+
+    # ------------------------------------------------------------ operands
+    def operand(self, x) -> "Tracer":
+        if isinstance(x, Tracer):
+            if x.ctx is not self:
+                raise TraceError("a Tracer from another trace leaked into this one")
+            return x
+        if isinstance(x, SymInt):
+            return self.emit("dim", [], {"expr": x.expr})
+        if isinstance(x, (bool, int, float, complex)):
+            key = (type(x), x)
+            if key not in self._consts or isinstance(x, float) and x != x:
+                self._consts[key] = self.emit("const", [], {"value": x})
+            return self._consts[key]
+        if isinstance(x, np.generic):
+            return self.emit("const", [], {"value": x})
+        if isinstance(x, np.ndarray):
+            if x.dtype.kind in "OSUV":
+                raise Fallback(f"unsupported dtype {x.dtype} in a captured array", user_location())
+            return self.emit("const", [], {"value": ArrayConst(x)})
+        if isinstance(x, (list, tuple)):
+            try:
+                arr = np.asarray(x)
+            except Exception as e:  # noqa: BLE001 - numpy decides what is an array
+                raise Fallback(f"operand {type(x).__name__} is not an array: {e}", user_location())
+            if arr.dtype.kind in "OSUV":
+                raise Fallback(f"operand of dtype {arr.dtype}", user_location())
+            return self.emit("const", [], {"value": ArrayConst(arr)})
+        raise Fallback(f"operand of type {type(x).__name__}", user_location())
+
+    # ---------------------------------------------------------------- emit
+    def emit(self, op: str, inputs: list, attrs: dict, *, n_out: int = 1, weak: bool = False):
+        """Record one node and compute its concrete value; returns Tracer(s)."""
+        opdef = OPS[op]
+        ins = [self.operand(x) for x in inputs]
+        attrs_t = make_attrs(**attrs)
+        concrete_attrs = {k: eval_attr(v, self.hint) for k, v in attrs.items()}
+        with np.errstate(all="ignore"):
+            result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
+        values = [t.value for t in ins]
+        shapes = opdef.shape_rule(self.env, values, attrs_t)
+        dtypes = opdef.dtype_rule(values, attrs_t)
+        results = result if n_out > 1 else (result,)
+        if op == "const":
+            weak = isinstance(result, (bool, int, float, complex))
+        elif op == "dim":
+            weak = True
+        outs = []
+        for r, shape, dt in zip(results, shapes, dtypes):
+            if weak and isinstance(r, np.generic):
+                r = r.item()
+            shape = self.env.simplify_shape(shape)
+            got_shape, got_dtype = np.shape(r), np.asarray(r).dtype
+            want_shape = tuple(self.hint(d) for d in shape)
+            if got_shape != want_shape or (got_dtype != dt and not weak):
+                raise TraceError(f"{op}: numpy gives {got_dtype}{list(got_shape)}, "
+                                 f"the rules give {dt}{list(want_shape)}")
+            v = self.new_value(got_dtype if weak else dt, shape, weak)
+            outs.append(Tracer(self, v, r))
+        self.nodes.append(Node(op, tuple(values), attrs_t, tuple(t.value for t in outs),
+                               loc=user_location()))
+        return outs if n_out > 1 else outs[0]
+
+    def emit_eager(self, call, inputs: list, concrete_outputs: list, what: str):
+        """An opaque node: `call(xs)` returns the list of output arrays."""
+        ins = [self.operand(x) for x in inputs]
+        outs = []
+        for k, r in enumerate(concrete_outputs):
+            shape = tuple(self.env.new_symbol(d, f"{what} output {k} dim {j}", lo=0, data_dependent=True)
+                          for j, d in enumerate(np.shape(r)))
+            v = self.new_value(np.asarray(r).dtype, shape)
+            outs.append(Tracer(self, v, r))
+        self.nodes.append(Node("eager", tuple(t.value for t in ins), make_attrs(call=call),
+                               tuple(t.value for t in outs), loc=user_location()))
+        return outs
+
+
+class SymInt:
+    """A symbolic dim as seen by user code: arithmetic stays symbolic,
+    comparisons are decided on the hint and guarded."""
+
+    __slots__ = ("ctx", "expr")
+
+    def __init__(self, ctx: TraceContext, expr):
+        self.ctx, self.expr = ctx, expr
+
+    @staticmethod
+    def wrap(ctx, e):
+        e = ctx.env.simplify(e)
+        return e if isinstance(e, int) else SymInt(ctx, e)
+
+    def _e(self, o):
+        if isinstance(o, SymInt):
+            return o.expr
+        if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
+            return sympy.Integer(int(o))
+        return None
+
+    def _arith(self, o, f):
+        e = self._e(o)
+        if e is None:
+            if isinstance(o, Tracer):
+                return NotImplemented
+            return f(self._specialize(), o)
+        return SymInt.wrap(self.ctx, f(self.expr, e))
+
+    def __add__(self, o): return self._arith(o, lambda a, b: a + b)
+    def __radd__(self, o): return self._arith(o, lambda a, b: b + a)
+    def __sub__(self, o): return self._arith(o, lambda a, b: a - b)
+    def __rsub__(self, o): return self._arith(o, lambda a, b: b - a)
+    def __mul__(self, o): return self._arith(o, lambda a, b: a * b)
+    def __rmul__(self, o): return self._arith(o, lambda a, b: b * a)
+    def __neg__(self): return SymInt.wrap(self.ctx, -self.expr)
+    def __pos__(self): return self
+
+    def __floordiv__(self, o):
+        return self._arith(o, lambda a, b: sympy.floor(a / b) if isinstance(a, sympy.Basic) else a // b)
+
+    def __rfloordiv__(self, o):
+        return self._arith(o, lambda a, b: sympy.floor(b / a) if isinstance(a, sympy.Basic) else b // a)
+
+    def __mod__(self, o):
+        return self._arith(o, lambda a, b: sympy.Mod(a, b) if isinstance(a, sympy.Basic) else a % b)
+
+    def __truediv__(self, o):
+        if isinstance(o, Tracer):
+            return NotImplemented
+        return self._specialize() / (o._specialize() if isinstance(o, SymInt) else o)
+
+    def __rtruediv__(self, o):
+        if isinstance(o, Tracer):
+            return NotImplemented
+        return o / self._specialize()
+
+    def __pow__(self, o):
+        if isinstance(o, int) and o >= 0:
+            return SymInt.wrap(self.ctx, self.expr ** o)
+        return self._specialize() ** o
+
+    def _cmp(self, o, rel, name):
+        e = self._e(o)
+        if e is None:
+            if isinstance(o, Tracer):
+                return NotImplemented
+            return getattr(self._specialize(), name)(o)
+        sym = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__eq__": "==", "__ne__": "!="}
+        return self.ctx.env.decide(rel(self.expr, e), f"{user_location()}: {self.expr} {sym[name]} {o}")
+
+    def __lt__(self, o): return self._cmp(o, sympy.Lt, "__lt__")
+    def __le__(self, o): return self._cmp(o, sympy.Le, "__le__")
+    def __gt__(self, o): return self._cmp(o, sympy.Gt, "__gt__")
+    def __ge__(self, o): return self._cmp(o, sympy.Ge, "__ge__")
+    def __eq__(self, o): return self._cmp(o, sympy.Eq, "__eq__")
+    def __ne__(self, o): return self._cmp(o, sympy.Ne, "__ne__")
+
+    def _specialize(self) -> int:
+        h = self.ctx.hint(self.expr)
+        self.ctx.env.decide(sympy.Eq(self.expr, h), f"{user_location()}: {self.expr} used as a Python number")
+        return h
+
+    def __index__(self): return self._specialize()
+    def __int__(self): return self._specialize()
+    def __float__(self): return float(self._specialize())
+    def __hash__(self): return hash(self._specialize())
+    def __bool__(self): return self.ctx.env.decide(sympy.Ne(self.expr, 0), f"{user_location()}: bool({self.expr})")
+
+    def __repr__(self):
+        return f"SymInt({self.expr}, hint={self.ctx.hint(self.expr)})"
+
+
+class Tracer:
+    """A traced array.  Behaves like an ndarray for the supported numpy API;
+    what it does not support becomes an eager node or an eager fallback."""
+
+    __slots__ = ("ctx", "value", "concrete")
+    __array_priority__ = 1000
+
+    def __init__(self, ctx: TraceContext, value: Value, concrete):
+        self.ctx, self.value, self.concrete = ctx, value, concrete
+
+    # ------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> tuple:
+        return tuple(SymInt.wrap(self.ctx, d) for d in self.value.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.value.ndim
+
+    @property
+    def size(self):
+        n = sympy.Integer(1)
+        for d in self.value.shape:
+            n *= d
+        return SymInt.wrap(self.ctx, n)
+
+    @property
+    def itemsize(self) -> int:
+        return self.value.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.value.shape:
+            raise TypeError("len() of unsized object")
+        d = self.shape[0]
+        return d if isinstance(d, int) else d._specialize()
+
+    def __repr__(self):
+        return f"Tracer({self.value.type_str()})"
+
+    # ------------------------------------------------- data-dependent exits
+    def _data_dependent(self, what: str):
+        raise Fallback(f"data-dependent Python control flow: {what} of a traced array", user_location())
+
+    def __bool__(self): self._data_dependent("bool()")
+    def __float__(self): self._data_dependent("float()")
+    def __int__(self): self._data_dependent("int()")
+    def __index__(self): self._data_dependent("use as an index")
+    def __complex__(self): self._data_dependent("complex()")
+    def __iter__(self): self._data_dependent("iteration")
+    def item(self, *a): self._data_dependent(".item()")
+    def tolist(self): self._data_dependent(".tolist()")
+
+    def __array__(self, dtype=None, copy=None):
+        self._data_dependent("conversion to a numpy array")
+
+    __hash__ = object.__hash__
+
+    # ---------------------------------------------------- numpy protocols
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from jit.optable import handle_ufunc
+        return handle_ufunc(self.ctx, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from jit.optable import handle_function
+        return handle_function(self.ctx, func, args, kwargs)
+
+    def __getitem__(self, index):
+        from jit.optable import getitem
+        return getitem(self.ctx, self, index)
+
+    def __setitem__(self, index, value):
+        raise Fallback("in-place assignment to a traced array", user_location())
+
+    def __getattr__(self, name):
+        from jit.optable import method
+        return method(self, name)
+
+    # ------------------------------------------------------------ operators
+    def _bin(name, reflected=False):
+        def f(self, other):
+            if not isinstance(other, (Tracer, SymInt, int, float, bool, complex, np.ndarray, np.generic,
+                                      list, tuple)):
+                return NotImplemented
+            if self.value.weak and _is_weak(other):
+                # Python arithmetic on Python scalars stays a weak Python scalar
+                args = [other, self] if reflected else [self, other]
+                return self.ctx.emit(name, args, {}, weak=True)
+            ufunc = getattr(np, name)
+            return ufunc(other, self) if reflected else ufunc(self, other)
+        return f
+
+    __add__, __radd__ = _bin("add"), _bin("add", True)
+    __sub__, __rsub__ = _bin("subtract"), _bin("subtract", True)
+    __mul__, __rmul__ = _bin("multiply"), _bin("multiply", True)
+    __truediv__, __rtruediv__ = _bin("divide"), _bin("divide", True)
+    __floordiv__, __rfloordiv__ = _bin("floor_divide"), _bin("floor_divide", True)
+    __mod__, __rmod__ = _bin("remainder"), _bin("remainder", True)
+    __pow__, __rpow__ = _bin("power"), _bin("power", True)
+    __matmul__, __rmatmul__ = _bin("matmul"), _bin("matmul", True)
+    __and__, __rand__ = _bin("bitwise_and"), _bin("bitwise_and", True)
+    __or__, __ror__ = _bin("bitwise_or"), _bin("bitwise_or", True)
+    __xor__, __rxor__ = _bin("bitwise_xor"), _bin("bitwise_xor", True)
+    __lshift__, __rlshift__ = _bin("left_shift"), _bin("left_shift", True)
+    __rshift__, __rrshift__ = _bin("right_shift"), _bin("right_shift", True)
+    __lt__, __le__ = _bin("less"), _bin("less_equal")
+    __gt__, __ge__ = _bin("greater"), _bin("greater_equal")
+    __eq__, __ne__ = _bin("equal"), _bin("not_equal")
+    del _bin
+
+    def _unary(name):
+        def f(self):
+            if self.value.weak:
+                return self.ctx.emit(name, [self], {}, weak=True)
+            return getattr(np, name)(self)
+        return f
+
+    __neg__, __pos__, __abs__ = _unary("negative"), _unary("positive"), _unary("absolute")
+    del _unary
+
+    def __invert__(self): return np.invert(self)
+
+    def _inplace(self, *a):
+        raise Fallback("in-place operator on a traced array", user_location())
+
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __imod__ = __ipow__ = _inplace
+    __imatmul__ = __iand__ = __ior__ = __ixor__ = _inplace
+
+
+def _is_weak(x) -> bool:
+    if isinstance(x, Tracer):
+        return x.value.weak
+    return isinstance(x, (SymInt, bool, int, float, complex))

@@ -1,0 +1,129 @@
+"""The Executable: a graph turned into one Python function that runs its
+steps in order.  This is the reference back end: every step calls the op's
+numpy reference implementation.  It stays as the oracle and the fallback for
+the compiled back end.
+
+Hot path: the generated function unpacks inputs and bound dims, runs the
+steps, and returns the flat outputs; no sympy, no dict lookups per node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from shapes.ir import ArrayConst, Graph
+from shapes.ops import OPS
+from shapes.pyexpr import to_python
+
+
+class ShapeMismatch(Exception):
+    """An eager op's output did not have the size the trace relied on."""
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    kind: str      # "value" | "const" | "dim"
+    payload: object  # value id | the object | sympy expr
+
+
+@dataclass(frozen=True)
+class DataDependentDim:
+    value_id: int
+    axis: int
+    symbol: sympy.Symbol
+    expr: object  # what the trace relied on: the symbol itself when free
+
+
+class Executable:
+    def __init__(self, graph: Graph, symbols: list, outputs: list[OutputSpec],
+                 dd_dims: list[DataDependentDim]):
+        self.graph = graph
+        self.symbols = list(symbols)
+        self.outputs = outputs
+        self.source, ns = _generate(graph, self.symbols, outputs, dd_dims)
+        self.run = ns["run"]
+
+
+def _generate(graph, symbols, outputs, dd_dims):
+    ns: dict = {"ShapeMismatch": ShapeMismatch, "_shape": np.shape}
+    names: dict[int, str] = {}
+    consts: dict[int, str] = {}
+
+    def const(obj) -> str:
+        key = id(obj)
+        if key not in consts:
+            consts[key] = f"_k{len(consts)}"
+            ns[consts[key]] = obj
+        return consts[key]
+
+    def attr_src(a) -> str:
+        if isinstance(a, sympy.Basic):
+            return to_python(a)
+        if type(a) is tuple and _has_sym(a):
+            return "(" + "".join(attr_src(x) + ", " for x in a) + ")"
+        return const(a)
+
+    lines = ["def run(inputs, dims):"]
+    for k, v in enumerate(graph.inputs):
+        names[v.id] = f"v{v.id}"
+    if graph.inputs:
+        lines.append("    " + "".join(f"{names[v.id]}, " for v in graph.inputs) + "= inputs")
+    if symbols:
+        lines.append("    " + "".join(f"{s.name}, " for s in symbols) + "= dims")
+    dd_by_value: dict[int, list[DataDependentDim]] = {}
+    for d in dd_dims:
+        dd_by_value.setdefault(d.value_id, []).append(d)
+    for n in graph.nodes:
+        for o in n.outputs:
+            names[o.id] = f"v{o.id}"
+        outs = ", ".join(names[o.id] for o in n.outputs)
+        args = ", ".join(names[v.id] for v in n.inputs)
+        if n.op == "const":
+            value = n.attr("value")
+            lines.append(f"    {outs} = {const(value.array if isinstance(value, ArrayConst) else value)}")
+            continue
+        if n.op == "dim":
+            lines.append(f"    {outs} = {to_python(n.attr('expr'))}")
+            continue
+        fn = const(OPS[n.op].ref)
+        if n.op == "eager":
+            lines.append(f"    _r = {const(n.attr('call'))}([{args}])")
+            lines.append(f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')")
+            lines.append(f"    {outs}{',' if len(n.outputs) == 1 else ''} = _r")
+            for o in n.outputs:
+                for d in dd_by_value.get(o.id, []):
+                    lines.append(f"    {d.symbol.name} = _shape({names[o.id]})[{d.axis}]")
+                    if d.expr != d.symbol:
+                        lines.append(f"    if {d.symbol.name} != {to_python(d.expr)}: "
+                                     f"raise ShapeMismatch({str(d.symbol) + ' != ' + str(d.expr)!r})")
+            continue
+        kw = "".join(f", {k}={attr_src(a)}" for k, a in n.attrs)
+        call = f"{fn}({args}{kw})" if args else f"{fn}({kw[2:]})"
+        if len(n.outputs) == 1 and n.outputs[0].weak:
+            call = f"_item({call})"
+            ns["_item"] = _item
+        lines.append(f"    {outs} = {call}")
+    rets = []
+    for o in outputs:
+        if o.kind == "value":
+            rets.append(names[o.payload])
+        elif o.kind == "dim":
+            rets.append(to_python(o.payload))
+        else:
+            rets.append(const(o.payload))
+    lines.append("    return [" + ", ".join(rets) + "]")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, "<shapejit executable>", "exec"), ns)
+    return source, ns
+
+
+def _has_sym(a) -> bool:
+    if isinstance(a, sympy.Basic):
+        return True
+    return type(a) is tuple and any(_has_sym(x) for x in a)
+
+
+def _item(x):
+    return x.item() if isinstance(x, np.generic) else x

@@ -1,0 +1,329 @@
+"""The op set: every op registered once with its category, shape rule, dtype
+rule and numpy reference implementation (the oracle and the eager fallback).
+
+Shape rules take the ShapeEnv (to unify dims and record guards), the input
+Values and the attrs, and return the output shapes.  Dtype rules follow
+numpy 2 (NEP 50: Python scalars are weak) by asking numpy itself on tiny
+arrays of the input dtypes, so they agree with eager numpy by construction.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import sympy
+
+from shapes.env import ShapeEnv
+from shapes.ir import Value
+
+ELEMENTWISE = "elementwise"
+REDUCE = "reduce"
+VIEW = "view"
+MATMUL = "matmul"
+CONCAT = "concat"
+CREATION = "creation"
+OPAQUE = "opaque"
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    category: str
+    ref: Callable
+    shape_rule: Callable  # (env, inputs, attrs) -> list[shape]
+    dtype_rule: Callable  # (inputs, attrs) -> list[np.dtype]
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(name, category, ref, shape_rule, dtype_rule=None):
+    OPS[name] = OpDef(name, category, ref, shape_rule, dtype_rule or _dtype_by_numpy(ref))
+    return OPS[name]
+
+
+# ------------------------------------------------------------------ dtypes
+
+def _dummy(v: Value):
+    if v.weak:
+        return {"b": True, "i": 1, "u": 1, "f": 1.0, "c": 1j}[v.dtype.kind]
+    return np.ones((1,) * v.ndim, dtype=v.dtype)
+
+
+def _dtype_by_numpy(ref):
+    def rule(inputs, attrs):
+        return _cached_dtypes(ref, tuple((v.dtype, v.ndim, v.weak) for v in inputs), attrs)
+    return rule
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_dtypes(ref, sig, attrs):
+    args = [_dummy(Value(-1, dt, (1,) * nd, weak)) for dt, nd, weak in sig]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = ref(*args, **dict(attrs))
+    outs = out if isinstance(out, tuple) else (out,)
+    return [np.asarray(o).dtype for o in outs]
+
+
+def _same_dtype(inputs, attrs):
+    return [inputs[0].dtype]
+
+
+# ------------------------------------------------------------ broadcasting
+
+def broadcast_shapes(env: ShapeEnv, shapes, what: str = "operands") -> tuple:
+    """numpy broadcasting over symbolic dims: two non-1 dims unify."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for ax in range(nd):
+        dim = 1
+        for s in shapes:
+            k = ax - (nd - len(s))
+            if k < 0:
+                continue
+            d = s[k]
+            if _is_one(d):
+                continue
+            if _is_one(dim):
+                dim = d
+                continue
+            if env.simplify(dim) != env.simplify(d):
+                if env.hint(dim) != env.hint(d):
+                    raise ValueError(
+                        f"operands could not be broadcast together with shapes "
+                        + " ".join(str(tuple(env.hint(x) for x in s)) for s in shapes))
+                env.unify(dim, d, f"broadcast of {what} at axis {ax - nd}")
+        out.append(env.simplify(dim))
+    return tuple(out)
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
+def _elementwise_shape(env, inputs, attrs):
+    return [broadcast_shapes(env, [v.shape for v in inputs])]
+
+
+# ------------------------------------------------------------ elementwise
+
+UNARY_UFUNCS = [
+    "negative", "positive", "absolute", "square", "sqrt", "reciprocal", "sign", "exp", "exp2",
+    "expm1", "log", "log2", "log10", "log1p", "tanh", "sinh", "cosh", "sin", "cos", "tan",
+    "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "floor", "ceil", "trunc",
+    "rint", "logical_not", "isnan", "isinf", "isfinite", "signbit", "invert", "cbrt",
+    "conjugate", "deg2rad", "rad2deg", "fabs",
+]
+BINARY_UFUNCS = [
+    "add", "subtract", "multiply", "divide", "floor_divide", "remainder", "fmod", "power",
+    "float_power", "maximum", "minimum", "fmax", "fmin", "equal", "not_equal", "less",
+    "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "arctan2",
+    "hypot", "copysign", "logaddexp", "logaddexp2", "heaviside", "nextafter",
+]
+
+for _name in UNARY_UFUNCS + BINARY_UFUNCS:
+    register(_name, ELEMENTWISE, getattr(np, _name), _elementwise_shape)
+
+
+def _where(c, a, b):
+    return np.where(c, a, b)
+
+
+def _clip(x, lo, hi):
+    return np.clip(x, lo, hi)
+
+
+def _astype(x, dtype):
+    return np.asarray(x).astype(dtype)
+
+
+register("where", ELEMENTWISE, _where, _elementwise_shape)
+register("clip", ELEMENTWISE, _clip, _elementwise_shape)
+register("astype", ELEMENTWISE, _astype, lambda env, i, a: [i[0].shape],
+         lambda inputs, attrs: [np.dtype(dict(attrs)["dtype"])])
+
+
+# -------------------------------------------------------------- reductions
+
+def _reduce_shape(env, inputs, attrs):
+    a = dict(attrs)
+    shape, axis, keep = inputs[0].shape, a.get("axis"), a.get("keepdims", False)
+    axes = range(len(shape)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    if keep:
+        return [tuple(1 if i in axes else d for i, d in enumerate(shape))]
+    return [tuple(d for i, d in enumerate(shape) if i not in axes)]
+
+
+def _reduction(fn):
+    def ref(x, axis=None, keepdims=False, **kw):
+        return fn(x, axis=axis, keepdims=keepdims, **kw)
+    ref.__name__ = fn.__name__
+    return ref
+
+
+REDUCTIONS = ["sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"]
+for _name in REDUCTIONS:
+    register(_name, REDUCE, _reduction(getattr(np, _name)), _reduce_shape)
+
+
+# ------------------------------------------------------------------- views
+
+def _reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+def _transpose(x, perm):
+    return np.transpose(x, perm)
+
+
+def _broadcast_to(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+def _getitem(x, items, shape):
+    return x[index_from_items(items)]
+
+
+def index_from_items(items) -> tuple:
+    """Normalized items (see shapes.indexing) back to a numpy index."""
+    idx = []
+    for it in items:
+        kind = it[0]
+        if kind == "int":
+            idx.append(it[1])
+        elif kind == "slice":
+            _, start, step, length = it
+            stop = start + step * length
+            idx.append(slice(start, None if stop < 0 else stop, step))
+        else:
+            idx.append(None)
+    return tuple(idx)
+
+
+register("reshape", VIEW, _reshape, lambda env, i, a: [dict(a)["shape"]], _same_dtype)
+register("transpose", VIEW, _transpose,
+         lambda env, i, a: [tuple(i[0].shape[p] for p in dict(a)["perm"])], _same_dtype)
+register("broadcast_to", VIEW, _broadcast_to,
+         lambda env, i, a: [broadcast_shapes(env, [i[0].shape, dict(a)["shape"]], "broadcast_to")
+                            and dict(a)["shape"]], _same_dtype)
+register("getitem", VIEW, _getitem, lambda env, i, a: [dict(a)["shape"]], _same_dtype)
+
+
+# ----------------------------------------------------------------- concat
+
+def _concatenate(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+def _concat_shape(env, inputs, attrs):
+    axis = dict(attrs)["axis"]
+    first = inputs[0].shape
+    for v in inputs[1:]:
+        if len(v.shape) != len(first):
+            raise ValueError("all the input arrays must have same number of dimensions")
+        for k, (a, b) in enumerate(zip(first, v.shape)):
+            if k != axis:
+                env.unify(a, b, f"concatenate along axis {axis}")
+    total = sum((v.shape[axis] for v in inputs), sympy.Integer(0))
+    return [tuple(env.simplify(total) if k == axis else env.simplify(d) for k, d in enumerate(first))]
+
+
+register("concatenate", CONCAT, _concatenate, _concat_shape,
+         lambda inputs, attrs: [np.result_type(*[v.dtype for v in inputs])])
+
+
+# ------------------------------------------------------------------ matmul
+
+def _matmul_shape(env, inputs, attrs):
+    a, b = inputs[0].shape, inputs[1].shape
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError("matmul: Input operand does not have enough dimensions")
+    a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    if env.simplify(a2[-1]) != env.simplify(b2[-2]):
+        if env.hint(a2[-1]) != env.hint(b2[-2]):
+            raise ValueError(
+                f"matmul: Input operand 1 has a mismatch in its core dimension 0 "
+                f"(size {env.hint(b2[-2])} is different from {env.hint(a2[-1])})")
+        env.unify(a2[-1], b2[-2], "matmul contraction dims")
+    batch = broadcast_shapes(env, [a2[:-2], b2[:-2]], "matmul batch dims")
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return [tuple(env.simplify(d) for d in out)]
+
+
+register("matmul", MATMUL, np.matmul, _matmul_shape)
+
+
+def _einsum(*xs, subscripts):
+    return np.einsum(subscripts, *xs)
+
+
+def _einsum_shape(env, inputs, attrs):
+    subs = dict(attrs)["subscripts"].replace(" ", "")
+    lhs, _, rhs = subs.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(inputs) or "." in subs:
+        raise ValueError(f"einsum: unsupported subscripts {subs!r} for {len(inputs)} operands")
+    sizes: dict[str, object] = {}
+    for term, v in zip(terms, inputs):
+        if len(term) != v.ndim:
+            raise ValueError(f"einsum: operand has {v.ndim} dims but subscripts {term!r}")
+        for ch, d in zip(term, v.shape):
+            if ch in sizes and not (_is_one(d) or _is_one(sizes[ch])):
+                env.unify(sizes[ch], d, f"einsum index {ch!r}")
+            elif ch not in sizes or _is_one(sizes[ch]):
+                sizes[ch] = d
+    if not _:
+        counts = {c: lhs.count(c) for c in set(lhs.replace(",", ""))}
+        rhs = "".join(sorted(c for c, n in counts.items() if n == 1))
+    return [tuple(env.simplify(sizes[c]) for c in rhs)]
+
+
+register("einsum", MATMUL, _einsum, _einsum_shape,
+         lambda inputs, attrs: [np.result_type(*[v.dtype for v in inputs])])
+
+
+# ---------------------------------------------------------------- creation
+
+def _full(shape, fill, dtype):
+    return np.full(shape, fill, dtype=dtype)
+
+
+def _arange(start, stop, step, dtype, length):
+    return np.arange(start, stop, step, dtype=dtype)
+
+
+def _const(value):
+    return value.array if hasattr(value, "array") else value
+
+
+def _dim(expr):
+    return expr
+
+
+register("full", CREATION, _full, lambda env, i, a: [dict(a)["shape"]],
+         lambda inputs, attrs: [np.dtype(dict(attrs)["dtype"])])
+register("arange", CREATION, _arange, lambda env, i, a: [(dict(a)["length"],)],
+         lambda inputs, attrs: [np.dtype(dict(attrs)["dtype"])])
+register("const", CREATION, _const, lambda env, i, a: [np.shape(_const(dict(a)["value"]))],
+         lambda inputs, attrs: [np.asarray(_const(dict(attrs)["value"])).dtype])
+register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [np.dtype(np.int64)])
+
+
+# ------------------------------------------------------------------ opaque
+
+def _eager_ref(*xs, call):
+    return call(xs)
+
+
+register("eager", OPAQUE, _eager_ref, lambda env, i, a: [], lambda inputs, attrs: [])
