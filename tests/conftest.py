@@ -1,0 +1,36 @@
+"""Shared test fixtures: every differential test runs on each back end."""
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("SHAPEJIT_CHECKS", "1")
+
+BACKENDS = ["reference"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+def assert_like_numpy(got, want, ulps: int = 4):
+    """Same type structure, dtypes and shapes exactly; values to a few ulp."""
+    from jit import pytree
+    gl, wl = [], []
+    gd, wd = pytree.flatten(got, gl), pytree.flatten(want, wl)
+    assert gd == wd, f"structure {gd} != {wd}"
+    for g, w in zip(gl, wl):
+        if not isinstance(w, (np.ndarray, np.generic)):
+            assert g == w
+            continue
+        g = np.asarray(g)
+        w = np.asarray(w)
+        assert g.dtype == w.dtype, f"dtype {g.dtype} != numpy's {w.dtype}"
+        assert g.shape == w.shape, f"shape {g.shape} != numpy's {w.shape}"
+        if w.dtype.kind in "fc":
+            eps = np.finfo(w.dtype).eps
+            tiny = np.finfo(w.dtype).tiny
+            np.testing.assert_allclose(g, w, rtol=ulps * eps, atol=ulps * tiny * 16, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
