@@ -51,8 +51,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             traced_leaves.append(leaf)
             continue
         if spec.kind == "scalar":
-            v = ctx.new_value(np.float64 if isinstance(leaf, float) else np.asarray(leaf).dtype, (),
-                              weak=isinstance(leaf, float))
+            # only a Python float is weak: np.float64 (a float subclass) is a strong scalar
+            py_float = type(leaf) is float
+            v = ctx.new_value(np.float64 if py_float else np.asarray(leaf).dtype, (), weak=py_float)
         else:
             shape = []
             names = (user_dims or {}).get(spec.path)

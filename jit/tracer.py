@@ -23,6 +23,12 @@ _PKG_DIRS = tuple(
     for p in ("jit", "shapes", "clustering", "codegen", "runtime"))
 
 
+# Python scalars are weakly typed (NEP 50).  Tested with `type(x) in`, not
+# isinstance: np.float64 and np.complex128 subclass float and complex but are
+# strongly typed numpy scalars.
+_PY_SCALARS = (bool, int, float, complex)
+
+
 class Fallback(Exception):
     """The function cannot be traced into one graph: run it eagerly."""
 
@@ -78,9 +84,10 @@ class TraceContext:
             return x
         if isinstance(x, SymInt):
             return self.emit("dim", [], {"expr": x.expr})
-        if isinstance(x, (bool, int, float, complex)):
-            key = (type(x), x)
-            if key not in self._consts or isinstance(x, float) and x != x:
+        if type(x) in _PY_SCALARS:  # not np.float64, a float subclass but strongly typed
+            # keyed by repr: 0.0 == -0.0 (and nan != nan), yet they are different constants
+            key = (type(x), repr(x))
+            if key not in self._consts:
                 self._consts[key] = self.emit("const", [], {"value": x})
             return self._consts[key]
         if isinstance(x, np.generic):
@@ -113,7 +120,7 @@ class TraceContext:
         dtypes = opdef.dtype_rule(values, attrs_t)
         results = result if n_out > 1 else (result,)
         if op == "const":
-            weak = isinstance(result, (bool, int, float, complex))
+            weak = type(result) in _PY_SCALARS
         elif op == "dim":
             weak = True
         outs = []
@@ -340,7 +347,15 @@ class Tracer:
     __truediv__, __rtruediv__ = _bin("divide"), _bin("divide", True)
     __floordiv__, __rfloordiv__ = _bin("floor_divide"), _bin("floor_divide", True)
     __mod__, __rmod__ = _bin("remainder"), _bin("remainder", True)
-    __pow__, __rpow__ = _bin("power"), _bin("power", True)
+    __rpow__ = _bin("power", True)
+    _pow = _bin("power")
+
+    def __pow__(self, other):
+        # ndarray.__pow__ turns `x ** 2` into np.square (a faster kernel, same values)
+        if type(other) in (int, float) and other == 2 and not self.value.weak:
+            return np.square(self)
+        return self._pow(other)
+
     __matmul__, __rmatmul__ = _bin("matmul"), _bin("matmul", True)
     __and__, __rand__ = _bin("bitwise_and"), _bin("bitwise_and", True)
     __or__, __ror__ = _bin("bitwise_or"), _bin("bitwise_or", True)
@@ -374,4 +389,4 @@ class Tracer:
 def _is_weak(x) -> bool:
     if isinstance(x, Tracer):
         return x.value.weak
-    return isinstance(x, (SymInt, bool, int, float, complex))
+    return isinstance(x, SymInt) or type(x) in _PY_SCALARS

@@ -72,10 +72,23 @@ def _generate(graph, symbols, outputs, dd_dims):
         lines.append("    " + "".join(f"{names[v.id]}, " for v in graph.inputs) + "= inputs")
     if symbols:
         lines.append("    " + "".join(f"{s.name}, " for s in symbols) + "= dims")
+    # free each intermediate after its last use, as eager numpy would: keeping
+    # them alive until return raises the peak and makes malloc fault in pages
+    last_use: dict[int, int] = {}
+    for k, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            last_use[v.id] = k
+    keep = {o.payload for o in outputs if o.kind == "value"}
+    dead_after: dict[int, list[int]] = {}
+    for vid, k in last_use.items():
+        if vid not in keep:
+            dead_after.setdefault(k, []).append(vid)
     dd_by_value: dict[int, list[DataDependentDim]] = {}
     for d in dd_dims:
         dd_by_value.setdefault(d.value_id, []).append(d)
-    for n in graph.nodes:
+    for k, n in enumerate(graph.nodes):
+        if k - 1 in dead_after:
+            lines.append("    del " + ", ".join(names[i] for i in sorted(set(dead_after[k - 1]))))
         for o in n.outputs:
             names[o.id] = f"v{o.id}"
         outs = ", ".join(names[o.id] for o in n.outputs)

@@ -1,0 +1,248 @@
+"""The @jit contract: one trace per signature, guards and recompiles,
+fallback, errors — each checked against eager numpy."""
+import warnings
+
+import numpy as np
+import pytest
+
+from jit import JitWarning, jit
+from tests.conftest import assert_like_numpy
+
+D, H = 64, 128
+_rng = np.random.default_rng(0)
+PARAMS = {
+    "g": _rng.standard_normal(D).astype(np.float32),
+    "b": _rng.standard_normal(D).astype(np.float32),
+    "w1": (_rng.standard_normal((D, H)) / 8).astype(np.float32),
+    "b1": _rng.standard_normal(H).astype(np.float32),
+    "w2": (_rng.standard_normal((H, D)) / 8).astype(np.float32),
+    "b2": _rng.standard_normal(D).astype(np.float32),
+}
+
+
+def ln_gelu_mlp(x, p, eps):
+    m = x.mean(axis=-1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+    h = (x - m) / np.sqrt(v + eps) * p["g"] + p["b"]
+    u = h @ p["w1"] + p["b1"]
+    u = 0.5 * u * (1.0 + np.tanh(0.7978845608 * (u + 0.044715 * u ** 3)))
+    return x + u @ p["w2"] + p["b2"]
+
+
+def random_shapes(n, rng, lo=2, hi=24):
+    """(batch, seq) pairs, every dim >= 2; the second differs from the first in both."""
+    shapes = [(int(rng.integers(lo, hi)), int(rng.integers(lo, hi))) for _ in range(n)]
+    b0, s0 = shapes[0]
+    shapes[1] = (b0 + 1, s0 + 1)
+    return shapes
+
+
+@pytest.mark.parametrize("dynamic,expected", [(True, "one"), ("auto", "two"), (False, "per-shape")])
+def test_mlp_1000_shapes_trace_counts(dynamic, expected, backend):
+    rng = np.random.default_rng(1)
+    shapes = random_shapes(1000, rng)
+    f = jit(ln_gelu_mlp, dynamic=dynamic, backend=backend, max_entries=None if dynamic is False else 32)
+    for k, (b, s) in enumerate(shapes):
+        x = rng.standard_normal((b, s, D)).astype(np.float32)
+        eps = float(rng.choice([1e-5, 1e-6]))
+        got = f(x, PARAMS, eps)
+        if k < 50 or k % 37 == 0:  # numpy for a sample keeps the test quick
+            assert_like_numpy(got, ln_gelu_mlp(x, PARAMS, eps), ulps=64)
+    traces = f.stats()["traces"]
+    if expected == "one":
+        assert traces == 1
+        assert f.stats()["recompiles"] == 0
+    elif expected == "two":
+        assert traces == 2
+    else:
+        assert traces == len(set(shapes))
+    # sizes 1 and 0 each add one specialized trace (documented 0/1 policy)
+    before = f.stats()["traces"]
+    for shape in [(1, 7, D), (1, 9, D), (0, 7, D), (0, 3, D)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        assert_like_numpy(f(x, PARAMS, 1e-5), ln_gelu_mlp(x, PARAMS, 1e-5), ulps=64)
+    if dynamic is True:
+        assert f.stats()["traces"] == before + 2
+
+
+def test_shape_guard_retraces_once_with_reason(backend):
+    def f(x):
+        if x.shape[0] > 128:
+            return x * 2.0
+        return x + 1.0
+
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(2)
+    for n in [5, 17, 128, 100, 129, 500, 300, 3, 128, 1000]:
+        x = rng.standard_normal((n, 3))
+        assert_like_numpy(jf(x), f(x))
+    assert jf.stats()["traces"] == 2
+    assert jf.stats()["recompiles"] == 1
+    text = jf.explain()
+    assert "recompile #1: guard failed: s0 <= 128" in text
+    assert "x.shape[0]" in text
+
+
+def test_broadcast_mismatch_raises_numpy_error_and_recovers(backend):
+    def f(x, y):
+        return x + y
+
+    jf = jit(f, backend=backend)
+    good = np.ones((4, 3)), np.ones((4, 3))
+    assert_like_numpy(jf(*good), f(*good))
+    with pytest.raises(ValueError, match=r"could not be broadcast.*\(5, ?3\).*\(4, ?3\)"):
+        jf(np.ones((5, 3)), np.ones((4, 3)))
+    with pytest.raises(ValueError, match="broadcast"):
+        jf(np.ones((5, 3)), np.ones((5, 4)))
+    x, y = np.arange(12.0).reshape(6, 2), np.ones((6, 2))
+    assert_like_numpy(jf(x, y), f(x, y))
+    x, y = np.arange(12.0).reshape(6, 2), np.ones((2,))
+    assert_like_numpy(jf(x, y), f(x, y))
+
+
+def test_wrong_argument_count_is_a_clear_type_error():
+    jf = jit(lambda x, y: x + y)
+    with pytest.raises(TypeError, match="missing a required argument: 'y'"):
+        jf(np.ones(3))
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        jf(np.ones(3), np.ones(3), np.ones(3))
+    assert_like_numpy(jf(np.ones(3), np.ones(3)), np.ones(3) * 2)
+
+
+@pytest.mark.parametrize("arr", [np.array(["a", "b"]), np.array([1, "x"], dtype=object)])
+def test_unsupported_dtypes_run_eagerly(arr):
+    def f(x):
+        return x[::-1]
+
+    jf = jit(f)
+    with pytest.warns(JitWarning, match="unsupported dtype"):
+        got = jf(arr)
+    np.testing.assert_array_equal(got, f(arr))
+    assert jf.stats()["fallbacks"] == 1
+    np.testing.assert_array_equal(jf(arr), f(arr))  # one warning, still eager
+
+
+def test_unique_in_the_middle_is_an_eager_node(backend):
+    def f(x):
+        y = np.abs(x) * 2.0
+        u = np.unique(np.floor(y))
+        return np.sqrt(u) + 1.0, u.shape[0]
+
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(3)
+    for n in [10, 31, 200]:
+        x = rng.standard_normal((n, 4)) * 5
+        assert_like_numpy(jf(x), f(x))
+    assert jf.stats()["traces"] == 1
+    text = jf.explain()
+    assert "eager nodes" in text and "np.unique" in text
+    lines = [ln.strip() for ln in text.splitlines() if "= " in ln and "%" in ln]
+    ops = [ln.split("= ", 1)[1].split()[0] for ln in lines]
+    k = ops.index("eager")
+    assert "multiply" in ops[:k] and "sqrt" in ops[k:]  # traced segments on both sides
+
+
+def test_data_dependent_branch_runs_eagerly_on_both_branches(backend):
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    jf = jit(f, backend=backend)
+    pos, neg = np.ones((3, 4)), -np.ones((5, 4))
+    with pytest.warns(JitWarning, match=r"bool\(\).*test_jit_api.py:\d+"):
+        assert_like_numpy(jf(pos), f(pos))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one warning only
+        assert_like_numpy(jf(neg), f(neg))
+    assert jf.stats()["fallbacks"] == 1
+    assert "bool()" in jf.explain()
+
+
+@pytest.mark.parametrize("what", ["item", "float", "tolist", "iter"])
+def test_other_data_dependent_exits(what):
+    def f(x):
+        if what == "item":
+            return x * x.max().item()
+        if what == "float":
+            return x * float(x[0, 0])
+        if what == "tolist":
+            return np.array(x.tolist()) + 1
+        return sum(row for row in x)
+
+    jf = jit(f)
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.warns(JitWarning):
+        assert_like_numpy(jf(x), f(x))
+
+
+def test_float_argument_is_a_runtime_scalar_and_ints_are_static():
+    def f(x, eps, n):
+        return x * eps + n
+
+    jf = jit(f)
+    x = np.ones((3, 2), np.float32)
+    for eps in [0.1, 0.2, 0.3]:
+        assert_like_numpy(jf(x, eps, 2), f(x, eps, 2))
+    assert jf.stats()["traces"] == 1
+    assert_like_numpy(jf(x, 0.5, 3), f(x, 0.5, 3))
+    assert jf.stats()["traces"] == 2  # n is static: a new value is a new key
+
+
+def test_user_dims_and_constraints():
+    f = jit(lambda x, m: x * m[..., None], dims={"x": ("B", "S", 8), "m": ("B", "S")},
+            constraints=["S <= 64"])
+    x, m = np.ones((2, 5, 8)), np.ones((2, 5))
+    assert_like_numpy(f(x, m), x * m[..., None])
+    x, m = np.ones((3, 9, 8)), np.ones((3, 9))
+    assert_like_numpy(f(x, m), x * m[..., None])
+    assert f.stats()["traces"] == 1
+    assert "B" in f.explain() and "S <= 64" in f.explain()
+    with pytest.raises(ValueError, match="S <= 64"):
+        f(np.ones((2, 65, 8)), np.ones((2, 65)))
+    with pytest.raises(ValueError, match="argument x: dim 2 is 9, declared 8"):
+        f(np.ones((2, 5, 9)), np.ones((2, 5)))
+
+
+def test_max_entries_falls_back_to_eager_with_one_warning():
+    f = jit(lambda x: x + 1, dynamic=False, max_entries=3)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(2, 10):
+            assert_like_numpy(f(np.ones(n)), np.ones(n) + 1)
+    assert f.stats()["traces"] == 3
+    assert sum("max_entries" in str(x.message) for x in w) == 1
+
+
+def test_static_argnames_and_keywords():
+    def f(x, *, mode="add", scale=2.0):
+        return x + scale if mode == "add" else x * scale
+
+    jf = jit(f, static_argnames=("mode",))
+    x = np.arange(4.0)
+    assert_like_numpy(jf(x), f(x))
+    assert_like_numpy(jf(x, mode="mul", scale=3.0), f(x, mode="mul", scale=3.0))
+    assert_like_numpy(jf(np.arange(7.0), mode="mul", scale=0.5), f(np.arange(7.0), mode="mul", scale=0.5))
+    assert jf.stats()["traces"] == 2
+
+
+def test_inputs_are_never_written_and_results_are_fresh(backend):
+    def f(x):
+        return x.reshape(-1) * 1.0, x.T
+
+    jf = jit(f, backend=backend)
+    x = np.arange(6.0).reshape(2, 3)
+    x.setflags(write=False)
+    a, b = jf(x)
+    assert_like_numpy((a, b), f(x))
+    np.testing.assert_array_equal(x, np.arange(6.0).reshape(2, 3))
+
+
+def test_non_contiguous_and_aliased_inputs(backend):
+    def f(x, y):
+        return x * y + x
+
+    jf = jit(f, backend=backend)
+    base = np.arange(60.0).reshape(6, 10)
+    for x in [base[:, ::2], base.T[:5, :6], base[::-1]]:
+        assert_like_numpy(jf(x, x), f(x, x))
