@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jit import pytree
+from jit.compile import BACKENDS, Build, build
 from jit.signature import Signature, classify_call, runtime_leaves
 from jit.trace import TraceResult, trace
 from jit.tracer import Fallback
@@ -29,6 +30,7 @@ class Entry:
     run: object  # Executable.run
     trace: TraceResult
     executable: Executable
+    build: Build | None = None
 
 
 @dataclass
@@ -41,11 +43,11 @@ class KeyState:
 
 class JitFunction:
     def __init__(self, fn, *, dynamic=True, dims=None, constraints=(), static_argnames=(),
-                 max_entries=32, backend="reference"):
+                 max_entries=32, backend="llvm"):
         if dynamic not in (True, False, "auto"):
             raise ValueError(f"dynamic must be True, False or 'auto', not {dynamic!r}")
-        if backend not in ("reference",):
-            raise ValueError(f"unknown backend {backend!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
         self.fn = fn
         self.dynamic = dynamic
         self.dims = dict(dims or {})
@@ -174,7 +176,7 @@ class JitFunction:
             except Fallback as f:
                 return self._fall_back(state, f"{f.reason} (at {f.loc})" if f.loc else f.reason, bound)
             verify(tr.graph)
-            entry = self._build(tr)
+            entry = self._build(tr, runtime_leaves(leaves))
             self._stats["traces"] += 1
             if state.entries or any(s.entries for s in self._keys.values() if s is not state):
                 self._stats["recompiles"] += 1
@@ -185,11 +187,18 @@ class JitFunction:
             self._stats["calls"] += 1
             return tr.concrete
 
-    def _build(self, tr: TraceResult) -> Entry:
+    def _build(self, tr: TraceResult, runtime) -> Entry:
         guards = GuardSet(tr.env, tr.input_dims)
-        exe = Executable(tr.graph, guards.symbols, tr.outputs, tr.dd_dims)
+        contiguous = [isinstance(x, np.ndarray) and x.flags.c_contiguous for x in runtime]
+        try:
+            b = build(tr, guards.symbols, self.backend, contiguous, self.__name__)
+        except Exception as e:  # noqa: BLE001 - a compiler bug must not break the user's call
+            self.log.append(f"compile failed, running the reference back end: {type(e).__name__}: {e}")
+            warnings.warn(f"shapejit: compiling {self.__name__} failed ({type(e).__name__}: {e}); "
+                          f"running it on the reference back end", JitWarning, stacklevel=4)
+            b = build(tr, guards.symbols, "reference", contiguous, self.__name__)
         self._stats["compiles"] += 1
-        return Entry(guards, exe.run, tr, exe)
+        return Entry(guards, b.executable.run, tr, b.executable, b)
 
     def _fall_back(self, state: KeyState, reason: str, bound):
         state.eager_reason = reason
@@ -240,6 +249,9 @@ class JitFunction:
                     lines += ["      " + x for x in e.trace.eager_nodes]
                 lines.append("    graph:")
                 lines += ["      " + x for x in repr(e.trace.graph).splitlines()]
+                if e.build is not None and e.build.plan is not None:
+                    lines.append("    clusters (after passes):")
+                    lines += ["      " + x for x in e.build.plan.describe().splitlines()]
         if self.log:
             lines.append("\nrecompiles and fallbacks:")
             lines += ["  " + x for x in self.log]
@@ -282,7 +294,7 @@ def _changed_dims(entry: Entry, shapes) -> frozenset:
 
 
 def jit(fn=None, *, dynamic=True, dims=None, constraints=(), static_argnames=(), max_entries=32,
-        backend="reference"):
+        backend="llvm"):
     """Compile a numpy function for every input shape from one trace.
 
     `@jit` or `@jit(dynamic=True | "auto" | False, dims={"x": ("B", "S", 768)},

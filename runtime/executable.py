@@ -36,18 +36,49 @@ class DataDependentDim:
     expr: object  # what the trace relied on: the symbol itself when free
 
 
+@dataclass(frozen=True)
+class KernelCall:
+    """One native kernel call: plain data from codegen's ABI."""
+    symbol: str
+    inputs: tuple          # value ids read
+    outputs: tuple         # (value id, shape, dtype) of each array it writes
+    args: tuple            # ("array", value id) | ("int", expr) | ("float", value id)
+    rows: object           # the [0, rows) range split across threads
+    inner: object          # elements per row
+
+
+# Work (elements) below which a kernel runs on the calling thread, and the
+# least work per chunk when it is split: a fork/join costs ~30 us here.
+PARALLEL_MIN_WORK = 1 << 17
+CHUNK_MIN_WORK = 1 << 15
+
+
 class Executable:
+    """`steps` are graph Nodes (run with their numpy reference) and
+    KernelCalls (run natively through `functions[symbol]`)."""
+
     def __init__(self, graph: Graph, symbols: list, outputs: list[OutputSpec],
-                 dd_dims: list[DataDependentDim]):
+                 dd_dims: list[DataDependentDim], steps: list | None = None,
+                 functions: dict | None = None, keepalive=None):
         self.graph = graph
         self.symbols = list(symbols)
         self.outputs = outputs
-        self.source, ns = _generate(graph, self.symbols, outputs, dd_dims)
+        self.steps = list(graph.nodes) if steps is None else steps
+        self.keepalive = keepalive  # the loaded object code the functions live in
+        self.source, ns = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {})
         self.run = ns["run"]
 
 
-def _generate(graph, symbols, outputs, dd_dims):
-    ns: dict = {"ShapeMismatch": ShapeMismatch, "_shape": np.shape}
+def _step_io(s):
+    if isinstance(s, KernelCall):
+        return list(s.inputs), [o[0] for o in s.outputs]
+    return [v.id for v in s.inputs], [o.id for o in s.outputs]
+
+
+def _generate(graph, steps, symbols, outputs, dd_dims, functions):
+    from runtime.threadpool import parallel_for
+    ns: dict = {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
+                "_par": parallel_for}
     names: dict[int, str] = {}
     consts: dict[int, str] = {}
 
@@ -75,9 +106,9 @@ def _generate(graph, symbols, outputs, dd_dims):
     # free each intermediate after its last use, as eager numpy would: keeping
     # them alive until return raises the peak and makes malloc fault in pages
     last_use: dict[int, int] = {}
-    for k, n in enumerate(graph.nodes):
-        for v in n.inputs:
-            last_use[v.id] = k
+    for k, st in enumerate(steps):
+        for vid in _step_io(st)[0]:
+            last_use[vid] = k
     keep = {o.payload for o in outputs if o.kind == "value"}
     dead_after: dict[int, list[int]] = {}
     for vid, k in last_use.items():
@@ -86,9 +117,12 @@ def _generate(graph, symbols, outputs, dd_dims):
     dd_by_value: dict[int, list[DataDependentDim]] = {}
     for d in dd_dims:
         dd_by_value.setdefault(d.value_id, []).append(d)
-    for k, n in enumerate(graph.nodes):
+    for k, n in enumerate(steps):
         if k - 1 in dead_after:
             lines.append("    del " + ", ".join(names[i] for i in sorted(set(dead_after[k - 1]))))
+        if isinstance(n, KernelCall):
+            lines += _kernel_lines(n, names, const, functions)
+            continue
         for o in n.outputs:
             names[o.id] = f"v{o.id}"
         outs = ", ".join(names[o.id] for o in n.outputs)
@@ -130,6 +164,30 @@ def _generate(graph, symbols, outputs, dd_dims):
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<shapejit executable>", "exec"), ns)
     return source, ns
+
+
+def _kernel_lines(kc: KernelCall, names, const, functions) -> list[str]:
+    lines = []
+    for vid, shape, dtype in kc.outputs:
+        names[vid] = f"v{vid}"
+        shp = "(" + "".join(to_python(d) + ", " for d in shape) + ")"
+        lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
+    args = []
+    for a in kc.args:
+        if a[0] == "array":
+            args.append(names[a[1]])
+        elif a[0] == "int":
+            args.append(to_python(a[1]))
+        else:
+            args.append(f"float({names[a[1]]})")
+    fn = const(functions[kc.symbol])
+    rows, inner = to_python(kc.rows), to_python(kc.inner)
+    argt = "(" + "".join(x + ", " for x in args) + ")"
+    lines.append(f"    _n = {rows}")
+    lines.append(f"    if _n * {inner} >= {PARALLEL_MIN_WORK}: "
+                 f"_par({fn}, 0, _n, {argt}, max(1, {CHUNK_MIN_WORK} // max(1, {inner})))")
+    lines.append(f"    elif _n > 0: {fn}(0, _n, {', '.join(args)})")
+    return lines
 
 
 def _has_sym(a) -> bool:

@@ -6,7 +6,7 @@ import pytest
 
 os.environ.setdefault("SHAPEJIT_CHECKS", "1")
 
-BACKENDS = ["reference"]
+BACKENDS = ["llvm", "reference"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -14,8 +14,9 @@ def backend(request):
     return request.param
 
 
-def assert_like_numpy(got, want, ulps: int = 4):
-    """Same type structure, dtypes and shapes exactly; values to a few ulp."""
+def assert_like_numpy(got, want, ulps: int = 4, atol: float = 0.0):
+    """Same type structure, dtypes and shapes exactly; values to a few ulp
+    (plus `atol` where a computation cancels: a few ulp of its terms)."""
     from jit import pytree
     gl, wl = [], []
     gd, wd = pytree.flatten(got, gl), pytree.flatten(want, wl)
@@ -31,6 +32,6 @@ def assert_like_numpy(got, want, ulps: int = 4):
         if w.dtype.kind in "fc":
             eps = np.finfo(w.dtype).eps
             tiny = np.finfo(w.dtype).tiny
-            np.testing.assert_allclose(g, w, rtol=ulps * eps, atol=ulps * tiny * 16, equal_nan=True)
+            np.testing.assert_allclose(g, w, rtol=ulps * eps, atol=max(atol, ulps * tiny * 16), equal_nan=True)
         else:
             np.testing.assert_array_equal(g, w)

@@ -40,14 +40,15 @@ def random_shapes(n, rng, lo=2, hi=24):
 @pytest.mark.parametrize("dynamic,expected", [(True, "one"), ("auto", "two"), (False, "per-shape")])
 def test_mlp_1000_shapes_trace_counts(dynamic, expected, backend):
     rng = np.random.default_rng(1)
-    shapes = random_shapes(1000, rng)
+    # dynamic=False compiles once per distinct shape: a smaller range keeps it quick
+    shapes = random_shapes(1000, rng, hi=9 if dynamic is False else 24)
     f = jit(ln_gelu_mlp, dynamic=dynamic, backend=backend, max_entries=None if dynamic is False else 32)
     for k, (b, s) in enumerate(shapes):
         x = rng.standard_normal((b, s, D)).astype(np.float32)
         eps = float(rng.choice([1e-5, 1e-6]))
         got = f(x, PARAMS, eps)
         if k < 50 or k % 37 == 0:  # numpy for a sample keeps the test quick
-            assert_like_numpy(got, ln_gelu_mlp(x, PARAMS, eps), ulps=64)
+            assert_like_numpy(got, ln_gelu_mlp(x, PARAMS, eps), ulps=64, atol=1e-5)
     traces = f.stats()["traces"]
     if expected == "one":
         assert traces == 1
@@ -60,7 +61,7 @@ def test_mlp_1000_shapes_trace_counts(dynamic, expected, backend):
     before = f.stats()["traces"]
     for shape in [(1, 7, D), (1, 9, D), (0, 7, D), (0, 3, D)]:
         x = rng.standard_normal(shape).astype(np.float32)
-        assert_like_numpy(f(x, PARAMS, 1e-5), ln_gelu_mlp(x, PARAMS, 1e-5), ulps=64)
+        assert_like_numpy(f(x, PARAMS, 1e-5), ln_gelu_mlp(x, PARAMS, 1e-5), ulps=64, atol=1e-5)
     if dynamic is True:
         assert f.stats()["traces"] == before + 2
 

@@ -1,0 +1,279 @@
+"""Partition a graph into fused kernels and eager (numpy) steps.
+
+A kernel iterates a domain R + (n,): R rows, each of n elements.  Its
+members are elementwise nodes whose shapes broadcast into the domain, and
+reductions over the last axis whose input is the whole domain (softmax,
+layernorm and RMSNorm become one kernel that keeps a row in cache).  Every
+decision compares shapes symbolically (they are already simplified by the
+shape environment), and every refusal records why, for explain().
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shapes.ir import Graph, Node, Value, format_node, value_names
+
+KERNEL_DTYPES = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)}
+FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
+
+UNARY = {"negative", "positive", "absolute", "fabs", "square", "sqrt", "reciprocal", "sign", "exp",
+         "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor", "ceil", "trunc", "rint",
+         "logical_not", "astype"}
+BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "less",
+          "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "power"}
+TERNARY = {"where", "clip"}
+ROW_REDUCTIONS = {"sum", "max", "min"}
+POWER_EXPONENTS = {2, 3, 4, 0.5, -1, 1}
+
+
+@dataclass
+class Kernel:
+    name: str
+    nodes: list[Node]
+    domain: tuple
+    inputs: list[Value] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    matmul_inputs: list[Value] = field(default_factory=list)  # an epilogue of these products
+
+    @property
+    def has_reduction(self) -> bool:
+        return any(n.op in ROW_REDUCTIONS for n in self.nodes)
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    steps: list  # Kernel | Node, in execution order
+    refusals: list[str]
+
+    def kernels(self) -> list[Kernel]:
+        return [s for s in self.steps if isinstance(s, Kernel)]
+
+    def describe(self) -> str:
+        names = value_names(self.graph)
+        lines = []
+        for s in self.steps:
+            if isinstance(s, Kernel):
+                kind = "matmul epilogue" if s.matmul_inputs else ("row kernel" if s.has_reduction else "loop kernel")
+                dom = ", ".join(str(d) for d in s.domain)
+                lines.append(f"{s.name}: {kind} over [{dom}]  in: {', '.join(names[v.id] for v in s.inputs)}"
+                             f"  out: {', '.join(names[v.id] for v in s.outputs)}")
+                lines += ["    " + format_node(n, names) for n in s.nodes]
+            else:
+                lines.append("numpy: " + format_node(s, names))
+        if self.refusals:
+            lines.append("not fused:")
+            lines += ["    " + r for r in self.refusals]
+        return "\n".join(lines)
+
+
+def kernel_op_ok(n: Node, producers) -> str | None:
+    """None when n can be a kernel member, else the reason it cannot."""
+    op = n.op
+    if op not in UNARY | BINARY | TERNARY | ROW_REDUCTIONS:
+        return f"{op}: no kernel emitter"
+    if len(n.outputs) != 1 or n.out.ndim == 0:
+        return f"{op}: scalar result"
+    if n.out.dtype not in KERNEL_DTYPES:
+        return f"{op}: dtype {n.out.dtype}"
+    for v in n.inputs:
+        if v.ndim == 0:
+            if not (v.weak or v.dtype in KERNEL_DTYPES):
+                return f"{op}: scalar operand of dtype {v.dtype}"
+        elif v.dtype not in KERNEL_DTYPES:
+            return f"{op}: operand dtype {v.dtype}"
+    if op == "power":
+        p = producers.get(n.inputs[1].id)
+        c = p.attr("value") if p is not None and p.op == "const" else None
+        if c is None or isinstance(c, bool) or c not in POWER_EXPONENTS or n.out.dtype not in FLOAT_DTYPES:
+            return "power: only constant exponents 2, 3, 4, 0.5, -1 are compiled"
+    if op in ROW_REDUCTIONS:
+        x = n.inputs[0]
+        axis = n.attr("axis")
+        if x.dtype not in FLOAT_DTYPES or n.attr("dtype") is not None:
+            return f"{op}: dtype"
+        if axis != (x.ndim - 1,):
+            return f"{op}: only reductions over the last axis fuse (axis={axis})"
+    if op in ("astype",) and n.attr("dtype") not in KERNEL_DTYPES:
+        return "astype: dtype"
+    if op in UNARY - {"astype", "logical_not"} and n.out.dtype not in FLOAT_DTYPES:
+        return f"{op}: integer/bool math"
+    if op in {"add", "subtract", "multiply", "divide", "maximum", "minimum"} and n.out.dtype not in FLOAT_DTYPES:
+        return f"{op}: integer/bool arithmetic"
+    if op == "clip" and n.out.dtype not in FLOAT_DTYPES:
+        return "clip: integer"
+    return None
+
+
+def _domain_of(n: Node) -> tuple:
+    return n.inputs[0].shape if n.op in ROW_REDUCTIONS else n.out.shape
+
+
+def broadcasts_into(small: tuple, big: tuple) -> bool:
+    if len(small) > len(big):
+        return False
+    off = len(big) - len(small)
+    return all(d == 1 or d == big[off + i] for i, d in enumerate(small))
+
+
+def partition(g: Graph) -> Plan:
+    producers = {o.id: n for n in g.nodes for o in n.outputs}
+    pidx = {o.id: k for k, n in enumerate(g.nodes) for o in n.outputs}
+    succ: dict[int, list[int]] = {k: [] for k in range(len(g.nodes))}
+    for k, n in enumerate(g.nodes):
+        for v in n.inputs:
+            if v.id in pidx:
+                succ[pidx[v.id]].append(k)
+    refusals: list[str] = []
+    names = value_names(g)
+    group: dict[int, int] = {}          # node index -> group id
+    members: dict[int, set[int]] = {}   # group id -> node indices
+
+    for k, n in enumerate(g.nodes):
+        why = kernel_op_ok(n, producers)
+        if why is not None:
+            if n.op not in _QUIET:
+                refusals.append(f"{format_node(n, names)}  # {why}")
+            continue
+        group[k], members[k] = k, {k}
+        for v in n.inputs:
+            p = pidx.get(v.id)
+            if p is None or p not in group or group[p] == group[k]:
+                continue
+            mine, other = group[k], group[p]
+            why = _merge_refusal(g, members[mine] | members[other], succ)
+            if why:
+                refusals.append(f"{names[v.id]} -> {format_node(n, names)}  # {why}")
+                continue
+            for m in members[other]:
+                group[m] = mine
+            members[mine] |= members.pop(other)
+    kernels = _make_kernels(g, members, succ, producers, refusals, names)
+    return Plan(g, _schedule(g, kernels), refusals)
+
+
+_QUIET = {"const", "dim", "reshape", "transpose", "getitem", "broadcast_to", "eager", "matmul", "full",
+          "arange", "concatenate", "einsum"}
+
+
+def _merge_refusal(g, union: set[int], succ) -> str | None:
+    dom = _max_domain([g.nodes[m] for m in union])
+    if dom is None:
+        return "iteration spaces differ"
+    if len(dom) == 0:
+        return "scalar iteration space"
+    for m in union:
+        n = g.nodes[m]
+        if n.op in ROW_REDUCTIONS and tuple(n.inputs[0].shape) != tuple(dom):
+            return "a reduction's input must cover the whole iteration space"
+    if not _convex(union, succ):
+        return "fusing would create a cycle through a step outside the kernel"
+    return None
+
+
+def _convex(union: set[int], succ) -> bool:
+    """No path leaves the set and comes back into it."""
+    stack = [s for m in union for s in succ[m] if s not in union]
+    seen = set(stack)
+    while stack:
+        k = stack.pop()
+        for s in succ[k]:
+            if s in union:
+                return False
+            if s not in seen:
+                seen.add(s)
+                stack.append(s)
+    return True
+
+
+def _max_domain(nodes):
+    """The domain every member broadcasts into, or None."""
+    best = None
+    for n in nodes:
+        d = tuple(_domain_of(n))
+        if best is None or broadcasts_into(best, d):
+            best = d
+        elif not broadcasts_into(d, best):
+            return None
+    return best
+
+
+def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
+    out_ids = {v.id for v in g.outputs}
+    users: dict[int, list[int]] = {}
+    for k, n in enumerate(g.nodes):
+        for v in n.inputs:
+            users.setdefault(v.id, []).append(k)
+    kernels = []
+    pending = [sorted(m) for m in members.values()]
+    while pending:
+        idxs = pending.pop()
+        nodes = [g.nodes[i] for i in idxs]
+        dom = _max_domain(nodes)
+        member_set = set(idxs)
+        outputs, bad = [], None
+        for i, n in zip(idxs, nodes):
+            v = n.out
+            if v.id not in out_ids and all(u in member_set for u in users.get(v.id, [])):
+                continue
+            if tuple(v.shape) == dom or _is_row_shape(v.shape, dom[:-1]):
+                outputs.append(v)
+            else:
+                bad = i
+                break
+        if bad is not None:
+            refusals.append(f"{format_node(g.nodes[bad], names)}  # needed outside a kernel over "
+                            f"[{', '.join(map(str, dom))}] with another shape: its own kernel")
+            rest = set(idxs) - {bad}
+            pending.append([bad])
+            if rest:
+                pending += [sorted(rest)] if _convex(rest, succ) else [[i] for i in sorted(rest)]
+            continue
+        inputs, seen = [], set()
+        member_ids = {n.out.id for n in nodes}
+        for n in nodes:
+            for v in n.inputs:
+                if v.id not in member_ids and v.id not in seen:
+                    seen.add(v.id)
+                    inputs.append(v)
+        mm = [v for v in inputs if v.id in producers and producers[v.id].op == "matmul"
+              and tuple(v.shape) == dom]
+        kernels.append(Kernel("", nodes, dom, inputs, outputs, mm))
+    order = {id(n): k for k, n in enumerate(g.nodes)}
+    kernels.sort(key=lambda kern: order[id(kern.nodes[-1])])
+    for k, kern in enumerate(kernels):
+        kern.name = f"k{k}"
+    return kernels
+
+
+def _is_row_shape(shape, rows) -> bool:
+    shape = tuple(shape)
+    return shape == tuple(rows) or shape == tuple(rows) + (1,)
+
+
+def _schedule(g: Graph, kernels: list[Kernel]) -> list:
+    """Steps in a topological order (kernels are convex, so one exists)."""
+    owner: dict[int, object] = {}
+    in_kernel = {id(n): kern for kern in kernels for n in kern.nodes}
+    steps: list = []
+    for n in g.nodes:
+        s = in_kernel.get(id(n), n)
+        if not any(x is s for x in steps):
+            steps.append(s)
+        for o in n.outputs:
+            owner[o.id] = s
+    deps = {id(s): {id(owner[v.id]) for v in s.inputs if v.id in owner and owner[v.id] is not s}
+            for s in steps}
+    order, done, remaining = [], set(), list(steps)
+    while remaining:
+        for s in remaining:
+            if deps[id(s)] <= done:
+                order.append(s)
+                done.add(id(s))
+                remaining.remove(s)
+                break
+        else:
+            raise AssertionError("kernel partition has a cycle")
+    return order

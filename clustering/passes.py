@@ -1,0 +1,208 @@
+"""Graph passes: pure functions Graph -> Graph, run as one flat pipeline.
+
+    decompose   mean/var/std into sum and elementwise ops (numpy's own formulas)
+    simplify    local algebra: x*1, x+0, transpose∘transpose, reshape∘reshape
+    cse         structurally equal nodes computed once
+    dce         nodes nobody uses removed
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from shapes.ir import Graph, Node, Value, make_attrs
+from shapes.ops import OPS, OPAQUE
+from shapes.verify import verify
+
+
+class _Builder:
+    """Rebuilds a graph node by node with value replacements."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.nodes: list[Node] = []
+        self.subst: dict[int, Value] = {}
+        self.next_id = 1 + max([v.id for v in g.inputs] + [o.id for n in g.nodes for o in n.outputs] + [-1])
+
+    def get(self, v: Value) -> Value:
+        while v.id in self.subst:
+            v = self.subst[v.id]
+        return v
+
+    def new_value(self, dtype, shape, weak=False) -> Value:
+        v = Value(self.next_id, np.dtype(dtype), tuple(shape), weak)
+        self.next_id += 1
+        return v
+
+    def add(self, op, inputs, attrs: dict, dtype, shape, loc="", weak=False) -> Value:
+        out = self.new_value(dtype, shape, weak)
+        self.nodes.append(Node(op, tuple(inputs), make_attrs(**attrs), (out,), loc))
+        return out
+
+    def keep(self, n: Node) -> None:
+        self.nodes.append(Node(n.op, tuple(self.get(v) for v in n.inputs), n.attrs, n.outputs, n.loc))
+
+    def finish(self) -> Graph:
+        return Graph(self.g.inputs, tuple(self.nodes), tuple(self.get(v) for v in self.g.outputs))
+
+
+def _protected(g: Graph) -> set[int]:
+    """Outputs that must stay fresh arrays: never replace them by an input."""
+    return {v.id for v in g.outputs}
+
+
+# -------------------------------------------------------------- decompose
+
+def decompose(g: Graph) -> Graph:
+    """mean -> sum / n; var -> mean((x - mean(x))**2) with ddof; std -> sqrt(var).
+    These are numpy's own formulas (numpy/_core/_methods.py), in float dtypes."""
+    b = _Builder(g)
+    for n in g.nodes:
+        x = b.get(n.inputs[0]) if n.inputs else None
+        if n.op in ("mean", "var", "std") and x.dtype.kind == "f" and n.attr("dtype") is None:
+            b.subst[n.out.id] = _decomposed(b, n, x)
+            continue
+        b.keep(n)
+    return b.finish()
+
+
+def _count(x: Value, axis) -> object:
+    axes = range(x.ndim) if axis is None else axis
+    c = sympy.Integer(1)
+    for a in axes:
+        c *= x.shape[a]
+    return int(c) if c.is_Integer else c
+
+
+def _scalar(b: _Builder, value, loc) -> Value:
+    if isinstance(value, sympy.Basic):
+        return b.add("dim", [], {"expr": value}, np.int64, (), loc, weak=True)
+    return b.add("const", [], {"value": value}, np.asarray(value).dtype, (), loc, weak=True)
+
+
+def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
+    axis, keep, dt = n.attr("axis"), n.attr("keepdims", False), x.dtype
+    kshape = tuple(1 if (axis is None or i in axis) else d for i, d in enumerate(x.shape))
+    count = _count(x, axis)
+    if n.op == "mean":
+        s = b.add("sum", [x], {"axis": axis, "keepdims": keep}, dt, n.out.shape, n.loc)
+        return b.add("divide", [s, _scalar(b, count, n.loc)], {}, dt, n.out.shape, n.loc)
+    s = b.add("sum", [x], {"axis": axis, "keepdims": True}, dt, kshape, n.loc)
+    m = b.add("divide", [s, _scalar(b, count, n.loc)], {}, dt, kshape, n.loc)
+    d = b.add("subtract", [x, m], {}, dt, x.shape, n.loc)
+    sq = b.add("multiply", [d, d], {}, dt, x.shape, n.loc)
+    t = b.add("sum", [sq], {"axis": axis, "keepdims": keep}, dt, n.out.shape, n.loc)
+    ddof = n.attr("ddof", 0)
+    rc = count - ddof
+    if isinstance(rc, int):
+        rc = max(rc, 0)
+    v = b.add("divide", [t, _scalar(b, rc, n.loc)], {}, dt, n.out.shape, n.loc)
+    if n.op == "std":
+        v = b.add("sqrt", [v], {}, dt, n.out.shape, n.loc)
+    return v
+
+
+# --------------------------------------------------------------- simplify
+
+def _const_value(n: Node | None):
+    if n is None or n.op != "const":
+        return None
+    v = n.attr("value")
+    return v if isinstance(v, (int, float, bool, np.generic)) else None
+
+
+def simplify(g: Graph) -> Graph:
+    b = _Builder(g)
+    prot = _protected(g)
+    inputs = {v.id for v in g.inputs}
+    prod: dict[int, Node] = {}
+    for n in g.nodes:
+        ins = [b.get(v) for v in n.inputs]
+        out = n.outputs[0] if n.outputs else None
+        rep = None
+        if n.op in ("multiply", "add", "subtract", "divide") and len(ins) == 2:
+            for k, other in ((0, 1), (1, 0)):
+                c = _const_value(prod.get(ins[k].id))
+                unit = 1 if n.op in ("multiply", "divide") else 0
+                if n.op in ("subtract", "divide") and k == 0:
+                    continue  # 0 - x and 1 / x are not x
+                x = ins[other]
+                if (c is not None and not isinstance(c, bool) and c == unit and x.dtype == out.dtype
+                        and x.shape == out.shape and not x.weak):
+                    rep = x                          # x * 1 -> x, x + 0 -> x
+        elif n.op == "transpose" and prod.get(ins[0].id) is not None and prod[ins[0].id].op == "transpose":
+            inner = prod[ins[0].id]
+            p1, p2 = inner.attr("perm"), n.attr("perm")
+            perm = tuple(p1[p] for p in p2)          # transpose(transpose(x, p1), p2)
+            src = b.get(inner.inputs[0])
+            if perm == tuple(range(len(perm))):
+                rep = src
+            else:
+                b.nodes.append(Node("transpose", (src,), make_attrs(perm=perm), n.outputs, n.loc))
+                prod[out.id] = b.nodes[-1]
+                continue
+        elif n.op == "reshape" and prod.get(ins[0].id) is not None and prod[ins[0].id].op == "reshape":
+            src = b.get(prod[ins[0].id].inputs[0])   # reshape(reshape(x)) -> reshape(x)
+            if src.shape == out.shape:
+                rep = src
+            else:
+                b.nodes.append(Node("reshape", (src,), n.attrs, n.outputs, n.loc))
+                prod[out.id] = b.nodes[-1]
+                continue
+        elif n.op == "reshape" and ins[0].shape == out.shape:
+            rep = ins[0]                             # reshape to its own shape
+        if rep is not None and not (out.id in prot and (rep.id in inputs or rep.id not in prod)):
+            b.subst[out.id] = rep
+            continue
+        new = Node(n.op, tuple(ins), n.attrs, n.outputs, n.loc)
+        b.nodes.append(new)
+        for o in n.outputs:
+            prod[o.id] = new
+    return b.finish()
+
+
+# -------------------------------------------------------------------- cse
+
+def cse(g: Graph) -> Graph:
+    b = _Builder(g)
+    seen: dict = {}
+    for n in g.nodes:
+        ins = tuple(b.get(v) for v in n.inputs)
+        if OPS[n.op].category != OPAQUE:
+            try:
+                key = (n.op, tuple(v.id for v in ins), n.attrs, tuple((o.dtype, o.weak) for o in n.outputs))
+                hash(key)
+            except TypeError:
+                key = None
+            if key is not None and key in seen:
+                for o, prev in zip(n.outputs, seen[key].outputs):
+                    b.subst[o.id] = prev
+                continue
+        new = Node(n.op, ins, n.attrs, n.outputs, n.loc)
+        if OPS[n.op].category != OPAQUE and key is not None:
+            seen[key] = new
+        b.nodes.append(new)
+    return b.finish()
+
+
+# -------------------------------------------------------------------- dce
+
+def dce(g: Graph) -> Graph:
+    live = {v.id for v in g.outputs}
+    keep = []
+    for n in reversed(g.nodes):
+        if any(o.id in live for o in n.outputs):
+            keep.append(n)
+            live.update(v.id for v in n.inputs)
+    return Graph(g.inputs, tuple(reversed(keep)), g.outputs)
+
+
+PIPELINE = [decompose, simplify, cse, dce]
+
+
+def run_pipeline(g: Graph, checks: bool = False) -> Graph:
+    for p in PIPELINE:
+        g = p(g)
+        if checks:
+            verify(g)
+    return g

@@ -1,0 +1,461 @@
+"""Lowering one fused Kernel to an LLVM function over symbolic extents.
+
+ABI (plain C): `void k(i64 start, i64 stop, i8* arrays..., i64 ints..., double floats...)`
+where `arrays` are numpy array objects (the kernel reads their data pointer
+and, for strided ones, their strides from numpy's public PyArrayObject
+layout, checked at import by runtime/), `ints` are the dynamic extents and
+integer scalars, `floats` the runtime scalars.  [start, stop) ranges over
+the flattened rows, so the runtime can split the work across cores.
+
+Loop structure, per row of the domain R + (n,):
+    pass 1..L   for j < n: accumulate the reductions of that level
+    final pass  for j < n: compute and store the full-size outputs
+    then        store per-row outputs
+Values are recomputed from the inputs in each pass rather than stored: the
+row stays in cache, memory traffic is one read per input and one write per
+output.  With strided inputs the whole row loop is emitted twice, a fast
+version for unit inner strides chosen at run time (BladeDISC's speculation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+from llvmlite import ir
+
+from clustering.partition import ROW_REDUCTIONS, Kernel
+from codegen import mathlib
+from codegen.llvm import for_range
+from shapes.ir import Node, Value
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1}
+
+# numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
+DATA_OFFSET, STRIDES_OFFSET = 16, 40
+
+MATH = {"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan"}
+INTRINSIC = {"sqrt": "llvm.sqrt", "absolute": "llvm.fabs", "fabs": "llvm.fabs", "floor": "llvm.floor",
+             "ceil": "llvm.ceil", "trunc": "llvm.trunc", "rint": "llvm.rint",
+             "maximum": "llvm.maximum", "minimum": "llvm.minimum"}
+FCMP = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
+        "greater_equal": ">="}
+REASSOC = ("reassoc", "nsz")
+
+
+@dataclass(frozen=True)
+class KernelABI:
+    """What the runtime passes, in order: ("array", value id), ("int", expr),
+    ("float", value id)."""
+    symbol: str
+    args: tuple
+    rows: object      # expr: the [start, stop) range the kernel splits over
+    inner: object     # expr: elements per row (work per range unit)
+
+    @property
+    def n_arrays(self) -> int:
+        return sum(1 for a in self.args if a[0] == "array")
+
+    @property
+    def n_ints(self) -> int:
+        return sum(1 for a in self.args if a[0] == "int")
+
+    @property
+    def n_floats(self) -> int:
+        return sum(1 for a in self.args if a[0] == "float")
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
+class KernelEmitter:
+    def __init__(self, module: ir.Module, kernel: Kernel, producers: dict[int, Node],
+                 contiguous: set[int], symbol: str):
+        self.m, self.k, self.producers, self.symbol = module, kernel, producers, symbol
+        self.dom = tuple(kernel.domain)
+        self.rank = len(self.dom)
+        self.members = {n.out.id: n for n in kernel.nodes}
+        self.flat = not kernel.has_reduction and self.rank == 1
+        self.consts: dict[int, object] = {}
+        arrays, ints, floats = [], [], []
+        for v in kernel.inputs:
+            p = producers.get(v.id)
+            if p is not None and p.op == "const" and not hasattr(p.attr("value"), "array"):
+                self.consts[v.id] = p.attr("value")
+            elif p is not None and p.op == "dim":
+                ints.append(("int", p.attr("expr"), v.id))
+            elif v.ndim == 0:
+                floats.append(("float", v.id))
+            else:
+                arrays.append(("array", v.id))
+        arrays += [("array", v.id) for v in kernel.outputs]
+        self.extents = []  # distinct dynamic extents, passed as ints
+        for d in self.dom:
+            if not isinstance(d, int) and d not in self.extents:
+                self.extents.append(d)
+        self.arg_list = arrays + [("int", e) for e in self.extents] + [a[:2] for a in ints] + floats
+        self.int_scalars = {a[2]: a for a in ints}
+        self.strided = {v.id for v in kernel.inputs if v.ndim > 0 and v.id not in contiguous
+                        and v.id not in self.consts}
+        self.values = {v.id: v for v in kernel.inputs + kernel.outputs}
+        for n in kernel.nodes:
+            self.values[n.out.id] = n.out
+
+    # -------------------------------------------------------------- driver
+    def emit(self) -> KernelABI:
+        n_arr = sum(1 for a in self.arg_list if a[0] == "array")
+        n_int = sum(1 for a in self.arg_list if a[0] == "int")
+        n_flt = sum(1 for a in self.arg_list if a[0] == "float")
+        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * n_arr + [I64] * n_int
+                               + [F64] * n_flt)
+        fn = ir.Function(self.m, fnty, self.symbol)
+        for a in fn.args[2:2 + n_arr]:
+            a.add_attribute("noalias")
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        b = self.b = ir.IRBuilder(entry)
+        start, stop = fn.args[0], fn.args[1]
+        args = iter(fn.args[2:])
+        self.obj = {}
+        for a in self.arg_list:
+            if a[0] == "array":
+                self.obj[a[1]] = next(args)
+        self.ext_val = {}
+        for e in self.extents:
+            self.ext_val[e] = next(args)
+        self.int_val = {}
+        for vid in self.int_scalars:
+            self.int_val[vid] = next(args)
+        self.flt_val = {}
+        for a in self.arg_list:
+            if a[0] == "float":
+                self.flt_val[a[1]] = next(args)
+        self.data = {vid: self._data_ptr(vid) for vid in self.obj}
+        self.inner_stride_arg = {vid: self._stride_arg(vid, self.rank - 1 - (self.rank - self.values[vid].ndim))
+                                 for vid in self.strided}
+        self.accs = {n.out.id: b.alloca(LLTYPE[n.out.dtype], name=f"acc{n.out.id}")
+                     for n in self.k.nodes if n.op in ROW_REDUCTIONS}
+        runtime_strided = [vid for vid in self.strided if not self._static_inner_zero(vid)]
+        if runtime_strided:
+            fast = ir.Constant(I1, 1)
+            for v in runtime_strided:
+                fast = b.and_(fast, b.icmp_signed("==", self.inner_stride_arg[v], ir.Constant(I64, 1)))
+            with b.if_else(fast) as (then, other):
+                with then:
+                    self._rows(start, stop, unit_inner=True)
+                with other:
+                    self._rows(start, stop, unit_inner=False)
+        else:
+            self._rows(start, stop, unit_inner=True)
+        b.ret_void()
+        rows = self.dom[-1] if self.flat else _prod(self.dom[:-1])
+        inner = 1 if self.flat else self.dom[-1]
+        return KernelABI(self.symbol, tuple(a[:2] for a in self.arg_list), rows, inner)
+
+    # ------------------------------------------------------------- helpers
+    def _ext(self, d) -> ir.Value:
+        return ir.Constant(I64, d) if isinstance(d, int) else self.ext_val[d]
+
+    def _data_ptr(self, vid):
+        b = self.b
+        v = self.values[vid]
+        ty = LLTYPE[v.dtype] if v.dtype != np.bool_ else I8
+        slot = b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, DATA_OFFSET)]), ty.as_pointer().as_pointer())
+        return b.load(slot, name=f"data{vid}")
+
+    def _stride_arg(self, vid, axis):
+        """Element stride of `vid` along its own axis, read from the array."""
+        b = self.b
+        v = self.values[vid]
+        slot = b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, STRIDES_OFFSET)]), I64.as_pointer().as_pointer())
+        strides = b.load(slot)
+        s = b.load(b.gep(strides, [ir.Constant(I64, axis)]))
+        return b.sdiv(s, ir.Constant(I64, v.dtype.itemsize), name=f"stride{vid}_{axis}")
+
+    def _static_inner_zero(self, vid) -> bool:
+        v = self.values[vid]
+        return v.ndim == 0 or _is_one(v.shape[-1]) and not _is_one(self.dom[-1])
+
+    def _dom_axis_stride(self, vid, k, unit_inner):
+        """Element stride of input `vid` along domain axis k (0 when broadcast)."""
+        v = self.values[vid]
+        off = self.rank - v.ndim
+        a = k - off
+        if a < 0 or (_is_one(v.shape[a]) and not _is_one(self.dom[k])):
+            return ir.Constant(I64, 0)
+        if vid in self.strided and vid not in self.consts:
+            if k == self.rank - 1:
+                return ir.Constant(I64, 1) if unit_inner else self.inner_stride_arg[vid]
+            return self._stride_arg(vid, a)
+        s = ir.Constant(I64, 1)
+        for d in v.shape[a + 1:]:
+            if not _is_one(d):
+                s = self.b.mul(s, self._ext(d))
+        return s
+
+    # ---------------------------------------------------------------- rows
+    def _rows(self, start, stop, unit_inner: bool):
+        b = self.b
+        strides = {vid: [self._dom_axis_stride(vid, k, unit_inner) for k in range(self.rank)]
+                   for vid in self.data if vid in {v.id for v in self.k.inputs}}
+        if self.flat:
+            self.base = {vid: ir.Constant(I64, 0) for vid in strides}
+            self.inner_strides = {vid: s[-1] for vid, s in strides.items()}
+            self.row = ir.Constant(I64, 0)
+            self._passes(start, stop)
+            return
+        with for_range(b, start, stop) as row:
+            self.row = row
+            idx, rem = [], row
+            for d in reversed(self.dom[:-1]):
+                if _is_one(d):
+                    idx.append(ir.Constant(I64, 0))
+                    continue
+                e = self._ext(d)
+                idx.append(b.srem(rem, e))
+                rem = b.sdiv(rem, e)
+            idx.reverse()
+            self.base = {}
+            for vid, s in strides.items():
+                off = ir.Constant(I64, 0)
+                for k, i in enumerate(idx):
+                    if not (isinstance(s[k], ir.Constant) and s[k].constant == 0):
+                        off = b.add(off, b.mul(i, s[k]))
+                self.base[vid] = off
+            self.inner_strides = {vid: s[-1] for vid, s in strides.items()}
+            self._passes(ir.Constant(I64, 0), self._ext(self.dom[-1]))
+
+    def _passes(self, j0, j1):
+        b = self.b
+        levels = self._levels()
+        self.known: dict[int, ir.Value] = {}
+        for lvl in sorted(set(levels.values())):
+            reds = [n for n in self.k.nodes if n.op in ROW_REDUCTIONS and levels[n.out.id] == lvl]
+            for n in reds:
+                b.store(ir.Constant(LLTYPE[n.out.dtype], _identity(n.op)), self.accs[n.out.id])
+            with for_range(b, j0, j1) as j:
+                memo: dict = {}
+                for n in reds:
+                    x = self._val(n.inputs[0], j, memo)
+                    acc = b.load(self.accs[n.out.id])
+                    if n.op == "sum":
+                        r = b.fadd(acc, x, flags=REASSOC)
+                    else:
+                        f = _intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2)
+                        r = b.call(f, [acc, x])
+                    b.store(r, self.accs[n.out.id])
+            for n in reds:
+                self.known[n.out.id] = b.load(self.accs[n.out.id])
+        full = [v for v in self.k.outputs if not self._row_value(v)]
+        if full:
+            with for_range(b, j0, j1) as j:
+                memo = {}
+                for v in full:
+                    off = b.add(b.mul(self.row, self._ext(self.dom[-1])), j) if not self.flat else j
+                    self._store(v, off, self._val(v, j, memo))
+        memo = {}
+        for v in self.k.outputs:
+            if self._row_value(v):
+                self._store(v, self.row, self._val(v, None, memo))
+
+    def _row_value(self, v: Value) -> bool:
+        if self.flat:
+            return False
+        return tuple(v.shape) != self.dom or (_is_one(self.dom[-1]))
+
+    def _levels(self) -> dict[int, int]:
+        level: dict[int, int] = {}
+
+        def lv(vid) -> int:
+            if vid in level:
+                return level[vid]
+            n = self.members.get(vid)
+            if n is None:
+                return 0
+            m = max((lv(v.id) for v in n.inputs), default=0)
+            level[vid] = m + 1 if n.op in ROW_REDUCTIONS else m
+            return level[vid]
+
+        for n in self.k.nodes:
+            lv(n.out.id)
+        return {n.out.id: level[n.out.id] for n in self.k.nodes if n.op in ROW_REDUCTIONS}
+
+    def _store(self, v: Value, off, x):
+        b = self.b
+        if v.dtype == np.bool_:
+            x = b.zext(x, I8)
+        b.store(x, b.gep(self.data[v.id], [off]))
+
+    # -------------------------------------------------------------- values
+    def _val(self, v: Value, j, memo) -> ir.Value:
+        if v.id in self.known:
+            return self.known[v.id]
+        if v.id in memo:
+            return memo[v.id]
+        if v.id in self.consts:
+            c = self.consts[v.id]
+            dt = np.asarray(c).dtype if not isinstance(c, (bool, int, float)) else \
+                {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}[type(c)]
+            r = _const(dt, c)
+        elif v.id in self.int_val:
+            r = self.int_val[v.id]
+        elif v.id in self.flt_val:
+            r = self.flt_val[v.id]
+        elif v.id in self.members:
+            r = self._node(self.members[v.id], j, memo)
+        else:
+            b = self.b
+            off = self.base[v.id]
+            inner = self.inner_strides[v.id]
+            if j is not None and not (isinstance(inner, ir.Constant) and inner.constant == 0):
+                off = b.add(off, j if (isinstance(inner, ir.Constant) and inner.constant == 1) else b.mul(j, inner))
+            r = b.load(b.gep(self.data[v.id], [off]))
+            if v.dtype == np.bool_:
+                r = b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
+        memo[v.id] = r
+        return r
+
+    def _in_type(self, v: Value):
+        """The numpy dtype of the LLVM value `_val(v)` produces."""
+        if v.id in self.consts:
+            c = self.consts[v.id]
+            return {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}.get(
+                type(c), np.asarray(c).dtype)
+        if v.id in self.int_val:
+            return np.dtype(np.int64)
+        if v.id in self.flt_val:
+            return np.dtype(np.float64)
+        return v.dtype
+
+    def _cast(self, x, src: np.dtype, dst: np.dtype):
+        b = self.b
+        if src == dst:
+            return x
+        t = LLTYPE[dst]
+        if dst == np.bool_:
+            if src.kind == "f":
+                return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+            return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+        if src == np.bool_:
+            return b.uitofp(x, t)
+        if src.kind in "iu":
+            return b.sitofp(x, t)
+        return b.fpext(x, t) if src.itemsize < dst.itemsize else b.fptrunc(x, t)
+
+    def _node(self, n: Node, j, memo) -> ir.Value:
+        b, op = self.b, n.op
+        out = n.out.dtype
+        if op in FCMP or op in ("logical_and", "logical_or", "logical_xor", "logical_not"):
+            ctype = np.dtype(np.bool_) if op.startswith("logical") else _promote(n.inputs)
+        elif op == "where":
+            ctype = out
+        else:
+            ctype = out
+        if op == "where":
+            c = self._cast(self._val(n.inputs[0], j, memo), self._in_type(n.inputs[0]), np.dtype(np.bool_))
+            x = self._cast(self._val(n.inputs[1], j, memo), self._in_type(n.inputs[1]), out)
+            y = self._cast(self._val(n.inputs[2], j, memo), self._in_type(n.inputs[2]), out)
+            return b.select(c, x, y)
+        if op == "power":
+            x = self._cast(self._val(n.inputs[0], j, memo), self._in_type(n.inputs[0]), out)
+            e = self.consts.get(n.inputs[1].id)
+            return _power(self, x, e)
+        xs = [self._cast(self._val(v, j, memo), self._in_type(v), ctype) for v in n.inputs]
+        if op == "astype":
+            return xs[0] if ctype == out else self._cast(xs[0], ctype, out)
+        if op in FCMP:
+            if ctype == np.bool_:
+                return b.icmp_unsigned(FCMP[op], xs[0], xs[1])
+            if op == "not_equal":
+                return b.fcmp_unordered("!=", xs[0], xs[1])
+            return b.fcmp_ordered(FCMP[op], xs[0], xs[1])
+        if op == "logical_and":
+            return b.and_(xs[0], xs[1])
+        if op == "logical_or":
+            return b.or_(xs[0], xs[1])
+        if op == "logical_xor":
+            return b.xor(xs[0], xs[1])
+        if op == "logical_not":
+            return b.xor(xs[0], ir.Constant(I1, 1))
+        t = LLTYPE[out]
+        if op == "add":
+            return b.fadd(xs[0], xs[1])
+        if op == "subtract":
+            return b.fsub(xs[0], xs[1])
+        if op == "multiply":
+            return b.fmul(xs[0], xs[1])
+        if op == "divide":
+            return b.fdiv(xs[0], xs[1])
+        if op == "negative":
+            return b.fneg(xs[0])
+        if op == "positive":
+            return xs[0]
+        if op == "square":
+            return b.fmul(xs[0], xs[0])
+        if op == "reciprocal":
+            return b.fdiv(ir.Constant(t, 1.0), xs[0])
+        if op == "sign":
+            x = xs[0]
+            one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
+            r = b.select(b.fcmp_ordered("==", x, x), zero, x)  # NaN stays NaN; -0 -> +0
+            r = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), r)
+            return b.select(b.fcmp_ordered(">", x, zero), one, r)
+        if op in INTRINSIC:
+            return b.call(_intrinsic(self.m, INTRINSIC[op], t, len(xs)), xs)
+        if op == "clip":
+            mx = _intrinsic(self.m, "llvm.maximum", t, 2)
+            mn = _intrinsic(self.m, "llvm.minimum", t, 2)
+            return b.call(mn, [b.call(mx, [xs[0], xs[1]]), xs[2]])
+        if op in MATH:
+            return mathlib.emit(b, op, [xs[0]])
+        raise NotImplementedError(f"no emitter for {op}")
+
+
+def _power(em: KernelEmitter, x, e):
+    b = em.b
+    if e == 1:
+        return x
+    if e == 2:
+        return b.fmul(x, x)
+    if e == 3:
+        return b.fmul(b.fmul(x, x), x)
+    if e == 4:
+        x2 = b.fmul(x, x)
+        return b.fmul(x2, x2)
+    if e == 0.5:
+        return b.call(_intrinsic(em.m, "llvm.sqrt", x.type, 1), [x])
+    if e == -1:
+        return b.fdiv(ir.Constant(x.type, 1.0), x)
+    raise NotImplementedError(f"power with exponent {e}")
+
+
+def _intrinsic(m: ir.Module, name: str, t, nargs: int):
+    return m.declare_intrinsic(name, [t], ir.FunctionType(t, [t] * nargs))
+
+
+def _promote(inputs) -> np.dtype:
+    from shapes.ops import _cached_dtypes
+    return _cached_dtypes(np.add, tuple((v.dtype, v.ndim, v.weak) for v in inputs), ())[0] \
+        if not all(v.dtype == np.bool_ for v in inputs) else np.dtype(np.bool_)
+
+
+def _const(dt: np.dtype, c):
+    if dt == np.bool_:
+        return ir.Constant(I1, int(bool(c)))
+    if dt.kind in "iu":
+        return ir.Constant(I64, int(c))
+    return ir.Constant(LLTYPE.get(dt, F64), float(c))
+
+
+def _identity(op):
+    return {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[op]
+
+
+def _prod(dims):
+    p = sympy.Integer(1)
+    for d in dims:
+        p *= d
+    return int(p) if p.is_Integer else p

@@ -1,0 +1,92 @@
+"""Building an Executable from a trace: the reference back end runs the graph
+node by node in numpy; the llvm back end runs the pass pipeline, partitions
+into fused kernels, compiles them to one artifact and links it."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from clustering import partition, run_pipeline
+from clustering.partition import Kernel, Plan
+from jit.trace import TraceResult
+from runtime.executable import Executable, KernelCall, OutputSpec
+from shapes.ir import ArrayConst, Graph
+from shapes.verify import checks_enabled
+
+BACKENDS = ("llvm", "reference")
+
+# ops whose numpy reference returns a fresh C-contiguous array
+_FRESH_CONTIGUOUS = {"matmul", "sum", "max", "min", "prod", "mean", "var", "std", "argmax", "argmin",
+                     "any", "all", "full", "arange", "concatenate"}
+
+
+@dataclass
+class Build:
+    executable: Executable
+    plan: Plan | None = None
+    seconds: dict = field(default_factory=dict)
+
+
+def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], name: str) -> Build:
+    if backend == "reference":
+        return Build(Executable(tr.graph, symbols, tr.outputs, tr.dd_dims))
+    times = {}
+    t0 = time.perf_counter()
+    g = run_pipeline(tr.graph, checks=checks_enabled())
+    outputs = _remap_outputs(tr.outputs, g)
+    plan = partition(g)
+    t1 = time.perf_counter()
+    times["passes"] = t1 - t0
+    contiguous = _contiguous_values(g, plan, input_contiguous)
+    from codegen.lower import lower_plan
+    from runtime.loader import load
+    from runtime.native import kernel_function
+    artifact, abis = lower_plan(plan, contiguous, _symbol_prefix(name))
+    t2 = time.perf_counter()
+    times["codegen"] = t2 - t1
+    functions, loaded = {}, None
+    if artifact is not None:
+        loaded = load(artifact)
+        for a in abis:
+            functions[a.symbol] = kernel_function(loaded.address(a.symbol), a.n_arrays, a.n_ints, a.n_floats)
+    times["link"] = time.perf_counter() - t2
+    by_kernel = {id(k): a for k, a in zip(plan.kernels(), abis)}
+    steps = []
+    for s in plan.steps:
+        if isinstance(s, Kernel):
+            a = by_kernel[id(s)]
+            steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs),
+                                    tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, a.rows, a.inner))
+        else:
+            steps.append(s)
+    defined = {o.id for n in g.nodes for o in n.outputs}
+    dd = [d for d in tr.dd_dims if d.value_id in defined]
+    exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded)
+    return Build(exe, plan, times)
+
+
+def _symbol_prefix(name: str) -> str:
+    clean = "".join(c if c.isalnum() else "_" for c in name)
+    return f"sj_{clean}_{id(object()) & 0xffffff:06x}"
+
+
+def _remap_outputs(outputs: list[OutputSpec], g: Graph) -> list[OutputSpec]:
+    it = iter(g.outputs)
+    return [OutputSpec("value", next(it).id) if o.kind == "value" else o for o in outputs]
+
+
+def _contiguous_values(g: Graph, plan: Plan, input_contiguous: list[bool]) -> set[int]:
+    out = {v.id for v, c in zip(g.inputs, input_contiguous) if c}
+    kernel_outs = {v.id for k in plan.kernels() for v in k.outputs}
+    out |= kernel_outs
+    for n in g.nodes:
+        if n.op == "const" and isinstance(n.attr("value"), ArrayConst):
+            if n.attr("value").array.flags.c_contiguous:
+                out.add(n.out.id)
+        elif n.op in _FRESH_CONTIGUOUS:
+            out.update(o.id for o in n.outputs)
+        elif n.op == "reshape" and n.inputs[0].id in out:
+            out.add(n.out.id)
+    return out
