@@ -1,0 +1,135 @@
+"""Link an :class:`Artifact`'s object code into the running process.
+
+No LLVM optimization or code generation happens here: the object code is
+handed to an ORC LLJIT (RuntimeDyld) instance, which only relocates and maps
+it.  One LLJIT instance is shared by the whole process; every artifact
+becomes its own JIT library, kept alive by the :class:`LoadedArtifact`.
+
+Measured on the 2-core znver4 dev box: the first load in a fresh process
+takes ~2 ms (0.4 ms host CPU check, 1.1 ms creating the LLJIT, 0.4 ms
+linking); later loads ~0.15 ms.  (MCJIT ``add_object_file`` took ~1.5 ms per
+object.)  Importing llvmlite.binding itself costs ~20-35 ms.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+import threading
+
+import llvmlite.binding as llvm
+
+from codegen.artifact import Artifact, ArtifactError, KernelInfo
+
+__all__ = ["load", "LoadedArtifact", "kernel_cfunctype", "check_host_compatible"]
+
+_lock = threading.Lock()
+_lib_counter = itertools.count()
+_lljit = None
+
+
+def _get_lljit():
+    global _lljit
+    if _lljit is None:
+        # Needed even for pure object linking: LLJIT looks up the host target.
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _lljit = llvm.create_lljit_compiler()
+    return _lljit
+
+
+@functools.cache
+def kernel_cfunctype(n_ptr_args: int, n_int_args: int = 0, n_float_args: int = 0):
+    """ctypes prototype of ``void k(i64, i64, ptr..., i64..., double...)``."""
+    return ctypes.CFUNCTYPE(
+        None,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        *([ctypes.c_void_p] * n_ptr_args),
+        *([ctypes.c_int64] * n_int_args),
+        *([ctypes.c_double] * n_float_args),
+    )
+
+
+@functools.cache
+def _host() -> tuple[str, str, str]:
+    return (
+        llvm.get_process_triple(),
+        llvm.get_host_cpu_name(),
+        llvm.get_host_cpu_features().flatten(),
+    )
+
+
+def check_host_compatible(artifact: Artifact) -> None:
+    """Raise ArtifactError unless the artifact was built for this machine."""
+    triple, cpu, features = _host()
+    if (artifact.triple, artifact.cpu, artifact.features) != (triple, cpu, features):
+        raise ArtifactError(
+            f"artifact was compiled for {artifact.triple}/{artifact.cpu} with "
+            f"different CPU features; this host is {triple}/{cpu}"
+        )
+
+
+class LoadedArtifact:
+    """Kernels of an artifact, callable in this process.
+
+    ``functions[symbol]`` is a ctypes function (it releases the GIL while
+    running), ``addresses[symbol]`` the raw entry address.  The machine code
+    stays mapped as long as this object or one of its ``functions`` is
+    alive; raw ``addresses`` are only valid while this object is.
+    """
+
+    def __init__(self, artifact: Artifact, tracker, lljit):
+        self.artifact = artifact
+        self._tracker = tracker  # owns the JIT library
+        self._lljit = lljit  # must outlive the tracker
+        self.addresses: dict[str, int] = {}
+        self.functions: dict[str, object] = {}
+        for k in artifact.kernels:
+            addr = tracker[k.symbol]
+            if not addr:
+                raise ArtifactError(f"symbol {k.symbol!r} not found in object code")
+            self.addresses[k.symbol] = addr
+            proto = kernel_cfunctype(k.n_ptr_args, k.n_int_args, k.n_float_args)
+            func = proto(addr)
+            # The function keeps the machine code mapped even if the
+            # LoadedArtifact itself is dropped (load(a)["k"](...) is safe).
+            func._shapejit_keepalive = self._tracker, self._lljit
+            self.functions[k.symbol] = func
+
+    def __getitem__(self, symbol: str):
+        return self.functions[symbol]
+
+    def address(self, symbol: str) -> int:
+        return self.addresses[symbol]
+
+    def kernel(self, symbol: str) -> KernelInfo:
+        return self.artifact.kernel(symbol)
+
+    def __repr__(self) -> str:
+        return f"<LoadedArtifact {sorted(self.functions)}>"
+
+
+def load(artifact: Artifact, check_host: bool = True) -> LoadedArtifact:
+    """Link the artifact's object code into the process (thread safe).
+
+    With ``check_host`` (default) an artifact compiled for another CPU is
+    rejected with ArtifactError instead of risking illegal instructions.
+    """
+    if check_host:
+        check_host_compatible(artifact)
+    builder = llvm.JITLibraryBuilder().add_object_img(artifact.object_code)
+    # Resolve libc/libm symbols the optimizer may introduce (memset, memcpy,
+    # expf, ...) against the running process.
+    builder.add_current_process()
+    for k in artifact.kernels:
+        builder.export_symbol(k.symbol)
+    with _lock:
+        lljit = _get_lljit()
+        name = f"shapejit_artifact_{next(_lib_counter)}"
+        try:
+            tracker = builder.link(lljit, name)
+        except RuntimeError as e:
+            raise ArtifactError(f"cannot link artifact object code: {e}") from e
+    return LoadedArtifact(artifact, tracker, lljit)

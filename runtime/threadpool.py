@@ -1,0 +1,199 @@
+"""Process-wide persistent thread pool for running kernels in parallel.
+
+``parallel_for(fn, start, stop, args, min_chunk)`` splits ``[start, stop)``
+into contiguous chunks and runs ``fn(chunk_start, chunk_stop, *args)`` on the
+worker threads *and* the calling thread.  ``fn`` is normally a ctypes
+function, which releases the GIL, so chunks really run concurrently.
+
+Design:
+
+* ``num_threads()`` is the total parallelism (``os.cpu_count()``, or
+  ``SHAPEJIT_NUM_THREADS``); the pool has ``num_threads() - 1`` daemon
+  workers because the caller always works too.
+* A call creates a job (list of chunks + claim index) and posts it on a
+  shared queue once per helper it wants.  Caller and workers claim chunks
+  from the job until none are left.  The caller therefore never waits for
+  an *unclaimed* chunk, which makes concurrent and nested calls
+  deadlock-free even when all workers are busy.
+* Completion is signalled with a plain lock (the cheapest primitive).
+* Ranges shorter than ``2 * min_chunk`` run inline with no synchronization.
+
+Measured on the 2-core znver4 KVM dev box: a parallel_for of a trivial
+ctypes kernel on 2 threads costs ~5-10 us median (inline call: ~0.8 us); the
+worker needs ~10-20 us to wake up, so for trivial work the caller usually
+runs every chunk itself.  When the worker does take part, the fork/join costs
+~25-45 us in total, so ``min_chunk`` should give each chunk well above that
+amount of work.  (Pure Python: the GIL is only released inside the kernel.)
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import threading
+
+__all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown"]
+
+
+# A few chunks per thread so that a late (descheduled, slow to wake) worker
+# does not hold up the caller, which then simply takes more chunks.
+CHUNKS_PER_THREAD = 4
+
+
+def _configured_threads() -> int:
+    env = os.environ.get("SHAPEJIT_NUM_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"SHAPEJIT_NUM_THREADS must be an integer, got {env!r}")
+        return max(1, n)
+    return max(1, os.cpu_count() or 1)
+
+
+class _Job:
+    __slots__ = ("fn", "args", "chunks", "next", "remaining", "lock", "done", "error")
+
+    def __init__(self, fn, args, chunks):
+        self.fn = fn
+        self.args = args
+        self.chunks = chunks
+        self.next = 0
+        self.remaining = len(chunks)
+        self.lock = threading.Lock()
+        self.done = threading.Lock()
+        self.done.acquire()  # released by whoever finishes the last chunk
+        self.error = None
+
+    def work(self) -> None:
+        """Claim and run chunks until none are left."""
+        fn, args, chunks, lock = self.fn, self.args, self.chunks, self.lock
+        while True:
+            with lock:
+                i = self.next
+                if i >= len(chunks):
+                    return
+                self.next = i + 1
+                failed = self.error is not None
+            if not failed:  # after a failure, remaining chunks are skipped
+                try:
+                    fn(chunks[i][0], chunks[i][1], *args)
+                except BaseException as e:  # re-raised in the caller
+                    with lock:
+                        if self.error is None:
+                            self.error = e
+            with lock:
+                self.remaining -= 1
+                last = self.remaining == 0
+            if last:
+                self.done.release()
+
+
+class ThreadPool:
+    def __init__(self, n_threads: int, chunks_per_thread: int = CHUNKS_PER_THREAD):
+        self.n_threads = n_threads
+        self.chunks_per_thread = chunks_per_thread
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._workers = []
+        for i in range(n_threads - 1):
+            t = threading.Thread(
+                target=self._worker, name=f"shapejit-worker-{i}", daemon=True
+            )
+            t.start()
+            self._workers.append(t)
+
+    def _worker(self) -> None:
+        get = self._queue.get
+        while True:
+            job = get()
+            if job is None:
+                return
+            job.work()
+
+    def parallel_for(self, fn, start: int, stop: int, args=(), min_chunk: int = 1) -> None:
+        n = stop - start
+        min_chunk = max(1, int(min_chunk))
+        if n < 2 * min_chunk or self.n_threads == 1:
+            if n > 0:
+                fn(start, stop, *args)
+            return
+        n_chunks = min(self.n_threads * self.chunks_per_thread, n // min_chunk)
+        base, extra = divmod(n, n_chunks)
+        chunks = []
+        lo = start
+        for i in range(n_chunks):
+            hi = lo + base + (1 if i < extra else 0)
+            chunks.append((lo, hi))
+            lo = hi
+        job = _Job(fn, tuple(args), chunks)
+        put = self._queue.put
+        for _ in range(min(n_chunks - 1, len(self._workers))):
+            put(job)
+        job.work()
+        job.done.acquire()
+        if job.error is not None:
+            raise job.error
+
+    def shutdown(self, timeout: float = 1.0) -> None:
+        for _ in self._workers:
+            self._queue.put(None)
+        for t in self._workers:
+            t.join(timeout)
+        self._workers = []
+
+
+_pool: ThreadPool | None = None
+_pool_lock = threading.Lock()
+
+
+def get_pool() -> ThreadPool:
+    """The process-wide pool, created on first use."""
+    global _pool
+    pool = _pool
+    if pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPool(_configured_threads())
+            pool = _pool
+    return pool
+
+
+def num_threads() -> int:
+    """Total parallelism of parallel_for (workers + calling thread)."""
+    return get_pool().n_threads
+
+
+def parallel_for(fn, start: int, stop: int, args=(), min_chunk: int = 1) -> None:
+    """Run ``fn(lo, hi, *args)`` over contiguous chunks of ``[start, stop)``.
+
+    Blocks until every chunk is done; re-raises the first exception raised
+    by any chunk (remaining unstarted chunks are then skipped).
+    """
+    n = stop - start
+    if n < 2 * min_chunk:  # fast path: no pool, no synchronization
+        if n > 0:
+            fn(start, stop, *args)
+        return
+    get_pool().parallel_for(fn, start, stop, args, min_chunk)
+
+
+def shutdown() -> None:
+    """Stop the workers (a later parallel_for creates a new pool)."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown()
+
+
+def _after_fork_in_child() -> None:
+    # Worker threads do not survive fork(); start afresh lazily.
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
