@@ -297,9 +297,7 @@ class KernelEmitter:
             return memo[v.id]
         if v.id in self.consts:
             c = self.consts[v.id]
-            dt = np.asarray(c).dtype if not isinstance(c, (bool, int, float)) else \
-                {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}[type(c)]
-            r = _const(dt, c)
+            r = _const(_const_dtype(c), c)
         elif v.id in self.int_val:
             r = self.int_val[v.id]
         elif v.id in self.flt_val:
@@ -321,9 +319,7 @@ class KernelEmitter:
     def _in_type(self, v: Value):
         """The numpy dtype of the LLVM value `_val(v)` produces."""
         if v.id in self.consts:
-            c = self.consts[v.id]
-            return {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}.get(
-                type(c), np.asarray(c).dtype)
+            return _const_dtype(self.consts[v.id])
         if v.id in self.int_val:
             return np.dtype(np.int64)
         if v.id in self.flt_val:
@@ -440,6 +436,16 @@ def _promote(inputs) -> np.dtype:
     from shapes.ops import _cached_dtypes
     return _cached_dtypes(np.add, tuple((v.dtype, v.ndim, v.weak) for v in inputs), ())[0] \
         if not all(v.dtype == np.bool_ for v in inputs) else np.dtype(np.bool_)
+
+
+def _const_dtype(c) -> np.dtype:
+    """The dtype a folded constant is emitted in: its own for numpy scalars,
+    int64/float64/bool for Python scalars (cast at use, as NEP 50 does)."""
+    if isinstance(c, np.generic):
+        return c.dtype
+    if isinstance(c, bool):
+        return np.dtype(np.bool_)
+    return np.dtype(np.int64) if isinstance(c, int) else np.dtype(np.float64)
 
 
 def _const(dt: np.dtype, c):

@@ -66,10 +66,14 @@ class ShapeEnv:
             e = e.xreplace(self.replacements)
             # replacements may chain (s2 -> s1, s1 -> 768)
             for _ in range(4):
+                if not isinstance(e, sympy.Basic):
+                    break
                 e2 = e.xreplace(self.replacements)
                 if e2 == e:
                     break
                 e = e2
+        if not isinstance(e, sympy.Basic):
+            return int(e)
         e = sympy.expand(e) if not e.has(sympy.floor, sympy.ceiling, sympy.Mod, sympy.Max, sympy.Min) else e
         if e.is_Integer:
             return int(e)

@@ -1,0 +1,150 @@
+"""The LLVM back end end to end: one compile for every shape, threads,
+strided inputs, special values."""
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from jit import jit
+from tests.conftest import assert_like_numpy
+
+F32 = np.float32
+D, HEADS, FF = 64, 4, 128
+
+
+def _ln(x, g, b):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5) * g + b
+
+
+def _softmax(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def small_bert(x, p):
+    B, S, _ = x.shape
+    dh = D // HEADS
+    q = (x @ p["wq"] + p["bq"]).reshape(B, S, HEADS, dh).transpose(0, 2, 1, 3)
+    k = (x @ p["wk"] + p["bk"]).reshape(B, S, HEADS, dh).transpose(0, 2, 1, 3)
+    v = (x @ p["wv"] + p["bv"]).reshape(B, S, HEADS, dh).transpose(0, 2, 1, 3)
+    a = _softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)) @ v
+    a = a.transpose(0, 2, 1, 3).reshape(B, S, D)
+    h = _ln(x + a @ p["wo"] + p["bo"], p["g1"], p["b1"])
+    u = h @ p["w1"] + p["c1"]
+    u = 0.5 * u * (1.0 + np.tanh(0.7978845608 * (u + 0.044715 * u * u * u)))
+    return _ln(h + u @ p["w2"] + p["c2"], p["g2"], p["b2"])
+
+
+def make_params(rng):
+    def n(*shape, s=0.1):
+        return (rng.standard_normal(shape) * s).astype(F32)
+    return {"wq": n(D, D), "bq": n(D), "wk": n(D, D), "bk": n(D), "wv": n(D, D), "bv": n(D),
+            "wo": n(D, D), "bo": n(D), "g1": 1 + n(D), "b1": n(D), "w1": n(D, FF), "c1": n(FF),
+            "w2": n(FF, D), "c2": n(D), "g2": 1 + n(D), "b2": n(D)}
+
+
+def n_calls(full: int, bounded: int) -> int:
+    return full if os.environ.get("SHAPEJIT_STRESS") == "full" or not os.environ.get("CI") else bounded
+
+
+@pytest.mark.stress
+def test_bert_style_layer_1000_shapes_one_compile():
+    rng = np.random.default_rng(0)
+    p = make_params(rng)
+    f = jit(small_bert)
+    for k in range(n_calls(1000, 300)):
+        x = rng.standard_normal((int(rng.integers(2, 5)), int(rng.integers(2, 65)), D)).astype(F32)
+        got = f(x, p)
+        if k % 10 == 0:
+            assert_like_numpy(got, small_bert(x, p), ulps=64, atol=2e-5)
+    assert f.stats()["compiles"] == 1
+    assert f.stats()["recompiles"] == 0
+    assert "matmul epilogue" in f.explain()
+
+
+def test_threads_share_one_compile():
+    rng = np.random.default_rng(1)
+    p = make_params(rng)
+    f = jit(small_bert)
+    inputs = [rng.standard_normal((2 + t % 3, 3 + 5 * t, D)).astype(F32) for t in range(8)]
+    want = [small_bert(x, p) for x in inputs]
+    errors = []
+    barrier = threading.Barrier(8)
+
+    def worker(t):
+        try:
+            barrier.wait()
+            for _ in range(5):
+                assert_like_numpy(f(inputs[t], p), want[t], ulps=64, atol=2e-5)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert f.stats()["compiles"] == 1
+
+
+def test_large_parallel_kernels_match_numpy():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3000, 700)).astype(F32)
+    for fn in (_softmax, lambda x: _ln(x, 1.5, 0.25), lambda x: np.tanh(x) * np.exp(-x * x)):
+        f = jit(fn)
+        f(x[:10])
+        assert_like_numpy(f(x), fn(x), ulps=8, atol=1e-6)
+
+
+def test_strided_and_broadcast_inputs():
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((40, 30))
+
+    def f(x, y):
+        return np.exp(x) * y - np.maximum(x, y)
+
+    jf = jit(f)
+    for x, y in [(base[:10, :10], base[10:20, 10:20]), (base.T[:10, :12], base[:12, 0]),
+                 (base[::3, ::2], base[0:1, ::2]), (base[::-1, :7], np.float64(0.5)),
+                 (np.ascontiguousarray(base[:5, :5]), base[:5, :5].T)]:
+        assert_like_numpy(jf(x, y), f(x, y))
+
+
+def test_special_values_and_float64():
+    x = np.array([[0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310, 700.0, -750.0, 1e308, -1e-5]])
+
+    def f(x):
+        return (np.exp(x), np.tanh(x), np.log1p(np.abs(x)), np.sign(x), np.maximum(x, 0.0),
+                np.sqrt(np.abs(x)), x > 0, np.where(x < 0, -x, x * 2))
+
+    jf = jit(f)
+    jf(np.zeros((2, 3)))
+    with np.errstate(all="ignore"):
+        assert_like_numpy(jf(x), f(x))
+        assert_like_numpy(jf(x.astype(F32)), f(x.astype(F32)))
+
+
+def test_empty_and_size_one_shapes():
+    f = jit(lambda x, b: np.tanh(x + b).sum(-1))
+    for shape in [(0, 5), (1, 5), (7, 5), (3, 1), (0, 1)]:
+        x = np.ones(shape, F32)
+        b = np.ones(shape[-1], F32)
+        assert_like_numpy(f(x, b), np.tanh(x + b).sum(-1), ulps=8)
+
+
+def test_compile_failure_falls_back_to_reference_with_a_warning(monkeypatch):
+    import codegen.lower
+
+    def broken(*a, **k):
+        raise RuntimeError("simulated LLVM failure")
+
+    monkeypatch.setattr(codegen.lower, "lower_plan", broken)
+    f = jit(lambda x: np.exp(x) + 1)
+    from jit import JitWarning
+    with pytest.warns(JitWarning, match="simulated LLVM failure"):
+        f(np.ones(4))
+    assert_like_numpy(f(np.arange(5.0)), np.exp(np.arange(5.0)) + 1)

@@ -1,0 +1,124 @@
+"""Fusion and passes, asserted on printed IR and printed clusters."""
+import numpy as np
+import pytest
+
+from bench import workloads as W
+from clustering import partition, run_pipeline
+from clustering.passes import cse, dce, decompose, simplify
+from jit import jit
+from shapes.ops import OPS, OPAQUE, CREATION, VIEW, MATMUL, CONCAT
+from tests.conftest import assert_like_numpy
+
+
+def traced_graph(fn, *args):
+    jf = jit(fn, backend="reference")
+    jf(*args)
+    (state,) = jf._keys.values()
+    return state.entries[0].trace.graph
+
+
+def plan_of(fn, *args):
+    return partition(run_pipeline(traced_graph(fn, *args), checks=True))
+
+
+def compiled_ops(plan):
+    """Ops of the numpy steps that do real work (constants and views are free)."""
+    return [s.op for s in plan.steps if not hasattr(s, "domain")
+            and s.op not in ("const", "dim", "reshape", "transpose", "getitem")]
+
+
+F32 = np.float32
+
+
+def test_gelu_bias_is_one_kernel_with_no_intermediate_buffer():
+    x, b = np.ones((4, 3072), F32), np.ones(3072, F32)
+    plan = plan_of(W.gelu_bias, x, b)
+    (k,) = plan.kernels()
+    assert compiled_ops(plan) == []
+    assert len(k.outputs) == 1 and [v.id for v in k.inputs if v.ndim > 0] == [0, 1]
+    assert "loop kernel over [s0, 3072]" in plan.describe() or "loop kernel over [s0, s1]" in plan.describe()
+
+
+@pytest.mark.parametrize("fn,args", [
+    (W.layernorm, (np.ones((4, 768), F32), np.ones(768, F32), np.ones(768, F32))),
+    (W.softmax, (np.ones((4, 512), F32),)),
+    (lambda x, g: x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * g,  # RMSNorm
+     (np.ones((4, 768), F32), np.ones(768, F32))),
+])
+def test_row_reductions_are_one_kernel(fn, args):
+    plan = plan_of(fn, *args)
+    (k,) = plan.kernels()
+    assert compiled_ops(plan) == []
+    assert k.has_reduction and len(k.outputs) == 1
+    assert "row kernel" in plan.describe()
+
+
+def test_matmul_bias_gelu_is_one_matmul_cluster_with_epilogue():
+    def f(x, w, b):
+        return W.gelu(x @ w + b)
+
+    plan = plan_of(f, np.ones((4, 64), F32), np.ones((64, 128), F32), np.ones(128, F32))
+    (k,) = plan.kernels()
+    assert compiled_ops(plan) == ["matmul"]
+    assert k.matmul_inputs and "matmul epilogue" in plan.describe()
+    assert {n.op for n in k.nodes} >= {"add", "tanh", "multiply"}
+
+
+def test_bert_layer_clusters():
+    args = W.make_bert_layer((1, 16), np.random.default_rng(0))
+    plan = plan_of(W.bert_layer, *args)
+    text = plan.describe()
+    # q, k, v bias; scale + softmax; out-proj + residual + LN; FFN GELU; FFN2 + residual + LN
+    assert text.count("matmul epilogue") == 7
+    assert sorted(set(compiled_ops(plan))) == ["matmul"]
+
+
+def test_refused_fusion_says_why():
+    def f(x):
+        y = np.exp(x)
+        return np.sort(y, axis=-1) + y  # an eager op between producer and consumer
+
+    plan = plan_of(f, np.ones((4, 8)))
+    assert plan.kernels()
+    jf = jit(f)
+    x = np.random.default_rng(0).standard_normal((5, 8))
+    jf(x)
+    assert_like_numpy(jf(x), f(x))
+
+
+def test_passes_on_printed_ir():
+    def f(x):
+        a = (x * 1.0 + 0.0).T.T
+        return a.reshape(-1).reshape(x.shape) + x.var(axis=-1, keepdims=True), np.exp(x) + np.exp(x)
+
+    g = traced_graph(f, np.ones((3, 4), F32))
+    before = repr(g)
+    assert "transpose" in before and "var" in before
+    after = repr(dce(cse(simplify(decompose(g)))))
+    assert "var" not in after and "transpose" not in after
+    assert after.count("= exp") == 1
+    assert "= multiply %0, " not in after  # x * 1 is gone
+    assert after.count("= sum") == 2  # var: sum for the mean, sum of squares
+
+
+def test_every_op_has_an_emitter_or_is_eager_only():
+    from clustering.partition import BINARY, ROW_REDUCTIONS, TERNARY, UNARY
+
+    compiled = UNARY | BINARY | TERNARY | ROW_REDUCTIONS
+    numpy_steps = {name for name, op in OPS.items()
+                   if op.category in (OPAQUE, CREATION, VIEW, MATMUL, CONCAT)}
+    eager_only = set(OPS) - compiled - numpy_steps
+    # documented: these elementwise ops and reductions run as numpy steps
+    assert eager_only == {
+        "exp2", "log2", "log10", "sinh", "cosh", "tan", "arcsin", "arccos", "arcsinh", "arccosh",
+        "arctanh", "isnan", "isinf", "isfinite", "signbit", "invert", "cbrt", "conjugate", "deg2rad",
+        "rad2deg", "floor_divide", "remainder", "fmod", "float_power", "fmax", "fmin", "bitwise_and",
+        "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "arctan2", "hypot", "copysign",
+        "logaddexp", "logaddexp2", "heaviside", "nextafter", "mean", "prod", "var", "std", "any", "all",
+        "argmax", "argmin"}
+    from codegen.kernels import FCMP, INTRINSIC, MATH
+    emitted = set(FCMP) | set(INTRINSIC) | MATH | {
+        "add", "subtract", "multiply", "divide", "negative", "positive", "square", "reciprocal",
+        "sign", "power", "where", "clip", "astype", "logical_and", "logical_or", "logical_xor",
+        "logical_not", "sum", "max", "min"}
+    assert compiled <= emitted
