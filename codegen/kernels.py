@@ -73,8 +73,9 @@ def _is_one(d) -> bool:
 
 class KernelEmitter:
     def __init__(self, module: ir.Module, kernel: Kernel, producers: dict[int, Node],
-                 contiguous: set[int], symbol: str):
+                 contiguous: set[int], symbol: str, checked: bool = False):
         self.m, self.k, self.producers, self.symbol = module, kernel, producers, symbol
+        self.checked = checked
         self.dom = tuple(kernel.domain)
         self.rank = len(self.dom)
         self.members = {n.out.id: n for n in kernel.nodes}
@@ -96,7 +97,10 @@ class KernelEmitter:
         for d in self.dom:
             if not isinstance(d, int) and d not in self.extents:
                 self.extents.append(d)
-        self.arg_list = arrays + [("int", e) for e in self.extents] + [a[:2] for a in ints] + floats
+        self.arg_list = arrays + [("int", e) for e in self.extents] + [a[:2] for a in ints]
+        if checked:
+            self.arg_list.append(("int", "errcell"))
+        self.arg_list += floats
         self.int_scalars = {a[2]: a for a in ints}
         self.strided = {v.id for v in kernel.inputs if v.ndim > 0 and v.id not in contiguous
                         and v.id not in self.consts}
@@ -129,11 +133,14 @@ class KernelEmitter:
         self.int_val = {}
         for vid in self.int_scalars:
             self.int_val[vid] = next(args)
+        if self.checked:
+            self.errcell = b.inttoptr(next(args), I64.as_pointer(), name="errcell")
         self.flt_val = {}
         for a in self.arg_list:
             if a[0] == "float":
                 self.flt_val[a[1]] = next(args)
         self.data = {vid: self._data_ptr(vid) for vid in self.obj}
+        self.extent = {vid: self._byte_extent(vid) for vid in self.obj} if self.checked else {}
         self.inner_stride_arg = {vid: self._stride_arg(vid, self.rank - 1 - (self.rank - self.values[vid].ndim))
                                  for vid in self.strided}
         self.accs = {n.out.id: b.alloca(LLTYPE[n.out.dtype], name=f"acc{n.out.id}")
@@ -165,6 +172,46 @@ class KernelEmitter:
         ty = LLTYPE[v.dtype] if v.dtype != np.bool_ else I8
         slot = b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, DATA_OFFSET)]), ty.as_pointer().as_pointer())
         return b.load(slot, name=f"data{vid}")
+
+    def _byte_extent(self, vid):
+        """[lo, hi]: the byte offsets from the data pointer that the array owns
+        (bounds-checked mode); empty arrays get lo > hi."""
+        b = self.b
+        v = self.values[vid]
+        lo = hi = ir.Constant(I64, 0)
+        empty = ir.Constant(I1, 0)
+        dims = b.load(b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, STRIDES_OFFSET - 8)]),
+                                I64.as_pointer().as_pointer()))
+        strides = b.load(b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, STRIDES_OFFSET)]),
+                                   I64.as_pointer().as_pointer()))
+        for k in range(v.ndim):
+            d = b.load(b.gep(dims, [ir.Constant(I64, k)]))
+            st = b.load(b.gep(strides, [ir.Constant(I64, k)]))
+            empty = b.or_(empty, b.icmp_signed("<=", d, ir.Constant(I64, 0)))
+            ext = b.mul(b.sub(d, ir.Constant(I64, 1)), st)
+            neg = b.icmp_signed("<", ext, ir.Constant(I64, 0))
+            lo = b.add(lo, b.select(neg, ext, ir.Constant(I64, 0)))
+            hi = b.add(hi, b.select(neg, ir.Constant(I64, 0), ext))
+        hi = b.select(empty, ir.Constant(I64, -1), hi)
+        return lo, hi
+
+    def _addr(self, vid, off):
+        """The element address; in checked mode an out-of-bounds offset sets
+        the error cell and is redirected to element 0 (never touched: the
+        runtime raises before using any result)."""
+        b = self.b
+        if self.checked:
+            v = self.values[vid]
+            lo, hi = self.extent[vid]
+            byte = b.mul(off, ir.Constant(I64, v.dtype.itemsize))
+            ok = b.and_(b.icmp_signed(">=", byte, lo), b.icmp_signed("<=", byte, hi))
+            with b.if_then(b.not_(ok), likely=False):
+                b.store(ir.Constant(I64, 1), self.errcell)
+            off = b.select(ok, off, ir.Constant(I64, 0))
+            ok_nonempty = b.icmp_signed("<=", lo, hi)
+            with b.if_then(b.not_(ok_nonempty), likely=False):
+                b.store(ir.Constant(I64, 1), self.errcell)
+        return b.gep(self.data[vid], [off])
 
     def _stride_arg(self, vid, axis):
         """Element stride of `vid` along its own axis, read from the array."""
@@ -232,6 +279,13 @@ class KernelEmitter:
         b = self.b
         levels = self._levels()
         self.known: dict[int, ir.Value] = {}
+        full = [v for v in self.k.outputs if not self._row_value(v)]
+        last = max(levels.values(), default=0)
+        stash = self._stash(full, [n for n in self.k.nodes if n.op in ROW_REDUCTIONS and levels[n.out.id] == last])
+
+        def out_offset(j):
+            return b.add(b.mul(self.row, self._ext(self.dom[-1])), j) if not self.flat else j
+
         for lvl in sorted(set(levels.values())):
             reds = [n for n in self.k.nodes if n.op in ROW_REDUCTIONS and levels[n.out.id] == lvl]
             for n in reds:
@@ -247,19 +301,58 @@ class KernelEmitter:
                         f = _intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2)
                         r = b.call(f, [acc, x])
                     b.store(r, self.accs[n.out.id])
+                if lvl == last:
+                    for u, v in stash.items():
+                        self._store(v, out_offset(j), memo[u.id])
             for n in reds:
                 self.known[n.out.id] = b.load(self.accs[n.out.id])
-        full = [v for v in self.k.outputs if not self._row_value(v)]
         if full:
             with for_range(b, j0, j1) as j:
                 memo = {}
+                for u, v in stash.items():  # read back what the last pass stored
+                    memo[u.id] = b.load(self._addr(v.id, out_offset(j)))
                 for v in full:
-                    off = b.add(b.mul(self.row, self._ext(self.dom[-1])), j) if not self.flat else j
-                    self._store(v, off, self._val(v, j, memo))
+                    self._store(v, out_offset(j), self._val(v, j, memo))
         memo = {}
         for v in self.k.outputs:
             if self._row_value(v):
                 self._store(v, self.row, self._val(v, None, memo))
+
+    def _stash(self, full: list[Value], last_reds: list[Node]) -> dict:
+        """Expensive values the last reduction pass computes anyway and an
+        output needs again (softmax's exp): stored into that output's buffer
+        in the reduction pass and read back from cache in the final pass."""
+        if not last_reds:
+            return {}
+        cone: set[int] = set()
+        for n in last_reds:
+            cone |= self._cone(n.inputs[0].id)
+        stash = {}
+        for v in full:
+            n = self.members.get(v.id)
+            if n is None:
+                continue
+            for u in n.inputs:
+                if (u.id in cone and u.id in self.members and tuple(u.shape) == self.dom
+                        and u.dtype == v.dtype and v.dtype != np.bool_
+                        and any(self.members[c].op in MATH for c in self._cone(u.id) if c in self.members)
+                        and u not in stash):
+                    stash[u] = v
+                    break
+        return stash
+
+    def _cone(self, vid) -> set[int]:
+        """Member values `vid` is computed from, itself included, stopping at reductions."""
+        out, stack = set(), [vid]
+        while stack:
+            x = stack.pop()
+            if x in out or x not in self.members:
+                continue
+            out.add(x)
+            n = self.members[x]
+            if n.op not in ROW_REDUCTIONS:
+                stack += [i.id for i in n.inputs]
+        return out
 
     def _row_value(self, v: Value) -> bool:
         if self.flat:
@@ -287,7 +380,7 @@ class KernelEmitter:
         b = self.b
         if v.dtype == np.bool_:
             x = b.zext(x, I8)
-        b.store(x, b.gep(self.data[v.id], [off]))
+        b.store(x, self._addr(v.id, off))
 
     # -------------------------------------------------------------- values
     def _val(self, v: Value, j, memo) -> ir.Value:
@@ -310,7 +403,7 @@ class KernelEmitter:
             inner = self.inner_strides[v.id]
             if j is not None and not (isinstance(inner, ir.Constant) and inner.constant == 0):
                 off = b.add(off, j if (isinstance(inner, ir.Constant) and inner.constant == 1) else b.mul(j, inner))
-            r = b.load(b.gep(self.data[v.id], [off]))
+            r = b.load(self._addr(v.id, off))
             if v.dtype == np.bool_:
                 r = b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
         memo[v.id] = r

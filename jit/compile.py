@@ -3,6 +3,7 @@ node by node in numpy; the llvm back end runs the pass pipeline, partitions
 into fused kernels, compiles them to one artifact and links it."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -43,7 +44,8 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     from codegen.lower import lower_plan
     from runtime.loader import load
     from runtime.native import kernel_function
-    artifact, abis = lower_plan(plan, contiguous, _symbol_prefix(name))
+    checked = os.environ.get("SHAPEJIT_BOUNDS_CHECK", "") not in ("", "0")
+    artifact, abis = lower_plan(plan, contiguous, _symbol_prefix(name), checked)
     t2 = time.perf_counter()
     times["codegen"] = t2 - t1
     functions, loaded = {}, None

@@ -8,6 +8,7 @@ steps, and returns the flat outputs; no sympy, no dict lookups per node.
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,7 +79,7 @@ def _step_io(s):
 def _generate(graph, steps, symbols, outputs, dd_dims, functions):
     from runtime.threadpool import parallel_for
     ns: dict = {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
-                "_par": parallel_for}
+                "_par": parallel_for, "_check_bounds": _check_bounds}
     names: dict[int, str] = {}
     consts: dict[int, str] = {}
 
@@ -173,9 +174,12 @@ def _kernel_lines(kc: KernelCall, names, const, functions) -> list[str]:
         shp = "(" + "".join(to_python(d) + ", " for d in shape) + ")"
         lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
     args = []
+    checked = ("int", "errcell") in kc.args
     for a in kc.args:
         if a[0] == "array":
             args.append(names[a[1]])
+        elif a == ("int", "errcell"):
+            args.append(const(ctypes.addressof(_ERRCELL)))
         elif a[0] == "int":
             args.append(to_python(a[1]))
         else:
@@ -187,7 +191,19 @@ def _kernel_lines(kc: KernelCall, names, const, functions) -> list[str]:
     lines.append(f"    if _n * {inner} >= {PARALLEL_MIN_WORK}: "
                  f"_par({fn}, 0, _n, {argt}, max(1, {CHUNK_MIN_WORK} // max(1, {inner})))")
     lines.append(f"    elif _n > 0: {fn}(0, _n, {', '.join(args)})")
+    if checked:
+        lines.append(f"    _check_bounds({kc.symbol!r})")
     return lines
+
+
+# bounds-checked kernels (SHAPEJIT_BOUNDS_CHECK=1) flag an out-of-bounds access here
+_ERRCELL = ctypes.c_int64(0)
+
+
+def _check_bounds(symbol: str) -> None:
+    if _ERRCELL.value:
+        _ERRCELL.value = 0
+        raise IndexError(f"shapejit: kernel {symbol} accessed memory out of bounds (a compiler bug)")
 
 
 def _has_sym(a) -> bool:

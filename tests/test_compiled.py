@@ -148,3 +148,77 @@ def test_compile_failure_falls_back_to_reference_with_a_warning(monkeypatch):
     with pytest.warns(JitWarning, match="simulated LLVM failure"):
         f(np.ones(4))
     assert_like_numpy(f(np.arange(5.0)), np.exp(np.arange(5.0)) + 1)
+
+
+def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
+    from runtime import executable as rx
+    monkeypatch.setenv("SHAPEJIT_BOUNDS_CHECK", "1")
+    f = jit(lambda x: np.exp(x) * 2.0)
+    x = np.ones((4, 8), F32)
+    f(x)
+    assert_like_numpy(f(x), np.exp(x) * 2.0)  # in bounds: no error
+    exe = f._keys[next(iter(f._keys))].entries[0].executable
+    (kc,) = [s for s in exe.steps if isinstance(s, rx.KernelCall)]
+    fn = exe.run.__globals__[[k for k, v in exe.run.__globals__.items()
+                              if getattr(v, "__class__", None).__name__ == "CFunctionType"][0]]
+    small = np.empty((2, 8), F32)
+    n_ints = sum(1 for a in kc.args if a[0] == "int")
+    ints = [8] * (n_ints - 1) + [rx.ctypes.addressof(rx._ERRCELL)]
+    fn(0, 4, x, small, *ints)  # 4 rows into a 2-row output: caught, not written
+    with pytest.raises(IndexError, match="out of bounds"):
+        rx._check_bounds(kc.symbol)
+
+
+@pytest.fixture
+def checked(monkeypatch):
+    monkeypatch.setenv("SHAPEJIT_BOUNDS_CHECK", "1")
+
+
+try:
+    from hypothesis import HealthCheck, given, settings, strategies as st
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    given = None
+
+if given is not None:
+    UNARY = [np.exp, np.tanh, np.negative, np.abs, np.square, np.sin, lambda a: np.log1p(np.abs(a))]
+    BINARY = [np.add, np.subtract, np.multiply, np.maximum, np.minimum]
+
+    @st.composite
+    def programs(draw):
+        rank = draw(st.integers(1, 3))
+        shape = tuple(draw(st.integers(0, 6)) for _ in range(rank))
+        dtype = draw(st.sampled_from([np.float32, np.float64]))
+        steps = draw(st.lists(st.tuples(st.sampled_from(["u", "b", "bb", "r"]), st.integers(0, 99)),
+                              min_size=1, max_size=6))
+        view = draw(st.sampled_from(["c", "T", "step"]))
+        return shape, dtype, steps, view
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(programs())
+    def test_hypothesis_programs_bounds_checked(checked, prog):
+        shape, dtype, steps, view = prog
+
+        def f(x, y):
+            for kind, k in steps:
+                if kind == "u":
+                    x = UNARY[k % len(UNARY)](x)
+                elif kind == "b":
+                    x = BINARY[k % len(BINARY)](x, y)
+                elif kind == "bb":
+                    x = BINARY[k % len(BINARY)](x, 0.5 * (k % 3))
+                elif x.ndim >= 1:
+                    x = x - x.max(axis=-1, keepdims=True) if k % 2 else x.sum(axis=-1, keepdims=True) * x
+            return x
+
+        rng = np.random.default_rng(0)
+        jf = jit(f)
+        for s in (shape, tuple(d + 2 if d > 1 else d for d in shape)):
+            base = rng.standard_normal(tuple(2 * d + 1 for d in s)).astype(dtype)
+            x = {"c": np.ascontiguousarray(base[tuple(slice(0, d) for d in s)]),
+                 "T": base.T[tuple(slice(0, d) for d in reversed(s))].T,
+                 "step": base[tuple(slice(0, 2 * d, 2) for d in s)]}[view]
+            y = rng.standard_normal(s[-1:]).astype(dtype)
+            with np.errstate(all="ignore"):
+                want = f(x, y)
+                got = jf(x, y)
+            assert_like_numpy(got, want, ulps=16, atol=1e-5 * (1 + float(np.nanmax(np.abs(want), initial=0))))
