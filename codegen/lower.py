@@ -1,5 +1,7 @@
-"""A Plan's kernels -> one LLVM module -> one Artifact (object code + the
-ABI of every kernel, as plain data)."""
+"""A Plan's kernels -> one LLVM module (text) and the ABI of every kernel.
+
+The module text is deterministic for a given plan, dtypes, layouts and
+options, so it is also the content the compile cache hashes."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -10,20 +12,26 @@ from codegen.kernels import KernelABI, KernelEmitter
 from codegen.llvm import compile_ir, host_target
 
 
-def lower_plan(plan: Plan, contiguous: set[int], name: str = "shapejit",
-               checked: bool = False) -> tuple[Artifact | None, list[KernelABI]]:
+def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> tuple[str, list[KernelABI]]:
     """`checked`: every load and store is bounds-checked against its array
-    (slow; for tests)."""
+    (slow; for tests).  Returns ("", []) when the plan has no kernel."""
     kernels = plan.kernels()
     if not kernels:
-        return None, []
-    module = ir.Module(name=name)
+        return "", []
+    module = ir.Module(name="shapejit")
     tm = host_target()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
-    abis = []
-    for k in kernels:
-        abis.append(KernelEmitter(module, k, producers, contiguous, f"{name}_{k.name}", checked).emit())
+    abis = [KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit() for k in kernels]
+    return str(module), abis
+
+
+def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:
     infos = [KernelInfo(a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis]
-    return compile_ir(str(module), infos, {"kernels": [a.symbol for a in abis]}), abis
+    return compile_ir(text, infos, metadata or {})
+
+
+def lower_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> tuple[Artifact | None, list[KernelABI]]:
+    text, abis = emit_plan(plan, contiguous, checked)
+    return (compile_module(text, abis) if abis else None), abis

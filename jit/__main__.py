@@ -66,10 +66,41 @@ def main(argv=None) -> int:
     d = sub.add_parser("demo", help="a jitted layer over a stream of changing shapes")
     d.add_argument("--calls", type=int, default=200)
     d.add_argument("--backend", default="reference")
+    c = sub.add_parser("cache", help="list the persistent compile cache (or clear it)")
+    c.add_argument("--clear", action="store_true", help="remove every entry")
     args = ap.parse_args(argv)
     if args.cmd == "demo":
         return demo(args.calls, args.backend)
+    if args.cmd == "cache":
+        return cache_command(args.clear)
     return 2
+
+
+def cache_command(clear: bool) -> int:
+    from runtime.cache import default_cache
+
+    cache = default_cache()
+    if not cache.on_disk:
+        print(f"shapejit cache: disabled or unusable ({cache.disk_error or 'SHAPEJIT_CACHE=0'})")
+        return 1
+    if clear:
+        print(f"cleared {cache.clear()} entries from {cache.directory}")
+        return 0
+    entries = cache.entries()
+    print(f"shapejit compile cache: {cache.directory}")
+    print(f"{'function':30s} {'size':>10s} {'age':>10s}  signature")
+    for e in sorted(entries, key=lambda e: e.age_s):
+        print(f"{e.function[:30]:30s} {e.size:>10,d} {_age(e.age_s):>10s}  {e.signature[:80]}")
+    print(f"{len(entries)} entries, {sum(e.size for e in entries):,d} bytes of object code, "
+          f"{cache.volume():,d} bytes on disk (limit {cache.size_limit:,d})")
+    return 0
+
+
+def _age(s: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s / n:.1f}{unit}"
+    return f"{s:.0f}s"
 
 
 if __name__ == "__main__":

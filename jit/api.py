@@ -190,15 +190,22 @@ class JitFunction:
     def _build(self, tr: TraceResult, runtime) -> Entry:
         guards = GuardSet(tr.env, tr.input_dims)
         contiguous = [isinstance(x, np.ndarray) and x.flags.c_contiguous for x in runtime]
+        sig = self._keys_signature(tr)
         try:
-            b = build(tr, guards.symbols, self.backend, contiguous, self.__name__)
+            b = build(tr, guards.symbols, self.backend, contiguous, self.__qualname__, sig)
         except Exception as e:  # noqa: BLE001 - a compiler bug must not break the user's call
             self.log.append(f"compile failed, running the reference back end: {type(e).__name__}: {e}")
             warnings.warn(f"shapejit: compiling {self.__name__} failed ({type(e).__name__}: {e}); "
                           f"running it on the reference back end", JitWarning, stacklevel=4)
             b = build(tr, guards.symbols, "reference", contiguous, self.__name__)
-        self._stats["compiles"] += 1
+        if b.cache_level == "disk":
+            self._stats["cache_hits_disk"] += 1
+        elif b.cache_level is None:
+            self._stats["compiles"] += 1
         return Entry(guards, b.executable.run, tr, b.executable, b)
+
+    def _keys_signature(self, tr: TraceResult) -> str:
+        return ", ".join(f"{v.type_str()}" for v in tr.graph.inputs)
 
     def _fall_back(self, state: KeyState, reason: str, bound):
         state.eager_reason = reason

@@ -28,9 +28,11 @@ class Build:
     executable: Executable
     plan: Plan | None = None
     seconds: dict = field(default_factory=dict)
+    cache_level: str | None = None  # "memory" | "disk" when the object code came from the cache
 
 
-def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], name: str) -> Build:
+def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], name: str,
+          signature: str = "") -> Build:
     if backend == "reference":
         return Build(Executable(tr.graph, symbols, tr.outputs, tr.dd_dims))
     times = {}
@@ -41,19 +43,19 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     t1 = time.perf_counter()
     times["passes"] = t1 - t0
     contiguous = _contiguous_values(g, plan, input_contiguous)
-    from codegen.lower import lower_plan
-    from runtime.loader import load
+    from codegen.lower import emit_plan
     from runtime.native import kernel_function
     checked = os.environ.get("SHAPEJIT_BOUNDS_CHECK", "") not in ("", "0")
-    artifact, abis = lower_plan(plan, contiguous, _symbol_prefix(name), checked)
+    text, abis = emit_plan(plan, contiguous, checked)
     t2 = time.perf_counter()
     times["codegen"] = t2 - t1
-    functions, loaded = {}, None
-    if artifact is not None:
-        loaded = load(artifact)
+    functions, loaded, level = {}, None, None
+    if abis:
+        artifact, loaded, level = _artifact(text, abis, checked, name, signature)
         for a in abis:
             functions[a.symbol] = kernel_function(loaded.address(a.symbol), a.n_arrays, a.n_ints, a.n_floats)
-    times["link"] = time.perf_counter() - t2
+    t3 = time.perf_counter()
+    times["llvm" if level is None else "load"] = t3 - t2
     by_kernel = {id(k): a for k, a in zip(plan.kernels(), abis)}
     steps = []
     for s in plan.steps:
@@ -66,12 +68,40 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     defined = {o.id for n in g.nodes for o in n.outputs}
     dd = [d for d in tr.dd_dims if d.value_id in defined]
     exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded)
-    return Build(exe, plan, times)
+    return Build(exe, plan, times, level)
 
 
-def _symbol_prefix(name: str) -> str:
-    clean = "".join(c if c.isalnum() else "_" for c in name)
-    return f"sj_{clean}_{id(object()) & 0xffffff:06x}"
+def _artifact(text: str, abis, checked: bool, name: str, signature: str):
+    """Object code for `text`: from the cache when a valid entry exists
+    (checksum and versions verified before anything is linked), else LLVM."""
+    from codegen.artifact import Artifact, ArtifactError
+    from codegen.lower import compile_module
+    from runtime.cache import SHAPEJIT_VERSION, content_key, default_cache
+    from runtime.loader import load
+    cache = default_cache()
+    key = content_key(text, target_description(), SHAPEJIT_VERSION, f"checked={checked}")
+    blob, level = cache.get(key)
+    if blob is not None:
+        try:
+            artifact = Artifact.from_bytes(blob)
+            if [k.symbol for k in artifact.kernels] != [a.symbol for a in abis]:
+                raise ArtifactError("kernel list does not match")
+            return artifact, load(artifact), level
+        except ArtifactError:
+            cache.drop(key)
+            cache.stats.corrupt += 1
+    artifact = compile_module(text, abis, {"function": name})
+    cache.put(key, artifact.to_bytes(), name, signature)
+    return artifact, load(artifact), None
+
+
+def target_description() -> str:
+    import llvmlite
+    import llvmlite.binding as llvm
+    from codegen.llvm import host_target
+    tm = host_target()
+    return "|".join([tm.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+                     ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__])
 
 
 def _remap_outputs(outputs: list[OutputSpec], g: Graph) -> list[OutputSpec]:

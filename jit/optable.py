@@ -342,9 +342,14 @@ def where(ctx, condition, x=None, y=None):
     return ctx.emit("where", [condition, x, y], {})
 
 
-def clip(ctx, a, a_min=None, a_max=None, out=None, **kw):
+def clip(ctx, a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kw):
     if out is not None or kw:
         return None
+    # numpy >= 2.1 also spells the bounds min= and max=; given twice, numpy raises
+    if (min is not None and a_min is not None) or (max is not None and a_max is not None):
+        return None
+    a_min = a_min if min is None else min
+    a_max = a_max if max is None else max
     if a_min is None and a_max is None:
         return None
     if a_min is None:

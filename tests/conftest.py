@@ -9,6 +9,16 @@ os.environ.setdefault("SHAPEJIT_CHECKS", "1")
 BACKENDS = ["llvm", "reference"]
 
 
+@pytest.fixture(autouse=True)
+def fresh_compile_cache(tmp_path, monkeypatch):
+    """Each test gets its own compile cache: compile counts stay per test."""
+    from runtime.cache import reset_default_cache
+    monkeypatch.setenv("SHAPEJIT_CACHE_DIR", str(tmp_path / "shapejit-cache"))
+    reset_default_cache()
+    yield
+    reset_default_cache()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return request.param

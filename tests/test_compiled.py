@@ -142,7 +142,7 @@ def test_compile_failure_falls_back_to_reference_with_a_warning(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("simulated LLVM failure")
 
-    monkeypatch.setattr(codegen.lower, "lower_plan", broken)
+    monkeypatch.setattr(codegen.lower, "emit_plan", broken)
     f = jit(lambda x: np.exp(x) + 1)
     from jit import JitWarning
     with pytest.warns(JitWarning, match="simulated LLVM failure"):

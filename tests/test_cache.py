@@ -1,0 +1,141 @@
+"""The persistent compile cache: across processes, corrupt entries, races,
+unwritable directories, eviction, and the `python -m jit cache` command."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from jit import jit
+from runtime.cache import ArtifactCache, CacheWarning, reset_default_cache
+from tests.conftest import assert_like_numpy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from jit import jit
+
+    def layer(x, g, b):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        y = (x - m) / np.sqrt(v + 1e-5) * g + b
+        return 0.5 * y * (1.0 + np.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
+
+    rows = int(sys.argv[1])
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 96)).astype(np.float32)
+    g, b = np.ones(96, np.float32), np.zeros(96, np.float32)
+    f = jit(layer)
+    y = f(x, g, b)
+    y = f(x, g, b)
+    ok = bool(np.allclose(y, layer(x, g, b), rtol=1e-5, atol=1e-5))
+    print(json.dumps(dict(f.stats(), ok=ok)))
+""")
+
+
+def run_script(tmp_path, rows, cache_dir, extra_env=None):
+    script = tmp_path / "layer_script.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    env.update(extra_env or {})
+    out = subprocess.run([sys.executable, str(script), str(rows)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_hits_disk_for_a_new_shape(tmp_path):
+    cache = tmp_path / "c"
+    first = run_script(tmp_path, 37, cache)
+    assert first["ok"] and first["compiles"] == 1 and first["cache_hits_disk"] == 0
+    second = run_script(tmp_path, 1234, cache)  # a shape the first never saw
+    assert second["ok"]
+    assert second["compiles"] == 0
+    assert second["cache_hits_disk"] >= 1
+
+
+def test_corrupt_entries_are_dropped_and_recompiled(tmp_path):
+    cache_dir = tmp_path / "c"
+    assert run_script(tmp_path, 20, cache_dir)["compiles"] == 1
+    c = ArtifactCache(str(cache_dir))
+    keys = list(c._disk.iterkeys())
+    assert keys
+    for k, key in enumerate(keys):
+        rec = c._disk.get(key)
+        blob = rec["artifact"]
+        bad = blob[: len(blob) // 2] if k % 2 == 0 else blob[:100] + bytes(b ^ 0x5A for b in blob[100:200]) + blob[200:]
+        rec["artifact"] = bad
+        c._disk.set(key, rec)
+    again = run_script(tmp_path, 33, cache_dir)
+    assert again["ok"] and again["compiles"] == 1 and again["cache_hits_disk"] == 0
+    third = run_script(tmp_path, 41, cache_dir)  # the recompiled entry replaced the bad one
+    assert third["ok"] and third["compiles"] == 0 and third["cache_hits_disk"] == 1
+
+
+def test_two_processes_compiling_the_same_key_at_once(tmp_path):
+    script = tmp_path / "layer_script.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "c"), PYTHONPATH=ROOT)
+    procs = [subprocess.Popen([sys.executable, str(script), str(n)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for n in (17, 29, 45)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["ok"] for r in results)
+    assert all(r["compiles"] + r["cache_hits_disk"] == 1 for r in results)
+
+
+def test_unwritable_directory_degrades_to_memory_with_one_warning(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("SHAPEJIT_CACHE_DIR", str(blocker / "cache"))
+    reset_default_cache()
+    f = jit(lambda x: np.exp(x) + 1.0)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in (3, 5):
+            assert_like_numpy(f(np.arange(float(n))), np.exp(np.arange(float(n))) + 1.0)
+        g = jit(lambda x: np.exp(x) - 1.0)
+        g(np.ones(3))
+    assert sum(issubclass(x.category, CacheWarning) for x in w) == 1
+    assert f.stats()["compiles"] == 1
+
+
+def test_cache_off(monkeypatch):
+    monkeypatch.setenv("SHAPEJIT_CACHE", "0")
+    reset_default_cache()
+    from runtime.cache import default_cache
+    assert not default_cache().on_disk
+    f = jit(lambda x: x * 2.0)
+    assert_like_numpy(f(np.ones(4)), np.ones(4) * 2.0)
+
+
+def test_lru_eviction_bounds_the_size(tmp_path):
+    c = ArtifactCache(str(tmp_path / "lru"), size_limit=200_000)
+    for k in range(40):
+        c.put(f"key{k}", os.urandom(20_000), "f", "sig")
+    c._disk.cull()
+    assert c.volume() <= 400_000
+    assert c._disk.get("key39") is not None  # the newest stays
+    assert c._disk.get("key0") is None       # the oldest went first
+
+
+def test_cache_command_lists_and_clears(tmp_path):
+    cache_dir = tmp_path / "c"
+    run_script(tmp_path, 12, cache_dir)
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-m", "jit", "cache"], env=env, capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "layer" in out.stdout and "1 entries" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "jit", "cache", "--clear"], env=env, capture_output=True,
+                         text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and "cleared 1" in out.stdout
