@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -18,6 +19,9 @@ from jit.tracer import Fallback
 from runtime.executable import Executable, ShapeMismatch
 from shapes.guards import GuardSet
 from shapes.verify import verify
+from runtime.metrics import FunctionMetrics, logger_for
+
+_now = time.perf_counter
 
 
 class JitWarning(UserWarning):
@@ -31,6 +35,14 @@ class Entry:
     trace: TraceResult
     executable: Executable
     build: Build | None = None
+    last_dims: tuple | None = None  # memory figures are recomputed when the dims change
+    bytes: int = 0
+
+    def account(self, dims, m) -> None:
+        self.last_dims = dims
+        self.bytes, peak = self.executable.memory(*dims)
+        if peak > m.peak_bytes:
+            m.peak_bytes = peak
 
 
 @dataclass
@@ -74,11 +86,11 @@ class JitFunction:
         self._n_entries = 0
         self._warned_limit = False
         self.log: list[str] = []  # recompile and fallback reasons, in order
-        self._stats = {"traces": 0, "compiles": 0, "recompiles": 0, "cache_hits_memory": 0,
-                       "cache_hits_disk": 0, "fallbacks": 0, "eager_calls": 0, "calls": 0}
+        self.metrics = FunctionMetrics(self.__qualname__)
 
     # ----------------------------------------------------------------- call
     def __call__(self, *args, **kwargs):
+        t0 = _now()
         if self._simple and not kwargs and len(args) == self._n_params:
             bound = args
         else:
@@ -92,14 +104,18 @@ class JitFunction:
             for e in state.entries:
                 dims = e.guards.check(shapes)
                 if dims is not None:
-                    self._stats["calls"] += 1
-                    self._stats["cache_hits_memory"] += 1
                     try:
                         out = e.run(runtime, dims)
                     except ShapeMismatch as err:
-                        self._stats["fallbacks"] += 1
-                        self.log.append(f"fallback (one call): eager op output size changed: {err}")
+                        self._count_fallback("eager_size_changed", f"(one call) eager op output size changed: {err}")
                         return self._call_eager(bound)
+                    m = self.metrics
+                    m.calls += 1
+                    m.hits["memory"] += 1
+                    if dims != e.last_dims:
+                        e.account(dims, m)
+                    m.bytes_allocated += e.bytes
+                    m.latency.observe(_now() - t0)
                     return pytree.unflatten(e.trace.out_treedef, iter(out))
         return self._miss(key, bound, leaves, treedef, arrays)
 
@@ -142,81 +158,105 @@ class JitFunction:
     # ------------------------------------------------------------- slow path
     def _miss(self, key, bound, leaves, treedef, arrays):
         with self._lock:
+            m = self.metrics
             state = self._keys.setdefault(key, KeyState())
             if state.eager_reason is not None:
                 return self._call_eager(bound)
             shapes = tuple([a.shape for a in arrays])
-            for e in state.entries:  # another thread may have traced it meanwhile
+            for e in state.entries:  # another thread traced it while this one waited
                 dims = e.guards.check(shapes)
                 if dims is not None:
-                    self._stats["calls"] += 1
-                    self._stats["cache_hits_memory"] += 1
+                    m.calls += 1
+                    m.hits["memory"] += 1
                     return pytree.unflatten(e.trace.out_treedef, iter(e.run(runtime_leaves(leaves), dims)))
+            m.misses["memory"] += 1
             sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic)
             state.signature = sig
             if sig.unsupported:
-                return self._fall_back(state, sig.unsupported, bound)
-            reason = None
+                return self._fall_back(state, "unsupported_input", sig.unsupported, bound)
+            reason, category = None, "signature"
             if state.entries:
                 reason = "; ".join(filter(None, (e.guards.failure(shapes) for e in state.entries[-1:])))
+                category = "guard"
                 if self.dynamic == "auto":
                     state.dynamic_dims = state.dynamic_dims | _changed_dims(state.entries[-1], shapes)
+                    category = "auto_dynamic"
             if self.max_entries is not None and self._n_entries >= self.max_entries:
                 if not self._warned_limit:
                     self._warned_limit = True
                     warnings.warn(f"shapejit: {self.__name__} reached max_entries={self.max_entries}; "
                                   f"new shapes run eagerly", JitWarning, stacklevel=3)
-                self._stats["fallbacks"] += 1
-                self.log.append(f"fallback: max_entries={self.max_entries} reached ({reason})")
+                self._count_fallback("max_entries", f"max_entries={self.max_entries} reached ({reason})")
                 return self._call_eager(bound)
+            t0 = _now()
             try:
                 tr = trace(self.fn, treedef, leaves, sig.specs, dynamic=self.dynamic,
                            dynamic_dims=state.dynamic_dims, user_dims=self.dims or None,
                            constraints=self.constraints, rebind=self._unbind_static)
             except Fallback as f:
-                return self._fall_back(state, f"{f.reason} (at {f.loc})" if f.loc else f.reason, bound)
+                return self._fall_back(state, "data_dependent",
+                                       f"{f.reason} (at {f.loc})" if f.loc else f.reason, bound)
             verify(tr.graph)
+            m.compile_seconds["trace"].observe(_now() - t0)
+            m.traces += 1
             entry = self._build(tr, runtime_leaves(leaves))
-            self._stats["traces"] += 1
             if state.entries or any(s.entries for s in self._keys.values() if s is not state):
-                self._stats["recompiles"] += 1
-                self.log.append(f"recompile #{self._stats['recompiles']}: "
-                                f"{reason or 'new signature ' + sig.describe()}")
+                m.recompiles[category] += 1
+                text = f"recompile #{sum(m.recompiles.values())}: {reason or 'new signature ' + sig.describe()}"
+                self.log.append(text)
+                lg = logger_for("recompiles")
+                if lg:
+                    lg.info("%s: %s", self.__qualname__, text)
             state.entries.append(entry)
             self._n_entries += 1
-            self._stats["calls"] += 1
+            m.calls += 1
             return tr.concrete
 
     def _build(self, tr: TraceResult, runtime) -> Entry:
+        m = self.metrics
         guards = GuardSet(tr.env, tr.input_dims)
         contiguous = [isinstance(x, np.ndarray) and x.flags.c_contiguous for x in runtime]
-        sig = self._keys_signature(tr)
+        sig = ", ".join(v.type_str() for v in tr.graph.inputs)
         try:
             b = build(tr, guards.symbols, self.backend, contiguous, self.__qualname__, sig)
         except Exception as e:  # noqa: BLE001 - a compiler bug must not break the user's call
-            self.log.append(f"compile failed, running the reference back end: {type(e).__name__}: {e}")
+            self._count_fallback("compile_failed", f"compile failed, running the reference back end: "
+                                                   f"{type(e).__name__}: {e}")
             warnings.warn(f"shapejit: compiling {self.__name__} failed ({type(e).__name__}: {e}); "
                           f"running it on the reference back end", JitWarning, stacklevel=4)
-            b = build(tr, guards.symbols, "reference", contiguous, self.__name__)
-        if b.cache_level == "disk":
-            self._stats["cache_hits_disk"] += 1
-        elif b.cache_level is None:
-            self._stats["compiles"] += 1
+            b = build(tr, guards.symbols, "reference", contiguous, self.__qualname__)
+        for stage, sec in b.seconds.items():
+            m.compile_seconds[stage].observe(sec)
+        if b.cache_level is not None:
+            m.hits[b.cache_level] += 1
+        else:
+            m.compiles += 1
+            if self.backend != "reference":
+                m.misses["disk"] += 1
+        lg = logger_for("compile")
+        if lg:
+            lg.info("%s: built %s (%s) in %s", self.__qualname__, sig,
+                    f"cache hit: {b.cache_level}" if b.cache_level else "compiled",
+                    ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in b.seconds.items()))
         return Entry(guards, b.executable.run, tr, b.executable, b)
 
-    def _keys_signature(self, tr: TraceResult) -> str:
-        return ", ".join(f"{v.type_str()}" for v in tr.graph.inputs)
+    def _count_fallback(self, category: str, text: str) -> None:
+        self.metrics.fallbacks[category] += 1
+        self.log.append(f"fallback: {text}")
+        lg = logger_for("fallbacks")
+        if lg:
+            lg.info("%s: fallback: %s", self.__qualname__, text)
 
-    def _fall_back(self, state: KeyState, reason: str, bound):
+    def _fall_back(self, state: KeyState, category: str, reason: str, bound):
         state.eager_reason = reason
-        self._stats["fallbacks"] += 1
-        self.log.append(f"fallback: {reason}")
+        self._count_fallback(category, reason)
         warnings.warn(f"shapejit: {self.__name__} runs eagerly for this signature: {reason}",
                       JitWarning, stacklevel=4)
         return self._call_eager(bound)
 
     def _call_eager(self, bound):
-        self._stats["eager_calls"] += 1
+        self.metrics.eager_calls += 1
+        self.metrics.calls += 1
         args, kwargs = self._unbind_static(bound)
         return self.fn(*args, **kwargs)
 
@@ -231,9 +271,12 @@ class JitFunction:
 
     # --------------------------------------------------------- observability
     def stats(self) -> dict:
-        s = dict(self._stats)
-        s["entries"] = self._n_entries
-        return s
+        """The same figures the Prometheus metrics report, as a dict."""
+        m = self.metrics
+        return {"traces": m.traces, "compiles": m.compiles, "recompiles": sum(m.recompiles.values()),
+                "cache_hits_memory": m.hits["memory"], "cache_hits_disk": m.hits["disk"],
+                "fallbacks": sum(m.fallbacks.values()), "eager_calls": m.eager_calls, "calls": m.calls,
+                "entries": self._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes}
 
     def explain(self, file=None) -> str:
         lines = [f"shapejit: {self.__qualname__} (dynamic={self.dynamic!r}, backend={self.backend})",

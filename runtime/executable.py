@@ -17,6 +17,7 @@ import sympy
 from shapes.ir import ArrayConst, Graph
 from shapes.ops import OPS
 from shapes.pyexpr import to_python
+from runtime.bufferpool import BufferPool
 
 
 class ShapeMismatch(Exception):
@@ -66,8 +67,12 @@ class Executable:
         self.outputs = outputs
         self.steps = list(graph.nodes) if steps is None else steps
         self.keepalive = keepalive  # the loaded object code the functions live in
-        self.source, ns = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {})
+        self.pool = BufferPool()
+        self.source, ns = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {},
+                                    self.pool if steps is not None else None)
         self.run = ns["run"]
+        self.memory = _memory_model(self.steps, outputs, self.symbols,
+                                    _poolable(self.steps, outputs) if steps is not None else set())
 
 
 def _step_io(s):
@@ -76,10 +81,33 @@ def _step_io(s):
     return [v.id for v in s.inputs], [o.id for o in s.outputs]
 
 
-def _generate(graph, steps, symbols, outputs, dd_dims, functions):
+# numpy ops whose result is a new array (never a view of an operand)
+_FRESH = {"matmul", "sum", "max", "min", "prod", "mean", "var", "std", "argmax", "argmin", "any", "all",
+          "concatenate", "astype"} | {n for n, op in OPS.items() if op.category == "elementwise"}
+
+
+def _poolable(steps, outputs) -> set[int]:
+    """Values that never leave the executable: produced by a kernel or a
+    matmul, not returned, and read only by kernels or ops making new arrays."""
+    out_ids = {o.payload for o in outputs if o.kind == "value"}
+    cands, ok = set(), {}
+    for st in steps:
+        if isinstance(st, KernelCall):
+            cands.update(o[0] for o in st.outputs)
+        elif st.op == "matmul" and st.out.dtype.kind == "f" and all(v.dtype == st.out.dtype for v in st.inputs):
+            cands.add(st.out.id)
+        for vid in _step_io(st)[0]:
+            fine = isinstance(st, KernelCall) or st.op in _FRESH
+            ok[vid] = ok.get(vid, True) and fine
+    return {v for v in cands if v not in out_ids and ok.get(v, False)}
+
+
+def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool=None):
     from runtime.threadpool import parallel_for
     ns: dict = {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
-                "_par": parallel_for, "_check_bounds": _check_bounds}
+                "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
+                "_matmul": np.matmul}
+    pooled = _poolable(steps, outputs) if pool is not None else set()
     names: dict[int, str] = {}
     consts: dict[int, str] = {}
 
@@ -122,7 +150,13 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions):
         if k - 1 in dead_after:
             lines.append("    del " + ", ".join(names[i] for i in sorted(set(dead_after[k - 1]))))
         if isinstance(n, KernelCall):
-            lines += _kernel_lines(n, names, const, functions)
+            lines += _kernel_lines(n, names, const, functions, pooled)
+            continue
+        if n.out.id in pooled:  # matmul into a pooled buffer
+            names[n.out.id] = f"v{n.out.id}"
+            shp = "(" + "".join(to_python(d) + ", " for d in n.out.shape) + ")"
+            lines.append(f"    v{n.out.id} = _pool.get({n.out.id}, {shp}, {const(n.out.dtype)})")
+            lines.append(f"    _matmul({names[n.inputs[0].id]}, {names[n.inputs[1].id]}, out=v{n.out.id})")
             continue
         for o in n.outputs:
             names[o.id] = f"v{o.id}"
@@ -167,12 +201,15 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions):
     return source, ns
 
 
-def _kernel_lines(kc: KernelCall, names, const, functions) -> list[str]:
+def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
     lines = []
     for vid, shape, dtype in kc.outputs:
         names[vid] = f"v{vid}"
         shp = "(" + "".join(to_python(d) + ", " for d in shape) + ")"
-        lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
+        if vid in pooled:
+            lines.append(f"    v{vid} = _pool.get({vid}, {shp}, {const(np.dtype(dtype))})")
+        else:
+            lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
     args = []
     checked = ("int", "errcell") in kc.args
     for a in kc.args:
@@ -214,3 +251,43 @@ def _has_sym(a) -> bool:
 
 def _item(x):
     return x.item() if isinstance(x, np.generic) else x
+
+
+_VIEWS = {"reshape", "transpose", "getitem", "broadcast_to", "const", "dim"}
+
+
+def _memory_model(steps, outputs, symbols, pooled):
+    """A function of the bound dims giving (bytes allocated per call, peak
+    live bytes of a call): sizes of the arrays the steps create, pooled
+    buffers counted as live but not as allocated.  Sizes that depend on
+    data-dependent dims (eager ops) are left out."""
+    from shapes.pyexpr import compile_exprs
+    sizes: dict[int, object] = {}
+    allocated = sympy.Integer(0)
+    for st in steps:
+        made = ([(vid, shp, dt) for vid, shp, dt in st.outputs] if isinstance(st, KernelCall) else
+                [] if st.op in _VIEWS or st.op == "eager" else [(o.id, o.shape, o.dtype) for o in st.outputs])
+        for vid, shp, dt in made:
+            n = sympy.Integer(np.dtype(dt).itemsize)
+            for d in shp:
+                n *= d
+            if n.free_symbols - set(symbols):
+                continue
+            sizes[vid] = n
+            if vid not in pooled:
+                allocated += n
+    last: dict[int, int] = {}
+    for k, st in enumerate(steps):
+        for vid in _step_io(st)[0]:
+            last[vid] = k
+    keep = {o.payload for o in outputs if o.kind == "value"}
+    live, peaks = sympy.Integer(0), []
+    for k, st in enumerate(steps):
+        for vid in _step_io(st)[1]:
+            live += sizes.get(vid, 0)
+        peaks.append(live)
+        for vid, lk in last.items():
+            if lk == k and vid not in keep:
+                live -= sizes.get(vid, 0)
+    peak = sympy.Max(*peaks) if len(peaks) > 1 else (peaks[0] if peaks else sympy.Integer(0))
+    return compile_exprs([sympy.expand(allocated), peak], symbols)

@@ -1,0 +1,165 @@
+"""Prometheus metrics, prefix `shapejit_`, labelled by function name only
+(and small fixed reason/level/stage sets; never a shape).
+
+The hot path only bumps plain Python counters on a FunctionMetrics (a few
+hundred nanoseconds); a Collector turns them into metric families when
+Prometheus scrapes.  `serve()` starts a /metrics endpoint, `wsgi_app()`
+returns one to mount, and either takes a custom registry.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import weakref
+
+from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+LATENCY_BOUNDS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
+                  0.25, 0.5, 1.0, 2.5)
+COMPILE_BOUNDS = (1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+RECOMPILE_REASONS = ("guard", "signature", "auto_dynamic")
+FALLBACK_REASONS = ("data_dependent", "unsupported_input", "max_entries", "eager_size_changed",
+                    "compile_failed")
+STAGES = ("trace", "passes", "codegen", "llvm", "load")
+
+log = logging.getLogger("shapejit")
+
+
+class Histogram:
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, x: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, x)] += 1
+        self.sum += x
+
+    def buckets(self):
+        out, acc = [], 0
+        for b, c in zip(self.bounds, self.counts):
+            acc += c
+            out.append((repr(float(b)), acc))
+        out.append(("+Inf", acc + self.counts[-1]))
+        return out
+
+
+class FunctionMetrics:
+    """Plain counters for one jitted function."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.calls = 0
+        self.traces = 0
+        self.compiles = 0
+        self.recompiles = dict.fromkeys(RECOMPILE_REASONS, 0)
+        self.hits = {"memory": 0, "disk": 0}
+        self.misses = {"memory": 0, "disk": 0}
+        self.fallbacks = dict.fromkeys(FALLBACK_REASONS, 0)
+        self.eager_calls = 0
+        self.latency = Histogram(LATENCY_BOUNDS)
+        self.compile_seconds = {s: Histogram(COMPILE_BOUNDS) for s in STAGES}
+        self.bytes_allocated = 0
+        self.peak_bytes = 0
+        _live.add(self)
+
+
+_live: "weakref.WeakSet[FunctionMetrics]" = weakref.WeakSet()
+
+
+class ShapejitCollector:
+    def collect(self):
+        fms = sorted(list(_live), key=lambda m: m.name)
+
+        def counter(name, doc, value_of, extra=None):
+            labels = ["function"] + ([extra[0]] if extra else [])
+            fam = CounterMetricFamily(f"shapejit_{name}", doc, labels=labels)
+            for m in fms:
+                if extra:
+                    for k, v in value_of(m).items():
+                        fam.add_metric([m.name, k], v)
+                else:
+                    fam.add_metric([m.name], value_of(m))
+            return fam
+
+        yield counter("calls", "Calls of jitted functions", lambda m: m.calls)
+        yield counter("traces", "Traces of jitted functions", lambda m: m.traces)
+        yield counter("compiles", "Executables compiled with LLVM (cache hits excluded)", lambda m: m.compiles)
+        yield counter("recompiles", "Traces after the first, by reason", lambda m: m.recompiles, ("reason",))
+        yield counter("cache_hits", "Compile cache hits by level", lambda m: m.hits, ("level",))
+        yield counter("cache_misses", "Compile cache misses by level", lambda m: m.misses, ("level",))
+        yield counter("fallbacks", "Eager fallbacks by reason", lambda m: m.fallbacks, ("reason",))
+        yield counter("eager_calls", "Calls run eagerly in numpy", lambda m: m.eager_calls)
+        yield counter("bytes_allocated", "Bytes of arrays created by compiled executables",
+                      lambda m: m.bytes_allocated)
+        peak = GaugeMetricFamily("shapejit_peak_bytes", "Largest live bytes of one call", labels=["function"])
+        for m in fms:
+            peak.add_metric([m.name], m.peak_bytes)
+        yield peak
+        lat = HistogramMetricFamily("shapejit_call_seconds", "Latency of calls served by a compiled entry",
+                                    labels=["function"])
+        for m in fms:
+            lat.add_metric([m.name], m.latency.buckets(), m.latency.sum)
+        yield lat
+        comp = HistogramMetricFamily("shapejit_compile_seconds", "Compile time by stage",
+                                     labels=["function", "stage"])
+        for m in fms:
+            for stage, h in m.compile_seconds.items():
+                comp.add_metric([m.name, stage], h.buckets(), h.sum)
+        yield comp
+        from runtime.cache import default_cache
+        cache = default_cache()
+        yield GaugeMetricFamily("shapejit_cache_entries", "Entries in the persistent compile cache",
+                                value=len(cache))
+        yield GaugeMetricFamily("shapejit_cache_bytes", "Bytes of the persistent compile cache on disk",
+                                value=cache.volume())
+        from runtime.bufferpool import pool_bytes
+        yield GaugeMetricFamily("shapejit_pool_bytes", "Bytes held by the intermediate-buffer pools",
+                                value=pool_bytes())
+
+
+_registered: set[int] = set()
+_reg_lock = threading.Lock()
+_collector = ShapejitCollector()
+
+
+def register(registry: CollectorRegistry | None = None) -> CollectorRegistry:
+    registry = REGISTRY if registry is None else registry
+    with _reg_lock:
+        if id(registry) not in _registered:
+            registry.register(_collector)
+            _registered.add(id(registry))
+    return registry
+
+
+def serve(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry | None = None):
+    """Start an HTTP server with /metrics on addr:port (a daemon thread)."""
+    reg = register(registry)
+    return start_http_server(port, addr=addr, registry=reg)
+
+
+def wsgi_app(registry: CollectorRegistry | None = None):
+    return make_wsgi_app(register(registry))
+
+
+# -------------------------------------------------------------- logging
+
+def log_topics() -> frozenset:
+    return frozenset(t.strip() for t in os.environ.get("SHAPEJIT_LOG", "").split(",") if t.strip())
+
+
+def logger_for(topic: str):
+    """The shapejit logger when SHAPEJIT_LOG names `topic` (else None)."""
+    if topic not in log_topics() and "all" not in log_topics():
+        return None
+    if not log.handlers:
+        h = logging.StreamHandler()
+        h.setFormatter(logging.Formatter("shapejit %(levelname)s: %(message)s"))
+        log.addHandler(h)
+        log.setLevel(logging.INFO)
+    return log
