@@ -55,7 +55,7 @@ class KeyState:
 
 class JitFunction:
     def __init__(self, fn, *, dynamic=True, dims=None, constraints=(), static_argnames=(),
-                 max_entries=32, backend="llvm"):
+                 max_entries=32, backend="llvm", name=None):
         if dynamic not in (True, False, "auto"):
             raise ValueError(f"dynamic must be True, False or 'auto', not {dynamic!r}")
         if backend not in BACKENDS:
@@ -69,7 +69,7 @@ class JitFunction:
         self.max_entries = max_entries
         self.backend = backend
         self.__name__ = getattr(fn, "__name__", "jitted")
-        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__qualname__ = name or getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
         self._sig = inspect.signature(fn)
@@ -344,13 +344,15 @@ def _changed_dims(entry: Entry, shapes) -> frozenset:
 
 
 def jit(fn=None, *, dynamic=True, dims=None, constraints=(), static_argnames=(), max_entries=32,
-        backend="llvm"):
+        backend="llvm", name=None):
     """Compile a numpy function for every input shape from one trace.
 
     `@jit` or `@jit(dynamic=True | "auto" | False, dims={"x": ("B", "S", 768)},
-    constraints=["S <= 4096"], static_argnames=("mode",), max_entries=32)`."""
+    constraints=["S <= 4096"], static_argnames=("mode",), max_entries=32, backend="llvm",
+    name="encoder")`; `name` labels the metrics (default: the function's qualified name)."""
     def wrap(f):
-        return functools.wraps(f, updated=())(JitFunction(
-            f, dynamic=dynamic, dims=dims, constraints=constraints, static_argnames=static_argnames,
-            max_entries=max_entries, backend=backend))
+        jf = JitFunction(f, dynamic=dynamic, dims=dims, constraints=constraints,
+                         static_argnames=static_argnames, max_entries=max_entries, backend=backend, name=name)
+        jf.__module__ = getattr(f, "__module__", None)
+        return jf
     return wrap if fn is None else wrap(fn)

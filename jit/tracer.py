@@ -245,6 +245,13 @@ class SymInt:
     def __repr__(self):
         return f"SymInt({self.expr}, hint={self.ctx.hint(self.expr)})"
 
+    # np.sqrt(x.shape[-1]) is traced as a 0-d computation on the dim (no guard)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(isinstance(x, Tracer) for x in inputs):
+            return NotImplemented  # the Tracer's own __array_ufunc__ takes it
+        from jit.optable import handle_ufunc
+        return handle_ufunc(self.ctx, ufunc, method, inputs, kwargs)
+
 
 class Tracer:
     """A traced array.  Behaves like an ndarray for the supported numpy API;
