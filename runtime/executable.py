@@ -289,5 +289,11 @@ def _memory_model(steps, outputs, symbols, pooled):
         for vid, lk in last.items():
             if lk == k and vid not in keep:
                 live -= sizes.get(vid, 0)
-    peak = sympy.Max(*peaks) if len(peaks) > 1 else (peaks[0] if peaks else sympy.Integer(0))
-    return compile_exprs([sympy.expand(allocated), peak], symbols)
+    # max() in Python: a sympy Max of many terms spends seconds simplifying
+    uniq = list(dict.fromkeys(sympy.expand(p) for p in peaks)) or [sympy.Integer(0)]
+    sizes_fn = compile_exprs([sympy.expand(allocated)] + uniq, symbols)
+
+    def memory(*dims):
+        r = sizes_fn(*dims)
+        return r[0], max(r[1:])
+    return memory
