@@ -50,9 +50,9 @@ class GuardSet:
                 lo, hi = env.range_of(expr)
                 # The key already fixes dims of size 0/1; user bounds are checked.
                 if lo > 2:
-                    self.checks.append(Check(f"{name} >= {lo}", f"{d.source} >= {lo}", "declared range"))
+                    self.checks.append(Check(f"{name} >= {lo}", f"{name} >= {lo}", f"declared range of {d.source}"))
                 if hi is not None:
-                    self.checks.append(Check(f"{name} <= {hi}", f"{d.source} <= {hi}", "declared range"))
+                    self.checks.append(Check(f"{name} <= {hi}", f"{name} <= {hi}", f"declared range of {d.source}"))
                 continue
             self.checks.append(Check(
                 f"{ref} == {to_python(expr)}", f"{d.source} == {expr}",
