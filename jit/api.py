@@ -110,8 +110,6 @@ class JitFunction:
                         self._count_fallback("eager_size_changed", f"(one call) eager op output size changed: {err}")
                         return self._call_eager(bound)
                     m = self.metrics
-                    m.calls += 1
-                    m.hits["memory"] += 1
                     if dims != e.last_dims:
                         e.account(dims, m)
                     m.bytes_allocated += e.bytes
@@ -166,8 +164,8 @@ class JitFunction:
             for e in state.entries:  # another thread traced it while this one waited
                 dims = e.guards.check(shapes)
                 if dims is not None:
-                    m.calls += 1
-                    m.hits["memory"] += 1
+                    m.slow_calls += 1
+                    m.slow_hits["memory"] += 1
                     return pytree.unflatten(e.trace.out_treedef, iter(e.run(runtime_leaves(leaves), dims)))
             m.misses["memory"] += 1
             sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic)
@@ -209,7 +207,7 @@ class JitFunction:
                     lg.info("%s: %s", self.__qualname__, text)
             state.entries.append(entry)
             self._n_entries += 1
-            m.calls += 1
+            m.slow_calls += 1
             return tr.concrete
 
     def _build(self, tr: TraceResult, runtime) -> Entry:
@@ -228,7 +226,7 @@ class JitFunction:
         for stage, sec in b.seconds.items():
             m.compile_seconds[stage].observe(sec)
         if b.cache_level is not None:
-            m.hits[b.cache_level] += 1
+            m.slow_hits[b.cache_level] += 1
         else:
             m.compiles += 1
             if self.backend != "reference":
@@ -256,7 +254,7 @@ class JitFunction:
 
     def _call_eager(self, bound):
         self.metrics.eager_calls += 1
-        self.metrics.calls += 1
+        self.metrics.slow_calls += 1
         args, kwargs = self._unbind_static(bound)
         return self.fn(*args, **kwargs)
 

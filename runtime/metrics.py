@@ -40,6 +40,10 @@ class Histogram:
         self.counts[bisect.bisect_left(self.bounds, x)] += 1
         self.sum += x
 
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
     def buckets(self):
         out, acc = [], 0
         for b, c in zip(self.bounds, self.counts):
@@ -54,11 +58,13 @@ class FunctionMetrics:
 
     def __init__(self, name: str):
         self.name = name
-        self.calls = 0
+        # A call served by a compiled entry only observes its latency: that
+        # observation is also its count as a call and as a memory hit.
+        self.slow_calls = 0
         self.traces = 0
         self.compiles = 0
         self.recompiles = dict.fromkeys(RECOMPILE_REASONS, 0)
-        self.hits = {"memory": 0, "disk": 0}
+        self.slow_hits = {"memory": 0, "disk": 0}
         self.misses = {"memory": 0, "disk": 0}
         self.fallbacks = dict.fromkeys(FALLBACK_REASONS, 0)
         self.eager_calls = 0
@@ -67,6 +73,14 @@ class FunctionMetrics:
         self.bytes_allocated = 0
         self.peak_bytes = 0
         _live.add(self)
+
+    @property
+    def calls(self) -> int:
+        return self.slow_calls + self.latency.count
+
+    @property
+    def hits(self) -> dict:
+        return {"memory": self.slow_hits["memory"] + self.latency.count, "disk": self.slow_hits["disk"]}
 
 
 _live: "weakref.WeakSet[FunctionMetrics]" = weakref.WeakSet()
