@@ -1,0 +1,147 @@
+"""Timing: warm-up, then the median of adaptive repeats (time.perf_counter).
+
+A *sample* is the mean time of ``number`` back-to-back calls; ``number`` is
+chosen so one sample lasts at least ``min_sample`` seconds (this keeps the
+perf_counter overhead out of microsecond calls).  The number of samples is
+chosen so that all of them together take about ``target`` seconds, within
+``[min_repeats, max_repeats]``.  The median of the samples is reported: on a
+noisy shared machine it is much steadier than the mean or the minimum.
+
+Other processes on the machine are the main source of error: with two cores,
+one busy neighbour stalls every parallel region of a two-thread library for a
+scheduler time slice.  ``measure`` therefore also records the *foreign load*
+(cores used by other processes while the samples ran, from /proc/stat minus
+this process's own CPU time) and re-measures a cell up to ``retries`` times,
+keeping the attempt with the least foreign load.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Budget:
+    target: float = 0.4        # seconds of timed samples per cell
+    min_repeats: int = 5
+    max_repeats: int = 200
+    min_sample: float = 2e-4   # seconds per sample (calls are batched below it)
+    warmup: int = 2
+    retries: int = 2           # re-measure when other processes were busy ...
+    retry_limit: float = 5.0   # ... unless one attempt took longer than this (s)
+
+
+FULL = Budget()
+QUICK = Budget(target=0.12, min_repeats=5, max_repeats=60, warmup=1, retries=1, retry_limit=1.0)
+BUSY = 0.3                     # foreign load (cores) above which a cell is re-measured
+
+
+@dataclass
+class Timing:
+    median: float              # seconds per call
+    samples: list = field(repr=False, default_factory=list)
+    calls: int = 0
+    foreign_load: float = 0.0  # cores used by other processes meanwhile
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median (noise indicator)."""
+        if len(self.samples) < 4:
+            return 0.0
+        q = statistics.quantiles(self.samples, n=4)
+        return (q[2] - q[0]) / self.median if self.median else 0.0
+
+
+class LoadMeter:
+    """Cores used by *other* processes between ``start()`` and ``stop()``.
+
+    Resolution is the kernel's clock tick (10 ms), so over short windows this
+    is a rough indicator, good enough to tell "idle" from "a neighbour is busy".
+    """
+
+    def __init__(self):
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _busy(self):
+        try:
+            with open("/proc/stat") as f:
+                v = [int(x) for x in f.readline().split()[1:]]
+        except OSError:
+            return None
+        return (sum(v) - v[3] - v[4]) / self.hz     # all but idle and iowait
+
+    @staticmethod
+    def _own():
+        t = os.times()          # this process and its waited-for children
+        return t.user + t.system + t.children_user + t.children_system
+
+    def start(self):
+        self._t0 = (time.perf_counter(), self._own(), self._busy())
+        return self
+
+    def stop(self) -> float:
+        wall0, own0, busy0 = self._t0
+        wall, own, busy = time.perf_counter() - wall0, self._own() - own0, self._busy()
+        if busy is None or busy0 is None or wall <= 0:
+            return 0.0
+        return max(0.0, (busy - busy0 - own) / wall)
+
+
+def measure(call, budget: Budget = FULL) -> Timing:
+    """Median per-call time of ``call()`` (no arguments; must synchronise).
+
+    Re-measured (up to ``budget.retries`` times) while other processes keep
+    more than ``BUSY`` cores busy; the attempt with the least foreign load wins.
+    """
+    best = None
+    for attempt in range(budget.retries + 1):
+        t0 = time.perf_counter()
+        t = _measure_once(call, budget if attempt == 0 else replace(budget, warmup=0))
+        if best is None or t.foreign_load < best.foreign_load:
+            best = t
+        if t.foreign_load < BUSY or time.perf_counter() - t0 > budget.retry_limit:
+            break
+        time.sleep(0.2 * (attempt + 1))   # let the neighbour's burst pass
+    return best
+
+
+def _measure_once(call, budget: Budget) -> Timing:
+    for _ in range(budget.warmup):
+        call()
+    t0 = time.perf_counter()
+    call()
+    one = max(time.perf_counter() - t0, 1e-9)
+
+    number = max(1, int(budget.min_sample / one))
+    per_sample = one * number
+    repeats = int(budget.target / per_sample)
+    repeats = max(budget.min_repeats, min(budget.max_repeats, repeats))
+
+    meter = LoadMeter()
+    meter.start()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            call()
+        samples.append((time.perf_counter() - t0) / number)
+    return Timing(statistics.median(samples), samples, repeats * number, meter.stop())
+
+
+def time_once(call):
+    """(seconds, result) of a single call, e.g. a first call that compiles."""
+    t0 = time.perf_counter()
+    out = call()
+    return time.perf_counter() - t0, out
+
+
+def best_of(call, repeats: int) -> float:
+    """Minimum time over ``repeats`` calls (for machine-limit probes)."""
+    best = float("inf")
+    for _ in range(repeats):
+        t, _ = time_once(call)
+        best = min(best, t)
+    return best
