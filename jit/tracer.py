@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import sympy
 
-from shapes.env import DataDependentError, ShapeEnv
+from shapes.env import ShapeEnv
 from shapes.ir import ArrayConst, Node, Value, make_attrs
-from shapes.ops import ELEMENTWISE, OPS
+from shapes.ops import OPS
 
 _PKG_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + p + os.sep

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DEFAULT_SIZE = 1 << 30
 SHAPEJIT_VERSION = "0.1.0"

@@ -9,7 +9,6 @@ arrays of the input dtypes, so they agree with eager numpy by construction.
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -95,7 +94,7 @@ def broadcast_shapes(env: ShapeEnv, shapes, what: str = "operands") -> tuple:
             if env.simplify(dim) != env.simplify(d):
                 if env.hint(dim) != env.hint(d):
                     raise ValueError(
-                        f"operands could not be broadcast together with shapes "
+                        "operands could not be broadcast together with shapes "
                         + " ".join(str(tuple(env.hint(x) for x in s)) for s in shapes))
                 env.unify(dim, d, f"broadcast of {what} at axis {ax - nd}")
         out.append(env.simplify(dim))
