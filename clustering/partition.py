@@ -96,6 +96,8 @@ def kernel_op_ok(n: Node, producers) -> str | None:
             return f"{op}: dtype"
         if axis != (x.ndim - 1,):
             return f"{op}: only reductions over the last axis fuse (axis={axis})"
+    if op in COMPARISONS and compare_dtype(n.inputs) not in KERNEL_DTYPES:
+        return f"{op}: compares in {compare_dtype(n.inputs)}"
     if op in ("astype",) and n.attr("dtype") not in KERNEL_DTYPES:
         return "astype: dtype"
     if op in UNARY - {"astype", "logical_not"} and n.out.dtype not in FLOAT_DTYPES:
@@ -105,6 +107,16 @@ def kernel_op_ok(n: Node, producers) -> str | None:
     if op == "clip" and n.out.dtype not in FLOAT_DTYPES:
         return "clip: integer"
     return None
+
+
+COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+
+
+def compare_dtype(inputs) -> np.dtype:
+    """The dtype numpy compares in: the operands' promotion (NEP 50)."""
+    from shapes.ops import _cached_dtypes
+    return _cached_dtypes(np.add, tuple((v.dtype, v.ndim, v.weak) for v in inputs), ())[0] \
+        if not all(v.dtype == np.bool_ for v in inputs) else np.dtype(np.bool_)
 
 
 def _domain_of(n: Node) -> tuple:

@@ -24,7 +24,7 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from clustering.partition import ROW_REDUCTIONS, Kernel
+from clustering.partition import ROW_REDUCTIONS, Kernel, compare_dtype
 from codegen import mathlib
 from codegen.llvm import for_range
 from shapes.ir import Node, Value
@@ -438,7 +438,7 @@ class KernelEmitter:
         b, op = self.b, n.op
         out = n.out.dtype
         if op in FCMP or op in ("logical_and", "logical_or", "logical_xor", "logical_not"):
-            ctype = np.dtype(np.bool_) if op.startswith("logical") else _promote(n.inputs)
+            ctype = np.dtype(np.bool_) if op.startswith("logical") else compare_dtype(n.inputs)
         elif op == "where":
             ctype = out
         else:
@@ -523,12 +523,6 @@ def _power(em: KernelEmitter, x, e):
 
 def _intrinsic(m: ir.Module, name: str, t, nargs: int):
     return m.declare_intrinsic(name, [t], ir.FunctionType(t, [t] * nargs))
-
-
-def _promote(inputs) -> np.dtype:
-    from shapes.ops import _cached_dtypes
-    return _cached_dtypes(np.add, tuple((v.dtype, v.ndim, v.weak) for v in inputs), ())[0] \
-        if not all(v.dtype == np.bool_ for v in inputs) else np.dtype(np.bool_)
 
 
 def _const_dtype(c) -> np.dtype:
