@@ -26,6 +26,7 @@ BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "equal"
 TERNARY = {"where", "clip"}
 ROW_REDUCTIONS = {"sum", "max", "min"}
 POWER_EXPONENTS = {2, 3, 4, 0.5, -1, 1}
+TINY_STATIC = 64  # elements: a fully static iteration space this small stays in numpy
 
 
 @dataclass
@@ -224,6 +225,12 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
         idxs = pending.pop()
         nodes = [g.nodes[i] for i in idxs]
         dom = _max_domain(nodes)
+        if all(isinstance(d, int) for d in dom) and int(np.prod(dom)) <= TINY_STATIC:
+            # nothing to gain, and LLVM's loop vectorizer can spend a minute on a
+            # large body (f64 sin) in a loop whose loads are all invariant
+            refusals.append(f"{format_node(nodes[-1], names)}  # tiny static iteration space "
+                            f"[{', '.join(map(str, dom))}]: numpy")
+            continue
         member_set = set(idxs)
         outputs, bad = [], None
         for i, n in zip(idxs, nodes):
