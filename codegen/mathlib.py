@@ -2,79 +2,107 @@
 
 Why this exists
 ---------------
-A call to ``llvm.exp.f32`` (or ``expf``) inside a loop is lowered to one scalar
-libm call per element, which stops LLVM's loop vectorizer.  The functions here
+A call to ``llvm.exp.f32`` (or ``expf``) inside a loop lowers to one scalar
+libm call per element and blocks LLVM's loop vectorizer.  The functions here
 are emitted as *scalar, branch-free, straight-line* IR built only from
-operations the loop vectorizer knows how to widen: ``fadd/fsub/fmul/fdiv``,
-``fcmp`` + ``select``, bitcasts between floats and integers, integer
-shifts/adds/ands, ``sitofp``/``fptosi``/``fpext``/``fptrunc`` and the
-intrinsics ``llvm.fma``, ``llvm.fabs`` and ``llvm.rint``, ``llvm.copysign``.  Special cases
-(NaN, +-inf, overflow, underflow, signed zeros) are handled with
-``fcmp`` + ``select`` rather than branches, so a loop ``out[i] = f(in[i])``
-vectorizes at -O3 (e.g. to ``<8 x double>`` / ``<16 x float>`` on AVX-512).
-No libm function is ever called.  ``llvm.fma`` must be cheap on the target
-(true on every x86-64 with FMA3 and on AArch64); on a target without FMA LLVM
-falls back to a (correct but slow) ``fma`` libcall.
+operations the vectorizer can widen: ``fadd/fsub/fmul/fdiv/fneg``, ``fcmp`` +
+``select``, bitcasts between floats and integers, integer
+add/sub/mul/shift/and/xor/icmp, ``sitofp``/``fptosi``/``fpext``/``fptrunc``
+and the intrinsics ``llvm.fma``, ``llvm.fabs``, ``llvm.rint`` and
+``llvm.copysign``.  Special cases (NaN, +-inf, overflow, underflow, signed
+zeros) are handled with ``fcmp`` + ``select``, never with branches, so a loop
+``out[i] = f(in[i])`` vectorizes at O3 (``<16 x float>`` / ``<8 x double>`` on
+AVX-512).  No libm function is ever called and nothing but intrinsic
+declarations is added to the module (no tables, no globals).  ``llvm.fma``
+must be a native instruction to be fast (x86-64 with FMA3, AArch64); elsewhere
+LLVM falls back to a correct but slow ``fma`` libcall.
 
 API
 ---
-``emit(builder, name, [x])`` returns ``f(x)`` for a ``float`` or ``double``
-scalar ``x``; the result has the type of ``x``.  ``SUPPORTED`` lists the
-names.  Nothing is emitted into the module except intrinsic declarations.
+``emit(builder, name, [x])`` emits ``name(x)`` for a ``float`` or ``double``
+scalar ``x`` and returns a value of the same type; ``SUPPORTED`` lists the
+names: exp, expm1, log, log1p, tanh, sigmoid (1/(1+exp(-x))), erf, sin, cos,
+arctan.
 
-Precision strategy
-------------------
-* float64: computed in double with minimax-style polynomials (Chebyshev fits,
-  generated offline with mpmath) and the classic error-compensating
-  formulations (Cody-Waite reductions with exact first steps, fdlibm-style
-  log, double-double argument reduction for sin/cos).
-* float32: ``exp`` is evaluated natively in float (<= 1 ulp, full SIMD
-  width); every other function is evaluated in double with low-degree
-  polynomials (relative error ~2^-30) and rounded once to float, which makes
-  them correctly rounded except in rare cases (always <= 1 ulp).  This costs
-  half the SIMD width but is needed to stay within a few ulp of numpy, whose
-  own float32 log/expm1 are up to 3-4 ulp away from the true result.
+Precision
+---------
+Polynomials are near-minimax Chebyshev fits (generated offline with mpmath,
+verified by dense sampling), two sets per function: ~2^-30 relative error for
+float32, ~2^-55 for float64.  float32 functions run natively in float (full
+SIMD width) except sin/cos, which run in double (see below) and are rounded
+once.  Measured maximum errors in ulp (float32: exhaustive over every float
+input; float64: tens of millions of random samples plus special values,
+against long double / mpmath / math.erf):
 
-Measured max error against numpy on the same dtype (``tests/test_mathlib.py``
-checks <= 4 ulp over dense random samples and special values) is at most a
-few ulp for every function; see the test module for the exact domains.
+                 vs correctly rounded     vs numpy, same dtype
+                 float32    float64       float32    float64
+    exp             1          1             3          1
+    expm1           1          2             2          2
+    log             1          1             4          1
+    log1p           1          1             2          1
+    tanh            2          1             3          2
+    sigmoid         2          2             2          2
+    erf             1          1             1          1   (numpy: math.erf)
+    arctan          1          1             2          1
+    sin, cos        1          1             1          1
+
+(float32 log: numpy's own AVX-512 logf is up to 4 ulp away from the correctly
+rounded result, this one is within 1.)  NaN gives NaN; infinities and signed
+zeros follow numpy; exp/expm1 overflow gives inf and underflow gives correctly
+rounded subnormals and 0.
 
 Algorithms (all branch-free)
 ----------------------------
-exp     n = rint(x log2 e); r = x - n ln2 (two-constant Cody-Waite, the first
-        fma is exact); exp(r) = 1 + r + r^2 q(r); scale by 2^n built in the
-        exponent bits in two steps so that overflow gives inf and gradual
-        underflow gives correctly scaled subnormals / 0.
-expm1   same reduction; expm1(x) = 2^n expm1(r) + (2^n - 1), exact for n = 0.
-log     x = 2^k m with m in [sqrt(1/2), sqrt(2)) via integer ops on the bits
-        (subnormals are pre-scaled); fdlibm formulation
-        log1p(f) = f - f^2/2 + s (f^2/2 + R(s^2)), s = f/(2+f).
-log1p   u = 1 + x, log(u) plus the rounding-error correction c/u.
-tanh    |x| < 0.55: odd polynomial; otherwise 1 - 2/(exp(2|x|) + 1);
-        copysign restores the sign, |x| is saturated so large inputs give +-1.
-sigmoid e = exp(-|x|); x >= 0: 1/(1+e), x < 0: e/(1+e) (no overflow, full
-        subnormal range for very negative x).
+exp     n = rint(x log2e); r = x - n ln2 with a two-constant Cody-Waite
+        reduction whose first fma is exact; exp(r) = 1 + (r + r^2 q(r));
+        2^n is built in the exponent bits in two steps, so overflow rounds to
+        inf and underflow to correctly scaled subnormals or 0.
+expm1   same reduction; expm1(x) = 2^n expm1(r) + (2^n - 1) (one fma).
+log     x = 2^k m, m in [sqrt(1/2), sqrt(2)) with integer ops on the bits
+        (subnormals are pre-scaled); fdlibm's formulation
+        log(m) = f - f^2/2 + s (f^2/2 + R(s^2)), s = f/(2+f), f = m - 1 exact.
+log1p   u = 1 + x, log(u) + c/u where c is the exact rounding error of u.
+tanh    float64: |x| < 0.55 odd polynomial, else 1 - 2/(exp(2|x|) + 1);
+        float32: e/(e + 2) with e = expm1(2|x|) (no cancellation anywhere);
+        saturated argument and copysign.
+sigmoid e = exp(-|x|); 1/(1+e) for x >= 0, e/(1+e) for x < 0: never
+        overflows and reaches the subnormal range for very negative x.
 erf     |x| < 1: x + x F(x^2); 1 <= |x| < 6: 1 - exp(-x^2) g(1/x) with g a
-        piecewise polynomial whose coefficients are chosen with selects, and
-        x^2 split exactly (fma) so exp(-x^2) keeps full accuracy; |x| >= 6: +-1.
-sin/cos reduction x = j pi/2 + r carried in double-double, then polynomial
-        kernels for sin(r) and cos(r) and quadrant selection with selects.
-        float64 with |x| < 2^30 uses a three-constant Cody-Waite reduction;
-        larger float64 and all float32 arguments use a branch-free
-        Payne-Hanek reduction: the exponent selects (via selects, no table
+        two-piece polynomial whose coefficients are chosen per lane with
+        selects and x^2 split exactly with an fma so exp(-x^2) keeps full
+        accuracy; |x| >= 6: +-1.
+arctan  fdlibm's reduction (breakpoints 7/16, 11/16, 19/16, 39/16:
+        t = (|x| - c)/(1 + c|x|) or -1/|x|) selected per lane, atan(c) as
+        hi + lo, odd polynomial in t.
+sin/cos x = j pi/2 + r with r as a double-double, sin/cos kernels for r, the
+        quadrant picked with selects.  float64 |x| < 2^30: three-constant
+        Cody-Waite reduction (exact first step, TwoSum for the second).
+        Larger float64 and *all* float32 arguments: a branch-free
+        Payne-Hanek reduction: the exponent selects (with selects, no table
         loads) four 53-bit chunks of 2/pi, the products are formed exactly
-        with fma and reduced modulo 4 exactly.  Accuracy for large arguments:
-        float32 results are correct (<= 1 ulp) over the *whole* float range;
-        float64 results keep <= 1-2 ulp for ordinary inputs up to 1.8e308,
-        the reduced argument has an absolute error below ~1e-30, so only
-        inputs that land within ~1e-14 of a multiple of pi/2 (results whose
-        magnitude is < ~1e-14, i.e. a handful of pathological doubles above
-        2^30) can have a larger *relative* error; their absolute error stays
-        below 1e-30.  Non-finite inputs give NaN.  The price of full-range
-        correctness is throughput: the Payne-Hanek path is always computed
-        (no branches), so sin/cos cost several times more than exp.
-arctan  fdlibm argument reduction with breakpoints 7/16, 11/16, 19/16, 39/16
-        (t = (|x|-c)/(1+c|x|) or -1/|x|), atan(c) as hi+lo, odd polynomial.
+        with fma, huge terms are reduced mod 4 exactly and the sum is carried
+        in double-double.
+
+Large arguments of sin/cos
+--------------------------
+The reduction is exact-to-double-double over the whole finite range, so there
+is no cut-off: float32 sin/cos are within 1 ulp for every float (checked
+exhaustively) and float64 sin/cos stayed within 1 ulp on random arguments up to
+1.8e308 and on the hardest known case (x = 6381956970095103 * 2^797, which is
+within 4.7e-19 of a multiple of pi/2).  The guaranteed bound for float64
+|x| >= 2^30 is an absolute error below ~1e-30 in the reduced argument, i.e.
+<= 1-2 ulp except possibly for a few arguments pathologically close to a
+multiple of pi/2, whose *absolute* error stays below ~1e-30.  +-inf and NaN
+give NaN.  The price of full-range correctness is speed: the Payne-Hanek
+path is always evaluated (no branches), so sin/cos cost ~7-8x an exp.
+
+Requirements on the caller
+--------------------------
+The code relies on strict IEEE semantics: no fast-math flags (``reassoc``,
+``contract``, ``nnan``, ``ninf``, ``afn``...) on these instructions or on the
+function, otherwise LLVM may break the error-free transformations (TwoSum,
+exact Cody-Waite steps) and drop the NaN/inf selects.  Subnormals must not be
+flushed (default MXCSR, as numpy runs).
 """
 
 from __future__ import annotations
@@ -90,9 +118,10 @@ SUPPORTED: frozenset[str] = frozenset(
     {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "sin", "cos", "arctan"}
 )
 
-# float32 functions evaluated natively in float (full SIMD width); all other
-# float32 functions are evaluated in double and rounded once (see docstring).
-_NATIVE_F32 = frozenset({"exp"})
+# float32 sin/cos are evaluated in double (the exact Payne-Hanek reduction of
+# any float argument is a double computation) and rounded once; every other
+# float32 function runs natively in float, at full SIMD width.
+_F32_VIA_DOUBLE = frozenset({"sin", "cos"})
 
 _INF = math.inf
 _NAN = math.nan
@@ -121,11 +150,7 @@ _LOG_L_D = (
     0.666666666666667, 0.3999999999989889, 0.28571428626253836, 0.22222211089379496,
     0.1818289243253687, 0.15331611722055008, 0.14617807153417325,
 )
-# (tanh(x) - x) / x^3 as a polynomial in z = x^2, |x| <= 0.55
-_TANH_T_S = (
-    -0.33333333294808476, 0.13333324157327267, -0.05396468737494977,
-    0.02181831165149973, -0.008525751377438268, 0.0025255392466152207,
-)
+# (tanh(x) - x) / x^3 as a polynomial in z = x^2, |x| <= 0.55 (float64 only)
 _TANH_T_D = (
     -0.3333333333333333, 0.1333333333333271, -0.05396825396742711,
     0.021869488493351966, -0.008863234390552772, 0.0035921102829827483,
@@ -188,18 +213,18 @@ _ERFC_G1_D = (
     0.0060311829336129105, -0.0036683293902526294, -5.042960244719547e-05,
     0.002533981790455155,
 )
-# ... and in u = t - 1/3 for t in [1/6, 1/2] (x in [2, 6])
+# ... and in u = t - 11/32 for t in [1/6, 1/2] (x in [2, 6])
 _ERFC_G2_S = (
-    0.17900115118129328, 0.48935033716401505, -0.18141696079233474,
-    -0.050144706138233026, 0.16147505261912337, -0.13502807728387656,
-    -0.004936968423655657, 0.19058695024401223, -0.2658012059772111,
+    0.1840788107336776, 0.4855552160986065, -0.18288038245858015, -0.04356312867794602,
+    0.15444162535280673, -0.13491918172836312, 0.008152440950976971,
+    0.1684368497459113, -0.2658012059772111,
 )
 _ERFC_G2_D = (
-    0.17900115118138996, 0.4893503400645556, -0.18141695624408985,
-    -0.050146110722431504, 0.16147285599835953, -0.13484128702411471,
-    -0.004657681398817971, 0.18107645140687936, -0.2784775002894404,
-    0.17991419401797176, 0.1638335976834998, -0.6507775457521032, 0.9740005118805294,
-    -0.6704546743192671, -0.7751197041436027, 3.6040860477839867, -4.965082944923241,
+    0.18407881076289145, 0.485555218637865, -0.18288042109796568, -0.04356441978075927,
+    0.15444922810052883, -0.13473713785222502, 0.007717192089407245, 0.158592568837759,
+    -0.2609263754883148, 0.19333281480746606, 0.09601601133956342, -0.5349655421800376,
+    0.8773032486268616, -0.7455734711071434, -0.2766307766893761, 2.7765722236301134,
+    -4.965082944923241,
 )
 
 
@@ -220,10 +245,12 @@ class _Prec:
     in_max_exp: int  # largest binary exponent of a finite source value
 
 
-_SINGLE = _Prec(_EXP_Q_S, _LOG_L_S, _TANH_T_S, _SIN_S_S, _COS_C_S, _ATAN_A_S,
-                _ERF_F_S, _ERFC_G1_S, _ERFC_G2_S, in_bits=24, in_max_exp=127)
-_DOUBLE = _Prec(_EXP_Q_D, _LOG_L_D, _TANH_T_D, _SIN_S_D, _COS_C_D, _ATAN_A_D,
-                _ERF_F_D, _ERFC_G1_D, _ERFC_G2_D, in_bits=53, in_max_exp=1023)
+_SINGLE = _Prec(exp_q=_EXP_Q_S, log_l=_LOG_L_S, tanh_t=(), sin_s=_SIN_S_S, cos_c=_COS_C_S,
+                atan_a=_ATAN_A_S, erf_f=_ERF_F_S, erfc_g1=_ERFC_G1_S, erfc_g2=_ERFC_G2_S,
+                in_bits=24, in_max_exp=127)
+_DOUBLE = _Prec(exp_q=_EXP_Q_D, log_l=_LOG_L_D, tanh_t=_TANH_T_D, sin_s=_SIN_S_D, cos_c=_COS_C_D,
+                atan_a=_ATAN_A_D, erf_f=_ERF_F_D, erfc_g1=_ERFC_G1_D, erfc_g2=_ERFC_G2_D,
+                in_bits=53, in_max_exp=1023)
 
 # ---------------------------------------------------------------------------
 # Constants.  Multi-part constants: hi + lo (+ lo2) is the value to ~106+ bits.
@@ -232,14 +259,19 @@ _LOG2E = 1.4426950408889634
 # ln2 for the exp reduction: full-width hi (the first fma is exact anyway)
 _LN2_D = (0.6931471805599453, 2.3190468138462996e-17)
 _LN2_F = (0.6931471824645996, -1.9046542121259336e-09)  # float32(ln2), remainder
-# ln2 for log: hi has trailing zero bits so k*hi is exact for |k| < 2^20 (fdlibm)
+# ln2 for log: hi has trailing zero bits so k*hi is exact (|k| < 2^20 in double,
+# |k| < 2^8 in float; fdlibm's constants)
 _LN2_LOG = (6.93147180369123816490e-01, 1.90821492927058770002e-10)
+_LN2_LOG_F = (0.6931381225585938, 9.058001351559417e-06)
 _TWO_OVER_PI = 0.6366197723675814
 _PIO2 = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)
-# atan(c) as hi + lo for the arctan breakpoints c = 0.5, 1, 1.5, inf
+# atan(c) as hi + lo for the arctan breakpoints c = 0.5, 1, 1.5, inf (double, float)
 _ATAN_HI = (0.4636476090008061, 0.7853981633974483, 0.982793723247329, 1.5707963267948966)
 _ATAN_LO = (2.2698777452961687e-17, 3.061616997868383e-17, 1.3903311031230998e-17,
             6.123233995736766e-17)
+_ATAN_HI_F = (0.46364760398864746, 0.7853981852531433, 0.9827937483787537, 1.5707963705062866)
+_ATAN_LO_F = (5.01215868808913e-09, -2.1855694143368964e-08, -2.5131424052915463e-08,
+              -4.371138828673793e-08)
 
 # First 1300 bits of 2/pi (hex), used by the Payne-Hanek reduction.
 _TWO_OVER_PI_HEX = (
@@ -475,7 +507,7 @@ def _log_split(o: _Ops, x):
 
 def _log_core(o: _Ops, k, f, corr, P: _Prec):
     """log(2^k (1 + f)) + corr, fdlibm formulation (corr is a tiny correction)."""
-    hi, lo = _LN2_LOG
+    hi, lo = _LN2_LOG if o.is64 else _LN2_LOG_F
     s = o.div(f, o.add(o.c(2.0), f))
     z = o.mul(s, s)
     r = o.mul(z, o.poly(z, P.log_l))
@@ -513,17 +545,28 @@ def _log1p(o: _Ops, x, P: _Prec):
 # tanh / sigmoid
 # ---------------------------------------------------------------------------
 _TANH_SMALL = 0.55  # below: odd polynomial; above: no cancellation in 1 - 2/(e+1)
-_TANH_SAT = 20.0  # tanh(x) rounds to +-1 well before this (even in double)
+_TANH_SAT = 20.0  # tanh(x) rounds to +-1 well before this in double ...
+_TANH_SAT_F = 10.0  # ... and in float
 
 
 def _tanh(o: _Ops, x, P: _Prec):
     a = o.fabs(x)
-    z = o.mul(a, a)
-    small = o.fma(o.mul(a, z), o.poly(z, P.tanh_t), a)
-    a_sat = o.select(o.lt(a, o.c(_TANH_SAT)), a, o.c(_TANH_SAT))
-    e = _exp_core(o, o.mul(o.c(2.0), a_sat), P)
-    large = o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0))))
-    y = o.select(o.lt(a, o.c(_TANH_SMALL)), small, large)
+    if P is _SINGLE:
+        # float32 (native): tanh(a) = e/(e+2) with e = expm1(2a) >= 0 has no
+        # cancellation anywhere; one reduction + one division (<= 2 ulp)
+        a = o.select(o.lt(a, o.c(_TANH_SAT_F)), a, o.c(_TANH_SAT_F))
+        n, r = _exp_reduce(o, o.mul(o.c(2.0), a))
+        s = o.pow2i(o.fptosi(n))
+        e = o.fma(s, _expm1_poly(o, r, P), o.sub(s, o.c(1.0)))
+        y = o.div(e, o.add(e, o.c(2.0)))
+    else:
+        # float64: odd polynomial near 0, 1 - 2/(exp(2a) + 1) elsewhere
+        z = o.mul(a, a)
+        small = o.fma(o.mul(a, z), o.poly(z, P.tanh_t), a)
+        a_sat = o.select(o.lt(a, o.c(_TANH_SAT)), a, o.c(_TANH_SAT))
+        e = _exp_core(o, o.mul(o.c(2.0), a_sat), P)
+        large = o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0))))
+        y = o.select(o.lt(a, o.c(_TANH_SMALL)), small, large)
     return o.keep_nan(x, o.copysign(y, x))  # copysign keeps tanh(-0) = -0
 
 
@@ -543,7 +586,7 @@ def _sigmoid(o: _Ops, x, P: _Prec):
 _ERF_SMALL = 1.0  # below: odd polynomial; above: 1 - erfc
 _ERF_MID = 2.0  # breakpoint between the two erfc pieces
 _ERF_SAT = 6.0  # erf(x) rounds to 1 for x > 5.93 even in double
-_ERFC_CENTERS = (0.75, 1.0 / 3.0)  # expansion points in t = 1/x of the two pieces
+_ERFC_CENTERS = (0.75, 0.34375)  # expansion points in t = 1/x (exact in float too)
 
 
 def _erf(o: _Ops, x, P: _Prec):
@@ -586,8 +629,8 @@ def _arctan(o: _Ops, x, P: _Prec):
     t = o.div(num, den)  # |t| <= 7/16
     z = o.mul(t, t)
     p = o.mul(o.mul(t, z), o.poly(z, P.atan_a))  # atan(t) - t
-    hi = pick(0.0, *_ATAN_HI)
-    lo = pick(0.0, *_ATAN_LO)
+    hi = pick(0.0, *(_ATAN_HI if o.is64 else _ATAN_HI_F))
+    lo = pick(0.0, *(_ATAN_LO if o.is64 else _ATAN_LO_F))
     y = o.add(hi, o.add(t, o.add(p, lo)))
     return o.keep_nan(x, o.copysign(y, x))
 
@@ -614,72 +657,90 @@ def _reduce_cody_waite(o: _Ops, a):
     return rh, rl, o.fptosi(j)
 
 
-def _reduce_payne_hanek(o: _Ops, a, in_bits: int, in_max_exp: int):
-    """a * 2/pi = n + F with |F| <= 1/2 for any finite a >= 0 with at most
-    ``in_bits`` significant bits; returns (rh, rl, n) with rh + rl = F pi/2.
+def _reduce_payne_hanek(o: _Ops, a, in_bits: int, in_max_exp: int, want_lo: bool):
+    """a * 2/pi = n + F with |F| <= ~1/2 for any finite a >= 0 that has at most
+    ``in_bits`` significant bits; returns (rh, rl, n) with rh + rl = F pi/2
+    (rl is None unless ``want_lo``).
 
     a = M 2^(E+1-in_bits).  With C_k the k-th 53-bit chunk of 2/pi, a*C_k is a
     multiple of 4 (irrelevant mod 4) for k < k0 = floor((E-in_bits-1)/53), so
-    only the chunks k0, k0+1, ... are used; the exponent selects them with a
-    chain of selects (no table loads).  Every product is split exactly with
-    fma into hi + lo, terms that can be large are reduced mod 4 exactly, and
-    the sum is carried in double-double.
+    only the chunks k0, k0+1, ... are needed; the exponent selects them with
+    selects (no table loads).  Every product is split exactly with
+    fma into hi + lo, terms that can be huge are reduced mod 4 exactly, and the
+    sum is carried as a double-double (TwoSum is error-free, only the small
+    error word is rounded).
     """
     W = _CHUNK
-    # number of chunk positions the exponent can select beyond k0 = 0
+    # largest chunk offset k0 the exponent can select
     kmax = max(0, (in_max_exp - in_bits - 1) // W)
-    # chunk j (relative to k0) contributes < 2^(in_bits + 2 - W (j - 1))
-    target = -104 if in_bits > 24 else -75  # absolute accuracy of F
+    # log2 of the absolute accuracy wanted for F: the worst float32 / float64
+    # arguments come within ~2^-32 / ~2^-62 of a multiple of pi/2
+    target = -104 if in_bits > 24 else -75
+    # a * C_(k0+j) < 2^(in_bits + 2 - 53 (j - 1)): chunks below target are dropped
     nchunks = 0
     while in_bits + 2 - W * (nchunks - 1) > target:
         nchunks += 1
-    chunks = _two_over_pi_chunks(kmax + nchunks)
 
+    # k0 = floor(max(E - in_bits - 1, 0) / 53) (multiply-shift, exact for E < 2600)
     ib = o.bits(a)
-    e = o.b.sub(o.b.and_(o.b.lshr(ib, o.ic(52)), o.ic(0x7FF)), o.ic(1023))
-    conds = [o.b.icmp_signed(">=", e, o.ic(in_bits + 1 + W * i)) for i in range(1, kmax + 1)]
+    e = o.b.sub(o.b.and_(o.b.lshr(ib, o.ic(52)), o.ic(0x7FF)), o.ic(1023 + in_bits + 1))
+    e = o.select(o.b.icmp_signed(">", e, o.ic(0)), e, o.ic(0))
+    k0 = o.b.lshr(o.b.mul(e, o.ic(1237)), o.ic(16))
+    # The chunks C_(k0+j) are picked with selects (no table loads) in two
+    # levels to keep the number of selects low: k0 = G u + v; level 1 picks by
+    # u the G + nchunks - 1 candidate chunks, level 2 picks by v among them.
+    G = 4
+    umax = kmax // G
+    u = o.b.lshr(k0, o.ic(2))  # G = 4
+    v = o.b.and_(k0, o.ic(G - 1))
+    u_ge = [o.b.icmp_signed(">=", u, o.ic(i)) for i in range(1, umax + 1)]
+    v_ge = [o.b.icmp_signed(">=", v, o.ic(i)) for i in range(1, min(G - 1, kmax) + 1)]
 
-    def by_k0(values):  # values[k0] for this lane's k0 (a chain of selects)
-        v = o.c(values[0])
-        for i, cond in enumerate(conds, start=1):
-            v = o.select(cond, o.c(values[i]), v)
-        return v
+    def chain(values, conds):  # values[i] for the largest i with conds[i-1] true
+        out = values[0]
+        for cond, val in zip(conds, values[1:]):
+            out = o.select(cond, val, out)
+        return out
 
-    # The chunks deep inside 2/pi would underflow as doubles, so the products
-    # are formed as (a 2^(-53 k0)) * (C_(k0+j) 2^(53 k0)); both scalings are
-    # exact and the second factor is just the chunk's integer scaled by
-    # 2^(-53 (j+1)).
-    a = o.mul(a, by_k0([2.0 ** (-W * i) for i in range(kmax + 1)]))
-
-    def chunk(j):
-        return by_k0([math.ldexp(chunks[i + j], -W * (j + 1)) for i in range(kmax + 1)])
+    chunks = _two_over_pi_chunks(G * umax + len(v_ge) + nchunks)
+    # Chunks deep inside 2/pi would underflow as doubles, so the products are
+    # formed as (a 2^(-53 G u)) * (C_(k0+j) 2^(53 G u)); both scalings are
+    # exact, and the second factor is the chunk's integer times 2^(-53 (v+j+1)).
+    if umax:
+        a = o.mul(a, o.pow2i(o.b.mul(u, o.ic(-W * G))))
+    cand = [chain([o.c(math.ldexp(chunks[G * uu + m], -W * (m + 1))) for uu in range(umax + 1)], u_ge)
+            for m in range(len(v_ge) + nchunks)]
 
     def mod4(v):  # exact: v - 4 rint(v/4), in [-2, 2]
         return o.fma(o.c(-4.0), o.rint(o.mul(v, o.c(0.25))), v)
 
     terms = []  # (value, log2 bound of |value|) in decreasing significance
     for j in range(nchunks):
-        cj = chunk(j)
+        cj = chain(cand[j:j + len(v_ge) + 1], v_ge)
         bound = in_bits + 2 - W * (j - 1)
         hi = o.mul(a, cj)
         terms.append((hi, bound))
         if bound - 53 > target:
-            terms.append((o.fma(a, cj, o.neg(hi)), bound - 53))
+            terms.append((o.fma(a, cj, o.neg(hi)), bound - 53))  # exact low part
     s, err = None, o.c(0.0)
-    for v, bound in terms:
-        if bound > 3:
-            v = mod4(v)
+    for t, bound in terms:
+        # the error word ends up ~2^-52 |s|: keep |s| small enough for target
+        if bound > target + 106:
+            t = mod4(t)
         if s is None:
-            s = v
-        elif bound > -40:
-            s, e2 = o.two_sum(s, v)
+            s = t
+        elif bound > target + 53:  # exact accumulation
+            s, e2 = o.two_sum(s, t)
             err = o.add(err, e2)
-        else:  # tiny terms go straight into the error word
-            err = o.add(err, v)
+        else:  # small enough to round into the error word
+            err = o.add(err, t)
     n = o.rint(s)
-    f_hi, f_lo = o.two_sum(o.sub(s, n), err)  # s - n is exact
-    # (f_hi + f_lo) * pi/2 in double-double
+    s = o.sub(s, n)  # exact
     p1, p2, _ = _PIO2
+    if not want_lo:
+        return o.mul(o.add(s, err), o.c(p1)), None, o.fptosi(n)
+    f_hi, f_lo = o.two_sum(s, err)
+    # (f_hi + f_lo) * pi/2 in double-double
     rh = o.mul(f_hi, o.c(p1))
     rl = o.fma(f_hi, o.c(p1), o.neg(rh))
     rl = o.add(rl, o.fma(f_hi, o.c(p2), o.mul(f_lo, o.c(p1))))
@@ -688,15 +749,20 @@ def _reduce_payne_hanek(o: _Ops, a, in_bits: int, in_max_exp: int):
 
 
 def _sin_kernel(o: _Ops, rh, rl, z, P: _Prec):
-    """sin(rh + rl), |rh| <= ~pi/4, z = rh^2."""
+    """sin(rh + rl), |rh| <= ~pi/4, z = rh^2 (rl None: no tail)."""
+    if rl is None:
+        return o.fma(o.mul(rh, z), o.poly(z, P.sin_s), rh)
     tail = o.fma(o.mul(rh, z), o.poly(z, P.sin_s), o.mul(rl, o.fma(o.c(-0.5), z, o.c(1.0))))
     return o.add(rh, tail)
 
 
 def _cos_kernel(o: _Ops, rh, rl, z, P: _Prec):
-    """cos(rh + rl) = 1 - z/2 + z^2 C(z) - rh rl, with 1 - z/2 compensated."""
+    """cos(rh + rl) = 1 - z/2 + z^2 C(z) - rh rl (rl None: no tail)."""
     hz = o.mul(o.c(0.5), z)
     w = o.sub(o.c(1.0), hz)
+    if rl is None:  # float32 result computed in double: no compensation needed
+        return o.fma(o.mul(z, z), o.poly(z, P.cos_c), w)
+    # 1 - hz is compensated: ((1 - w) - hz) is its exact rounding error
     tail = o.fma(o.mul(z, z), o.poly(z, P.cos_c), o.neg(o.mul(rh, rl)))
     return o.add(w, o.add(o.sub(o.sub(o.c(1.0), w), hz), tail))
 
@@ -705,8 +771,9 @@ def _sincos(o: _Ops, x, P: _Prec, cosine: bool):
     assert o.is64, "sin/cos are always evaluated in double"
     finite = o.lt(o.fabs(x), o.c(_INF))  # false for inf and NaN
     a = o.select(finite, o.fabs(x), o.c(0.0))  # keep non-finite lanes harmless
-    rh, rl, q = _reduce_payne_hanek(o, a, P.in_bits, P.in_max_exp)
-    if P.in_max_exp > 30:  # float64 input: cheap exact reduction below 2^30
+    double = P is _DOUBLE
+    rh, rl, q = _reduce_payne_hanek(o, a, P.in_bits, P.in_max_exp, want_lo=double)
+    if double:  # cheap exact reduction below 2^30
         small = o.lt(a, o.c(_CW_LIMIT))
         rh2, rl2, q2 = _reduce_cody_waite(o, o.select(small, a, o.c(0.0)))
         rh = o.select(small, rh2, rh)
@@ -767,7 +834,7 @@ def emit(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
     if isinstance(ty, ir.DoubleType):
         return impl(_Ops(builder, ty), x, _DOUBLE)
     if isinstance(ty, ir.FloatType):
-        if name in _NATIVE_F32:
+        if name not in _F32_VIA_DOUBLE:
             return impl(_Ops(builder, ty), x, _SINGLE)
         # evaluate in double with single-precision polynomials, round once
         dty = ir.DoubleType()
