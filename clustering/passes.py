@@ -111,6 +111,15 @@ def _const_value(n: Node | None):
     return v if isinstance(v, (int, float, bool, np.generic)) else None
 
 
+def _keeps_signed_zero(op: str, c, x: Value) -> bool:
+    """x + c and x - c are x for every float x only when the zero has the
+    right sign: -0.0 + 0.0 is +0.0, so x + 0.0 is not x (nor x - -0.0)."""
+    if op in ("multiply", "divide") or x.dtype.kind not in "fc":
+        return True
+    neg = bool(np.signbit(c))
+    return neg if op == "add" else not neg
+
+
 def simplify(g: Graph) -> Graph:
     b = _Builder(g)
     prot = _protected(g)
@@ -128,8 +137,8 @@ def simplify(g: Graph) -> Graph:
                     continue  # 0 - x and 1 / x are not x
                 x = ins[other]
                 if (c is not None and not isinstance(c, bool) and c == unit and x.dtype == out.dtype
-                        and x.shape == out.shape and not x.weak):
-                    rep = x                          # x * 1 -> x, x + 0 -> x
+                        and x.shape == out.shape and not x.weak and _keeps_signed_zero(n.op, c, x)):
+                    rep = x                          # x * 1 -> x, x + -0.0 -> x, x - 0.0 -> x
         elif n.op == "transpose" and prod.get(ins[0].id) is not None and prod[ins[0].id].op == "transpose":
             inner = prod[ins[0].id]
             p1, p2 = inner.attr("perm"), n.attr("perm")
@@ -170,7 +179,9 @@ def cse(g: Graph) -> Graph:
         ins = tuple(b.get(v) for v in n.inputs)
         if OPS[n.op].category != OPAQUE:
             try:
-                key = (n.op, tuple(v.id for v in ins), n.attrs, tuple((o.dtype, o.weak) for o in n.outputs))
+                # constants by repr too: 0.0 == -0.0 but they are different constants
+                attrs = n.attrs if n.op != "const" else (n.attrs, repr(n.attr("value")))
+                key = (n.op, tuple(v.id for v in ins), attrs, tuple((o.dtype, o.weak) for o in n.outputs))
                 hash(key)
             except TypeError:
                 key = None

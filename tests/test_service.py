@@ -90,14 +90,19 @@ def test_soak_memory_stays_flat(service):
     full = os.environ.get("SHAPEJIT_STRESS") == "full"
     warm, total = (300, 5000) if full else (200, 1200)
     lengths = rng.integers(1, 513, total)
-    rss = None
+    lengths[:8] = 512  # the largest shape early: buffers reach their size during warm-up
+    mid = warm + (total - warm) // 2
+    rss = {}
     for k, n in enumerate(lengths):
         out = post(url + "/encode", {"tokens": rng.integers(0, 30522, int(n)).tolist()})
         assert out["length"] == n
-        if k == warm:
-            rss = _rss_bytes()
-    growth = _rss_bytes() - rss
-    assert growth < 32 * 2 ** 20, f"resident memory grew {growth / 2 ** 20:.1f} MiB after warm-up"
+        if k in (warm, mid):
+            rss[k] = _rss_bytes()
+    end = _rss_bytes()
+    # a leak grows with the number of requests; malloc's per-thread arenas
+    # (one thread per request) settle during the first half
+    assert end - rss[mid] < 8 * 2 ** 20, f"RSS grew {(end - rss[mid]) / 2 ** 20:.1f} MiB in the second half"
+    assert end - rss[warm] < 64 * 2 ** 20, f"RSS grew {(end - rss[warm]) / 2 ** 20:.1f} MiB after warm-up"
     st = server.encoder.forward.stats()
     assert st["compiles"] <= 2  # length 1 is its own specialization (0/1 policy)
     assert st["calls"] == total
