@@ -6,6 +6,7 @@ import functools
 import inspect
 import threading
 import time
+import types
 import warnings
 from dataclasses import dataclass, field
 
@@ -60,6 +61,8 @@ class JitFunction:
             raise ValueError(f"dynamic must be True, False or 'auto', not {dynamic!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+        if not isinstance(fn, (types.FunctionType, types.MethodType)):
+            fn = _as_function(fn)  # a ufunc or builtin: its signature's defaults are not passable
         self.fn = fn
         self.dynamic = dynamic
         self.dims = dict(dims or {})
@@ -330,6 +333,16 @@ class _Static:
 
     def __hash__(self):
         return hash((type(self.value), self.value))
+
+
+def _as_function(target):
+    """A Python function that calls `target` with exactly the arguments given."""
+    def call(*args, **kwargs):
+        return target(*args, **kwargs)
+    call.__name__ = getattr(target, "__name__", "jitted")
+    call.__qualname__ = call.__name__
+    call.__doc__ = getattr(target, "__doc__", None)
+    return call
 
 
 def _changed_dims(entry: Entry, shapes) -> frozenset:

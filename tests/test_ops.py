@@ -1026,9 +1026,6 @@ def test_return_python_int_from_shapes(backend, rng):
     assert type(out[1]) is int and out[1] == 56
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "jit/api.py JitFunction._bind applies the signature's defaults and passes them explicitly; "
-    "a ufunc rejects its own defaults (\"cannot specify both 'signature' and 'dtype'\")"))
 def test_jit_of_a_ufunc_object(backend, rng):
     check(np.negative, [(rand(rng, s, np.float64),) for s in [(3, 4), (5, 6)]], backend)
 
