@@ -75,6 +75,19 @@ def _layernorm(x, g, b):
     return (x - m) / np.sqrt(v + 1e-12) * g + b
 
 
+def _live_rss() -> int:
+    """Resident bytes after malloc hands its free pages back (what is live,
+    not what glibc's per-thread arenas keep cached); 0 where unknown."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        import os
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
 def make_server(port: int = 8080, addr: str = "127.0.0.1", encoder: Encoder | None = None):
     """The service, not yet serving: call .serve_forever() (tests use a thread)."""
     encoder = encoder or Encoder()
@@ -100,7 +113,7 @@ def make_server(port: int = 8080, addr: str = "127.0.0.1", encoder: Encoder | No
             if self.path == "/health":
                 st = encoder.forward.stats()
                 body = {"status": "ok", "uptime_s": round(time.time() - started, 1),
-                        "compiles": st["compiles"], "calls": st["calls"]}
+                        "compiles": st["compiles"], "calls": st["calls"], "rss_bytes": _live_rss()}
                 requests.labels("health", "200").inc()
                 return self._send(200, json.dumps(body).encode())
             if self.path == "/metrics":
@@ -137,9 +150,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--addr", default="127.0.0.1")
+    ap.add_argument("--d", type=int, default=256, help="model width")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ff", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=2)
     args = ap.parse_args(argv)
-    server = make_server(args.port, args.addr)
-    print(f"serving on http://{args.addr}:{server.server_address[1]} (/encode, /health, /metrics)")
+    server = make_server(args.port, args.addr, Encoder(args.d, args.heads, args.ff, args.layers))
+    print(f"serving on http://{args.addr}:{server.server_address[1]} (/encode, /health, /metrics)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
@@ -19,10 +20,16 @@ _ALIGN = 64
 _pools: "weakref.WeakSet[BufferPool]" = weakref.WeakSet()
 
 
+MAX_THREADS = 8  # threads whose buffers a pool keeps; the least recently seen is dropped
+
+
 class BufferPool:
+    """Buffers per calling thread (concurrent calls never share one), for the
+    MAX_THREADS most recent threads: a server that starts a thread per request
+    does not accumulate buffers of threads that are gone."""
+
     def __init__(self):
-        self._local = threading.local()
-        self._held = 0
+        self._threads: "OrderedDict[int, dict]" = OrderedDict()
         self._lock = threading.Lock()
         _pools.add(self)
 
@@ -32,22 +39,26 @@ class BufferPool:
             n *= d
         if n < POOL_MIN_BYTES:
             return np.empty(shape, dtype)
-        bufs = self._local.__dict__.get("bufs")
-        if bufs is None:
-            bufs = self._local.bufs = {}
+        me = threading.get_ident()
+        with self._lock:
+            bufs = self._threads.get(me)
+            if bufs is None:
+                bufs = self._threads[me] = {}
+                while len(self._threads) > MAX_THREADS:
+                    self._threads.popitem(last=False)  # a caller using them keeps its arrays alive
+            else:
+                self._threads.move_to_end(me)
         raw = bufs.get(slot)
         if raw is None or raw.nbytes < n + _ALIGN:
-            grow = n + _ALIGN - (0 if raw is None else raw.nbytes)
             raw = np.empty(n + _ALIGN, np.uint8)
             bufs[slot] = raw
-            with self._lock:
-                self._held += grow
         off = (-raw.ctypes.data) % _ALIGN
         return raw[off:off + n].view(dtype).reshape(shape)
 
     @property
     def held_bytes(self) -> int:
-        return self._held
+        with self._lock:
+            return sum(b.nbytes for bufs in self._threads.values() for b in bufs.values())
 
 
 def pool_bytes() -> int:

@@ -78,41 +78,40 @@ def test_bad_requests_get_400_and_the_service_keeps_working(service):
     assert post(url + "/encode", {"tokens": [1, 2, 3]})["length"] == 3
 
 
-def _rss_bytes() -> int:
-    """Resident memory after malloc returns its free pages: what is live,
-    not what glibc's per-thread arenas keep cached."""
-    import ctypes
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 @pytest.mark.stress
-def test_soak_memory_stays_flat(service):
-    server, url = service
-    rng = np.random.default_rng(1)
-    full = os.environ.get("SHAPEJIT_STRESS") == "full"
-    warm, total = (300, 5000) if full else (200, 1200)
-    lengths = rng.integers(1, 513, total)
-    lengths[:8] = 512  # the largest shape early: buffers reach their size during warm-up
-    mid = warm + (total - warm) // 2
-    rss = {}
-    for k, n in enumerate(lengths):
-        out = post(url + "/encode", {"tokens": rng.integers(0, 30522, int(n)).tolist()})
-        assert out["length"] == n
-        if k in (warm, mid):
-            rss[k] = _rss_bytes()
-    end = _rss_bytes()
-    # a leak grows with the number of requests; malloc's per-thread arenas
-    # (one thread per request) settle during the first half
-    assert end - rss[mid] < 8 * 2 ** 20, f"RSS grew {(end - rss[mid]) / 2 ** 20:.1f} MiB in the second half"
-    assert end - rss[warm] < 64 * 2 ** 20, f"RSS grew {(end - rss[warm]) / 2 ** 20:.1f} MiB after warm-up"
-    st = server.encoder.forward.stats()
-    assert st["compiles"] <= 2  # length 1 is its own specialization (0/1 policy)
-    assert st["calls"] == total
+def test_soak_memory_stays_flat(tmp_path):
+    """The service in its own process (as deployed), thousands of requests of
+    random lengths; its live RSS, reported by /health, stops growing."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=root)
+    proc = subprocess.Popen([sys.executable, os.path.join(root, "examples", "service.py"), "--port", "0",
+                             "--d", "64", "--heads", "4", "--ff", "128", "--layers", "2"],
+                            env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().split()[2]
+        rng = np.random.default_rng(1)
+        full = os.environ.get("SHAPEJIT_STRESS") == "full"
+        warm, total = (300, 5000) if full else (200, 1200)
+        lengths = rng.integers(1, 513, total)
+        lengths[:8] = 512  # the largest shape early: buffers reach their size during warm-up
+        mid = warm + (total - warm) // 2
+        rss = {}
+        for k, n in enumerate(lengths):
+            out = post(url + "/encode", {"tokens": rng.integers(0, 30522, int(n)).tolist()})
+            assert out["length"] == n
+            if k in (warm, mid):
+                rss[k] = json.loads(get(url + "/health"))["rss_bytes"]
+        health = json.loads(get(url + "/health"))
+        end = health["rss_bytes"]
+        assert end - rss[mid] < 8 * 2 ** 20, f"RSS grew {(end - rss[mid]) / 2 ** 20:.1f} MiB in the second half"
+        assert end - rss[warm] < 64 * 2 ** 20, f"RSS grew {(end - rss[warm]) / 2 ** 20:.1f} MiB after warm-up"
+        assert health["compiles"] <= 2  # length 1 is its own specialization (0/1 policy)
+        assert health["calls"] == total
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_metrics_serve_and_wsgi_with_a_custom_registry():
