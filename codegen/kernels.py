@@ -34,7 +34,7 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1}
 
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
-DATA_OFFSET, STRIDES_OFFSET = 16, 40
+DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40
 
 MATH = {"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan"}
 INTRINSIC = {"sqrt": "llvm.sqrt", "absolute": "llvm.fabs", "fabs": "llvm.fabs", "floor": "llvm.floor",
@@ -43,6 +43,8 @@ INTRINSIC = {"sqrt": "llvm.sqrt", "absolute": "llvm.fabs", "fabs": "llvm.fabs", 
 FCMP = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
         "greater_equal": ">="}
 REASSOC = ("reassoc", "nsz")
+BINOP = {"add": "fadd", "subtract": "fsub", "multiply": "fmul", "divide": "fdiv",
+         "logical_and": "and_", "logical_or": "or_", "logical_xor": "xor"}
 
 
 @dataclass(frozen=True)
@@ -167,11 +169,14 @@ class KernelEmitter:
         return ir.Constant(I64, d) if isinstance(d, int) else self.ext_val[d]
 
     def _data_ptr(self, vid):
-        b = self.b
         v = self.values[vid]
         ty = LLTYPE[v.dtype] if v.dtype != np.bool_ else I8
-        slot = b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, DATA_OFFSET)]), ty.as_pointer().as_pointer())
-        return b.load(slot, name=f"data{vid}")
+        return self._field(vid, DATA_OFFSET, ty.as_pointer())
+
+    def _field(self, vid, offset: int, ty):
+        """A pointer field of numpy's array object (data, dims, strides)."""
+        b = self.b
+        return b.load(b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, offset)]), ty.as_pointer()))
 
     def _byte_extent(self, vid):
         """[lo, hi]: the byte offsets from the data pointer that the array owns
@@ -180,10 +185,8 @@ class KernelEmitter:
         v = self.values[vid]
         lo = hi = ir.Constant(I64, 0)
         empty = ir.Constant(I1, 0)
-        dims = b.load(b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, STRIDES_OFFSET - 8)]),
-                                I64.as_pointer().as_pointer()))
-        strides = b.load(b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, STRIDES_OFFSET)]),
-                                   I64.as_pointer().as_pointer()))
+        dims = self._field(vid, DIMS_OFFSET, I64.as_pointer())
+        strides = self._field(vid, STRIDES_OFFSET, I64.as_pointer())
         for k in range(v.ndim):
             d = b.load(b.gep(dims, [ir.Constant(I64, k)]))
             st = b.load(b.gep(strides, [ir.Constant(I64, k)]))
@@ -217,8 +220,7 @@ class KernelEmitter:
         """Element stride of `vid` along its own axis, read from the array."""
         b = self.b
         v = self.values[vid]
-        slot = b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, STRIDES_OFFSET)]), I64.as_pointer().as_pointer())
-        strides = b.load(slot)
+        strides = self._field(vid, STRIDES_OFFSET, I64.as_pointer())
         s = b.load(b.gep(strides, [ir.Constant(I64, axis)]))
         return b.sdiv(s, ir.Constant(I64, v.dtype.itemsize), name=f"stride{vid}_{axis}")
 
@@ -461,23 +463,11 @@ class KernelEmitter:
             if op == "not_equal":
                 return b.fcmp_unordered("!=", xs[0], xs[1])
             return b.fcmp_ordered(FCMP[op], xs[0], xs[1])
-        if op == "logical_and":
-            return b.and_(xs[0], xs[1])
-        if op == "logical_or":
-            return b.or_(xs[0], xs[1])
-        if op == "logical_xor":
-            return b.xor(xs[0], xs[1])
+        if op in BINOP:
+            return getattr(b, BINOP[op])(xs[0], xs[1])
         if op == "logical_not":
             return b.xor(xs[0], ir.Constant(I1, 1))
         t = LLTYPE[out]
-        if op == "add":
-            return b.fadd(xs[0], xs[1])
-        if op == "subtract":
-            return b.fsub(xs[0], xs[1])
-        if op == "multiply":
-            return b.fmul(xs[0], xs[1])
-        if op == "divide":
-            return b.fdiv(xs[0], xs[1])
         if op == "negative":
             return b.fneg(xs[0])
         if op == "positive":

@@ -14,7 +14,7 @@ import numpy as np
 
 from jit import pytree
 from jit.compile import BACKENDS, Build, build
-from jit.signature import Signature, classify_call, runtime_leaves
+from jit.signature import Signature, classify_call
 from jit.trace import TraceResult, trace
 from jit.tracer import Fallback
 from runtime.executable import Executable, ShapeMismatch
@@ -118,7 +118,7 @@ class JitFunction:
                     m.bytes_allocated += e.bytes
                     m.latency.observe(_now() - t0)
                     return pytree.unflatten(e.trace.out_treedef, iter(out))
-        return self._miss(key, bound, leaves, treedef, arrays)
+        return self._miss(key, bound, leaves, treedef, arrays, runtime)
 
     def _bind(self, args, kwargs) -> tuple:
         try:
@@ -157,7 +157,7 @@ class JitFunction:
         return tuple(args), kwargs
 
     # ------------------------------------------------------------- slow path
-    def _miss(self, key, bound, leaves, treedef, arrays):
+    def _miss(self, key, bound, leaves, treedef, arrays, runtime):
         with self._lock:
             m = self.metrics
             state = self._keys.setdefault(key, KeyState())
@@ -169,7 +169,7 @@ class JitFunction:
                 if dims is not None:
                     m.slow_calls += 1
                     m.slow_hits["memory"] += 1
-                    return pytree.unflatten(e.trace.out_treedef, iter(e.run(runtime_leaves(leaves), dims)))
+                    return pytree.unflatten(e.trace.out_treedef, iter(e.run(runtime, dims)))
             m.misses["memory"] += 1
             sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic)
             state.signature = sig
@@ -200,7 +200,7 @@ class JitFunction:
             verify(tr.graph)
             m.compile_seconds["trace"].observe(_now() - t0)
             m.traces += 1
-            entry = self._build(tr, runtime_leaves(leaves))
+            entry = self._build(tr, runtime)
             if state.entries or any(s.entries for s in self._keys.values() if s is not state):
                 m.recompiles[category] += 1
                 text = f"recompile #{sum(m.recompiles.values())}: {reason or 'new signature ' + sig.describe()}"

@@ -50,6 +50,9 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     times["codegen"] = t2 - t1
     functions, loaded, level = {}, None, None
     if abis:
+        from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
+        from runtime.native import check_array_layout
+        check_array_layout(DATA_OFFSET, STRIDES_OFFSET)
         artifact, loaded, level = _artifact(text, abis, checked, name, signature)
         for a in abis:
             functions[a.symbol] = kernel_function(loaded.address(a.symbol), a.n_arrays, a.n_ints, a.n_floats)

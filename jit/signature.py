@@ -49,11 +49,6 @@ def classify_call(leaves, treedef, dynamic):
     return tuple(key), arrays, runtime
 
 
-def runtime_leaves(leaves) -> list:
-    return [np.asarray(x) if isinstance(x, _ndarray) and type(x) is not _ndarray else x
-            for x in leaves if isinstance(x, (_ndarray, float, _generic)) and not isinstance(x, bool)]
-
-
 @dataclass
 class Signature:
     specs: list[InputSpec]

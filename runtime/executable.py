@@ -68,11 +68,11 @@ class Executable:
         self.steps = list(graph.nodes) if steps is None else steps
         self.keepalive = keepalive  # the loaded object code the functions live in
         self.pool = BufferPool()
+        pooled = _poolable(self.steps, outputs) if steps is not None else set()
         self.source, ns = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {},
-                                    self.pool if steps is not None else None)
+                                    self.pool, pooled)
         self.run = ns["run"]
-        self.memory = _memory_model(self.steps, outputs, self.symbols,
-                                    _poolable(self.steps, outputs) if steps is not None else set())
+        self.memory = _memory_model(self.steps, outputs, self.symbols, pooled)
 
 
 def _step_io(s):
@@ -102,12 +102,11 @@ def _poolable(steps, outputs) -> set[int]:
     return {v for v in cands if v not in out_ids and ok.get(v, False)}
 
 
-def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool=None):
+def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
     from runtime.threadpool import parallel_for
     ns: dict = {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
                 "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
                 "_matmul": np.matmul}
-    pooled = _poolable(steps, outputs) if pool is not None else set()
     names: dict[int, str] = {}
     consts: dict[int, str] = {}
 

@@ -8,21 +8,17 @@ import functools
 
 import numpy as np
 
-# numpy's PyArrayObject_fields on 64-bit CPython (ndarraytypes.h)
-DATA_OFFSET, STRIDES_OFFSET = 16, 40
-
-
 class NativeABIError(RuntimeError):
     pass
 
 
 @functools.cache
-def check_array_layout() -> None:
-    """Verify the PyArrayObject offsets the kernels rely on, once."""
+def check_array_layout(data_offset: int, strides_offset: int) -> None:
+    """Verify, once, the PyArrayObject offsets the kernels were compiled to read."""
     a = np.zeros((3, 5), np.float32)[:, ::2]
     base = id(a)
-    data = ctypes.c_void_p.from_address(base + DATA_OFFSET).value
-    strides_ptr = ctypes.c_void_p.from_address(base + STRIDES_OFFSET).value
+    data = ctypes.c_void_p.from_address(base + data_offset).value
+    strides_ptr = ctypes.c_void_p.from_address(base + strides_offset).value
     strides = (ctypes.c_int64 * 2).from_address(strides_ptr)
     if ctypes.sizeof(ctypes.c_void_p) != 8 or data != a.ctypes.data or tuple(strides) != a.strides:
         raise NativeABIError("numpy's array object layout is not the one the kernels read")
@@ -35,5 +31,4 @@ def _prototype(n_arrays: int, n_ints: int, n_floats: int):
 
 
 def kernel_function(address: int, n_arrays: int, n_ints: int, n_floats: int):
-    check_array_layout()
     return _prototype(n_arrays, n_ints, n_floats)(address)
