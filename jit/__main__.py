@@ -107,10 +107,12 @@ def cache_command(clear: bool) -> int:
         return 0
     entries = cache.entries()
     print(f"shapejit compile cache: {cache.directory}")
-    print(f"{'function':30s} {'size':>10s} {'age':>10s}  signature")
+    print(f"{'function':30s} {'kind':8s} {'size':>10s} {'age':>10s}  signature")
     for e in sorted(entries, key=lambda e: e.age_s):
-        print(f"{e.function[:30]:30s} {e.size:>10,d} {_age(e.age_s):>10s}  {e.signature[:80]}")
-    print(f"{len(entries)} entries, {sum(e.size for e in entries):,d} bytes of object code, "
+        print(f"{e.function[:30]:30s} {e.kind:8s} {e.size:>10,d} {_age(e.age_s):>10s}  {e.signature[:80]}")
+    code = sum(e.size for e in entries if e.kind == "artifact")
+    traces = sum(1 for e in entries if e.kind == "trace")
+    print(f"{len(entries)} entries ({traces} saved traces), {code:,d} bytes of object code, "
           f"{cache.volume():,d} bytes on disk (limit {cache.size_limit:,d})")
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 import time
 import types
@@ -12,8 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from jit import pytree
-from jit.compile import BACKENDS, Build, build
+from jit import persist, pytree
+from jit.compile import BACKENDS, Build, build, build_saved
+from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.signature import Signature, classify_call
 from jit.trace import TraceResult, trace
 from jit.tracer import Fallback
@@ -33,11 +35,20 @@ class JitWarning(UserWarning):
 class Entry:
     guards: GuardSet
     run: object  # Executable.run
-    trace: TraceResult
+    out_treedef: object
     executable: Executable
     build: Build | None = None
+    trace: TraceResult | None = None  # None for an entry another process saved, until details()
+    saved: persist.SavedEntry | None = None  # set: loaded from the disk cache, not traced here
     last_dims: tuple | None = None  # memory figures are recomputed when the dims change
     bytes: int = 0
+
+    def details(self) -> tuple[TraceResult, object]:
+        """(trace, plan); a saved entry reads them from its record on first use."""
+        if self.trace is None:
+            self.trace, plan = persist.details(self.saved)
+            self.build.plan = plan
+        return self.trace, self.build.plan if self.build is not None else None
 
     def account(self, dims, m) -> None:
         self.last_dims = dims
@@ -52,6 +63,7 @@ class KeyState:
     eager_reason: str | None = None  # set: this key runs eagerly
     dynamic_dims: frozenset = frozenset()  # dynamic="auto": dims seen to change
     signature: Signature | None = None
+    saved: list | None = None  # saved entries of other processes not yet used (read on the first miss)
 
 
 class JitFunction:
@@ -90,6 +102,8 @@ class JitFunction:
         self._warned_limit = False
         self.log: list[str] = []  # recompile and fallback reasons, in order
         self.metrics = FunctionMetrics(self.__qualname__)
+        self._fingerprint: str | None = None  # jit/fingerprint.py, computed on the first miss
+        self._saving: str | None = None  # why traces are not saved, when they are not
 
     # ----------------------------------------------------------------- call
     def __call__(self, *args, **kwargs):
@@ -117,7 +131,7 @@ class JitFunction:
                         e.account(dims, m)
                     m.bytes_allocated += e.bytes
                     m.latency.observe(_now() - t0)
-                    return pytree.unflatten(e.trace.out_treedef, iter(out))
+                    return pytree.unflatten(e.out_treedef, iter(out))
         return self._miss(key, bound, leaves, treedef, arrays, runtime)
 
     def _bind(self, args, kwargs) -> tuple:
@@ -169,7 +183,7 @@ class JitFunction:
                 if dims is not None:
                     m.slow_calls += 1
                     m.slow_hits["memory"] += 1
-                    return pytree.unflatten(e.trace.out_treedef, iter(e.run(runtime, dims)))
+                    return pytree.unflatten(e.out_treedef, iter(e.run(runtime, dims)))
             m.misses["memory"] += 1
             sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic)
             state.signature = sig
@@ -189,6 +203,20 @@ class JitFunction:
                                   f"new shapes run eagerly", JitWarning, stacklevel=3)
                 self._count_fallback("max_entries", f"max_entries={self.max_entries} reached ({reason})")
                 return self._call_eager(bound)
+            pkey = self._saved_key(key)
+            if pkey is not None:
+                found = self._load_saved(state, pkey, shapes)
+                if found is not None:
+                    entry, dims = found
+                    state.entries.append(entry)
+                    self._n_entries += 1
+                    m.slow_calls += 1
+                    try:
+                        out = entry.run(runtime, dims)
+                    except ShapeMismatch as err:
+                        self._count_fallback("eager_size_changed", f"(one call) eager op output size changed: {err}")
+                        return self._call_eager(bound)
+                    return pytree.unflatten(entry.out_treedef, iter(out))
             t0 = _now()
             try:
                 tr = trace(self.fn, treedef, leaves, sig.specs, dynamic=self.dynamic,
@@ -211,7 +239,63 @@ class JitFunction:
             state.entries.append(entry)
             self._n_entries += 1
             m.slow_calls += 1
+            if pkey is not None and entry.build is not None and entry.build.plan is not None:
+                from runtime.cache import default_cache
+                why = persist.save(default_cache(), pkey,
+                                   lambda: persist.entry_of(tr, entry.guards, entry.build, entry.build.plan),
+                                   self.__qualname__, sig.describe())
+                if why:
+                    self._saving = f"trace not saved: {why}"
             return tr.concrete
+
+    # ------------------------------------------------------- saved traces
+    def _saved_key(self, key) -> str | None:
+        """The disk record of saved traces for this specialization, or None
+        when traces are not saved (reference back end, no disk cache, or a
+        function whose globals have no process-independent identity)."""
+        if self.backend != "llvm" or not persist.enabled():
+            return None
+        from runtime.cache import default_cache
+        if not default_cache().on_disk:
+            return None
+        if self._fingerprint is None and self._saving is None:
+            self._fingerprint, why = function_fingerprint(self.fn)
+            if why:
+                self._saving = f"traces not saved: {why}"
+        if self._fingerprint is None:
+            return None
+        try:
+            options = stable_text((self.dynamic, sorted(self.dims.items()), self.constraints,
+                                   sorted(self.static_argnames), self.backend,
+                                   os.environ.get("SHAPEJIT_BOUNDS_CHECK", "")))
+        except Unstable:
+            return None
+        return persist.key_for(self._fingerprint, key, options)
+
+    def _load_saved(self, state: KeyState, pkey: str, shapes):
+        """(entry, dims) from another process's saved traces whose guards
+        accept these shapes, or None."""
+        from runtime.cache import default_cache
+        if state.saved is None:
+            state.saved = persist.load(default_cache(), pkey)
+        m = self.metrics
+        for i, s in enumerate(state.saved):
+            dims = s.guards.check(shapes)
+            if dims is None:
+                continue
+            del state.saved[i]
+            b = build_saved(s.build)
+            if b is None:  # its object code was evicted: trace and compile as usual
+                return None
+            for stage, sec in b.seconds.items():
+                m.compile_seconds[stage].observe(sec)
+            m.slow_hits["disk"] += 1
+            lg = logger_for("compile")
+            if lg:
+                lg.info("%s: loaded a saved trace (%s) in %.1f ms", self.__qualname__,
+                        state.signature.describe() if state.signature else "", b.seconds["load"] * 1e3)
+            return Entry(s.guards, b.executable.run, s.out_treedef, b.executable, b, saved=s), dims
+        return None
 
     def _build(self, tr: TraceResult, runtime) -> Entry:
         m = self.metrics
@@ -239,7 +323,7 @@ class JitFunction:
             lg.info("%s: built %s (%s) in %s", self.__qualname__, sig,
                     f"cache hit: {b.cache_level}" if b.cache_level else "compiled",
                     ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in b.seconds.items()))
-        return Entry(guards, b.executable.run, tr, b.executable, b)
+        return Entry(guards, b.executable.run, tr.out_treedef, b.executable, b, trace=tr)
 
     def _count_fallback(self, category: str, text: str) -> None:
         self.metrics.fallbacks[category] += 1
@@ -288,21 +372,25 @@ class JitFunction:
             if state.eager_reason:
                 lines.append(f"  runs eagerly: {state.eager_reason}")
             for k, e in enumerate(state.entries):
-                lines.append(f"  entry {k}:")
+                lines.append(f"  entry {k}:" + (" (a saved trace from the disk cache: not traced in this process)"
+                                                if e.saved is not None else ""))
+                tr, plan = e.details()
                 lines.append("    guards:" + ("" if e.guards.checks else " none (every shape of this signature)"))
                 lines += ["      " + g for g in e.guards.describe()]
-                syms = e.trace.env.symbols
+                syms = tr.env.symbols
                 if syms:
                     lines.append("    dims: " + ", ".join(
-                        f"{s} = {i.source}" for s, i in syms.items() if s not in e.trace.env.replacements))
-                if e.trace.eager_nodes:
+                        f"{s} = {i.source}" for s, i in syms.items() if s not in tr.env.replacements))
+                if tr.eager_nodes:
                     lines.append("    eager nodes (run in numpy between traced segments):")
-                    lines += ["      " + x for x in e.trace.eager_nodes]
+                    lines += ["      " + x for x in tr.eager_nodes]
                 lines.append("    graph:")
-                lines += ["      " + x for x in repr(e.trace.graph).splitlines()]
-                if e.build is not None and e.build.plan is not None:
+                lines += ["      " + x for x in repr(tr.graph).splitlines()]
+                if plan is not None:
                     lines.append("    clusters (after passes):")
-                    lines += ["      " + x for x in e.build.plan.describe().splitlines()]
+                    lines += ["      " + x for x in plan.describe().splitlines()]
+        if self._saving:
+            lines.append(f"\n{self._saving}")
         if self.log:
             lines.append("\nrecompiles and fallbacks:")
             lines += ["  " + x for x in self.log]
@@ -347,7 +435,7 @@ def _as_function(target):
 
 def _changed_dims(entry: Entry, shapes) -> frozenset:
     changed = set()
-    for d in entry.trace.input_dims:
+    for d in entry.details()[0].input_dims:
         expr = d.symbol
         if getattr(expr, "is_Integer", False) and shapes[d.arg][d.axis] != int(expr):
             changed.add((d.arg, d.axis))

@@ -8,10 +8,20 @@ import time
 from dataclasses import dataclass, field
 
 
+import llvmlite
+import llvmlite.binding as llvm
+
 from clustering import partition, run_pipeline
 from clustering.partition import Kernel, Plan
+from codegen.artifact import Artifact, ArtifactError
+from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
+from codegen.llvm import host_target
+from codegen.lower import compile_module, emit_plan
 from jit.trace import TraceResult
-from runtime.executable import Executable, KernelCall, OutputSpec
+from runtime.cache import build_id, content_key, default_cache
+from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable
+from runtime.loader import LoadError, load
+from runtime.native import check_array_layout, kernel_function
 from shapes.ir import ArrayConst, Graph
 from shapes.verify import checks_enabled
 
@@ -28,6 +38,22 @@ class Build:
     plan: Plan | None = None
     seconds: dict = field(default_factory=dict)
     cache_level: str | None = None  # "memory" | "disk" when the object code came from the cache
+    artifact_key: str | None = None  # the object code's cache key (None: no kernels)
+    abis: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SavedBuild:
+    """What a new process needs to rebuild the Executable without tracing,
+    passes, code generation or sympy (jit/persist.py pickles it): plain data."""
+    executable: PortableExecutable
+    kernels: tuple        # (symbol, n_arrays, n_ints, n_floats) of each kernel
+    artifact_key: str | None
+    layout: tuple         # the array-struct offsets the kernels read
+
+    @staticmethod
+    def of(b: Build) -> "SavedBuild":
+        return SavedBuild(b.executable.portable, _kernels(b.abis), b.artifact_key, (DATA_OFFSET, STRIDES_OFFSET))
 
 
 def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], name: str,
@@ -42,20 +68,14 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     t1 = time.perf_counter()
     times["passes"] = t1 - t0
     contiguous = _contiguous_values(g, plan, input_contiguous)
-    from codegen.lower import emit_plan
-    from runtime.native import kernel_function
     checked = os.environ.get("SHAPEJIT_BOUNDS_CHECK", "") not in ("", "0")
     text, abis = emit_plan(plan, contiguous, checked)
     t2 = time.perf_counter()
     times["codegen"] = t2 - t1
-    functions, loaded, level = {}, None, None
+    functions, loaded, level, key = {}, None, None, None
     if abis:
-        from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
-        from runtime.native import check_array_layout
-        check_array_layout(DATA_OFFSET, STRIDES_OFFSET)
-        artifact, loaded, level = _artifact(text, abis, checked, name, signature)
-        for a in abis:
-            functions[a.symbol] = kernel_function(loaded.address(a.symbol), a.n_arrays, a.n_ints, a.n_floats)
+        key, loaded, level = _artifact(text, abis, checked, name, signature)
+        functions = _functions(loaded, _kernels(abis), (DATA_OFFSET, STRIDES_OFFSET))
     t3 = time.perf_counter()
     times["llvm" if level is None else "load"] = t3 - t2
     by_kernel = {id(k): a for k, a in zip(plan.kernels(), abis)}
@@ -70,37 +90,68 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     defined = {o.id for n in g.nodes for o in n.outputs}
     dd = [d for d in tr.dd_dims if d.value_id in defined]
     exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded)
-    return Build(exe, plan, times, level)
+    return Build(exe, plan, times, level, key, abis)
+
+
+def build_saved(saved: SavedBuild) -> Build | None:
+    """The Executable of a saved build, linking its object code from the
+    cache; None when the object code is not there (or not valid) any more."""
+    t0 = time.perf_counter()
+    functions, loaded, level = {}, None, "memory"
+    if saved.kernels:
+        found = _cached(default_cache(), saved.artifact_key, [k[0] for k in saved.kernels])
+        if found is None:
+            return None
+        loaded, level = found
+        functions = _functions(loaded, saved.kernels, saved.layout)
+    exe = Executable.from_portable(saved.executable, functions, keepalive=loaded)
+    return Build(exe, None, {"load": time.perf_counter() - t0}, level, saved.artifact_key)
+
+
+def _functions(loaded, kernels, layout) -> dict:
+    """ctypes callables of the loaded kernels: (symbol, n_arrays, n_ints,
+    n_floats) each; `layout` is the array-struct offsets they were generated
+    for, checked against this numpy."""
+    check_array_layout(*layout)
+    return {sym: kernel_function(loaded.address(sym), na, ni, nf) for sym, na, ni, nf in kernels}
+
+
+def _kernels(abis) -> tuple:
+    return tuple((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)
 
 
 def _artifact(text: str, abis, checked: bool, name: str, signature: str):
-    """Object code for `text`: from the cache when a valid entry exists
-    (checksum and versions verified before anything is linked), else LLVM."""
-    from codegen.artifact import Artifact, ArtifactError
-    from codegen.lower import compile_module
-    from runtime.cache import SHAPEJIT_VERSION, content_key, default_cache
-    from runtime.loader import load
+    """(key, loaded object code, cache level) for `text`: from the cache when
+    a valid entry exists, else compiled by LLVM (level None)."""
     cache = default_cache()
-    key = content_key(text, target_description(), SHAPEJIT_VERSION, f"checked={checked}")
-    blob, level = cache.get(key)
-    if blob is not None:
-        try:
-            artifact = Artifact.from_bytes(blob)
-            if [k.symbol for k in artifact.kernels] != [a.symbol for a in abis]:
-                raise ArtifactError("kernel list does not match")
-            return artifact, load(artifact), level
-        except ArtifactError:
-            cache.drop(key)
-            cache.stats.corrupt += 1
+    key = content_key(text, target_description(), build_id(), f"checked={checked}")
+    found = _cached(cache, key, [a.symbol for a in abis])
+    if found is not None:
+        return key, found[0], found[1]
     artifact = compile_module(text, abis, {"function": name})
     cache.put(key, artifact.to_bytes(), name, signature)
-    return artifact, load(artifact), None
+    return key, load(artifact), None
+
+
+def _cached(cache, key: str, symbols: list):
+    """(loaded, level) for a valid cached artifact with exactly these kernels;
+    checksum, versions and host are verified before anything is linked, and
+    a bad entry is counted and dropped."""
+    blob, level = cache.get(key)
+    if blob is None:
+        return None
+    try:
+        artifact = Artifact.from_bytes(blob)
+        if [k.symbol for k in artifact.kernels] != symbols:
+            raise ArtifactError("kernel list does not match")
+        return load(artifact), level
+    except (ArtifactError, LoadError):
+        cache.drop(key)
+        cache.stats.corrupt += 1
+        return None
 
 
 def target_description() -> str:
-    import llvmlite
-    import llvmlite.binding as llvm
-    from codegen.llvm import host_target
     tm = host_target()
     return "|".join([tm.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
                      ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__])

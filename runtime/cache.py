@@ -10,6 +10,7 @@ degrades to memory only, with one warning.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -17,12 +18,51 @@ import time
 import warnings
 from dataclasses import dataclass
 
+import diskcache
+
 DEFAULT_SIZE = 1 << 30
 SHAPEJIT_VERSION = "0.1.0"
+_PACKAGES = ("jit", "shapes", "clustering", "codegen", "runtime")
+_SEAL = b"SJSEAL1\0"
 
 
 class CacheWarning(UserWarning):
     pass
+
+
+class CorruptEntry(Exception):
+    """A cache record whose bytes do not match their checksum."""
+
+
+@functools.cache
+def build_id() -> str:
+    """The version plus a digest of shapejit's own sources: keys change with
+    the compiler's code, even between releases (editable installs)."""
+    h = hashlib.sha256()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for pkg in _PACKAGES:
+        d = os.path.join(root, pkg)
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else ():
+            if name.endswith(".py"):
+                h.update(f"{pkg}/{name}\0".encode())
+                with open(os.path.join(d, name), "rb") as f:
+                    h.update(f.read())
+    return f"{SHAPEJIT_VERSION}+{h.hexdigest()[:16]}"
+
+
+def seal(payload: bytes) -> bytes:
+    """Bytes with a header and checksum, for records that are not Artifacts."""
+    return _SEAL + hashlib.sha256(payload).digest() + payload
+
+
+def unseal(blob: bytes) -> bytes:
+    n = len(_SEAL)
+    if not blob.startswith(_SEAL) or len(blob) < n + 32:
+        raise CorruptEntry("not a sealed record")
+    digest, payload = blob[n:n + 32], blob[n + 32:]
+    if hashlib.sha256(payload).digest() != digest:
+        raise CorruptEntry("checksum mismatch")
+    return payload
 
 
 def default_dir() -> str:
@@ -56,6 +96,7 @@ class Entry:
     age_s: float
     function: str
     signature: str
+    kind: str = "artifact"  # "artifact" (object code) | "trace" (saved traces, jit/persist.py)
 
 
 class ArtifactCache:
@@ -77,7 +118,6 @@ class ArtifactCache:
 
     def _open(self) -> None:
         try:
-            import diskcache
             os.makedirs(self.directory, exist_ok=True)
             probe = os.path.join(self.directory, f".probe-{os.getpid()}")
             with open(probe, "w") as f:
@@ -118,13 +158,14 @@ class ArtifactCache:
         self.stats.misses += 1
         return None, None
 
-    def put(self, key: str, artifact: bytes, function: str = "", signature: str = "") -> None:
+    def put(self, key: str, artifact: bytes, function: str = "", signature: str = "",
+            kind: str = "artifact") -> None:
         with self._lock:
             self._memory[key] = artifact
         if self._disk is None:
             return
         rec = {"artifact": artifact, "function": function, "signature": signature, "time": time.time(),
-               "version": SHAPEJIT_VERSION}
+               "version": build_id(), "kind": kind}
         try:
             self._disk.set(key, rec)
             self.stats.writes += 1
@@ -155,7 +196,7 @@ class ArtifactCache:
                 out.append(Entry(key, 0, 0.0, "?", "corrupt"))
                 continue
             out.append(Entry(key, len(rec.get("artifact", b"")), now - rec.get("time", now),
-                             rec.get("function", "?"), rec.get("signature", "")))
+                             rec.get("function", "?"), rec.get("signature", ""), rec.get("kind", "artifact")))
         return out
 
     def volume(self) -> int:

@@ -16,7 +16,7 @@ import sympy
 
 from shapes.ir import ArrayConst, Graph
 from shapes.ops import OPS
-from shapes.pyexpr import to_python
+from shapes.pyexpr import compile_source, exprs_source, to_python
 from runtime.bufferpool import BufferPool
 
 
@@ -55,6 +55,16 @@ PARALLEL_MIN_WORK = 1 << 17
 CHUNK_MIN_WORK = 1 << 15
 
 
+@dataclass(frozen=True)
+class PortableExecutable:
+    """An Executable as plain data, for another process: the generated
+    source, how to rebuild each constant it names, and the memory model's
+    source.  Rebuilding it needs no graph and no sympy."""
+    source: str
+    consts: dict          # name -> ("value", obj) | ("op", op name) | ("kernel", symbol) | ("errcell",)
+    memory_source: str
+
+
 class Executable:
     """`steps` are graph Nodes (run with their numpy reference) and
     KernelCalls (run natively through `functions[symbol]`)."""
@@ -69,10 +79,34 @@ class Executable:
         self.keepalive = keepalive  # the loaded object code the functions live in
         self.pool = BufferPool()
         pooled = _poolable(self.steps, outputs) if steps is not None else set()
-        self.source, ns = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {},
-                                    self.pool, pooled)
+        source, ns, consts = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {},
+                                       self.pool, pooled)
         self.run = ns["run"]
-        self.memory = _memory_model(self.steps, outputs, self.symbols, pooled)
+        memory_source = _memory_model(self.steps, outputs, self.symbols, pooled)
+        self.memory = _memory_function(memory_source)
+        self.portable = PortableExecutable(source, consts, memory_source)
+
+    @property
+    def source(self) -> str:
+        return self.portable.source
+
+    @classmethod
+    def from_portable(cls, p: PortableExecutable, functions: dict, keepalive=None) -> "Executable":
+        """The Executable another process built (graph, steps and outputs are
+        not kept: explain() reads them from the saved trace)."""
+        self = cls.__new__(cls)
+        self.graph = self.outputs = None
+        self.symbols, self.steps = [], []
+        self.keepalive = keepalive
+        self.pool = BufferPool()
+        ns = _base_namespace(self.pool)
+        for name, recipe in p.consts.items():
+            ns[name] = _rebuild_const(recipe, functions)
+        exec(compile(p.source, "<shapejit executable>", "exec"), ns)
+        self.run = ns["run"]
+        self.memory = _memory_function(p.memory_source)
+        self.portable = p
+        return self
 
 
 def _step_io(s):
@@ -102,19 +136,40 @@ def _poolable(steps, outputs) -> set[int]:
     return {v for v in cands if v not in out_ids and ok.get(v, False)}
 
 
-def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
+def _base_namespace(pool) -> dict:
     from runtime.threadpool import parallel_for
-    ns: dict = {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
-                "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
-                "_matmul": np.matmul}
+    return {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
+            "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
+            "_matmul": np.matmul, "_item": _item}
+
+
+def _rebuild_const(recipe: tuple, functions: dict):
+    kind = recipe[0]
+    if kind == "value":
+        return recipe[1]
+    if kind == "op":
+        return OPS[recipe[1]].ref
+    if kind == "kernel":
+        return functions[recipe[1]]
+    if kind == "errcell":
+        return ctypes.addressof(_ERRCELL)
+    raise ValueError(f"unknown constant recipe {recipe!r}")
+
+
+def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
+    """-> (source, namespace, consts): consts says how to rebuild each
+    constant the source names (PortableExecutable)."""
+    ns = _base_namespace(pool)
     names: dict[int, str] = {}
     consts: dict[int, str] = {}
+    recipes: dict[str, tuple] = {}
 
-    def const(obj) -> str:
+    def const(obj, recipe: tuple | None = None) -> str:
         key = id(obj)
         if key not in consts:
             consts[key] = f"_k{len(consts)}"
             ns[consts[key]] = obj
+            recipes[consts[key]] = recipe or ("value", obj)
         return consts[key]
 
     def attr_src(a) -> str:
@@ -168,7 +223,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
         if n.op == "dim":
             lines.append(f"    {outs} = {to_python(n.attr('expr'))}")
             continue
-        fn = const(OPS[n.op].ref)
+        fn = const(OPS[n.op].ref, ("op", n.op))
         if n.op == "eager":
             lines.append(f"    _r = {const(n.attr('call'))}([{args}])")
             lines.append(f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')")
@@ -184,7 +239,6 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
         call = f"{fn}({args}{kw})" if args else f"{fn}({kw[2:]})"
         if len(n.outputs) == 1 and n.outputs[0].weak:
             call = f"_item({call})"
-            ns["_item"] = _item
         lines.append(f"    {outs} = {call}")
     rets = []
     for o in outputs:
@@ -197,7 +251,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
     lines.append("    return [" + ", ".join(rets) + "]")
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<shapejit executable>", "exec"), ns)
-    return source, ns
+    return source, ns, recipes
 
 
 def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
@@ -215,12 +269,12 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
         if a[0] == "array":
             args.append(names[a[1]])
         elif a == ("int", "errcell"):
-            args.append(const(ctypes.addressof(_ERRCELL)))
+            args.append(const(ctypes.addressof(_ERRCELL), ("errcell",)))
         elif a[0] == "int":
             args.append(to_python(a[1]))
         else:
             args.append(f"float({names[a[1]]})")
-    fn = const(functions[kc.symbol])
+    fn = const(functions[kc.symbol], ("kernel", kc.symbol))
     rows, inner = to_python(kc.rows), to_python(kc.inner)
     argt = "(" + "".join(x + ", " for x in args) + ")"
     lines.append(f"    _n = {rows}")
@@ -255,12 +309,11 @@ def _item(x):
 _VIEWS = {"reshape", "transpose", "getitem", "broadcast_to", "const", "dim"}
 
 
-def _memory_model(steps, outputs, symbols, pooled):
-    """A function of the bound dims giving (bytes allocated per call, peak
-    live bytes of a call): sizes of the arrays the steps create, pooled
-    buffers counted as live but not as allocated.  Sizes that depend on
-    data-dependent dims (eager ops) are left out."""
-    from shapes.pyexpr import compile_exprs
+def _memory_model(steps, outputs, symbols, pooled) -> str:
+    """The source of a function of the bound dims giving (bytes allocated per
+    call, peak live bytes of a call): sizes of the arrays the steps create,
+    pooled buffers counted as live but not as allocated.  Sizes that depend
+    on data-dependent dims (eager ops) are left out."""
     sizes: dict[int, object] = {}
     allocated = sympy.Integer(0)
     for st in steps:
@@ -290,7 +343,11 @@ def _memory_model(steps, outputs, symbols, pooled):
                 live -= sizes.get(vid, 0)
     # max() in Python: a sympy Max of many terms spends seconds simplifying
     uniq = list(dict.fromkeys(sympy.expand(p) for p in peaks)) or [sympy.Integer(0)]
-    sizes_fn = compile_exprs([sympy.expand(allocated)] + uniq, symbols)
+    return exprs_source([sympy.expand(allocated)] + uniq, symbols)
+
+
+def _memory_function(source: str):
+    sizes_fn = compile_source(source)
 
     def memory(*dims):
         r = sizes_fn(*dims)

@@ -20,9 +20,12 @@ import threading
 
 import llvmlite.binding as llvm
 
-from codegen.artifact import Artifact, ArtifactError, KernelInfo
+__all__ = ["load", "LoadedArtifact", "LoadError", "kernel_cfunctype", "check_host_compatible"]
 
-__all__ = ["load", "LoadedArtifact", "kernel_cfunctype", "check_host_compatible"]
+
+class LoadError(ValueError):
+    """Object code that cannot be linked here: built for another CPU, or a
+    symbol missing."""
 
 _lock = threading.Lock()
 _lib_counter = itertools.count()
@@ -61,11 +64,11 @@ def _host() -> tuple[str, str, str]:
     )
 
 
-def check_host_compatible(artifact: Artifact) -> None:
-    """Raise ArtifactError unless the artifact was built for this machine."""
+def check_host_compatible(artifact) -> None:
+    """Raise LoadError unless the artifact was built for this machine."""
     triple, cpu, features = _host()
     if (artifact.triple, artifact.cpu, artifact.features) != (triple, cpu, features):
-        raise ArtifactError(
+        raise LoadError(
             f"artifact was compiled for {artifact.triple}/{artifact.cpu} with "
             f"different CPU features; this host is {triple}/{cpu}"
         )
@@ -80,7 +83,7 @@ class LoadedArtifact:
     alive; raw ``addresses`` are only valid while this object is.
     """
 
-    def __init__(self, artifact: Artifact, tracker, lljit):
+    def __init__(self, artifact, tracker, lljit):
         self.artifact = artifact
         self._tracker = tracker  # owns the JIT library
         self._lljit = lljit  # must outlive the tracker
@@ -89,7 +92,7 @@ class LoadedArtifact:
         for k in artifact.kernels:
             addr = tracker[k.symbol]
             if not addr:
-                raise ArtifactError(f"symbol {k.symbol!r} not found in object code")
+                raise LoadError(f"symbol {k.symbol!r} not found in object code")
             self.addresses[k.symbol] = addr
             proto = kernel_cfunctype(k.n_ptr_args, k.n_int_args, k.n_float_args)
             func = proto(addr)
@@ -104,18 +107,21 @@ class LoadedArtifact:
     def address(self, symbol: str) -> int:
         return self.addresses[symbol]
 
-    def kernel(self, symbol: str) -> KernelInfo:
+    def kernel(self, symbol: str):
         return self.artifact.kernel(symbol)
 
     def __repr__(self) -> str:
         return f"<LoadedArtifact {sorted(self.functions)}>"
 
 
-def load(artifact: Artifact, check_host: bool = True) -> LoadedArtifact:
+def load(artifact, check_host: bool = True) -> LoadedArtifact:
     """Link the artifact's object code into the process (thread safe).
 
-    With ``check_host`` (default) an artifact compiled for another CPU is
-    rejected with ArtifactError instead of risking illegal instructions.
+    `artifact` is codegen's Artifact, read through its plain fields
+    (object_code, kernels with symbol and argument counts, triple, cpu,
+    features); the runtime does not import codegen.  With ``check_host``
+    (default) an artifact compiled for another CPU is rejected with LoadError
+    instead of risking illegal instructions.
     """
     if check_host:
         check_host_compatible(artifact)
@@ -131,5 +137,5 @@ def load(artifact: Artifact, check_host: bool = True) -> LoadedArtifact:
         try:
             tracker = builder.link(lljit, name)
         except RuntimeError as e:
-            raise ArtifactError(f"cannot link artifact object code: {e}") from e
+            raise LoadError(f"cannot link artifact object code: {e}") from e
     return LoadedArtifact(artifact, tracker, lljit)

@@ -76,11 +76,23 @@ class GuardSet:
         self.checks = uniq
         self.bind_lines = bind_lines
         self.source = self._source()
+        self._compile()
+
+    def _compile(self) -> None:
         ns: dict = {}
         exec(compile(self.source, "<shapejit guard>", "exec"), ns)
         self.check = ns["check"]
-        self._each = [eval(compile(f"lambda sh: ({_wrap(bind_lines)}{c.code})", "<guard>", "eval"))
+        self._each = [eval(compile(f"lambda sh: ({_wrap(self.bind_lines)}{c.code})", "<guard>", "eval"))
                       for c in self.checks]
+
+    # Saved with a trace (jit/persist.py): the text is kept, the functions are
+    # compiled again when loaded.
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("check", "_each")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._compile()
 
     def _source(self) -> str:
         body = ["def check(sh):"]

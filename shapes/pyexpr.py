@@ -59,6 +59,15 @@ def to_python(e) -> str:
 
 def compile_exprs(exprs, symbols) -> "callable":
     """One function of the symbol values returning the tuple of exprs."""
+    return compile_source(exprs_source(exprs, symbols))
+
+
+def exprs_source(exprs, symbols) -> str:
+    """The source of compile_exprs' function: a lambda, plain text."""
     args = ", ".join(s.name for s in symbols)
     body = ", ".join(to_python(e) for e in exprs)
-    return eval(compile(f"lambda {args}: ({body}{',' if len(exprs) == 1 else ''})", "<shape>", "eval"))
+    return f"lambda {args}: ({body}{',' if len(exprs) == 1 else ''})"
+
+
+def compile_source(source: str) -> "callable":
+    return eval(compile(source, "<shape>", "eval"))

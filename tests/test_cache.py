@@ -135,7 +135,9 @@ def test_cache_command_lists_and_clears(tmp_path):
     out = subprocess.run([sys.executable, "-m", "jit", "cache"], env=env, capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert "layer" in out.stdout and "1 entries" in out.stdout
+    assert "layer" in out.stdout and "2 entries (1 saved traces)" in out.stdout
+    kinds = {line.split()[1] for line in out.stdout.splitlines() if line.startswith("layer")}
+    assert kinds == {"artifact", "trace"}
     out = subprocess.run([sys.executable, "-m", "jit", "cache", "--clear"], env=env, capture_output=True,
                          text=True, timeout=60, cwd=ROOT)
-    assert out.returncode == 0 and "cleared 1" in out.stdout
+    assert out.returncode == 0 and "cleared 2" in out.stdout

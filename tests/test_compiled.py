@@ -137,12 +137,13 @@ def test_empty_and_size_one_shapes():
 
 
 def test_compile_failure_falls_back_to_reference_with_a_warning(monkeypatch):
-    import codegen.lower
+    import importlib
+    compile_mod = importlib.import_module("jit.compile")
 
     def broken(*a, **k):
         raise RuntimeError("simulated LLVM failure")
 
-    monkeypatch.setattr(codegen.lower, "emit_plan", broken)
+    monkeypatch.setattr(compile_mod, "emit_plan", broken)
     f = jit(lambda x: np.exp(x) + 1)
     from jit import JitWarning
     with pytest.warns(JitWarning, match="simulated LLVM failure"):
@@ -219,6 +220,11 @@ if given is not None:
                  "step": base[tuple(slice(0, 2 * d, 2) for d in s)]}[view]
             y = rng.standard_normal(s[-1:]).astype(dtype)
             with np.errstate(all="ignore"):
-                want = f(x, y)
+                try:
+                    want = f(x, y)
+                except ValueError:  # e.g. max over an empty axis: shapejit raises as numpy does
+                    with pytest.raises(ValueError):
+                        jf(x, y)
+                    continue
                 got = jf(x, y)
             assert_like_numpy(got, want, ulps=16, atol=1e-5 * (1 + float(np.nanmax(np.abs(want), initial=0))))

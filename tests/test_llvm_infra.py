@@ -17,7 +17,7 @@ from llvmlite import ir
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.llvm import I64, compile_ir, for_range, host_target, loop_nest, optimize_ir
 from runtime import threadpool
-from runtime.loader import load
+from runtime.loader import LoadError, load
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F32 = ir.FloatType()
@@ -207,7 +207,7 @@ def test_non_json_metadata_rejected(axpb_artifact):
 
 def test_foreign_cpu_rejected(axpb_artifact):
     other = dataclasses.replace(axpb_artifact, cpu="some-other-cpu")
-    with pytest.raises(ArtifactError, match="compiled for"):
+    with pytest.raises(LoadError, match="compiled for"):
         load(other)
 
 

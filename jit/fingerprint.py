@@ -1,0 +1,224 @@
+"""What a trace depends on besides its arguments, as a digest that is the
+same in every process: the function's code and, recursively, every global,
+closure cell and default it may read.
+
+A saved trace (jit/persist.py) is reused by a new process only when this
+digest matches, so editing the function, a helper it calls, or a constant it
+reads makes the saved trace a miss.  Values that cannot be identified across
+processes (arbitrary objects, user classes, bound methods) make the function
+unfingerprintable: it is then traced in every process, as before.
+
+Library code (the standard library and installed packages) is identified by
+name and the package's version, not by its code; user code (anything else,
+including editable installs) by its code.  Names are collected statically from
+each code object's `co_names`, an over-approximation of what it can read.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import sysconfig
+import types
+
+import numpy as np
+
+MAX_ARRAY_BYTES = 256 << 20  # larger globals are not hashed: the function is traced each process
+
+
+class Unstable(Exception):
+    """A value with no identity that survives the process."""
+
+
+def function_fingerprint(fn) -> tuple[str | None, str | None]:
+    """(hex digest, None), or (None, why it cannot be fingerprinted)."""
+    h = hashlib.sha256()
+    try:
+        _Hasher(h).value(fn, "the function")
+    except Unstable as e:
+        return None, str(e)
+    except RecursionError:
+        return None, "its globals nest too deeply to fingerprint"
+    return h.hexdigest(), None
+
+
+def stable_text(obj) -> str:
+    """A text form of a specialization key that is the same in every process;
+    raises Unstable for values that have none (e.g. an object keyed by id)."""
+    h = _Hasher(None)
+    h.value(obj, "a static argument")
+    return "".join(h.parts)
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+
+
+@functools.cache
+def _is_library_module(name: str) -> bool:
+    root = name.partition(".")[0]
+    if root in sys.builtin_module_names or root in sys.stdlib_module_names:
+        return True
+    mod = sys.modules.get(root)
+    path = getattr(mod, "__file__", None)
+    if path is None:
+        return False  # a namespace package or something generated: treat as user code
+    return os.path.realpath(path).startswith(_library_dirs())
+
+
+def _library_version(name: str) -> str:
+    root = name.partition(".")[0]
+    if root in sys.stdlib_module_names or root in sys.builtin_module_names:
+        return sys.version.split()[0]
+    return str(getattr(sys.modules.get(root), "__version__", "?"))
+
+
+class _Hasher:
+    def __init__(self, h):
+        self.h = h
+        self.parts: list[str] = []
+        self.seen: set[int] = set()
+
+    def put(self, s: str) -> None:
+        if self.h is None:
+            self.parts.append(s)
+        else:
+            self.h.update(s.encode())
+        self._sep()
+
+    def _sep(self) -> None:
+        if self.h is None:
+            self.parts.append("\0")
+        else:
+            self.h.update(b"\0")
+
+    # -------------------------------------------------------------- values
+    def value(self, v, where: str) -> None:
+        t = type(v)
+        if v is None or t in (bool, int, float, complex, str, bytes):
+            self.put(f"{t.__name__}:{v!r}")
+        elif t in (tuple, list):
+            self.put(f"{t.__name__}[{len(v)}")
+            for x in v:
+                self.value(x, where)
+        elif t in (set, frozenset):
+            self.put(f"{t.__name__}[{len(v)}")
+            for x in sorted(v, key=repr):
+                self.value(x, where)
+        elif t is dict:
+            self.put(f"dict[{len(v)}")
+            for k in v:
+                self.value(k, where)
+                self.value(v[k], where)
+        elif isinstance(v, np.ndarray):
+            self.array(v, where)
+        elif isinstance(v, np.generic):
+            self.put(f"np:{v.dtype.str}:{v!r}")
+        elif isinstance(v, np.dtype):
+            self.put(f"dtype:{v.str}")
+        elif isinstance(v, types.ModuleType):
+            self.put(f"module:{v.__name__}")
+        elif isinstance(v, types.FunctionType):
+            self.function(v, where)
+        elif isinstance(v, types.CodeType):
+            self.code(v, None, where)
+        elif isinstance(v, functools.partial):
+            self.put("partial")
+            self.value(v.func, where)
+            self.value(v.args, where)
+            self.value(v.keywords, where)
+        elif hasattr(v, "__wrapped__") and type(v).__name__ == "JitFunction":
+            self.put("jit")
+            self.value(v.__wrapped__, where)
+        elif isinstance(v, type) or callable(v):
+            self.named(v, where)
+        else:
+            raise Unstable(f"{where} is a {t.__module__}.{t.__qualname__} object")
+
+    def array(self, a: np.ndarray, where: str) -> None:
+        if a.dtype.hasobject:
+            raise Unstable(f"{where} is an object array")
+        if a.nbytes > MAX_ARRAY_BYTES:
+            raise Unstable(f"{where} is an array of {a.nbytes} bytes (over {MAX_ARRAY_BYTES})")
+        self.put(f"ndarray:{a.dtype.str}:{a.shape}")
+        data = hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).data).hexdigest()
+        self.put(data)
+
+    def named(self, v, where: str) -> None:
+        """A class, builtin, ufunc or other callable from a library, by name."""
+        mod = getattr(v, "__module__", None) or ""
+        qual = getattr(v, "__qualname__", None) or getattr(v, "__name__", None)
+        if isinstance(v, np.ufunc):
+            mod, qual = "numpy", v.__name__
+        if not qual or not _is_library_module(mod or "builtins"):
+            t = type(v)
+            raise Unstable(f"{where} is {'the class' if isinstance(v, type) else 'a'} "
+                           f"{mod}.{qual or t.__qualname__}, defined outside a library")
+        self.put(f"lib:{mod}.{qual}=={_library_version(mod or 'builtins')}")
+
+    def function(self, f: types.FunctionType, where: str) -> None:
+        mod = f.__module__ or ""
+        if _is_library_module(mod):
+            self.put(f"lib:{mod}.{f.__qualname__}=={_library_version(mod)}")
+            return
+        if id(f) in self.seen:
+            self.put(f"recursive:{f.__qualname__}")
+            return
+        self.seen.add(id(f))
+        self.put(f"function:{f.__qualname__}")
+        self.value(f.__defaults__, f"a default of {f.__qualname__}")
+        self.value(f.__kwdefaults__, f"a default of {f.__qualname__}")
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # an empty cell: a name assigned later in the enclosing scope
+                contents = None
+            self.put(f"cell:{name}")
+            self.value(contents, f"closure variable {name!r} of {f.__qualname__}")
+        self.code(f.__code__, f.__globals__, f.__qualname__)
+
+    def code(self, c: types.CodeType, globals_: dict | None, where: str) -> None:
+        """The code itself (not its file or line numbers) and, when the
+        globals are known, every global its names may refer to."""
+        self.put(f"code:{c.co_name}:{c.co_argcount}:{c.co_kwonlyargcount}:{c.co_flags}")
+        self.h_bytes(c.co_code)
+        self.put(repr((c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)))
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                self.code(k, globals_, where)
+            else:
+                self.value(k, f"a constant of {where}")
+        if globals_ is None:
+            return
+        names = _all_names(c)
+        builtins = globals_.get("__builtins__", __builtins__)
+        builtins = builtins if isinstance(builtins, dict) else vars(builtins)
+        for name in sorted(names):
+            if name in globals_:
+                v = globals_[name]
+                self.put(f"global:{name}")
+                self.value(v, f"global {name!r} of {where}")
+                if isinstance(v, types.ModuleType) and not _is_library_module(v.__name__):
+                    # a user module read as `cfg.SCALE`: its attributes named in the code
+                    for attr in sorted(names):
+                        if not attr.startswith("__") and attr in vars(v):
+                            self.put(f"attr:{name}.{attr}")
+                            self.value(vars(v)[attr], f"{name}.{attr}")
+            elif name in builtins:
+                self.put(f"builtin:{name}")
+
+    def h_bytes(self, b: bytes) -> None:
+        self.put(hashlib.sha256(b).hexdigest())
+
+
+@functools.lru_cache(maxsize=1024)
+def _all_names(c: types.CodeType) -> frozenset:
+    names = set(c.co_names)
+    for k in c.co_consts:
+        if isinstance(k, types.CodeType):
+            names |= _all_names(k)
+    return frozenset(names)

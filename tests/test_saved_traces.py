@@ -1,0 +1,194 @@
+"""Saved traces (jit/persist.py): a new process serves a function another
+process traced, without tracing or compiling, and never when the function,
+something it reads, or the shapes its guards accept differ."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from jit.fingerprint import Unstable, function_fingerprint, stable_text
+from runtime.cache import ArtifactCache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The jitted function lives in model.py (user code, fingerprinted by its
+# code); the driver calls it once per requested row count and reports.
+DRIVER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from jit import jit
+    import model
+
+    f = jit(model.fn)
+    report = {"ok": True}
+    for rows in map(int, sys.argv[1:]):
+        x = np.random.default_rng(rows).standard_normal((rows, 24)).astype(np.float32)
+        y = f(x)
+        ref = model.fn(x)
+        report["ok"] &= bool(y.shape == ref.shape and y.dtype == ref.dtype and np.allclose(y, ref, rtol=1e-5, atol=1e-6))
+    report.update(f.stats())
+    report["explain"] = f.explain()
+    print(json.dumps(report))
+""")
+
+MODEL = """
+import numpy as np
+SCALE = 2.0
+
+def helper(y):
+    return np.tanh(y) * SCALE
+
+def fn(x):
+    return helper(x + 1.0) - x.mean(-1, keepdims=True)
+"""
+
+
+def run(tmp_path, rows, model=MODEL, extra=None, env_extra=None):
+    (tmp_path / "model.py").write_text(textwrap.dedent(model))
+    for name, text in (extra or {}).items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("SHAPEJIT_TRACE_CACHE", None)
+    env.update(env_extra or {})
+    out = subprocess.run([sys.executable, str(tmp_path / "driver.py"), *map(str, rows)], env=env,
+                         capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_process_serves_new_shapes_without_tracing(tmp_path):
+    first = run(tmp_path, [37])
+    assert first["ok"] and first["traces"] == 1 and first["compiles"] == 1
+    second = run(tmp_path, [1234, 5])  # shapes the first process never saw
+    assert second["ok"]
+    assert second["traces"] == 0 and second["compiles"] == 0
+    assert second["cache_hits_disk"] == 1
+    assert "a saved trace from the disk cache" in second["explain"]
+    assert "tanh" in second["explain"]  # the saved graph is there for explain()
+
+
+@pytest.mark.parametrize("edit", [
+    pytest.param(lambda m: m.replace("- x.mean(", "+ x.mean("), id="function body"),
+    pytest.param(lambda m: m.replace("SCALE = 2.0", "SCALE = 3.0"), id="global constant"),
+    pytest.param(lambda m: m.replace("np.tanh(y)", "np.sin(y)"), id="helper body"),
+])
+def test_an_edit_to_the_function_or_what_it_reads_is_a_miss(tmp_path, edit):
+    assert run(tmp_path, [40])["traces"] == 1
+    after = run(tmp_path, [41], model=edit(MODEL))
+    assert after["ok"], "a stale saved trace was used"
+    assert after["traces"] == 1
+
+
+def test_an_attribute_of_a_user_module_is_part_of_the_fingerprint(tmp_path):
+    model = """
+        import numpy as np
+        import cfg
+
+        def fn(x):
+            return x * cfg.FACTOR + np.exp(x)
+    """
+    assert run(tmp_path, [9], model=model, extra={"cfg.py": "FACTOR = 2.0\n"})["traces"] == 1
+    same = run(tmp_path, [10], model=model, extra={"cfg.py": "FACTOR = 2.0\n"})
+    assert same["ok"] and same["traces"] == 0
+    changed = run(tmp_path, [11], model=model, extra={"cfg.py": "FACTOR = 5.0\n"})
+    assert changed["ok"] and changed["traces"] == 1
+
+
+def test_a_global_object_without_identity_is_traced_in_every_process(tmp_path):
+    model = """
+        import numpy as np
+
+        class Settings:
+            scale = 2.0
+
+        settings = Settings()
+
+        def fn(x):
+            return np.exp(x) * settings.scale
+    """
+    assert run(tmp_path, [8], model=model)["traces"] == 1
+    again = run(tmp_path, [8], model=model)
+    assert again["ok"] and again["traces"] == 1 and again["compiles"] == 0  # object code still shared
+    assert "traces not saved" in again["explain"] and "settings" in again["explain"]
+
+
+def test_saved_entries_serve_only_shapes_their_guards_accept(tmp_path):
+    model = """
+        import numpy as np
+
+        def fn(x):
+            if x.shape[0] > 128:
+                return np.exp(x) * 2.0
+            return np.exp(x) * 3.0
+    """
+    assert run(tmp_path, [10], model=model)["traces"] == 1  # guard: s0 <= 128
+    big = run(tmp_path, [500], model=model)
+    assert big["ok"] and big["traces"] == 1                   # the saved entry's guard fails
+    both = run(tmp_path, [50, 700], model=model)
+    assert both["ok"] and both["traces"] == 0 and both["cache_hits_disk"] == 2
+
+
+def test_a_damaged_trace_record_is_dropped_and_traced_again(tmp_path):
+    assert run(tmp_path, [30])["traces"] == 1
+    c = ArtifactCache(str(tmp_path / "cache"))
+    damaged = 0
+    for key in list(c._disk.iterkeys()):
+        rec = c._disk.get(key)
+        if rec.get("kind") == "trace":
+            blob = rec["artifact"]
+            rec["artifact"] = blob[:60] + bytes(b ^ 0x33 for b in blob[60:90]) + blob[90:]
+            c._disk.set(key, rec)
+            damaged += 1
+    assert damaged == 1
+    again = run(tmp_path, [31])
+    assert again["ok"] and again["traces"] == 1 and again["compiles"] == 0
+    assert run(tmp_path, [32])["traces"] == 0  # the retrace saved a good record
+
+
+def test_saved_traces_can_be_turned_off(tmp_path):
+    run(tmp_path, [12])
+    off = run(tmp_path, [13], env_extra={"SHAPEJIT_TRACE_CACHE": "0"})
+    assert off["ok"] and off["traces"] == 1 and off["compiles"] == 0
+
+
+# ------------------------------------------------------------- fingerprints
+
+def _fn(src: str, **globals_):
+    ns = {"np": np, **globals_}
+    exec(textwrap.dedent(src), ns)
+    return ns["f"]
+
+
+def test_fingerprint_follows_code_constants_closures_and_arrays():
+    base = function_fingerprint(_fn("def f(x):\n    return x * 2.0\n"))[0]
+    assert base is not None
+    assert function_fingerprint(_fn("def f(x):\n    return x * 2.0\n"))[0] == base
+    assert function_fingerprint(_fn("def f(x):\n    return x * 3.0\n"))[0] != base
+    w1 = np.arange(6.0)
+    with_w = function_fingerprint(_fn("def f(x):\n    return x * W\n", W=w1))[0]
+    assert function_fingerprint(_fn("def f(x):\n    return x * W\n", W=w1.copy()))[0] == with_w
+    w2 = w1.copy()
+    w2[3] = -1
+    assert function_fingerprint(_fn("def f(x):\n    return x * W\n", W=w2))[0] != with_w
+
+    def make(k):
+        return lambda x: x * k
+    assert function_fingerprint(make(2.0))[0] != function_fingerprint(make(3.0))[0]
+    assert function_fingerprint(_fn("def f(x, a=1):\n    return x * a\n"))[0] != \
+        function_fingerprint(_fn("def f(x, a=2):\n    return x * a\n"))[0]
+
+
+def test_fingerprint_refuses_values_without_identity():
+    class Thing:
+        pass
+    digest, why = function_fingerprint(_fn("def f(x):\n    return x * t.k\n", t=Thing()))
+    assert digest is None and "'t'" in why
+    with pytest.raises(Unstable):
+        stable_text(((np.dtype("float32"), (-1, 3), True), (Thing, Thing())))
+    assert stable_text((tuple, (None, None))) == stable_text((tuple, (None, None)))
