@@ -18,6 +18,7 @@ from shapes.ir import ArrayConst, Graph
 from shapes.ops import OPS
 from shapes.pyexpr import compile_source, exprs_source, to_python
 from runtime.bufferpool import BufferPool
+from runtime.threadpool import parallel_for
 
 
 class ShapeMismatch(Exception):
@@ -137,7 +138,6 @@ def _poolable(steps, outputs) -> set[int]:
 
 
 def _base_namespace(pool) -> dict:
-    from runtime.threadpool import parallel_for
     return {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
             "_matmul": np.matmul, "_item": _item}
