@@ -48,6 +48,7 @@ class Plan:
     graph: Graph
     steps: list  # Kernel | Node, in execution order
     refusals: list[str]
+    compiled_matmuls: set[int] = field(default_factory=set)  # matmul outputs lowered to GEMM kernels
 
     def kernels(self) -> list[Kernel]:
         return [s for s in self.steps if isinstance(s, Kernel)]
@@ -62,6 +63,8 @@ class Plan:
                 lines.append(f"{s.name}: {kind} over [{dom}]  in: {', '.join(names[v.id] for v in s.inputs)}"
                              f"  out: {', '.join(names[v.id] for v in s.outputs)}")
                 lines += ["    " + format_node(n, names) for n in s.nodes]
+            elif s.op == "matmul" and s.out.id in self.compiled_matmuls:
+                lines.append("gemm kernel: " + format_node(s, names))
             else:
                 lines.append("numpy: " + format_node(s, names))
         if self.refusals:

@@ -7,24 +7,32 @@ from __future__ import annotations
 from llvmlite import ir
 
 from clustering.partition import Plan
+from codegen import gemm
 from codegen.artifact import Artifact, KernelInfo
 from codegen.kernels import KernelABI, KernelEmitter
+from shapes.ir import Node
 from codegen.llvm import compile_ir, host_target
 
 
-def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> tuple[str, list[KernelABI]]:
-    """`checked`: every load and store is bounds-checked against its array
-    (slow; for tests).  Returns ("", []) when the plan has no kernel."""
+def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
+              ) -> tuple[str, list[KernelABI], dict[int, KernelABI]]:
+    """-> (module text, ABI of each kernel of the plan, ABI of each matmul
+    step that runs on the GEMM library kernel (codegen/gemm.py), by its node's
+    output id).  `checked`: every load and store of the loop kernels is
+    bounds-checked against its array (slow; for tests; matmuls then stay in
+    numpy).  The text is "" when the plan has no kernel."""
+    gemms = {} if checked else {s.out.id: KernelABI(*gemm.abi_of(s)) for s in plan.steps
+                                if isinstance(s, Node) and gemm.compiles(s)}
     kernels = plan.kernels()
     if not kernels:
-        return "", []
+        return "", [], gemms
     module = ir.Module(name="shapejit")
     tm = host_target()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
     abis = [KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit() for k in kernels]
-    return str(module), abis
+    return str(module), abis, gemms
 
 
 def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:
@@ -33,5 +41,5 @@ def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = Non
 
 
 def lower_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> tuple[Artifact | None, list[KernelABI]]:
-    text, abis = emit_plan(plan, contiguous, checked)
+    text, abis, _ = emit_plan(plan, contiguous, checked)
     return (compile_module(text, abis) if abis else None), abis

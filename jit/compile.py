@@ -4,6 +4,7 @@ into fused kernels, compiles them to one artifact and links it."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -13,9 +14,10 @@ import llvmlite.binding as llvm
 
 from clustering import partition, run_pipeline
 from clustering.partition import Kernel, Plan
-from codegen.artifact import Artifact, ArtifactError
+from codegen import gemm
+from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
-from codegen.llvm import host_target
+from codegen.llvm import compile_ir, host_target
 from codegen.lower import compile_module, emit_plan
 from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache
@@ -40,6 +42,7 @@ class Build:
     cache_level: str | None = None  # "memory" | "disk" when the object code came from the cache
     artifact_key: str | None = None  # the object code's cache key (None: no kernels)
     abis: list = field(default_factory=list)
+    libraries: tuple = ()  # library kernels it calls (the GEMMs), by symbol
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,12 @@ class SavedBuild:
     kernels: tuple        # (symbol, n_arrays, n_ints, n_floats) of each kernel
     artifact_key: str | None
     layout: tuple         # the array-struct offsets the kernels read
+    libraries: tuple      # library kernels it calls, by symbol
 
     @staticmethod
     def of(b: Build) -> "SavedBuild":
-        return SavedBuild(b.executable.portable, _kernels(b.abis), b.artifact_key, (DATA_OFFSET, STRIDES_OFFSET))
+        return SavedBuild(b.executable.portable, _kernels(b.abis), b.artifact_key, (DATA_OFFSET, STRIDES_OFFSET),
+                          b.libraries)
 
 
 def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], name: str,
@@ -69,13 +74,17 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     times["passes"] = t1 - t0
     contiguous = _contiguous_values(g, plan, input_contiguous)
     checked = os.environ.get("SHAPEJIT_BOUNDS_CHECK", "") not in ("", "0")
-    text, abis = emit_plan(plan, contiguous, checked)
+    text, abis, gemms = emit_plan(plan, contiguous, checked)
+    plan.compiled_matmuls = set(gemms)
     t2 = time.perf_counter()
     times["codegen"] = t2 - t1
     functions, loaded, level, key = {}, None, None, None
     if abis:
         key, loaded, level = _artifact(text, abis, checked, name, signature)
         functions = _functions(loaded, _kernels(abis), (DATA_OFFSET, STRIDES_OFFSET))
+    libraries = tuple(sorted({a.symbol for a in gemms.values()}))
+    for lib in libraries:
+        functions[lib] = gemm_function(lib)
     t3 = time.perf_counter()
     times["llvm" if level is None else "load"] = t3 - t2
     by_kernel = {id(k): a for k, a in zip(plan.kernels(), abis)}
@@ -85,12 +94,17 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
             a = by_kernel[id(s)]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs),
                                     tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, a.rows, a.inner))
+        elif s.op == "matmul" and s.out.id in gemms:
+            a = gemms[s.out.id]
+            steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
+                                    a.args, a.rows, a.inner,
+                                    tuple(v.id for v in s.inputs if v.id not in contiguous)))
         else:
             steps.append(s)
     defined = {o.id for n in g.nodes for o in n.outputs}
     dd = [d for d in tr.dd_dims if d.value_id in defined]
     exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded)
-    return Build(exe, plan, times, level, key, abis)
+    return Build(exe, plan, times, level, key, abis, libraries)
 
 
 def build_saved(saved: SavedBuild) -> Build | None:
@@ -104,8 +118,10 @@ def build_saved(saved: SavedBuild) -> Build | None:
             return None
         loaded, level = found
         functions = _functions(loaded, saved.kernels, saved.layout)
+    for lib in saved.libraries:
+        functions[lib] = gemm_function(lib)
     exe = Executable.from_portable(saved.executable, functions, keepalive=loaded)
-    return Build(exe, None, {"load": time.perf_counter() - t0}, level, saved.artifact_key)
+    return Build(exe, None, {"load": time.perf_counter() - t0}, level, saved.artifact_key, [], saved.libraries)
 
 
 def _functions(loaded, kernels, layout) -> dict:
@@ -114,6 +130,33 @@ def _functions(loaded, kernels, layout) -> dict:
     for, checked against this numpy."""
     check_array_layout(*layout)
     return {sym: kernel_function(loaded.address(sym), na, ni, nf) for sym, na, ni, nf in kernels}
+
+
+_libraries: dict = {}
+_libraries_lock = threading.Lock()
+
+
+def gemm_function(symbol: str):
+    """The GEMM library kernel `symbol` (codegen/gemm.py), compiled once per
+    machine (kept in the compile cache under a key of its own) and loaded
+    once per process."""
+    with _libraries_lock:
+        fn = _libraries.get(symbol)
+        if fn is not None:
+            return fn
+        dtype = gemm.dtype_of(symbol)
+        cache = default_cache()
+        key = content_key("gemm library", symbol, repr(gemm.tile_for(dtype)), target_description(), build_id())
+        info = KernelInfo(symbol, 3, 3, 0)
+        found = _cached(cache, key, [symbol])
+        if found is None:
+            artifact = compile_ir(gemm.library(dtype, DATA_OFFSET), [info], {"function": "gemm library"})
+            cache.put(key, artifact.to_bytes(), "(gemm library)", symbol)
+            found = load(artifact), None
+        fn = _functions(found[0], ((symbol, 3, 3, 0),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
+        fn._shapejit_keepalive = found[0]
+        _libraries[symbol] = fn
+        return fn
 
 
 def _kernels(abis) -> tuple:

@@ -48,6 +48,7 @@ class KernelCall:
     args: tuple            # ("array", value id) | ("int", expr) | ("float", value id)
     rows: object           # the [0, rows) range split across threads
     inner: object          # elements per row
+    contiguous: tuple = ()  # input ids the kernel reads C-contiguous: copied first when they are not
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -140,7 +141,7 @@ def _poolable(steps, outputs) -> set[int]:
 def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
-            "_matmul": np.matmul, "_item": _item}
+            "_matmul": np.matmul, "_item": _item, "_contig": np.ascontiguousarray}
 
 
 def _rebuild_const(recipe: tuple, functions: dict):
@@ -265,9 +266,13 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
             lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
     args = []
     checked = ("int", "errcell") in kc.args
+    local = {}
+    for vid in kc.contiguous:
+        local[vid] = f"_c{vid}"
+        lines.append(f"    _c{vid} = _contig({names[vid]})")
     for a in kc.args:
         if a[0] == "array":
-            args.append(names[a[1]])
+            args.append(local.get(a[1], names[a[1]]))
         elif a == ("int", "errcell"):
             args.append(const(ctypes.addressof(_ERRCELL), ("errcell",)))
         elif a[0] == "int":

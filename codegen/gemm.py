@@ -1,0 +1,339 @@
+"""Matmul as a compiled kernel: C = A @ B for float32/float64 operands,
+either A [..., M, K] with B [K, N] (A's leading dims fold into M) or a batch
+of products, A [b..., M, K] with B [b..., K, N] (the same batch dims).  The
+kernel reads C-contiguous operands; the runtime makes a copy of an operand
+that is not (np.ascontiguousarray), as a BLAS packs its operands.
+
+Register tiling (BLIS's micro-kernel, without packing): an MR x NR tile of C
+lives in MR * NV vector registers (NR = NV vector lanes wide); each step of
+k broadcasts MR elements of A's column k and multiplies them with NV vectors
+of B's row k (fma).  B is read in place: a KC-deep block of one NR-column
+strip (KC * NR elements, L1/L2 sized) is reused by every MR-row tile of A
+before the next block.  Rows left over at the bottom (M mod MR) run on
+narrower tiles; columns left over at the right edge use masked loads and
+stores, so no access leaves the arrays.  K = 0 stores zeros.
+
+ABI (as every kernel): `void k(i64 start, i64 stop, i8* A, i8* B, i8* C,
+i64 M, i64 N, i64 K)`, [start, stop) ranging over the (batch, NR-column
+strip) pairs, so the runtime splits a product across cores like any other
+kernel.  Summation
+order: k ascending within each KC block, blocks added in order (as a BLAS
+does), so results match numpy's to rounding, exactly for exact inputs.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+import numpy as np
+import sympy
+from llvmlite import ir
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+LLTYPE = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
+DTYPES = frozenset(LLTYPE)
+
+
+@dataclass(frozen=True)
+class Tile:
+    mr: int      # rows of the register tile
+    nv: int      # vectors per row: NR = nv * lanes columns
+    lanes: int   # elements per vector register
+    kc: int      # depth of a block of B kept in cache
+
+    @property
+    def nr(self) -> int:
+        return self.nv * self.lanes
+
+
+@functools.cache
+def tile_for(dtype: np.dtype) -> Tile:
+    """The tile for this CPU: 6 x 4 zmm accumulators with AVX-512 (the best of
+    the tiles tried on znver4, ~100-110 GFLOP/s per core in float32), 6 x 2
+    ymm with AVX2 (16 registers)."""
+    wide = "+avx512f" in llvm.get_host_cpu_features().flatten()
+    width = 64 if wide else 32
+    return Tile(mr=6, nv=4 if wide else 2, lanes=width // np.dtype(dtype).itemsize, kc=256)
+
+
+TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in numpy
+
+
+def compiles(n) -> bool:
+    """Whether matmul node `n` runs as a GEMM kernel: float32/float64
+    throughout, B two-dimensional or a batch with A's batch dims, and not a
+    tiny fully static product."""
+    if n.op != "matmul" or len(n.inputs) != 2:
+        return False
+    a, b = n.inputs
+    if n.out.dtype not in DTYPES or a.dtype != n.out.dtype or b.dtype != n.out.dtype:
+        return False
+    if a.ndim < 2 or not (b.ndim == 2 or (b.ndim == a.ndim and tuple(a.shape[:-2]) == tuple(b.shape[:-2]))):
+        return False
+    work = sympy.Mul(*a.shape, b.shape[-1])
+    return not (work.is_Integer and int(work) < TINY_WORK)
+
+
+def symbol_for(dtype) -> str:
+    return f"sj_gemm_{np.dtype(dtype).name}"
+
+
+def dtype_of(symbol: str) -> np.dtype:
+    return np.dtype(symbol.rpartition("_")[2])
+
+
+def library(dtype, data_offset: int) -> str:
+    """The module text of the GEMM kernel for `dtype`: one kernel serves every
+    matmul of that dtype in the process (runtime dims), so it is compiled
+    once per machine and kept in the compile cache like any artifact."""
+    module = ir.Module(name=f"shapejit_gemm_{np.dtype(dtype).name}")
+    from codegen.llvm import host_target
+    tm = host_target()
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    GemmEmitter(module, symbol_for(dtype), dtype, data_offset).emit()
+    return str(module)
+
+
+def abi_of(n):
+    """(args, rows, inner) of the kernel for matmul node `n`: rows are the
+    (batch, NR-column strip) pairs, inner the multiply-adds per strip over NR."""
+    a, b = n.inputs
+    if b.ndim == 2:
+        batch, M = sympy.Integer(1), sympy.Mul(*a.shape[:-1])
+    else:
+        batch, M = sympy.Mul(*a.shape[:-2]), a.shape[-2]
+    K, N = b.shape[-2], b.shape[-1]
+    nr = tile_for(n.out.dtype).nr
+    args = (("array", a.id), ("array", b.id), ("array", n.out.id), ("int", M), ("int", N), ("int", K))
+    return symbol_for(n.out.dtype), args, batch * sympy.floor((N + nr - 1) / nr), M * K
+
+
+class GemmEmitter:
+    def __init__(self, module: ir.Module, symbol: str, dtype, data_offset: int):
+        self.m = module
+        self.symbol = symbol
+        self.dtype = np.dtype(dtype)
+        self.ety = LLTYPE[self.dtype]
+        self.tile = tile_for(self.dtype)
+        self.vty = ir.VectorType(self.ety, self.tile.lanes)
+        self.mty = ir.VectorType(I1, self.tile.lanes)
+        self.data_offset = data_offset
+        suffix = f"v{self.tile.lanes}{'f32' if self.dtype.itemsize == 4 else 'f64'}"
+        vptr = self.vty.as_pointer()
+        self.fma = self._declare(f"llvm.fma.{suffix}", self.vty, [self.vty] * 3)
+        self.mload = self._declare(f"llvm.masked.load.{suffix}.p0", self.vty, [vptr, I32, self.mty, self.vty])
+        self.mstore = self._declare(f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [self.vty, vptr, I32, self.mty])
+        self.micros: dict = {}
+
+    def _declare(self, name, ret, args):
+        if name in self.m.globals:
+            return self.m.globals[name]
+        return ir.Function(self.m, ir.FunctionType(ret, args), name)
+
+    # ------------------------------------------------------------ driver
+    def emit(self) -> None:
+        t = self.tile
+        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * 3 + [I64] * 3)
+        fn = ir.Function(self.m, fnty, self.symbol)
+        start, stop, a_obj, b_obj, c_obj, M, N, K = fn.args
+        for x in (a_obj, b_obj, c_obj):
+            x.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        eptr = self.ety.as_pointer()
+        A, B, C = (b.load(b.bitcast(b.gep(o, [ir.Constant(I64, self.data_offset)]), eptr.as_pointer()))
+                   for o in (a_obj, b_obj, c_obj))
+        c = lambda v: ir.Constant(I64, v)  # noqa: E731
+
+        strip_bb = fn.append_basic_block("strip")
+        exit_bb = fn.append_basic_block("exit")
+        b.cbranch(b.icmp_signed("<", start, stop), strip_bb, exit_bb)
+        entry_bb = b.block
+
+        # for u in [start, stop): product u // nstrips, NR-column strip u % nstrips
+        b.position_at_end(strip_bb)
+        u = b.phi(I64, "u")
+        u.add_incoming(start, entry_bb)
+        nstrips = b.sdiv(b.add(N, c(t.nr - 1)), c(t.nr))
+        bi = b.sdiv(u, nstrips)
+        s = b.sub(u, b.mul(bi, nstrips))
+        col = b.mul(s, c(t.nr))
+        ncols = b.sub(N, col)
+        full = b.icmp_signed(">=", ncols, c(t.nr))
+        masks = [self._lane_mask(b, ncols, v) for v in range(t.nv)]
+        Ab = b.gep(A, [b.mul(bi, b.mul(M, K))])
+        Bs = b.gep(B, [b.add(b.mul(bi, b.mul(K, N)), col)])
+        Cs = b.gep(C, [b.add(b.mul(bi, b.mul(M, N)), col)])
+        kb_bb = fn.append_basic_block("kblock")
+        b.branch(kb_bb)
+        strip_pre = b.block
+
+        # do { kc = min(KC, K - k0); all row tiles; k0 += KC } while (k0 < K)
+        b.position_at_end(kb_bb)
+        k0 = b.phi(I64, "k0")
+        k0.add_incoming(c(0), strip_pre)
+        rem = b.sub(K, k0)
+        kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
+        accumulate = b.icmp_signed(">", k0, c(0))
+        Bk = b.gep(Bs, [b.mul(k0, N)])
+        Ak = b.gep(Ab, [k0])
+        rows_bb = fn.append_basic_block("rows")
+        b.branch(rows_bb)
+        kb_pre = b.block
+
+        # for i = 0; i + MR <= M; i += MR: full-height tiles
+        b.position_at_end(rows_bb)
+        i = b.phi(I64, "i")
+        i.add_incoming(c(0), kb_pre)
+        tile_bb = fn.append_basic_block("tile")
+        tail_bb = fn.append_basic_block("rowtail")
+        b.cbranch(b.icmp_signed("<=", b.add(i, c(t.mr)), M), tile_bb, tail_bb)
+        b.position_at_end(tile_bb)
+        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, K, N, accumulate, masks)
+        i_next = b.add(i, c(t.mr))
+        i.add_incoming(i_next, b.block)
+        b.branch(rows_bb)
+
+        # the M mod MR rows left: one narrower tile
+        b.position_at_end(tail_bb)
+        left = b.sub(M, i)
+        kb_end = fn.append_basic_block("kblock_end")
+        sw = b.switch(left, kb_end)
+        for r in range(1, t.mr):
+            bb = fn.append_basic_block(f"tail{r}")
+            sw.add_case(c(r), bb)
+            b.position_at_end(bb)
+            self._call_micro(b, fn, r, full, Ak, Bk, Cs, i, kc, K, N, accumulate, masks)
+            b.branch(kb_end)
+
+        b.position_at_end(kb_end)
+        k0_next = b.add(k0, c(t.kc))
+        k0.add_incoming(k0_next, kb_end)
+        strip_end = fn.append_basic_block("strip_end")
+        b.cbranch(b.icmp_signed("<", k0_next, K), kb_bb, strip_end)
+
+        b.position_at_end(strip_end)
+        u_next = b.add(u, c(1))
+        u.add_incoming(u_next, strip_end)
+        b.cbranch(b.icmp_signed("<", u_next, stop), strip_bb, exit_bb)
+
+        b.position_at_end(exit_bb)
+        b.ret_void()
+
+    def _lane_mask(self, b, ncols, v: int):
+        """Lanes of vector v inside the matrix: col + 16 v + lane < N."""
+        t = self.tile
+        lanes = ir.Constant(ir.VectorType(I64, t.lanes), [v * t.lanes + j for j in range(t.lanes)])
+        room = b.insert_element(ir.Constant(ir.VectorType(I64, t.lanes), ir.Undefined), ncols, ir.Constant(I32, 0))
+        room = b.shuffle_vector(room, ir.Constant(ir.VectorType(I64, t.lanes), ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
+        return b.icmp_signed("<", lanes, room)
+
+    def _call_micro(self, b, fn, mr, full, Ak, Bk, Cs, i, kc, K, N, accumulate, masks):
+        """Full strips take the unmasked micro-kernel, the right edge the masked one."""
+        a_tile = b.gep(Ak, [b.mul(i, K)])
+        c_tile = b.gep(Cs, [b.mul(i, N)])
+        args = [a_tile, Bk, c_tile, kc, K, N, accumulate]
+        with b.if_else(full) as (then, otherwise):
+            with then:
+                b.call(self._micro(mr, False), args + masks)
+            with otherwise:
+                b.call(self._micro(mr, True), args + masks)
+
+    # ------------------------------------------------------------ micro-kernel
+    def _micro(self, mr: int, masked: bool) -> ir.Function:
+        """C[mr x NR] (+)= A[mr x kc] B[kc x NR]; A rows lda apart, B and C rows
+        ldb = ldc apart; `acc`: add to C (else overwrite)."""
+        key = (mr, masked)
+        if key in self.micros:
+            return self.micros[key]
+        t, vty = self.tile, self.vty
+        eptr, vptr = self.ety.as_pointer(), vty.as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [eptr, eptr, eptr, I64, I64, I64, I1] + [self.mty] * t.nv)
+        fn = ir.Function(self.m, fnty, f"{self.symbol}_micro{mr}{'m' if masked else ''}")
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline")
+        A, B, C, kc, lda, ldb, acc = fn.args[:7]
+        masks = fn.args[7:]
+        for x in (A, B, C):
+            x.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        align = ir.Constant(I32, self.dtype.itemsize)
+        zero = ir.Constant(vty, None)
+
+        def vload(ptr, v):
+            p = b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr)
+            if masked:
+                return b.call(self.mload, [p, align, masks[v], zero])
+            return b.load(p, align=self.dtype.itemsize)
+
+        def vstore(x, ptr, v):
+            p = b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr)
+            if masked:
+                b.call(self.mstore, [x, p, align, masks[v]])
+            else:
+                b.store(x, p, align=self.dtype.itemsize)
+
+        c_rows = [b.gep(C, [b.mul(ldb, ir.Constant(I64, r))]) for r in range(mr)]
+        a_rows = [b.gep(A, [b.mul(lda, ir.Constant(I64, r))]) for r in range(mr)]
+        entry = b.block
+        load_bb = fn.append_basic_block("load")
+        init_bb = fn.append_basic_block("init")
+        b.cbranch(acc, load_bb, init_bb)
+        b.position_at_end(load_bb)
+        loaded = [[vload(c_rows[r], v) for v in range(t.nv)] for r in range(mr)]
+        b.branch(init_bb)
+        b.position_at_end(init_bb)
+        start = []
+        for r in range(mr):
+            row = []
+            for v in range(t.nv):
+                p = b.phi(vty)
+                p.add_incoming(loaded[r][v], load_bb)
+                p.add_incoming(zero, entry)
+                row.append(p)
+            start.append(row)
+        loop_bb = fn.append_basic_block("loop")
+        done_bb = fn.append_basic_block("done")
+        b.cbranch(b.icmp_signed(">", kc, ir.Constant(I64, 0)), loop_bb, done_bb)
+
+        b.position_at_end(loop_bb)
+        k = b.phi(I64, "k")
+        k.add_incoming(ir.Constant(I64, 0), init_bb)
+        accs = []
+        for r in range(mr):
+            row = []
+            for v in range(t.nv):
+                p = b.phi(vty)
+                p.add_incoming(start[r][v], init_bb)
+                row.append(p)
+            accs.append(row)
+        brow = b.gep(B, [b.mul(k, ldb)])
+        bv = [vload(brow, v) for v in range(t.nv)]
+        new = []
+        for r in range(mr):
+            a = b.load(b.gep(a_rows[r], [k]), align=self.dtype.itemsize)
+            av = b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), a, ir.Constant(I32, 0)),
+                                  ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
+            new.append([b.call(self.fma, [av, bv[v], accs[r][v]]) for v in range(t.nv)])
+        k_next = b.add(k, ir.Constant(I64, 1))
+        k.add_incoming(k_next, loop_bb)
+        for r in range(mr):
+            for v in range(t.nv):
+                accs[r][v].add_incoming(new[r][v], loop_bb)
+        b.cbranch(b.icmp_signed("<", k_next, kc), loop_bb, done_bb)
+
+        b.position_at_end(done_bb)
+        final = []
+        for r in range(mr):
+            for v in range(t.nv):
+                p = b.phi(vty)
+                p.add_incoming(start[r][v], init_bb)
+                p.add_incoming(new[r][v], loop_bb)
+                final.append((p, r, v))
+        for p, r, v in final:
+            vstore(p, c_rows[r], v)
+        b.ret_void()
+        self.micros[key] = fn
+        return fn

@@ -1,0 +1,130 @@
+"""The GEMM library kernel (codegen/gemm.py): exact results for every edge
+of the register tiling (row tails, masked column tails, K blocks, K = 0),
+batches, non-contiguous operands, no access outside the arrays, and the
+dispatch that sends float matmuls to it."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codegen import gemm
+from jit import jit
+from jit.compile import gemm_function
+from runtime.threadpool import parallel_for
+
+DTYPES = [np.float32, np.float64]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+def run_kernel(a, b, c, parallel=False):
+    """C = A @ B through the library kernel, as the executable calls it."""
+    dtype = c.dtype
+    fn = gemm_function(gemm.symbol_for(dtype))
+    nr = gemm.tile_for(dtype).nr
+    if b.ndim == 2:
+        batch, M = 1, int(np.prod(a.shape[:-1]))
+    else:
+        batch, M = int(np.prod(a.shape[:-2])), a.shape[-2]
+    K, N = b.shape[-2], b.shape[-1]
+    units = batch * ((N + nr - 1) // nr)
+    if parallel:
+        parallel_for(fn, 0, units, (a, b, c, M, N, K), 1)
+    elif units:
+        fn(0, units, a, b, c, M, N, K)
+
+
+def exact(rng, shape, dtype):
+    return rng.integers(-8, 9, shape).astype(dtype)
+
+
+def fenced(values: np.ndarray, fill):
+    """`values` copied to the start of a larger buffer whose tail is `fill`:
+    a read past the end shows up as `fill` in a result, a write as a change."""
+    buf = np.full(values.size + 257, fill, values.dtype)
+    buf[:values.size] = values.ravel()
+    return buf, buf[:values.size].reshape(values.shape)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+def test_every_tile_edge_is_exact_and_in_bounds(dtype, parallel, rng):
+    nr = gemm.tile_for(np.dtype(dtype)).nr
+    kc = gemm.tile_for(np.dtype(dtype)).kc
+    Ms = [1, 2, 5, 6, 7, 11, 12, 13, 37]
+    Ns = [1, nr // 2 - 1, nr - 1, nr, nr + 1, 2 * nr + 3]
+    Ks = [0, 1, 7, kc - 1, kc, kc + 1, 2 * kc + 5]
+    for M in Ms:
+        for N in Ns:
+            for K in Ks:
+                a_buf, a = fenced(exact(rng, (M, K), dtype), np.nan)
+                b_buf, b = fenced(exact(rng, (K, N), dtype), np.nan)
+                c_buf, c = fenced(np.full((M, N), np.inf, dtype), -7.0)
+                run_kernel(a, b, c, parallel)
+                assert np.array_equal(c, a @ b), (M, N, K)
+                assert np.all(c_buf[M * N:] == -7.0), f"wrote past C for {(M, N, K)}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_batches_and_folded_rows(dtype, rng):
+    for sa, sb in [((3, 5, 7), (3, 7, 9)), ((2, 4, 70, 65), (2, 4, 65, 130)), ((4, 33, 20), (20, 17)),
+                   ((2, 3, 6, 64), (64, 64)), ((0, 4, 5), (0, 5, 3)), ((5, 0, 4), (5, 4, 6))]:
+        a, b = exact(rng, sa, dtype), exact(rng, sb, dtype)
+        want = a @ b
+        c = np.full(want.shape, np.nan, dtype)
+        run_kernel(a, b, c, parallel=True)
+        assert np.array_equal(c, want), (sa, sb)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_rounding_matches_numpy_on_random_values(dtype, rng):
+    for M, K, N in [(128, 768, 768), (9, 3000, 70), (300, 64, 300)]:
+        a = rng.standard_normal((M, K)).astype(dtype)
+        b = rng.standard_normal((K, N)).astype(dtype)
+        c = np.empty((M, N), dtype)
+        run_kernel(a, b, c, parallel=True)
+        scale = np.abs(a) @ np.abs(b)  # error bound of any summation order ~ K eps (|A| |B|)
+        assert np.all(np.abs(c - a @ b) <= 2 * K * np.finfo(dtype).eps * scale)
+
+
+def test_float_matmuls_run_on_the_gemm_kernel(rng):
+    def layer(x, w, b, q, k, wt):
+        s = q.transpose(0, 2, 1, 3) @ k.transpose(0, 2, 3, 1)   # batched, transposed operands
+        return np.tanh(x @ w + b), s, x @ wt.T                   # folded rows; a strided B
+    f = jit(layer)
+    x = exact(rng, (2, 9, 40), np.float32)
+    w, b = exact(rng, (40, 70), np.float32), exact(rng, (70,), np.float32)
+    q = exact(rng, (1, 9, 3, 16), np.float32)
+    wt = exact(rng, (70, 40), np.float32)
+    for got, want in zip(f(x, w, b, q, q, wt), layer(x, w, b, q, q, wt)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    text = f.explain()
+    assert text.count("gemm kernel:") == 3 and "numpy: %" in text  # transposes stay numpy views
+
+
+def test_int_and_vector_products_stay_in_numpy(rng):
+    f = jit(lambda a, b, v: (a @ b, a.astype(np.float32) @ v))
+    a, b = rng.integers(-5, 5, (40, 30)), rng.integers(-5, 5, (30, 20))
+    v = rng.standard_normal(30).astype(np.float32)
+    got = f(a, b, v)
+    assert np.array_equal(got[0], a @ b)
+    np.testing.assert_allclose(got[1], a.astype(np.float32) @ v, rtol=1e-6)
+    assert "gemm kernel:" not in f.explain()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 20), st.integers(0, 70), st.integers(1, 140), st.integers(1, 3),
+       st.sampled_from(DTYPES), st.booleans())
+def test_hypothesis_shapes_through_jit(M, K, N, batch, dtype, transposed_a):
+    rng = np.random.default_rng(M * 1000 + K * 10 + N)
+    a = exact(rng, (batch, K, M) if transposed_a else (batch, M, K), dtype)
+    b = exact(rng, (batch, K, N), dtype)
+    f = jit(lambda a, b: (a.transpose(0, 2, 1) if transposed_a else a) @ b)
+    want = (a.transpose(0, 2, 1) if transposed_a else a) @ b
+    got = f(a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got, want)
