@@ -30,6 +30,8 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
+from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
+
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 LLTYPE = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
 DTYPES = frozenset(LLTYPE)
@@ -58,6 +60,7 @@ def tile_for(dtype: np.dtype) -> Tile:
 
 
 TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in numpy
+PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
 
 
 def compiles(n) -> bool:
@@ -83,7 +86,7 @@ def dtype_of(symbol: str) -> np.dtype:
     return np.dtype(symbol.rpartition("_")[2])
 
 
-def library(dtype, data_offset: int) -> str:
+def library(dtype) -> str:
     """The module text of the GEMM kernel for `dtype`: one kernel serves every
     matmul of that dtype in the process (runtime dims), so it is compiled
     once per machine and kept in the compile cache like any artifact."""
@@ -92,13 +95,17 @@ def library(dtype, data_offset: int) -> str:
     tm = host_target()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
-    GemmEmitter(module, symbol_for(dtype), dtype, data_offset).emit()
+    GemmEmitter(module, symbol_for(dtype), dtype).emit()
     return str(module)
 
 
-def abi_of(n):
-    """(args, rows, inner) of the kernel for matmul node `n`: rows are the
-    (batch, NR-column strip) pairs, inner the multiply-adds per strip over NR."""
+def abi_of(n, contiguous: set[int]):
+    """-> ((args, rows, inner), prepare) of the kernel for matmul node `n`:
+    rows are the (batch, NR-column strip) pairs, inner the multiply-adds per
+    strip over NR; `prepare` lists the operands not known to be C-contiguous
+    with the (batch, rows, columns) view the runtime makes of them (a copy
+    when no view has unit-stride columns); the kernel then reads their
+    strides (the a_strided / b_strided flags)."""
     a, b = n.inputs
     if b.ndim == 2:
         batch, M = sympy.Integer(1), sympy.Mul(*a.shape[:-1])
@@ -106,12 +113,18 @@ def abi_of(n):
         batch, M = sympy.Mul(*a.shape[:-2]), a.shape[-2]
     K, N = b.shape[-2], b.shape[-1]
     nr = tile_for(n.out.dtype).nr
-    args = (("array", a.id), ("array", b.id), ("array", n.out.id), ("int", M), ("int", N), ("int", K))
-    return symbol_for(n.out.dtype), args, batch * sympy.floor((N + nr - 1) / nr), M * K
+    prepare = []
+    if a.id not in contiguous:
+        prepare.append((a.id, (batch, M, K)))
+    if b.id not in contiguous:
+        prepare.append((b.id, (batch if b.ndim > 2 else sympy.Integer(1), K, N)))
+    args = (("array", a.id), ("array", b.id), ("array", n.out.id), ("int", M), ("int", N), ("int", K),
+            ("int", sympy.Integer(int(a.id not in contiguous))), ("int", sympy.Integer(int(b.id not in contiguous))))
+    return (args, batch * sympy.floor((N + nr - 1) / nr), M * K), tuple(prepare)
 
 
 class GemmEmitter:
-    def __init__(self, module: ir.Module, symbol: str, dtype, data_offset: int):
+    def __init__(self, module: ir.Module, symbol: str, dtype):
         self.m = module
         self.symbol = symbol
         self.dtype = np.dtype(dtype)
@@ -119,12 +132,12 @@ class GemmEmitter:
         self.tile = tile_for(self.dtype)
         self.vty = ir.VectorType(self.ety, self.tile.lanes)
         self.mty = ir.VectorType(I1, self.tile.lanes)
-        self.data_offset = data_offset
         suffix = f"v{self.tile.lanes}{'f32' if self.dtype.itemsize == 4 else 'f64'}"
         vptr = self.vty.as_pointer()
         self.fma = self._declare(f"llvm.fma.{suffix}", self.vty, [self.vty] * 3)
         self.mload = self._declare(f"llvm.masked.load.{suffix}.p0", self.vty, [vptr, I32, self.mty, self.vty])
         self.mstore = self._declare(f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [self.vty, vptr, I32, self.mty])
+        self.prefetch = self._declare("llvm.prefetch.p0", ir.VoidType(), [I8.as_pointer(), I32, I32, I32])
         self.micros: dict = {}
 
     def _declare(self, name, ret, args):
@@ -135,16 +148,20 @@ class GemmEmitter:
     # ------------------------------------------------------------ driver
     def emit(self) -> None:
         t = self.tile
-        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * 3 + [I64] * 3)
+        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * 3 + [I64] * 5)
         fn = ir.Function(self.m, fnty, self.symbol)
-        start, stop, a_obj, b_obj, c_obj, M, N, K = fn.args
+        start, stop, a_obj, b_obj, c_obj, M, N, K, a_strided, b_strided = fn.args
         for x in (a_obj, b_obj, c_obj):
             x.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         eptr = self.ety.as_pointer()
-        A, B, C = (b.load(b.bitcast(b.gep(o, [ir.Constant(I64, self.data_offset)]), eptr.as_pointer()))
+        A, B, C = (b.load(b.bitcast(b.gep(o, [ir.Constant(I64, DATA_OFFSET)]), eptr.as_pointer()))
                    for o in (a_obj, b_obj, c_obj))
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        # (batch stride, row stride) in elements: C-contiguous, or read from a
+        # 3-D (batch, rows, unit-stride columns) operand the runtime prepared
+        sa, lda = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
+        sb, ldb = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
 
         strip_bb = fn.append_basic_block("strip")
         exit_bb = fn.append_basic_block("exit")
@@ -162,8 +179,8 @@ class GemmEmitter:
         ncols = b.sub(N, col)
         full = b.icmp_signed(">=", ncols, c(t.nr))
         masks = [self._lane_mask(b, ncols, v) for v in range(t.nv)]
-        Ab = b.gep(A, [b.mul(bi, b.mul(M, K))])
-        Bs = b.gep(B, [b.add(b.mul(bi, b.mul(K, N)), col)])
+        Ab = b.gep(A, [b.mul(bi, sa)])
+        Bs = b.gep(B, [b.add(b.mul(bi, sb), col)])
         Cs = b.gep(C, [b.add(b.mul(bi, b.mul(M, N)), col)])
         kb_bb = fn.append_basic_block("kblock")
         b.branch(kb_bb)
@@ -176,7 +193,7 @@ class GemmEmitter:
         rem = b.sub(K, k0)
         kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
         accumulate = b.icmp_signed(">", k0, c(0))
-        Bk = b.gep(Bs, [b.mul(k0, N)])
+        Bk = b.gep(Bs, [b.mul(k0, ldb)])
         Ak = b.gep(Ab, [k0])
         rows_bb = fn.append_basic_block("rows")
         b.branch(rows_bb)
@@ -190,7 +207,7 @@ class GemmEmitter:
         tail_bb = fn.append_basic_block("rowtail")
         b.cbranch(b.icmp_signed("<=", b.add(i, c(t.mr)), M), tile_bb, tail_bb)
         b.position_at_end(tile_bb)
-        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, K, N, accumulate, masks)
+        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, lda, ldb, N, accumulate, masks)
         i_next = b.add(i, c(t.mr))
         i.add_incoming(i_next, b.block)
         b.branch(rows_bb)
@@ -204,7 +221,7 @@ class GemmEmitter:
             bb = fn.append_basic_block(f"tail{r}")
             sw.add_case(c(r), bb)
             b.position_at_end(bb)
-            self._call_micro(b, fn, r, full, Ak, Bk, Cs, i, kc, K, N, accumulate, masks)
+            self._call_micro(b, fn, r, full, Ak, Bk, Cs, i, kc, lda, ldb, N, accumulate, masks)
             b.branch(kb_end)
 
         b.position_at_end(kb_end)
@@ -230,11 +247,19 @@ class GemmEmitter:
                                 ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
         return b.icmp_signed("<", lanes, room)
 
-    def _call_micro(self, b, fn, mr, full, Ak, Bk, Cs, i, kc, K, N, accumulate, masks):
+    def _strides(self, b, obj, strided, batch_default, row_default):
+        """(batch stride, row stride) of an operand, in elements."""
+        sptr = b.load(b.bitcast(b.gep(obj, [ir.Constant(I64, STRIDES_OFFSET)]), I64.as_pointer().as_pointer()))
+        size = ir.Constant(I64, self.dtype.itemsize)
+        read = [b.sdiv(b.load(b.gep(sptr, [ir.Constant(I64, d)])), size) for d in (0, 1)]
+        on = b.icmp_signed("!=", strided, ir.Constant(I64, 0))
+        return b.select(on, read[0], batch_default), b.select(on, read[1], row_default)
+
+    def _call_micro(self, b, fn, mr, full, Ak, Bk, Cs, i, kc, lda, ldb, ldc, accumulate, masks):
         """Full strips take the unmasked micro-kernel, the right edge the masked one."""
-        a_tile = b.gep(Ak, [b.mul(i, K)])
-        c_tile = b.gep(Cs, [b.mul(i, N)])
-        args = [a_tile, Bk, c_tile, kc, K, N, accumulate]
+        a_tile = b.gep(Ak, [b.mul(i, lda)])
+        c_tile = b.gep(Cs, [b.mul(i, ldc)])
+        args = [a_tile, Bk, c_tile, kc, lda, ldb, ldc, accumulate]
         with b.if_else(full) as (then, otherwise):
             with then:
                 b.call(self._micro(mr, False), args + masks)
@@ -243,19 +268,19 @@ class GemmEmitter:
 
     # ------------------------------------------------------------ micro-kernel
     def _micro(self, mr: int, masked: bool) -> ir.Function:
-        """C[mr x NR] (+)= A[mr x kc] B[kc x NR]; A rows lda apart, B and C rows
-        ldb = ldc apart; `acc`: add to C (else overwrite)."""
+        """C[mr x NR] (+)= A[mr x kc] B[kc x NR]; rows lda, ldb, ldc apart;
+        `acc`: add to C (else overwrite)."""
         key = (mr, masked)
         if key in self.micros:
             return self.micros[key]
         t, vty = self.tile, self.vty
         eptr, vptr = self.ety.as_pointer(), vty.as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [eptr, eptr, eptr, I64, I64, I64, I1] + [self.mty] * t.nv)
+        fnty = ir.FunctionType(ir.VoidType(), [eptr, eptr, eptr, I64, I64, I64, I64, I1] + [self.mty] * t.nv)
         fn = ir.Function(self.m, fnty, f"{self.symbol}_micro{mr}{'m' if masked else ''}")
         fn.linkage = "internal"
         fn.attributes.add("alwaysinline")
-        A, B, C, kc, lda, ldb, acc = fn.args[:7]
-        masks = fn.args[7:]
+        A, B, C, kc, lda, ldb, ldc, acc = fn.args[:8]
+        masks = fn.args[8:]
         for x in (A, B, C):
             x.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -275,7 +300,7 @@ class GemmEmitter:
             else:
                 b.store(x, p, align=self.dtype.itemsize)
 
-        c_rows = [b.gep(C, [b.mul(ldb, ir.Constant(I64, r))]) for r in range(mr)]
+        c_rows = [b.gep(C, [b.mul(ldc, ir.Constant(I64, r))]) for r in range(mr)]
         a_rows = [b.gep(A, [b.mul(lda, ir.Constant(I64, r))]) for r in range(mr)]
         entry = b.block
         load_bb = fn.append_basic_block("load")
@@ -311,6 +336,11 @@ class GemmEmitter:
             accs.append(row)
         brow = b.gep(B, [b.mul(k, ldb)])
         bv = [vload(brow, v) for v in range(t.nv)]
+        if not masked:  # (prefetches are hints: never a fault, even past the end)
+            ahead = b.gep(B, [b.mul(b.add(k, ir.Constant(I64, PREFETCH)), ldb)])
+            for v in range(t.nv):
+                p = b.bitcast(b.gep(ahead, [ir.Constant(I64, v * t.lanes)]), I8.as_pointer())
+                b.call(self.prefetch, [p, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
         new = []
         for r in range(mr):
             a = b.load(b.gep(a_rows[r], [k]), align=self.dtype.itemsize)

@@ -16,13 +16,16 @@ from codegen.llvm import compile_ir, host_target
 
 def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
               ) -> tuple[str, list[KernelABI], dict[int, KernelABI]]:
-    """-> (module text, ABI of each kernel of the plan, ABI of each matmul
-    step that runs on the GEMM library kernel (codegen/gemm.py), by its node's
-    output id).  `checked`: every load and store of the loop kernels is
+    """-> (module text, ABI of each kernel of the plan, (ABI, operands to
+    prepare) of each matmul step that runs on the GEMM library kernel
+    (codegen/gemm.py), by its node's output id).  `checked`: every load and store of the loop kernels is
     bounds-checked against its array (slow; for tests; matmuls then stay in
     numpy).  The text is "" when the plan has no kernel."""
-    gemms = {} if checked else {s.out.id: KernelABI(*gemm.abi_of(s)) for s in plan.steps
-                                if isinstance(s, Node) and gemm.compiles(s)}
+    gemms = {}
+    for s in plan.steps if not checked else ():
+        if isinstance(s, Node) and gemm.compiles(s):
+            (args, rows, inner), prepare = gemm.abi_of(s, contiguous)
+            gemms[s.out.id] = (KernelABI(gemm.symbol_for(s.out.dtype), args, rows, inner), prepare)
     kernels = plan.kernels()
     if not kernels:
         return "", [], gemms

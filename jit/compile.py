@@ -82,7 +82,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     if abis:
         key, loaded, level = _artifact(text, abis, checked, name, signature)
         functions = _functions(loaded, _kernels(abis), (DATA_OFFSET, STRIDES_OFFSET))
-    libraries = tuple(sorted({a.symbol for a in gemms.values()}))
+    libraries = tuple(sorted({a.symbol for a, _ in gemms.values()}))
     for lib in libraries:
         functions[lib] = gemm_function(lib)
     t3 = time.perf_counter()
@@ -95,10 +95,9 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs),
                                     tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, a.rows, a.inner))
         elif s.op == "matmul" and s.out.id in gemms:
-            a = gemms[s.out.id]
+            a, prepare = gemms[s.out.id]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
-                                    a.args, a.rows, a.inner,
-                                    tuple(v.id for v in s.inputs if v.id not in contiguous)))
+                                    a.args, a.rows, a.inner, prepare))
         else:
             steps.append(s)
     defined = {o.id for n in g.nodes for o in n.outputs}
@@ -147,13 +146,13 @@ def gemm_function(symbol: str):
         dtype = gemm.dtype_of(symbol)
         cache = default_cache()
         key = content_key("gemm library", symbol, repr(gemm.tile_for(dtype)), target_description(), build_id())
-        info = KernelInfo(symbol, 3, 3, 0)
+        info = KernelInfo(symbol, 3, 5, 0)
         found = _cached(cache, key, [symbol])
         if found is None:
-            artifact = compile_ir(gemm.library(dtype, DATA_OFFSET), [info], {"function": "gemm library"})
+            artifact = compile_ir(gemm.library(dtype), [info], {"function": "gemm library"})
             cache.put(key, artifact.to_bytes(), "(gemm library)", symbol)
             found = load(artifact), None
-        fn = _functions(found[0], ((symbol, 3, 3, 0),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
+        fn = _functions(found[0], ((symbol, 3, 5, 0),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
         fn._shapejit_keepalive = found[0]
         _libraries[symbol] = fn
         return fn

@@ -48,7 +48,8 @@ class KernelCall:
     args: tuple            # ("array", value id) | ("int", expr) | ("float", value id)
     rows: object           # the [0, rows) range split across threads
     inner: object          # elements per row
-    contiguous: tuple = ()  # input ids the kernel reads C-contiguous: copied first when they are not
+    prepare: tuple = ()    # (value id, (batch, rows, cols) exprs): passed as a 3-D view with
+                           # unit-stride columns (or a copy when there is none)
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -141,7 +142,7 @@ def _poolable(steps, outputs) -> set[int]:
 def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
-            "_matmul": np.matmul, "_item": _item, "_contig": np.ascontiguousarray}
+            "_matmul": np.matmul, "_item": _item, "_rows3": _rows3}
 
 
 def _rebuild_const(recipe: tuple, functions: dict):
@@ -267,9 +268,9 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
     args = []
     checked = ("int", "errcell") in kc.args
     local = {}
-    for vid in kc.contiguous:
+    for vid, dims in kc.prepare:
         local[vid] = f"_c{vid}"
-        lines.append(f"    _c{vid} = _contig({names[vid]})")
+        lines.append(f"    _c{vid} = _rows3({names[vid]}, {', '.join(to_python(d) for d in dims)})")
     for a in kc.args:
         if a[0] == "array":
             args.append(local.get(a[1], names[a[1]]))
@@ -305,6 +306,17 @@ def _has_sym(a) -> bool:
     if isinstance(a, sympy.Basic):
         return True
     return type(a) is tuple and any(_has_sym(x) for x in a)
+
+
+def _rows3(x, batch, rows, cols):
+    """x as a (batch, rows, cols) array whose columns have unit stride and
+    whose strides are non-negative multiples of the item size: a view when
+    numpy can make one, else a C-contiguous copy."""
+    x = x.reshape(batch, rows, cols)
+    s, size = x.strides, x.itemsize
+    if (cols > 1 and s[2] != size) or s[0] < 0 or s[1] < 0 or s[0] % size or s[1] % size:
+        x = np.ascontiguousarray(x)
+    return x
 
 
 def _item(x):

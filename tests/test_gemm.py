@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from codegen import gemm
 from jit import jit
 from jit.compile import gemm_function
+from runtime.executable import _rows3
 from runtime.threadpool import parallel_for
 
 DTYPES = [np.float32, np.float64]
@@ -20,8 +21,9 @@ def rng():
     return np.random.default_rng(7)
 
 
-def run_kernel(a, b, c, parallel=False):
-    """C = A @ B through the library kernel, as the executable calls it."""
+def run_kernel(a, b, c, parallel=False, strided=False):
+    """C = A @ B through the library kernel, as the executable calls it
+    (`strided`: operands passed as the runtime's (batch, rows, cols) views)."""
     dtype = c.dtype
     fn = gemm_function(gemm.symbol_for(dtype))
     nr = gemm.tile_for(dtype).nr
@@ -30,11 +32,14 @@ def run_kernel(a, b, c, parallel=False):
     else:
         batch, M = int(np.prod(a.shape[:-2])), a.shape[-2]
     K, N = b.shape[-2], b.shape[-1]
+    if strided:
+        a, b = _rows3(a, batch, M, K), _rows3(b, batch if b.ndim > 2 else 1, K, N)
     units = batch * ((N + nr - 1) // nr)
+    args = (a, b, c, M, N, K, int(strided), int(strided))
     if parallel:
-        parallel_for(fn, 0, units, (a, b, c, M, N, K), 1)
+        parallel_for(fn, 0, units, args, 1)
     elif units:
-        fn(0, units, a, b, c, M, N, K)
+        fn(0, units, *args)
 
 
 def exact(rng, shape, dtype):
@@ -77,6 +82,21 @@ def test_batches_and_folded_rows(dtype, rng):
         c = np.full(want.shape, np.nan, dtype)
         run_kernel(a, b, c, parallel=True)
         assert np.array_equal(c, want), (sa, sb)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_strided_operands_are_read_in_place_or_copied(dtype, rng):
+    big_a, big_b = exact(rng, (3, 40, 90), dtype), exact(rng, (3, 90, 150), dtype)
+    cases = [(big_a[0, :13, 5:50], big_b[0, 2:47, 10:140]),          # row strides > columns
+             (big_a[:, :13, 5:50], big_b[:, 2:47, 10:140]),          # and batch strides
+             (big_a[0, ::-1, :45], big_b[0, :45, ::-1]),             # negative strides: copied
+             (big_a[0, :13, ::2].T, big_b[0, :13, :70]),             # column stride 2: copied
+             (np.broadcast_to(big_a[0, :1, :45], (9, 45)), big_b[1, :45, :70])]  # zero row stride
+    for a, b in cases:
+        want = a @ b
+        c = np.full(want.shape, np.nan, dtype)
+        run_kernel(a, b, c, parallel=True, strided=True)
+        assert np.array_equal(c, want), (a.shape, a.strides, b.shape, b.strides)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
