@@ -4,12 +4,12 @@ of products, A [b..., M, K] with B [b..., K, N] (the same batch dims).  The
 kernel reads C-contiguous operands; the runtime makes a copy of an operand
 that is not (np.ascontiguousarray), as a BLAS packs its operands.
 
-Register tiling (BLIS's micro-kernel, without packing): an MR x NR tile of C
-lives in MR * NV vector registers (NR = NV vector lanes wide); each step of
-k broadcasts MR elements of A's column k and multiplies them with NV vectors
-of B's row k (fma).  B is read in place: a KC-deep block of one NR-column
-strip (KC * NR elements, L1/L2 sized) is reused by every MR-row tile of A
-before the next block.  Rows left over at the bottom (M mod MR) run on
+Register tiling (BLIS's micro-kernel): an MR x NR tile of C lives in MR * NV
+vector registers (NR = NV vector lanes wide); each step of k broadcasts MR
+elements of A's column k and multiplies them with NV vectors of B's row k
+(fma).  A KC-deep block of one NR-column strip of B is packed into a
+contiguous panel (KC * NR elements, L1/L2 sized, on the stack) and reused by
+every MR-row tile of A before the next block; A is read in place.  Rows left over at the bottom (M mod MR) run on
 narrower tiles; columns left over at the right edge use masked loads and
 stores, so no access leaves the arrays.  K = 0 stores zeros.
 
@@ -162,6 +162,8 @@ class GemmEmitter:
         # 3-D (batch, rows, unit-stride columns) operand the runtime prepared
         sa, lda = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
         sb, ldb = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
+        panel = b.alloca(self.vty, size=c(t.kc * t.nv))  # one packed KC x NR block of B
+        panel.align = 64
 
         strip_bb = fn.append_basic_block("strip")
         exit_bb = fn.append_basic_block("exit")
@@ -193,8 +195,9 @@ class GemmEmitter:
         rem = b.sub(K, k0)
         kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
         accumulate = b.icmp_signed(">", k0, c(0))
-        Bk = b.gep(Bs, [b.mul(k0, ldb)])
         Ak = b.gep(Ab, [k0])
+        self._pack(b, fn, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, masks)
+        Bk = b.bitcast(panel, eptr)
         rows_bb = fn.append_basic_block("rows")
         b.branch(rows_bb)
         kb_pre = b.block
@@ -207,7 +210,7 @@ class GemmEmitter:
         tail_bb = fn.append_basic_block("rowtail")
         b.cbranch(b.icmp_signed("<=", b.add(i, c(t.mr)), M), tile_bb, tail_bb)
         b.position_at_end(tile_bb)
-        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, lda, ldb, N, accumulate, masks)
+        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, lda, c(t.nr), N, accumulate, masks)
         i_next = b.add(i, c(t.mr))
         i.add_incoming(i_next, b.block)
         b.branch(rows_bb)
@@ -221,7 +224,7 @@ class GemmEmitter:
             bb = fn.append_basic_block(f"tail{r}")
             sw.add_case(c(r), bb)
             b.position_at_end(bb)
-            self._call_micro(b, fn, r, full, Ak, Bk, Cs, i, kc, lda, ldb, N, accumulate, masks)
+            self._call_micro(b, fn, r, full, Ak, Bk, Cs, i, kc, lda, c(t.nr), N, accumulate, masks)
             b.branch(kb_end)
 
         b.position_at_end(kb_end)
@@ -246,6 +249,36 @@ class GemmEmitter:
         room = b.shuffle_vector(room, ir.Constant(ir.VectorType(I64, t.lanes), ir.Undefined),
                                 ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
         return b.icmp_signed("<", lanes, room)
+
+    def _pack(self, b, fn, panel, src, kc, ldb, masks):
+        """Copy rows [0, kc) of the B block at `src` (rows ldb apart) into the
+        contiguous panel, columns past the edge as zeros, prefetching the rows
+        PREFETCH ahead: the block's rows lie one per page, beyond the hardware
+        prefetchers, and the micro-kernels then stream the packed copy (a few
+        pages, in L1/L2) with unit stride for every row tile."""
+        t = self.tile
+        vptr = self.vty.as_pointer()
+        align = ir.Constant(I32, self.dtype.itemsize)
+        pre = b.block
+        loop = fn.append_basic_block("pack")
+        done = fn.append_basic_block("packed")
+        b.cbranch(b.icmp_signed(">", kc, ir.Constant(I64, 0)), loop, done)
+        b.position_at_end(loop)
+        r = b.phi(I64, "r")
+        r.add_incoming(ir.Constant(I64, 0), pre)
+        row = b.gep(src, [b.mul(r, ldb)])
+        # (a prefetch is a hint: past the end of B it never faults)
+        ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, ir.Constant(I64, PREFETCH)), ldb)]), I8.as_pointer())
+        for v in range(t.nv):
+            p = b.bitcast(b.gep(row, [ir.Constant(I64, v * t.lanes)]), vptr)
+            x = b.call(self.mload, [p, align, masks[v], ir.Constant(self.vty, None)])
+            b.store(x, b.gep(panel, [b.add(b.mul(r, ir.Constant(I64, t.nv)), ir.Constant(I64, v))]), align=64)
+            b.call(self.prefetch, [b.gep(ahead, [ir.Constant(I64, v * t.lanes * self.dtype.itemsize)]),
+                                   ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+        r_next = b.add(r, ir.Constant(I64, 1))
+        r.add_incoming(r_next, loop)
+        b.cbranch(b.icmp_signed("<", r_next, kc), loop, done)
+        b.position_at_end(done)
 
     def _strides(self, b, obj, strided, batch_default, row_default):
         """(batch stride, row stride) of an operand, in elements."""
@@ -287,9 +320,9 @@ class GemmEmitter:
         align = ir.Constant(I32, self.dtype.itemsize)
         zero = ir.Constant(vty, None)
 
-        def vload(ptr, v):
+        def vload(ptr, v, mask=masked):
             p = b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr)
-            if masked:
+            if mask:
                 return b.call(self.mload, [p, align, masks[v], zero])
             return b.load(p, align=self.dtype.itemsize)
 
@@ -335,12 +368,7 @@ class GemmEmitter:
                 row.append(p)
             accs.append(row)
         brow = b.gep(B, [b.mul(k, ldb)])
-        bv = [vload(brow, v) for v in range(t.nv)]
-        if not masked:  # (prefetches are hints: never a fault, even past the end)
-            ahead = b.gep(B, [b.mul(b.add(k, ir.Constant(I64, PREFETCH)), ldb)])
-            for v in range(t.nv):
-                p = b.bitcast(b.gep(ahead, [ir.Constant(I64, v * t.lanes)]), I8.as_pointer())
-                b.call(self.prefetch, [p, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+        bv = [vload(brow, v, mask=False) for v in range(t.nv)]  # the packed panel: whole vectors
         new = []
         for r in range(mr):
             a = b.load(b.gep(a_rows[r], [k]), align=self.dtype.itemsize)
