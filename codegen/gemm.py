@@ -1,24 +1,27 @@
 """Matmul as a compiled kernel: C = A @ B for float32/float64 operands,
 either A [..., M, K] with B [K, N] (A's leading dims fold into M) or a batch
-of products, A [b..., M, K] with B [b..., K, N] (the same batch dims).  The
-kernel reads C-contiguous operands; the runtime makes a copy of an operand
-that is not (np.ascontiguousarray), as a BLAS packs its operands.
+of products, A [b..., M, K] with B [b..., K, N] (the same batch dims).
 
 Register tiling (BLIS's micro-kernel): an MR x NR tile of C lives in MR * NV
 vector registers (NR = NV vector lanes wide); each step of k broadcasts MR
 elements of A's column k and multiplies them with NV vectors of B's row k
 (fma).  A KC-deep block of one NR-column strip of B is packed into a
 contiguous panel (KC * NR elements, L1/L2 sized, on the stack) and reused by
-every MR-row tile of A before the next block; A is read in place.  Rows left over at the bottom (M mod MR) run on
-narrower tiles; columns left over at the right edge use masked loads and
-stores, so no access leaves the arrays.  K = 0 stores zeros.
+every MR-row tile of A before the next block; A is read in place.  Rows left
+over at the bottom (M mod MR) run on narrower tiles; columns past the right
+edge are masked in every load and store, so no access leaves the arrays.
+K = 0 stores zeros.
+
+Operands: C-contiguous ones as they are; any other is passed by the runtime
+as a (batch, rows, columns) view with unit-stride columns (a copy only when
+numpy has no such view) and the kernel reads its strides (`*_strided` = 1).
 
 ABI (as every kernel): `void k(i64 start, i64 stop, i8* A, i8* B, i8* C,
-i64 M, i64 N, i64 K)`, [start, stop) ranging over the (batch, NR-column
-strip) pairs, so the runtime splits a product across cores like any other
-kernel.  Summation
-order: k ascending within each KC block, blocks added in order (as a BLAS
-does), so results match numpy's to rounding, exactly for exact inputs.
+i64 M, i64 N, i64 K, i64 a_strided, i64 b_strided)`, [start, stop) ranging
+over the (batch, NR-column strip) pairs, so the runtime splits a product
+across cores like any other kernel.  Summation order: k ascending within
+each KC block, blocks added in order (as a BLAS does), so results match
+numpy's to rounding, and exactly for exact inputs.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import sympy
 from llvmlite import ir
 
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
+from codegen.llvm import host_target
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 LLTYPE = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
@@ -60,6 +64,7 @@ def tile_for(dtype: np.dtype) -> Tile:
 
 
 TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in numpy
+TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 in at most three)
 PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
 
 
@@ -91,7 +96,6 @@ def library(dtype) -> str:
     matmul of that dtype in the process (runtime dims), so it is compiled
     once per machine and kept in the compile cache like any artifact."""
     module = ir.Module(name=f"shapejit_gemm_{np.dtype(dtype).name}")
-    from codegen.llvm import host_target
     tm = host_target()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
@@ -164,6 +168,8 @@ class GemmEmitter:
         sb, ldb = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
         panel = b.alloca(self.vty, size=c(t.kc * t.nv))  # one packed KC x NR block of B
         panel.align = 64
+        ctile = b.alloca(self.vty, size=c(t.mr * t.nv))  # a C tile at the right edge
+        ctile.align = 64
 
         strip_bb = fn.append_basic_block("strip")
         exit_bb = fn.append_basic_block("exit")
@@ -210,24 +216,30 @@ class GemmEmitter:
         tail_bb = fn.append_basic_block("rowtail")
         b.cbranch(b.icmp_signed("<=", b.add(i, c(t.mr)), M), tile_bb, tail_bb)
         b.position_at_end(tile_bb)
-        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, lda, c(t.nr), N, accumulate, masks)
+        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, lda, c(t.nr), N, accumulate, masks, ctile)
         i_next = b.add(i, c(t.mr))
         i.add_incoming(i_next, b.block)
         b.branch(rows_bb)
 
-        # the M mod MR rows left: one narrower tile
+        # the M mod MR rows left: tiles of 4, 2 and 1 rows (each used at most once)
         b.position_at_end(tail_bb)
-        left = b.sub(M, i)
-        kb_end = fn.append_basic_block("kblock_end")
-        sw = b.switch(left, kb_end)
-        for r in range(1, t.mr):
-            bb = fn.append_basic_block(f"tail{r}")
-            sw.add_case(c(r), bb)
-            b.position_at_end(bb)
-            self._call_micro(b, fn, r, full, Ak, Bk, Cs, i, kc, lda, c(t.nr), N, accumulate, masks)
-            b.branch(kb_end)
-
-        b.position_at_end(kb_end)
+        row = i
+        for size in TAIL_ROWS:
+            take = fn.append_basic_block(f"tail{size}")
+            after = fn.append_basic_block(f"after_tail{size}")
+            pre = b.block
+            b.cbranch(b.icmp_signed(">=", b.sub(M, row), c(size)), take, after)
+            b.position_at_end(take)
+            self._call_micro(b, fn, size, full, Ak, Bk, Cs, row, kc, lda, c(t.nr), N, accumulate, masks, ctile)
+            row_taken = b.add(row, c(size))
+            took = b.block
+            b.branch(after)
+            b.position_at_end(after)
+            phi = b.phi(I64)
+            phi.add_incoming(row, pre)
+            phi.add_incoming(row_taken, took)
+            row = phi
+        kb_end = b.block
         k0_next = b.add(k0, c(t.kc))
         k0.add_incoming(k0_next, kb_end)
         strip_end = fn.append_basic_block("strip_end")
@@ -288,50 +300,61 @@ class GemmEmitter:
         on = b.icmp_signed("!=", strided, ir.Constant(I64, 0))
         return b.select(on, read[0], batch_default), b.select(on, read[1], row_default)
 
-    def _call_micro(self, b, fn, mr, full, Ak, Bk, Cs, i, kc, lda, ldb, ldc, accumulate, masks):
-        """Full strips take the unmasked micro-kernel, the right edge the masked one."""
+    def _call_micro(self, b, fn, mr, full, Ak, Bk, Cs, i, kc, lda, ldb, ldc, accumulate, masks, ctile):
+        """A tile of a full strip is computed in place; at the right edge the
+        tile goes through `ctile` (the columns inside copied in and out with
+        masked loads and stores), so one micro-kernel serves both."""
+        t = self.tile
         a_tile = b.gep(Ak, [b.mul(i, lda)])
         c_tile = b.gep(Cs, [b.mul(i, ldc)])
-        args = [a_tile, Bk, c_tile, kc, lda, ldb, ldc, accumulate]
+        micro = self._micro(mr)
+        vptr = self.vty.as_pointer()
+        align = ir.Constant(I32, self.dtype.itemsize)
+        tmp = b.bitcast(ctile, self.ety.as_pointer())
+
+        def edge(r, v):
+            return b.bitcast(b.gep(c_tile, [b.add(b.mul(ldc, ir.Constant(I64, r)), ir.Constant(I64, v * t.lanes))]),
+                             vptr)
+
         with b.if_else(full) as (then, otherwise):
             with then:
-                b.call(self._micro(mr, False), args + masks)
+                b.call(micro, [a_tile, Bk, c_tile, kc, lda, ldb, ldc, accumulate])
             with otherwise:
-                b.call(self._micro(mr, True), args + masks)
+                with b.if_then(accumulate):
+                    for r in range(mr):
+                        for v in range(t.nv):
+                            x = b.call(self.mload, [edge(r, v), align, masks[v], ir.Constant(self.vty, None)])
+                            b.store(x, b.gep(ctile, [ir.Constant(I64, r * t.nv + v)]), align=64)
+                b.call(micro, [a_tile, Bk, tmp, kc, lda, ldb, ir.Constant(I64, t.nr), accumulate])
+                for r in range(mr):
+                    for v in range(t.nv):
+                        x = b.load(b.gep(ctile, [ir.Constant(I64, r * t.nv + v)]), align=64)
+                        b.call(self.mstore, [x, edge(r, v), align, masks[v]])
 
     # ------------------------------------------------------------ micro-kernel
-    def _micro(self, mr: int, masked: bool) -> ir.Function:
+    def _micro(self, mr: int) -> ir.Function:
         """C[mr x NR] (+)= A[mr x kc] B[kc x NR]; rows lda, ldb, ldc apart;
         `acc`: add to C (else overwrite)."""
-        key = (mr, masked)
-        if key in self.micros:
-            return self.micros[key]
+        if mr in self.micros:
+            return self.micros[mr]
         t, vty = self.tile, self.vty
         eptr, vptr = self.ety.as_pointer(), vty.as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [eptr, eptr, eptr, I64, I64, I64, I64, I1] + [self.mty] * t.nv)
-        fn = ir.Function(self.m, fnty, f"{self.symbol}_micro{mr}{'m' if masked else ''}")
+        fnty = ir.FunctionType(ir.VoidType(), [eptr, eptr, eptr, I64, I64, I64, I64, I1])
+        fn = ir.Function(self.m, fnty, f"{self.symbol}_micro{mr}")
         fn.linkage = "internal"
-        fn.attributes.add("alwaysinline")
-        A, B, C, kc, lda, ldb, ldc, acc = fn.args[:8]
-        masks = fn.args[8:]
+        fn.attributes.add("noinline")  # called from the full and the edge path: compiled once
+        A, B, C, kc, lda, ldb, ldc, acc = fn.args
         for x in (A, B, C):
             x.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         align = ir.Constant(I32, self.dtype.itemsize)
         zero = ir.Constant(vty, None)
 
-        def vload(ptr, v, mask=masked):
-            p = b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr)
-            if mask:
-                return b.call(self.mload, [p, align, masks[v], zero])
-            return b.load(p, align=self.dtype.itemsize)
+        def vload(ptr, v):
+            return b.load(b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr), align=self.dtype.itemsize)
 
         def vstore(x, ptr, v):
-            p = b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr)
-            if masked:
-                b.call(self.mstore, [x, p, align, masks[v]])
-            else:
-                b.store(x, p, align=self.dtype.itemsize)
+            b.store(x, b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr), align=self.dtype.itemsize)
 
         c_rows = [b.gep(C, [b.mul(ldc, ir.Constant(I64, r))]) for r in range(mr)]
         a_rows = [b.gep(A, [b.mul(lda, ir.Constant(I64, r))]) for r in range(mr)]
@@ -368,7 +391,7 @@ class GemmEmitter:
                 row.append(p)
             accs.append(row)
         brow = b.gep(B, [b.mul(k, ldb)])
-        bv = [vload(brow, v, mask=False) for v in range(t.nv)]  # the packed panel: whole vectors
+        bv = [vload(brow, v) for v in range(t.nv)]
         new = []
         for r in range(mr):
             a = b.load(b.gep(a_rows[r], [k]), align=self.dtype.itemsize)
@@ -393,5 +416,5 @@ class GemmEmitter:
         for p, r, v in final:
             vstore(p, c_rows[r], v)
         b.ret_void()
-        self.micros[key] = fn
+        self.micros[mr] = fn
         return fn

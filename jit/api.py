@@ -19,6 +19,7 @@ from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.signature import Signature, classify_call
 from jit.trace import TraceResult, trace
 from jit.tracer import Fallback
+from runtime.cache import default_cache
 from runtime.executable import Executable, ShapeMismatch
 from shapes.guards import GuardSet
 from shapes.verify import verify
@@ -240,7 +241,6 @@ class JitFunction:
             self._n_entries += 1
             m.slow_calls += 1
             if pkey is not None and entry.build is not None and entry.build.plan is not None:
-                from runtime.cache import default_cache
                 why = persist.save(default_cache(), pkey,
                                    lambda: persist.entry_of(tr, entry.guards, entry.build, entry.build.plan),
                                    self.__qualname__, sig.describe())
@@ -255,10 +255,9 @@ class JitFunction:
         function whose globals have no process-independent identity)."""
         if self.backend != "llvm" or not persist.enabled():
             return None
-        from runtime.cache import default_cache
         if not default_cache().on_disk:
             return None
-        if self._fingerprint is None and self._saving is None:
+        if self._fingerprint is None and self._saving is None:  # not tried yet
             self._fingerprint, why = function_fingerprint(self.fn)
             if why:
                 self._saving = f"traces not saved: {why}"
@@ -275,7 +274,6 @@ class JitFunction:
     def _load_saved(self, state: KeyState, pkey: str, shapes):
         """(entry, dims) from another process's saved traces whose guards
         accept these shapes, or None."""
-        from runtime.cache import default_cache
         if state.saved is None:
             state.saved = persist.load(default_cache(), pkey)
         m = self.metrics
