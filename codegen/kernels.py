@@ -463,11 +463,6 @@ class KernelEmitter:
             if op == "not_equal":
                 return b.fcmp_unordered("!=", xs[0], xs[1])
             return b.fcmp_ordered(FCMP[op], xs[0], xs[1])
-        if op == "divide" and self._row_value(n.inputs[1]) and not self._row_value(n.out):
-            # a row-invariant divisor (softmax's sum, layernorm's std): "arcp"
-            # lets LLVM hoist 1/d out of the inner loop and multiply (one more
-            # rounding: within 1 ulp of the quotient, not a division per element)
-            return b.fdiv(xs[0], xs[1], flags=("arcp",))
         if op in BINOP:
             return getattr(b, BINOP[op])(xs[0], xs[1])
         if op == "logical_not":
