@@ -13,8 +13,9 @@ edge are masked in every load and store, so no access leaves the arrays.
 K = 0 stores zeros.
 
 Operands: C-contiguous ones as they are; any other is passed by the runtime
-as a (batch, rows, columns) view with unit-stride columns (a copy only when
-numpy has no such view) and the kernel reads its strides (`*_strided` = 1).
+as a (batch, rows, columns) view with unit-stride columns — for B, unit-stride
+rows will also do (attention's k.T; packing transposes it) — a copy only when
+numpy has no such view, and the kernel reads its strides (`*_strided` = 1).
 
 ABI (as every kernel): `void k(i64 start, i64 stop, i8* A, i8* B, i8* C,
 i64 M, i64 N, i64 K, i64 a_strided, i64 b_strided)`, [start, stop) ranging
@@ -108,8 +109,8 @@ def abi_of(n, contiguous: set[int]):
     rows are the (batch, NR-column strip) pairs, inner the multiply-adds per
     strip over NR; `prepare` lists the operands not known to be C-contiguous
     with the (batch, rows, columns) view the runtime makes of them (a copy
-    when no view has unit-stride columns); the kernel then reads their
-    strides (the a_strided / b_strided flags)."""
+    when no view has unit-stride columns, or for B unit-stride rows); the
+    kernel then reads their strides (the a_strided / b_strided flags)."""
     a, b = n.inputs
     if b.ndim == 2:
         batch, M = sympy.Integer(1), sympy.Mul(*a.shape[:-1])
@@ -119,9 +120,9 @@ def abi_of(n, contiguous: set[int]):
     nr = tile_for(n.out.dtype).nr
     prepare = []
     if a.id not in contiguous:
-        prepare.append((a.id, (batch, M, K)))
+        prepare.append((a.id, (batch, M, K), False))
     if b.id not in contiguous:
-        prepare.append((b.id, (batch if b.ndim > 2 else sympy.Integer(1), K, N)))
+        prepare.append((b.id, (batch if b.ndim > 2 else sympy.Integer(1), K, N), True))
     args = (("array", a.id), ("array", b.id), ("array", n.out.id), ("int", M), ("int", N), ("int", K),
             ("int", sympy.Integer(int(a.id not in contiguous))), ("int", sympy.Integer(int(b.id not in contiguous))))
     return (args, batch * sympy.floor((N + nr - 1) / nr), M * K), tuple(prepare)
@@ -164,8 +165,8 @@ class GemmEmitter:
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
         # (batch stride, row stride) in elements: C-contiguous, or read from a
         # 3-D (batch, rows, unit-stride columns) operand the runtime prepared
-        sa, lda = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
-        sb, ldb = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
+        sa, lda, _ = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
+        sb, ldb, ldbn = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
         panel = b.alloca(self.vty, size=c(t.kc * t.nv))  # one packed KC x NR block of B
         panel.align = 64
         ctile = b.alloca(self.vty, size=c(t.mr * t.nv))  # a C tile at the right edge
@@ -188,7 +189,7 @@ class GemmEmitter:
         full = b.icmp_signed(">=", ncols, c(t.nr))
         masks = [self._lane_mask(b, ncols, v) for v in range(t.nv)]
         Ab = b.gep(A, [b.mul(bi, sa)])
-        Bs = b.gep(B, [b.add(b.mul(bi, sb), col)])
+        Bs = b.gep(B, [b.add(b.mul(bi, sb), b.mul(col, ldbn))])
         Cs = b.gep(C, [b.add(b.mul(bi, b.mul(M, N)), col)])
         kb_bb = fn.append_basic_block("kblock")
         b.branch(kb_bb)
@@ -202,7 +203,7 @@ class GemmEmitter:
         kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
         accumulate = b.icmp_signed(">", k0, c(0))
         Ak = b.gep(Ab, [k0])
-        self._pack(b, fn, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, masks)
+        self._pack(b, fn, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
         Bk = b.bitcast(panel, eptr)
         rows_bb = fn.append_basic_block("rows")
         b.branch(rows_bb)
@@ -262,43 +263,89 @@ class GemmEmitter:
                                 ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
         return b.icmp_signed("<", lanes, room)
 
-    def _pack(self, b, fn, panel, src, kc, ldb, masks):
-        """Copy rows [0, kc) of the B block at `src` (rows ldb apart) into the
-        contiguous panel, columns past the edge as zeros, prefetching the rows
-        PREFETCH ahead: the block's rows lie one per page, beyond the hardware
-        prefetchers, and the micro-kernels then stream the packed copy (a few
-        pages, in L1/L2) with unit stride for every row tile."""
+    def _pack(self, b, fn, panel, src, kc, ldb, ldbn, ncols, masks):
+        """Copy rows [0, kc) of the B block at `src` (rows ldb apart, columns
+        ldbn apart) into the contiguous panel, columns past the edge as zeros.
+        Unit-stride columns are copied a vector at a time, prefetching the
+        rows PREFETCH ahead (the block's rows lie one per page, beyond the
+        hardware prefetchers); a B with strided columns (attention's k.T, unit
+        stride along k) element by element, a column at a time.  The
+        micro-kernels then stream the packed copy (a few pages, in L1/L2) with
+        unit stride for every row tile."""
         t = self.tile
+        c = lambda v: ir.Constant(I64, v)  # noqa: E731
         vptr = self.vty.as_pointer()
         align = ir.Constant(I32, self.dtype.itemsize)
-        pre = b.block
-        loop = fn.append_basic_block("pack")
+        check = fn.append_basic_block("pack_check")
+        rows = fn.append_basic_block("pack_rows")
+        cols = fn.append_basic_block("pack_cols")
         done = fn.append_basic_block("packed")
-        b.cbranch(b.icmp_signed(">", kc, ir.Constant(I64, 0)), loop, done)
-        b.position_at_end(loop)
+        b.cbranch(b.icmp_signed(">", kc, c(0)), check, done)
+        b.position_at_end(check)
+        b.cbranch(b.icmp_signed("==", ldbn, c(1)), rows, cols)
+
+        # unit-stride columns: row r of the block, NV masked vector loads
+        b.position_at_end(rows)
         r = b.phi(I64, "r")
-        r.add_incoming(ir.Constant(I64, 0), pre)
+        r.add_incoming(c(0), check)
         row = b.gep(src, [b.mul(r, ldb)])
         # (a prefetch is a hint: past the end of B it never faults)
-        ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, ir.Constant(I64, PREFETCH)), ldb)]), I8.as_pointer())
+        ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, c(PREFETCH)), ldb)]), I8.as_pointer())
         for v in range(t.nv):
-            p = b.bitcast(b.gep(row, [ir.Constant(I64, v * t.lanes)]), vptr)
+            p = b.bitcast(b.gep(row, [c(v * t.lanes)]), vptr)
             x = b.call(self.mload, [p, align, masks[v], ir.Constant(self.vty, None)])
-            b.store(x, b.gep(panel, [b.add(b.mul(r, ir.Constant(I64, t.nv)), ir.Constant(I64, v))]), align=64)
-            b.call(self.prefetch, [b.gep(ahead, [ir.Constant(I64, v * t.lanes * self.dtype.itemsize)]),
+            b.store(x, b.gep(panel, [b.add(b.mul(r, c(t.nv)), c(v))]), align=64)
+            b.call(self.prefetch, [b.gep(ahead, [c(v * t.lanes * self.dtype.itemsize)]),
                                    ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
-        r_next = b.add(r, ir.Constant(I64, 1))
-        r.add_incoming(r_next, loop)
-        b.cbranch(b.icmp_signed("<", r_next, kc), loop, done)
+        r_next = b.add(r, c(1))
+        r.add_incoming(r_next, rows)
+        b.cbranch(b.icmp_signed("<", r_next, kc), rows, done)
+
+        # strided columns: column n of the block (kc elements ldb apart), or zeros past the edge
+        b.position_at_end(cols)
+        n = b.phi(I64, "n")
+        n.add_incoming(c(0), check)
+        flat = b.bitcast(panel, self.ety.as_pointer())
+        inside = b.icmp_signed("<", n, ncols)
+        column = b.gep(src, [b.mul(n, ldbn)])
+        inner = fn.append_basic_block("pack_col")
+        next_col = fn.append_basic_block("pack_next_col")
+        b.branch(inner)
+        b.position_at_end(inner)
+        k = b.phi(I64, "kk")
+        k.add_incoming(c(0), cols)
+        with b.if_else(inside) as (load, zero):
+            with load:
+                x = b.load(b.gep(column, [b.mul(k, ldb)]))
+                b.store(x, b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)]))
+            with zero:
+                b.store(ir.Constant(self.ety, 0.0), b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)]))
+        k_next = b.add(k, c(1))
+        k.add_incoming(k_next, b.block)
+        b.cbranch(b.icmp_signed("<", k_next, kc), inner, next_col)
+        b.position_at_end(next_col)
+        n_next = b.add(n, c(1))
+        n.add_incoming(n_next, next_col)
+        b.cbranch(b.icmp_signed("<", n_next, c(t.nr)), cols, done)
         b.position_at_end(done)
 
     def _strides(self, b, obj, strided, batch_default, row_default):
-        """(batch stride, row stride) of an operand, in elements."""
-        sptr = b.load(b.bitcast(b.gep(obj, [ir.Constant(I64, STRIDES_OFFSET)]), I64.as_pointer().as_pointer()))
-        size = ir.Constant(I64, self.dtype.itemsize)
-        read = [b.sdiv(b.load(b.gep(sptr, [ir.Constant(I64, d)])), size) for d in (0, 1)]
+        """(batch, row, column) strides of an operand, in elements: read from
+        the runtime's 3-D view when `strided`, else those of a C-contiguous one."""
         on = b.icmp_signed("!=", strided, ir.Constant(I64, 0))
-        return b.select(on, read[0], batch_default), b.select(on, read[1], row_default)
+        pre = b.block
+        with b.if_then(on):  # (only then is the operand the 3-D view: three strides to read)
+            sptr = b.load(b.bitcast(b.gep(obj, [ir.Constant(I64, STRIDES_OFFSET)]), I64.as_pointer().as_pointer()))
+            size = ir.Constant(I64, self.dtype.itemsize)
+            read = [b.sdiv(b.load(b.gep(sptr, [ir.Constant(I64, d)])), size) for d in (0, 1, 2)]
+            got = b.block
+        out = []
+        for x, default in zip(read, (batch_default, row_default, ir.Constant(I64, 1))):
+            p = b.phi(I64)
+            p.add_incoming(x, got)
+            p.add_incoming(default, pre)
+            out.append(p)
+        return tuple(out)
 
     def _call_micro(self, b, fn, mr, full, Ak, Bk, Cs, i, kc, lda, ldb, ldc, accumulate, masks, ctile):
         """A tile of a full strip is computed in place; at the right edge the

@@ -48,8 +48,8 @@ class KernelCall:
     args: tuple            # ("array", value id) | ("int", expr) | ("float", value id)
     rows: object           # the [0, rows) range split across threads
     inner: object          # elements per row
-    prepare: tuple = ()    # (value id, (batch, rows, cols) exprs): passed as a 3-D view with
-                           # unit-stride columns (or a copy when there is none)
+    prepare: tuple = ()    # (value id, (batch, rows, cols) exprs, unit_rows_ok): passed as a 3-D
+                           # view with unit-stride columns (or rows), or a copy when there is none
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -268,9 +268,9 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
     args = []
     checked = ("int", "errcell") in kc.args
     local = {}
-    for vid, dims in kc.prepare:
+    for vid, dims, unit_rows_ok in kc.prepare:
         local[vid] = f"_c{vid}"
-        lines.append(f"    _c{vid} = _rows3({names[vid]}, {', '.join(to_python(d) for d in dims)})")
+        lines.append(f"    _c{vid} = _rows3({names[vid]}, {', '.join(to_python(d) for d in dims)}, {unit_rows_ok})")
     for a in kc.args:
         if a[0] == "array":
             args.append(local.get(a[1], names[a[1]]))
@@ -308,13 +308,15 @@ def _has_sym(a) -> bool:
     return type(a) is tuple and any(_has_sym(x) for x in a)
 
 
-def _rows3(x, batch, rows, cols):
-    """x as a (batch, rows, cols) array whose columns have unit stride and
-    whose strides are non-negative multiples of the item size: a view when
-    numpy can make one, else a C-contiguous copy."""
+def _rows3(x, batch, rows, cols, unit_rows_ok=False):
+    """x as a (batch, rows, cols) array whose strides are non-negative
+    multiples of the item size and whose columns have unit stride (or, with
+    `unit_rows_ok`, whose rows have): a view when numpy can make one, else a
+    C-contiguous copy."""
     x = x.reshape(batch, rows, cols)
     s, size = x.strides, x.itemsize
-    if (cols > 1 and s[2] != size) or s[0] < 0 or s[1] < 0 or s[0] % size or s[1] % size:
+    unit = cols <= 1 or s[2] == size or (unit_rows_ok and (rows <= 1 or s[1] == size))
+    if not unit or min(s) < 0 or s[0] % size or s[1] % size or s[2] % size:
         x = np.ascontiguousarray(x)
     return x
 

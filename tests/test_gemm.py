@@ -33,7 +33,7 @@ def run_kernel(a, b, c, parallel=False, strided=False):
         batch, M = int(np.prod(a.shape[:-2])), a.shape[-2]
     K, N = b.shape[-2], b.shape[-1]
     if strided:
-        a, b = _rows3(a, batch, M, K), _rows3(b, batch if b.ndim > 2 else 1, K, N)
+        a, b = _rows3(a, batch, M, K), _rows3(b, batch if b.ndim > 2 else 1, K, N, True)
     units = batch * ((N + nr - 1) // nr)
     args = (a, b, c, M, N, K, int(strided), int(strided))
     if parallel:
@@ -66,11 +66,15 @@ def test_every_tile_edge_is_exact_and_in_bounds(dtype, parallel, rng):
         for N in Ns:
             for K in Ks:
                 a_buf, a = fenced(exact(rng, (M, K), dtype), np.nan)
-                b_buf, b = fenced(exact(rng, (K, N), dtype), np.nan)
-                c_buf, c = fenced(np.full((M, N), np.inf, dtype), -7.0)
-                run_kernel(a, b, c, parallel)
-                assert np.array_equal(c, a @ b), (M, N, K)
-                assert np.all(c_buf[M * N:] == -7.0), f"wrote past C for {(M, N, K)}"
+                for transposed in (False, True):  # B C-contiguous, or B.T contiguous (packed by columns)
+                    if transposed:
+                        b = fenced(exact(rng, (N, K), dtype), np.nan)[1].T
+                    else:
+                        b = fenced(exact(rng, (K, N), dtype), np.nan)[1]
+                    c_buf, c = fenced(np.full((M, N), np.inf, dtype), -7.0)
+                    run_kernel(a, b, c, parallel, strided=transposed)
+                    assert np.array_equal(c, a @ b), (M, N, K, transposed)
+                    assert np.all(c_buf[M * N:] == -7.0), f"wrote past C for {(M, N, K, transposed)}"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -91,7 +95,10 @@ def test_strided_operands_are_read_in_place_or_copied(dtype, rng):
              (big_a[:, :13, 5:50], big_b[:, 2:47, 10:140]),          # and batch strides
              (big_a[0, ::-1, :45], big_b[0, :45, ::-1]),             # negative strides: copied
              (big_a[0, :13, ::2].T, big_b[0, :13, :70]),             # column stride 2: copied
-             (np.broadcast_to(big_a[0, :1, :45], (9, 45)), big_b[1, :45, :70])]  # zero row stride
+             (np.broadcast_to(big_a[0, :1, :45], (9, 45)), big_b[1, :45, :70]),  # zero row stride
+             (big_a[0, :13, :40], big_b[0, :70, :40].T),                 # B with unit-stride rows: packed
+             (big_a[:, :13, :40], big_b[:, :70, :40].transpose(0, 2, 1)),  # the same, batched (q @ k.T)
+             (big_a[:, :13, :40], big_b[:, :3, :40].transpose(0, 2, 1))]   # ... narrower than a strip
     for a, b in cases:
         want = a @ b
         c = np.full(want.shape, np.nan, dtype)
