@@ -279,6 +279,7 @@ class KernelEmitter:
 
     def _passes(self, j0, j1):
         b = self.b
+        self.recip = {}  # divide node output id -> the row's reciprocal of its divisor (final pass)
         levels = self._levels()
         self.known: dict[int, ir.Value] = {}
         full = [v for v in self.k.outputs if not self._row_value(v)]
@@ -308,17 +309,58 @@ class KernelEmitter:
                         self._store(v, out_offset(j), memo[u.id])
             for n in reds:
                 self.known[n.out.id] = b.load(self.accs[n.out.id])
-        if full:
+        def final_pass():
             with for_range(b, j0, j1) as j:
                 memo = {}
                 for u, v in stash.items():  # read back what the last pass stored
                     memo[u.id] = b.load(self._addr(v.id, out_offset(j)))
                 for v in full:
                     self._store(v, out_offset(j), self._val(v, j, memo))
+
+        if full:
+            recip, ok = self._row_reciprocals(full)
+            if recip:
+                # divisions by a row-invariant value (softmax's sum, layernorm's
+                # std) multiply by its reciprocal, computed once per row, when
+                # the reciprocal is a normal number (then x * (1/d) is within
+                # about an ulp of x / d); other rows divide
+                with b.if_else(ok, likely=True) as (fast, exact):
+                    with fast:
+                        self.recip = recip
+                        final_pass()
+                        self.recip = {}
+                    with exact:
+                        final_pass()
+            else:
+                final_pass()
         memo = {}
         for v in self.k.outputs:
             if self._row_value(v):
                 self._store(v, self.row, self._val(v, None, memo))
+
+    def _row_reciprocals(self, full: list[Value]):
+        """({divide node output id: 1/d}, all reciprocals normal) for the
+        divisions by a row value in the final pass."""
+        b = self.b
+        divides = {}
+        for v in full:
+            for x in self._cone(v.id):
+                n = self.members[x]
+                if (n.op == "divide" and self._static_inner_zero(n.inputs[1].id) and not self._row_value(n.out)
+                        and n.out.dtype in (np.float32, np.float64)):
+                    divides[n.out.id] = n
+        recip, ok = {}, ir.Constant(I1, 1)
+        memo: dict = {}
+        for vid, n in divides.items():
+            t = LLTYPE[n.out.dtype]
+            d = self._cast(self._val(n.inputs[1], None, memo), self._in_type(n.inputs[1]), n.out.dtype)
+            r = b.fdiv(ir.Constant(t, 1.0), d)
+            info = np.finfo(n.out.dtype)
+            mag = b.call(_intrinsic(self.m, "llvm.fabs", t, 1), [r])
+            ok = b.and_(ok, b.and_(b.fcmp_ordered(">=", mag, ir.Constant(t, float(info.tiny))),
+                                   b.fcmp_ordered("<=", mag, ir.Constant(t, float(info.max)))))
+            recip[vid] = r
+        return recip, ok
 
     def _stash(self, full: list[Value], last_reds: list[Node]) -> dict:
         """Expensive values the last reduction pass computes anyway and an
@@ -463,6 +505,8 @@ class KernelEmitter:
             if op == "not_equal":
                 return b.fcmp_unordered("!=", xs[0], xs[1])
             return b.fcmp_ordered(FCMP[op], xs[0], xs[1])
+        if op == "divide" and n.out.id in self.recip:
+            return b.fmul(xs[0], self.recip[n.out.id])
         if op in BINOP:
             return getattr(b, BINOP[op])(xs[0], xs[1])
         if op == "logical_not":

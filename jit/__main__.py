@@ -56,11 +56,13 @@ def demo(calls: int, backend: str) -> int:
     print(f"\n{'':28s}{'shapejit':>12s}{'numpy':>12s}")
     print(f"{'time, calls 1..' + str(calls - 1):28s}{t_jit * 1e3:>10.1f}ms{t_np * 1e3:>10.1f}ms"
           f"   numpy/shapejit = {t_np / t_jit:.2f}x")
-    print(f"{'first call (trace+compile)':28s}{first * 1e3:>10.1f}ms")
+    how = "trace+compile" if st["traces"] else "saved trace, from disk"
+    print(f"{'first call (' + how + ')':28s}{first * 1e3:>10.1f}ms")
     print(f"\ndistinct shapes: {len(set(shapes))}   traces: {st['traces']}   compiles: {st['compiles']}   "
           f"recompiles: {st['recompiles']}   fallbacks: {st['fallbacks']}")
     print(f"compile cache: {st['cache_hits_memory']} memory hits, {st['cache_hits_disk']} disk hits "
-          f"(a second run of this demo links the object code from disk: compiles 0, disk hits 1); "
+          f"(a second run of this demo loads the saved trace and object code from disk: "
+          f"traces 0, compiles 0, disk hits 1); "
           f"{len(cache)} entries in {cache.directory if cache.on_disk else '(memory only)'}")
     print(f"memory: {st['bytes_allocated'] / 2**20:.1f} MiB allocated in total, peak of one call "
           f"{st['peak_bytes'] / 2**20:.2f} MiB")
