@@ -64,6 +64,7 @@ def tile_for(dtype: np.dtype) -> Tile:
     return Tile(mr=6, nv=4 if wide else 2, lanes=width // np.dtype(dtype).itemsize, kc=256)
 
 
+ARGS = (3, 5, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided), floats: the kernel's ABI
 TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in numpy
 TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 in at most three)
 PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
@@ -153,7 +154,8 @@ class GemmEmitter:
     # ------------------------------------------------------------ driver
     def emit(self) -> None:
         t = self.tile
-        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * 3 + [I64] * 5)
+        n_arrays, n_ints, _ = ARGS
+        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * n_arrays + [I64] * n_ints)
         fn = ir.Function(self.m, fnty, self.symbol)
         start, stop, a_obj, b_obj, c_obj, M, N, K, a_strided, b_strided = fn.args
         for x in (a_obj, b_obj, c_obj):

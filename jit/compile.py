@@ -146,13 +146,13 @@ def gemm_function(symbol: str):
         dtype = gemm.dtype_of(symbol)
         cache = default_cache()
         key = content_key("gemm library", symbol, repr(gemm.tile_for(dtype)), target_description(), build_id())
-        info = KernelInfo(symbol, 3, 5, 0)
+        info = KernelInfo(symbol, *gemm.ARGS)
         found = _cached(cache, key, [symbol])
         if found is None:
             artifact = compile_ir(gemm.library(dtype), [info], {"function": "gemm library"})
             cache.put(key, artifact.to_bytes(), "(gemm library)", symbol)
             found = load(artifact), None
-        fn = _functions(found[0], ((symbol, 3, 5, 0),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
+        fn = _functions(found[0], ((symbol, *gemm.ARGS),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
         fn._shapejit_keepalive = found[0]
         _libraries[symbol] = fn
         return fn
