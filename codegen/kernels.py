@@ -43,6 +43,7 @@ INTRINSIC = {"sqrt": "llvm.sqrt", "absolute": "llvm.fabs", "fabs": "llvm.fabs", 
 FCMP = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
         "greater_equal": ">="}
 REASSOC = ("reassoc", "nsz")
+SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
 BINOP = {"add": "fadd", "subtract": "fsub", "multiply": "fmul", "divide": "fdiv",
          "logical_and": "and_", "logical_or": "or_", "logical_xor": "xor"}
 
@@ -147,6 +148,11 @@ class KernelEmitter:
                                  for vid in self.strided}
         self.accs = {n.out.id: b.alloca(LLTYPE[n.out.dtype], name=f"acc{n.out.id}")
                      for n in self.k.nodes if n.op in ROW_REDUCTIONS}
+        # a sum adds SUM_BLOCK-element block sums into a float64 total (with a
+        # compensation term for float64 sums): long rows stay as accurate as
+        # numpy's pairwise sum; a row of one block is summed exactly as before
+        self.totals = {n.out.id: (b.alloca(F64, name=f"total{n.out.id}"), b.alloca(F64, name=f"comp{n.out.id}"))
+                       for n in self.k.nodes if n.op == "sum"}
         runtime_strided = [vid for vid in self.strided if not self._static_inner_zero(vid)]
         if runtime_strided:
             fast = ir.Constant(I1, 1)
@@ -291,24 +297,47 @@ class KernelEmitter:
 
         for lvl in sorted(set(levels.values())):
             reds = [n for n in self.k.nodes if n.op in ROW_REDUCTIONS and levels[n.out.id] == lvl]
+            sums = [n for n in reds if n.op == "sum"]
             for n in reds:
                 b.store(ir.Constant(LLTYPE[n.out.dtype], _identity(n.op)), self.accs[n.out.id])
-            with for_range(b, j0, j1) as j:
-                memo: dict = {}
-                for n in reds:
-                    x = self._val(n.inputs[0], j, memo)
-                    acc = b.load(self.accs[n.out.id])
-                    if n.op == "sum":
-                        r = b.fadd(acc, x, flags=REASSOC)
-                    else:
-                        f = _intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2)
-                        r = b.call(f, [acc, x])
-                    b.store(r, self.accs[n.out.id])
-                if lvl == last:
-                    for u, v in stash.items():
-                        self._store(v, out_offset(j), memo[u.id])
+            for n in sums:
+                for cell in self.totals[n.out.id]:
+                    b.store(ir.Constant(F64, 0.0), cell)
+
+            def reduce_pass(lo, hi):
+                with for_range(b, lo, hi) as j:
+                    memo: dict = {}
+                    for n in reds:
+                        x = self._val(n.inputs[0], j, memo)
+                        acc = b.load(self.accs[n.out.id])
+                        if n.op == "sum":
+                            r = b.fadd(acc, x, flags=REASSOC)
+                        else:
+                            f = _intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2)
+                            r = b.call(f, [acc, x])
+                        b.store(r, self.accs[n.out.id])
+                    if lvl == last:
+                        for u, v in stash.items():
+                            self._store(v, out_offset(j), memo[u.id])
+
+            if sums:
+                with for_range(b, j0, j1, SUM_BLOCK) as jb:
+                    block_end = b.add(jb, ir.Constant(I64, SUM_BLOCK))
+                    for n in sums:
+                        b.store(ir.Constant(LLTYPE[n.out.dtype], 0.0), self.accs[n.out.id])
+                    reduce_pass(jb, b.select(b.icmp_signed("<", j1, block_end), j1, block_end))
+                    for n in sums:
+                        self._add_block(n)
+            else:
+                reduce_pass(j0, j1)
             for n in reds:
-                self.known[n.out.id] = b.load(self.accs[n.out.id])
+                acc = self.accs[n.out.id]
+                if n.op == "sum":
+                    total = b.load(self.totals[n.out.id][0])
+                    self.known[n.out.id] = total if n.out.dtype == np.float64 else b.fptrunc(total, F32)
+                else:
+                    self.known[n.out.id] = b.load(acc)
+
         def final_pass():
             with for_range(b, j0, j1) as j:
                 memo = {}
@@ -337,6 +366,24 @@ class KernelEmitter:
         for v in self.k.outputs:
             if self._row_value(v):
                 self._store(v, self.row, self._val(v, None, memo))
+
+    def _add_block(self, n: Node) -> None:
+        """total += the block's sum: exact enough in float64 for float32 sums;
+        for float64 sums with a compensation term (Kahan's), left out once the
+        total is not finite (inf - inf would turn an overflow into NaN)."""
+        b = self.b
+        block = b.load(self.accs[n.out.id])
+        total_cell, comp_cell = self.totals[n.out.id]
+        total = b.load(total_cell)
+        if n.out.dtype != np.float64:
+            b.store(b.fadd(total, b.fpext(block, F64)), total_cell)
+            return
+        y = b.fsub(block, b.load(comp_cell))
+        t = b.fadd(total, y)
+        comp = b.fsub(b.fsub(t, total), y)
+        finite = b.fcmp_ordered("<", b.call(_intrinsic(self.m, "llvm.fabs", F64, 1), [t]), ir.Constant(F64, float("inf")))
+        b.store(b.select(finite, comp, ir.Constant(F64, 0.0)), comp_cell)
+        b.store(t, total_cell)
 
     def _row_reciprocals(self, full: list[Value]):
         """({divide node output id: 1/d}, all reciprocals normal) for the

@@ -160,12 +160,6 @@ def check_raises(fn, cases, backend):
                 jf(*args)
 
 
-def xfail_if(request, cond: bool, reason: str) -> None:
-    """Mark this one parametrized case as a known back-end bug (strict: it must fail)."""
-    if cond:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 def numpy_accepts(fn, *dtypes) -> bool:
     try:
         with np.errstate(all="ignore"):
@@ -405,7 +399,7 @@ def test_numpy_scalar_constants_are_strong(dtype, backend, rng):
     check(fn, [(rand(rng, s, dtype),) for s in SHAPES_2D], backend)
 
 
-def test_signed_zero_constants(backend, rng, request):
+def test_signed_zero_constants(backend, rng):
     """0.0 == -0.0, but they are different constants; x + 0.0 is not x for x = -0.0."""
 
     def fn(x):
@@ -617,12 +611,7 @@ def test_reduction_special_values(name, dtype, backend):
 
 @pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "var", "std", "argmax", "argmin"])
 @pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
-def test_reduction_1d_large(name, dtype, backend, rng, request):
-    xfail_if(request, backend == "llvm" and name in ("var", "std"),
-             "llvm: sum(axis=0, keepdims=True) of inexact terms (var's squared deviations) over "
-             "100_000 elements is ~10x less accurate than numpy's pairwise sum (> 4 ulp); "
-             "the same sum without keepdims matches numpy")
-
+def test_reduction_1d_large(name, dtype, backend, rng):
     def fn(x):
         return getattr(np, name)(x), getattr(x, name)(axis=0, keepdims=True)
     check(fn, [(rand(rng, s, dtype, "exact"),) for s in SHAPES_1D if s[0] > 0], backend)
