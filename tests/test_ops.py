@@ -617,6 +617,23 @@ def test_reduction_1d_large(name, dtype, backend, rng):
     check(fn, [(rand(rng, s, dtype, "exact"),) for s in SHAPES_1D if s[0] > 0], backend)
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_long_row_sums_overflow_and_nan_like_numpy(dtype, backend, rng):
+    """Rows of several summation blocks: an overflow across blocks gives inf
+    (not NaN from a compensation term), inf - inf and NaN give NaN."""
+    big = np.finfo(dtype).max * 0.75
+    rows = np.ones((5, 5000), dtype)
+    rows[0, [10, 3000]] = big                 # overflows only when two blocks meet
+    rows[1, [10, 3000]] = [np.inf, -np.inf]
+    rows[2, 4000] = np.nan
+    rows[3, ::2] = -1.0                        # cancels to zero
+    rows[4] = rng.standard_normal(5000)
+
+    def fn(x):
+        return x.sum(axis=-1), x.mean(axis=-1, keepdims=True), x[4].var(), x.max(axis=-1)
+    check(fn, [(rows,), (np.ascontiguousarray(rows[:, :4500]),)], backend)
+
+
 def test_reduction_positional_and_keyword_forms(backend, rng):
     def fn(x):
         return (np.sum(x, 0), x.sum(1), x.max(-1), np.mean(x, (0, 1)), x.argmax(1), x.min(axis=0),
