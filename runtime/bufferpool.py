@@ -48,17 +48,23 @@ class BufferPool:
                     self._threads.popitem(last=False)  # a caller using them keeps its arrays alive
             else:
                 self._threads.move_to_end(me)
-        raw = bufs.get(slot)
+        entry = bufs.get(slot)  # (raw bytes, aligned offset, shape, dtype, the view last handed out)
+        if entry is not None and entry[2] == shape and entry[3] == dtype:
+            return entry[4]  # the same call shape again (the common case): no new view
+        raw = entry[0] if entry is not None else None
         if raw is None or raw.nbytes < n + _ALIGN:
             raw = np.empty(n + _ALIGN, np.uint8)
-            bufs[slot] = raw
-        off = (-raw.ctypes.data) % _ALIGN
-        return raw[off:off + n].view(dtype).reshape(shape)
+            off = (-raw.__array_interface__["data"][0]) % _ALIGN
+        else:
+            off = entry[1]
+        view = raw[off:off + n].view(dtype).reshape(shape)
+        bufs[slot] = (raw, off, shape, dtype, view)
+        return view
 
     @property
     def held_bytes(self) -> int:
         with self._lock:
-            return sum(b.nbytes for bufs in self._threads.values() for b in bufs.values())
+            return sum(e[0].nbytes for bufs in self._threads.values() for e in bufs.values())
 
 
 def pool_bytes() -> int:
