@@ -107,9 +107,9 @@ def library(dtype) -> str:
 
 def abi_of(n, contiguous: set[int]):
     """-> ((args, rows, inner), prepare) of the kernel for matmul node `n`:
-    rows are the (batch, NR-column strip) pairs, inner the multiply-adds per
-    strip over NR; `prepare` lists the operands not known to be C-contiguous
-    with the (batch, rows, columns) view the runtime makes of them (a copy
+    rows are the (batch, NR-column strip) pairs, inner a unit's work;
+    `prepare` lists the operands not known to be C-contiguous with the
+    (batch, rows, columns) view the runtime makes of them (a copy
     when no view has unit-stride columns, or for B unit-stride rows); the
     kernel then reads their strides (the a_strided / b_strided flags)."""
     a, b = n.inputs
@@ -126,7 +126,9 @@ def abi_of(n, contiguous: set[int]):
         prepare.append((b.id, (batch if b.ndim > 2 else sympy.Integer(1), K, N), True))
     args = (("array", a.id), ("array", b.id), ("array", n.out.id), ("int", M), ("int", N), ("int", K),
             ("int", sympy.Integer(int(a.id not in contiguous))), ("int", sympy.Integer(int(b.id not in contiguous))))
-    return (args, batch * sympy.floor((N + nr - 1) / nr), M * K), tuple(prepare)
+    # inner: a unit's work in the runtime's currency (elements of a loop
+    # kernel): M * K multiply-adds of NR lanes, ~ NR / 16 elements' worth each
+    return (args, batch * sympy.floor((N + nr - 1) / nr), M * K * (nr // 16)), tuple(prepare)
 
 
 class GemmEmitter:

@@ -14,7 +14,7 @@ import llvmlite.binding as llvm
 
 from clustering import partition, run_pipeline
 from clustering.partition import Kernel, Plan
-from codegen import gemm
+from codegen import gemm, support
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
 from codegen.llvm import compile_ir, host_target
@@ -23,6 +23,7 @@ from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache
 from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable
 from runtime.loader import LoadError, load
+from runtime import threadpool
 from runtime.native import check_array_layout, kernel_function
 from shapes.ir import ArrayConst, Graph
 from shapes.verify import checks_enabled
@@ -84,7 +85,9 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
         functions = _functions(loaded, _kernels(abis), (DATA_OFFSET, STRIDES_OFFSET))
     libraries = tuple(sorted({a.symbol for a, _ in gemms.values()}))
     for lib in libraries:
-        functions[lib] = gemm_function(lib)
+        functions[lib] = library_function(lib)
+    if functions:
+        _start_spinning()
     t3 = time.perf_counter()
     times["llvm" if level is None else "load"] = t3 - t2
     by_kernel = {id(k): a for k, a in zip(plan.kernels(), abis)}
@@ -118,7 +121,9 @@ def build_saved(saved: SavedBuild) -> Build | None:
         loaded, level = found
         functions = _functions(loaded, saved.kernels, saved.layout)
     for lib in saved.libraries:
-        functions[lib] = gemm_function(lib)
+        functions[lib] = library_function(lib)
+    if functions:
+        _start_spinning()
     exe = Executable.from_portable(saved.executable, functions, keepalive=loaded)
     return Build(exe, None, {"load": time.perf_counter() - t0}, level, saved.artifact_key, [], saved.libraries)
 
@@ -135,27 +140,37 @@ _libraries: dict = {}
 _libraries_lock = threading.Lock()
 
 
-def gemm_function(symbol: str):
-    """The GEMM library kernel `symbol` (codegen/gemm.py), compiled once per
-    machine (kept in the compile cache under a key of its own) and loaded
-    once per process."""
+def library_function(symbol: str):
+    """A kernel shared by every function of the process — the GEMM of a
+    dtype (codegen/gemm.py), the thread pool's spin-wait
+    (codegen/support.py) — compiled once per machine (kept in the compile
+    cache under a key of its own) and loaded once per process."""
     with _libraries_lock:
         fn = _libraries.get(symbol)
         if fn is not None:
             return fn
-        dtype = gemm.dtype_of(symbol)
+        if symbol == support.SPIN_SYMBOL:
+            make, args, variant = support.spin_module, support.SPIN_ARGS, ""
+        else:
+            dtype = gemm.dtype_of(symbol)
+            make, args, variant = (lambda: gemm.library(dtype)), gemm.ARGS, repr(gemm.tile_for(dtype))
         cache = default_cache()
-        key = content_key("gemm library", symbol, repr(gemm.tile_for(dtype)), target_description(), build_id())
-        info = KernelInfo(symbol, *gemm.ARGS)
+        key = content_key("library", symbol, repr(args), variant, target_description(), build_id())
         found = _cached(cache, key, [symbol])
         if found is None:
-            artifact = compile_ir(gemm.library(dtype), [info], {"function": "gemm library"})
-            cache.put(key, artifact.to_bytes(), "(gemm library)", symbol)
+            artifact = compile_ir(make(), [KernelInfo(symbol, *args)], {"function": "library"})
+            cache.put(key, artifact.to_bytes(), "(library)", symbol, kind="library")
             found = load(artifact), None
-        fn = _functions(found[0], ((symbol, *gemm.ARGS),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
+        fn = _functions(found[0], ((symbol, *args),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
         fn._shapejit_keepalive = found[0]
         _libraries[symbol] = fn
         return fn
+
+
+def _start_spinning() -> None:
+    """Give the thread pool its native spin-wait (once per process)."""
+    if support.SPIN_SYMBOL not in _libraries:
+        threadpool.set_spin_wait(library_function(support.SPIN_SYMBOL))
 
 
 def _kernels(abis) -> tuple:

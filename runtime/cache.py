@@ -96,7 +96,7 @@ class Entry:
     age_s: float
     function: str
     signature: str
-    kind: str = "artifact"  # "artifact" (object code) | "trace" (saved traces, jit/persist.py)
+    kind: str = "artifact"  # "artifact" (a function's object code) | "library" (a shared kernel) | "trace"
 
 
 class ArtifactCache:

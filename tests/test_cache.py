@@ -135,9 +135,12 @@ def test_cache_command_lists_and_clears(tmp_path):
     out = subprocess.run([sys.executable, "-m", "jit", "cache"], env=env, capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert "layer" in out.stdout and "2 entries (1 saved traces)" in out.stdout
     kinds = {line.split()[1] for line in out.stdout.splitlines() if line.startswith("layer")}
-    assert kinds == {"artifact", "trace"}
+    assert kinds == {"artifact", "trace"}  # the function's object code and its saved trace
+    libraries = [line for line in out.stdout.splitlines() if line.startswith("(library)")]
+    assert all(line.split()[1] == "library" for line in libraries)  # e.g. the thread pool's spin-wait
+    n = 2 + len(libraries)
+    assert f"{n} entries (1 saved traces, {len(libraries)} library kernels)" in out.stdout
     out = subprocess.run([sys.executable, "-m", "jit", "cache", "--clear"], env=env, capture_output=True,
                          text=True, timeout=60, cwd=ROOT)
-    assert out.returncode == 0 and "cleared 2" in out.stdout
+    assert out.returncode == 0 and f"cleared {n}" in out.stdout

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from codegen import gemm
 from jit import jit
-from jit.compile import gemm_function
+from jit.compile import library_function
 from runtime.executable import _rows3
 from runtime.threadpool import parallel_for
 
@@ -25,7 +25,7 @@ def run_kernel(a, b, c, parallel=False, strided=False):
     """C = A @ B through the library kernel, as the executable calls it
     (`strided`: operands passed as the runtime's (batch, rows, cols) views)."""
     dtype = c.dtype
-    fn = gemm_function(gemm.symbol_for(dtype))
+    fn = library_function(gemm.symbol_for(dtype))
     nr = gemm.tile_for(dtype).nr
     if b.ndim == 2:
         batch, M = 1, int(np.prod(a.shape[:-1]))

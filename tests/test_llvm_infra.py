@@ -371,7 +371,19 @@ def test_parallel_for_reraises():
     assert sum(hits) == 100
 
 
-def test_parallel_for_from_several_threads_and_nested(axpb):
+@pytest.fixture(params=["spin", "sleep"])
+def wait_mode(request):
+    """Workers and callers that spin-wait natively between jobs (what the jit
+    installs) or only sleep on locks."""
+    from jit.compile import library_function
+    from codegen.support import SPIN_SYMBOL
+    before = threadpool._spin_wait
+    threadpool.set_spin_wait(library_function(SPIN_SYMBOL) if request.param == "spin" else None)
+    yield request.param
+    threadpool.set_spin_wait(before)
+
+
+def test_parallel_for_from_several_threads_and_nested(axpb, wait_mode):
     errors = []
 
     def caller(seed):
