@@ -113,7 +113,7 @@ class _Job:
         spin, left = _spin_wait, self.left
         if spin is not None:
             cell = ctypes.addressof(left)
-            for _ in range(64):
+            for _ in range(8):  # (at most ~1 ms: a long chunk is waited for asleep)
                 r = left.value
                 if r == 0:
                     return
