@@ -122,9 +122,11 @@ def main(argv=None):
 
     notes += [
         "Timing: %s mode; each cell is the median of adaptive repeats (about %.2f s of samples, "
-        "at least %d); calls shorter than %.0f µs are batched. The machine is shared and noisy: "
+        "at least %d), taken %.2f s after the previous peer's (whose thread pools may still spin); "
+        "calls shorter than %.0f µs are batched. The machine is shared and noisy: "
         "differences under ~10%% are not significant." % (
-            "quick" if a.quick else "full", budget.target, budget.min_repeats, budget.min_sample * 1e6),
+            "quick" if a.quick else "full", budget.target, budget.min_repeats, suite.SETTLE_S,
+            budget.min_sample * 1e6),
         "Correctness: every implementation's output is compared with numpy at every size "
         "(np.allclose, rtol=%g, atol=%g·max(1, max|ref|), same shape and dtype) before timing."
         % (suite.RTOL, suite.ATOL),

@@ -13,6 +13,8 @@ in seconds (or None), a note for the report, and two flags from the harness
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from . import harness
@@ -95,6 +97,12 @@ def run_steady(peers, workload_sizes, budget, log):
     return rows, jit_stats
 
 
+# Pause before timing a cell: the peer timed just before may leave threads
+# spinning in this process (XLA's and OpenMP's pools wait busily for more
+# work for a while), which the foreign-load check cannot see.
+SETTLE_S = 0.25
+
+
 def _time_cell(p, f, inputs, ref, budget):
     try:
         args = p.convert(inputs)
@@ -102,6 +110,7 @@ def _time_cell(p, f, inputs, ref, budget):
         why = check(p.to_numpy(out), ref)
         if why:
             return cell("WRONG", note=why)
+        time.sleep(SETTLE_S)
         t = harness.measure(lambda: p.run(f, args), budget)
         return cell("ok", t.median, noisy=t.spread > NOISY, busy=t.foreign_load > harness.BUSY)
     except Exception as e:
