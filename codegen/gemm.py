@@ -398,7 +398,6 @@ class GemmEmitter:
         for x in (A, B, C):
             x.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        align = ir.Constant(I32, self.dtype.itemsize)
         zero = ir.Constant(vty, None)
 
         def vload(ptr, v):
