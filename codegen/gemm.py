@@ -35,7 +35,7 @@ import sympy
 from llvmlite import ir
 
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
-from codegen.llvm import host_target
+from codegen.llvm import for_range, host_target
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 LLTYPE = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
@@ -176,86 +176,44 @@ class GemmEmitter:
         ctile = b.alloca(self.vty, size=c(t.mr * t.nv))  # a C tile at the right edge
         ctile.align = 64
 
-        strip_bb = fn.append_basic_block("strip")
-        exit_bb = fn.append_basic_block("exit")
-        b.cbranch(b.icmp_signed("<", start, stop), strip_bb, exit_bb)
-        entry_bb = b.block
-
-        # for u in [start, stop): product u // nstrips, NR-column strip u % nstrips
-        b.position_at_end(strip_bb)
-        u = b.phi(I64, "u")
-        u.add_incoming(start, entry_bb)
-        nstrips = b.sdiv(b.add(N, c(t.nr - 1)), c(t.nr))
-        bi = b.sdiv(u, nstrips)
-        s = b.sub(u, b.mul(bi, nstrips))
-        col = b.mul(s, c(t.nr))
-        ncols = b.sub(N, col)
-        full = b.icmp_signed(">=", ncols, c(t.nr))
-        masks = [self._lane_mask(b, ncols, v) for v in range(t.nv)]
-        Ab = b.gep(A, [b.mul(bi, sa)])
-        Bs = b.gep(B, [b.add(b.mul(bi, sb), b.mul(col, ldbn))])
-        Cs = b.gep(C, [b.add(b.mul(bi, b.mul(M, N)), col)])
-        kb_bb = fn.append_basic_block("kblock")
-        b.branch(kb_bb)
-        strip_pre = b.block
-
-        # do { kc = min(KC, K - k0); all row tiles; k0 += KC } while (k0 < K)
-        b.position_at_end(kb_bb)
-        k0 = b.phi(I64, "k0")
-        k0.add_incoming(c(0), strip_pre)
-        rem = b.sub(K, k0)
-        kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
-        accumulate = b.icmp_signed(">", k0, c(0))
-        Ak = b.gep(Ab, [k0])
-        self._pack(b, fn, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
-        Bk = b.bitcast(panel, eptr)
-        rows_bb = fn.append_basic_block("rows")
-        b.branch(rows_bb)
-        kb_pre = b.block
-
-        # for i = 0; i + MR <= M; i += MR: full-height tiles
-        b.position_at_end(rows_bb)
-        i = b.phi(I64, "i")
-        i.add_incoming(c(0), kb_pre)
-        tile_bb = fn.append_basic_block("tile")
-        tail_bb = fn.append_basic_block("rowtail")
-        b.cbranch(b.icmp_signed("<=", b.add(i, c(t.mr)), M), tile_bb, tail_bb)
-        b.position_at_end(tile_bb)
-        self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, i, kc, lda, c(t.nr), N, accumulate, masks, ctile)
-        i_next = b.add(i, c(t.mr))
-        i.add_incoming(i_next, b.block)
-        b.branch(rows_bb)
-
-        # the M mod MR rows left: tiles of 4, 2 and 1 rows (each used at most once)
-        b.position_at_end(tail_bb)
-        row = i
-        for size in TAIL_ROWS:
-            take = fn.append_basic_block(f"tail{size}")
-            after = fn.append_basic_block(f"after_tail{size}")
-            pre = b.block
-            b.cbranch(b.icmp_signed(">=", b.sub(M, row), c(size)), take, after)
-            b.position_at_end(take)
-            self._call_micro(b, fn, size, full, Ak, Bk, Cs, row, kc, lda, c(t.nr), N, accumulate, masks, ctile)
-            row_taken = b.add(row, c(size))
-            took = b.block
-            b.branch(after)
-            b.position_at_end(after)
-            phi = b.phi(I64)
-            phi.add_incoming(row, pre)
-            phi.add_incoming(row_taken, took)
-            row = phi
-        kb_end = b.block
-        k0_next = b.add(k0, c(t.kc))
-        k0.add_incoming(k0_next, kb_end)
-        strip_end = fn.append_basic_block("strip_end")
-        b.cbranch(b.icmp_signed("<", k0_next, K), kb_bb, strip_end)
-
-        b.position_at_end(strip_end)
-        u_next = b.add(u, c(1))
-        u.add_incoming(u_next, strip_end)
-        b.cbranch(b.icmp_signed("<", u_next, stop), strip_bb, exit_bb)
-
-        b.position_at_end(exit_bb)
+        # for each work unit: product u // nstrips, NR-column strip u % nstrips
+        with for_range(b, start, stop) as u:
+            nstrips = b.sdiv(b.add(N, c(t.nr - 1)), c(t.nr))
+            bi = b.sdiv(u, nstrips)
+            s = b.sub(u, b.mul(bi, nstrips))
+            col = b.mul(s, c(t.nr))
+            ncols = b.sub(N, col)
+            full = b.icmp_signed(">=", ncols, c(t.nr))
+            masks = [self._lane_mask(b, ncols, v) for v in range(t.nv)]
+            Ab = b.gep(A, [b.mul(bi, sa)])
+            Bs = b.gep(B, [b.add(b.mul(bi, sb), b.mul(col, ldbn))])
+            Cs = b.gep(C, [b.add(b.mul(bi, b.mul(M, N)), col)])
+            # KC-deep blocks of K, at least one (with K = 0 it stores zeros)
+            k_end = b.select(b.icmp_signed(">", K, c(0)), K, c(1))
+            with for_range(b, c(0), k_end, t.kc) as k0:
+                rem = b.sub(K, k0)
+                kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
+                accumulate = b.icmp_signed(">", k0, c(0))
+                Ak = b.gep(Ab, [k0])
+                self._pack(b, fn, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
+                Bk = b.bitcast(panel, eptr)
+                tiles = b.sdiv(M, c(t.mr))
+                with for_range(b, c(0), tiles) as tile:  # full-height tiles
+                    self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, b.mul(tile, c(t.mr)), kc, lda, c(t.nr), N,
+                                     accumulate, masks, ctile)
+                # the M mod MR rows left: tiles of 4, 2 and 1 rows (each used at most once)
+                row = b.mul(tiles, c(t.mr))
+                for size in TAIL_ROWS:
+                    pre = b.block
+                    with b.if_then(b.icmp_signed(">=", b.sub(M, row), c(size))):
+                        self._call_micro(b, fn, size, full, Ak, Bk, Cs, row, kc, lda, c(t.nr), N, accumulate,
+                                         masks, ctile)
+                        row_taken = b.add(row, c(size))
+                        took = b.block
+                    phi = b.phi(I64)
+                    phi.add_incoming(row, pre)
+                    phi.add_incoming(row_taken, took)
+                    row = phi
         b.ret_void()
 
     def _lane_mask(self, b, ncols, v: int):
