@@ -184,6 +184,10 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
         n = g.nodes[m]
         if n.op in ROW_REDUCTIONS and tuple(n.inputs[0].shape) != tuple(dom):
             return "a reduction's input must cover the whole iteration space"
+        if n.op in ROW_REDUCTIONS and n.out.ndim != len(dom) and any(s in union for s in succ[m]):
+            # without keepdims the row result broadcasts along the last axis
+            # (numpy aligns shapes from the right), not along its row
+            return "a reduction without keepdims=True is used elementwise: it broadcasts across rows"
     if not _convex(union, succ):
         return "fusing would create a cycle through a step outside the kernel"
     return None

@@ -617,6 +617,15 @@ def test_reduction_1d_large(name, dtype, backend, rng):
     check(fn, [(rand(rng, s, dtype, "exact"),) for s in SHAPES_1D if s[0] > 0], backend)
 
 
+def test_reduction_without_keepdims_broadcasts_along_the_last_axis(backend, rng):
+    """x.max(-1) has shape (R,): numpy broadcasts it along the columns of a
+    square x, not along its rows (a row kernel must not fuse it as a row value)."""
+    def fn(x):
+        return x - x.max(axis=-1), x / x.sum(axis=-1), x.sum(axis=-1) * 2 + 1
+    check(fn, [(rand(rng, (16, 16), np.float32, "positive"),), (rand(rng, (9, 9), np.float32, "positive"),)],
+          backend)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
 def test_long_row_sums_overflow_and_nan_like_numpy(dtype, backend, rng):
     """Rows of several summation blocks: an overflow across blocks gives inf
