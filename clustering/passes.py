@@ -94,8 +94,7 @@ def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
     t = b.add("sum", [sq], {"axis": axis, "keepdims": keep}, dt, n.out.shape, n.loc)
     ddof = n.attr("ddof", 0)
     rc = count - ddof
-    if isinstance(rc, int):
-        rc = max(rc, 0)
+    rc = max(rc, 0) if isinstance(rc, int) else sympy.Max(rc, 0)  # numpy: maximum(count - ddof, 0)
     v = b.add("divide", [t, _scalar(b, rc, n.loc)], {}, dt, n.out.shape, n.loc)
     if n.op == "std":
         v = b.add("sqrt", [v], {}, dt, n.out.shape, n.loc)

@@ -128,7 +128,7 @@ def abi_of(n, contiguous: set[int]):
             ("int", sympy.Integer(int(a.id not in contiguous))), ("int", sympy.Integer(int(b.id not in contiguous))))
     # inner: a unit's work in the runtime's currency (elements of a loop
     # kernel): M * K multiply-adds of NR lanes, ~ NR / 16 elements' worth each
-    return (args, batch * sympy.floor((N + nr - 1) / nr), M * K * (nr // 16)), tuple(prepare)
+    return (args, batch * sympy.floor((N + nr - 1) / nr), M * K * max(1, nr // 16)), tuple(prepare)
 
 
 class GemmEmitter:
@@ -217,7 +217,7 @@ class GemmEmitter:
         b.ret_void()
 
     def _lane_mask(self, b, ncols, v: int):
-        """Lanes of vector v inside the matrix: col + 16 v + lane < N."""
+        """Lanes of vector v inside the matrix: col + v * lanes + lane < N."""
         t = self.tile
         lanes = ir.Constant(ir.VectorType(I64, t.lanes), [v * t.lanes + j for j in range(t.lanes)])
         room = b.insert_element(ir.Constant(ir.VectorType(I64, t.lanes), ir.Undefined), ncols, ir.Constant(I32, 0))

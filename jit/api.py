@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import threading
 import time
 import types
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jit import persist, pytree
-from jit.compile import BACKENDS, Build, build, build_saved
+from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.signature import Signature, classify_call
 from jit.trace import TraceResult, trace
@@ -38,7 +37,7 @@ class Entry:
     run: object  # Executable.run
     out_treedef: object
     executable: Executable
-    build: Build | None = None
+    build: Build
     trace: TraceResult | None = None  # None for an entry another process saved, until details()
     saved: persist.SavedEntry | None = None  # set: loaded from the disk cache, not traced here
     last_dims: tuple | None = None  # memory figures are recomputed when the dims change
@@ -49,11 +48,11 @@ class Entry:
         if self.trace is None:
             self.trace, plan = persist.details(self.saved)
             self.build.plan = plan
-        return self.trace, self.build.plan if self.build is not None else None
+        return self.trace, self.build.plan
 
     def account(self, dims, m) -> None:
-        self.last_dims = dims
         self.bytes, peak = self.executable.memory(*dims)
+        self.last_dims = dims  # after bytes: a concurrent hit that sees these dims reads their bytes
         if peak > m.peak_bytes:
             m.peak_bytes = peak
 
@@ -74,7 +73,7 @@ class JitFunction:
             raise ValueError(f"dynamic must be True, False or 'auto', not {dynamic!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
-        if not isinstance(fn, (types.FunctionType, types.MethodType)):
+        if isinstance(fn, (np.ufunc, types.BuiltinFunctionType)) or not _has_signature(fn):
             fn = _as_function(fn)  # a ufunc or builtin: its signature's defaults are not passable
         self.fn = fn
         self.dynamic = dynamic
@@ -103,7 +102,6 @@ class JitFunction:
         self._warned_limit = False
         self.log: list[str] = []  # recompile and fallback reasons, in order
         self.metrics = FunctionMetrics(self.__qualname__)
-        self._fingerprint: str | None = None  # jit/fingerprint.py, computed on the first miss
         self._saving: str | None = None  # why traces are not saved, when they are not
 
     # ----------------------------------------------------------------- call
@@ -184,7 +182,7 @@ class JitFunction:
                 if dims is not None:
                     m.slow_calls += 1
                     m.slow_hits["memory"] += 1
-                    return pytree.unflatten(e.out_treedef, iter(e.run(runtime, dims)))
+                    return self._run_entry(e, runtime, dims, bound)
             m.misses["memory"] += 1
             sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic)
             state.signature = sig
@@ -212,12 +210,7 @@ class JitFunction:
                     state.entries.append(entry)
                     self._n_entries += 1
                     m.slow_calls += 1
-                    try:
-                        out = entry.run(runtime, dims)
-                    except ShapeMismatch as err:
-                        self._count_fallback("eager_size_changed", f"(one call) eager op output size changed: {err}")
-                        return self._call_eager(bound)
-                    return pytree.unflatten(entry.out_treedef, iter(out))
+                    return self._run_entry(entry, runtime, dims, bound)
             t0 = _now()
             try:
                 tr = trace(self.fn, treedef, leaves, sig.specs, dynamic=self.dynamic,
@@ -229,7 +222,7 @@ class JitFunction:
             verify(tr.graph)
             m.compile_seconds["trace"].observe(_now() - t0)
             m.traces += 1
-            entry = self._build(tr, runtime)
+            entry = self._build(tr, runtime, sig.describe())
             if state.entries or any(s.entries for s in self._keys.values() if s is not state):
                 m.recompiles[category] += 1
                 text = f"recompile #{sum(m.recompiles.values())}: {reason or 'new signature ' + sig.describe()}"
@@ -240,13 +233,21 @@ class JitFunction:
             state.entries.append(entry)
             self._n_entries += 1
             m.slow_calls += 1
-            if pkey is not None and entry.build is not None and entry.build.plan is not None:
-                why = persist.save(default_cache(), pkey,
-                                   lambda: persist.entry_of(tr, entry.guards, entry.build, entry.build.plan),
+            if pkey is not None and entry.build.plan is not None:  # (not after a fallback to the reference)
+                why = persist.save(default_cache(), pkey, lambda: persist.entry_of(tr, entry.guards, entry.build),
                                    self.__qualname__, sig.describe())
                 if why:
                     self._saving = f"trace not saved: {why}"
             return tr.concrete
+
+    def _run_entry(self, e: Entry, runtime, dims, bound):
+        """A slow-path call of an entry (the hot path in __call__ inlines this)."""
+        try:
+            out = e.run(runtime, dims)
+        except ShapeMismatch as err:
+            self._count_fallback("eager_size_changed", f"(one call) eager op output size changed: {err}")
+            return self._call_eager(bound)
+        return pytree.unflatten(e.out_treedef, iter(out))
 
     # ------------------------------------------------------- saved traces
     def _saved_key(self, key) -> str | None:
@@ -257,19 +258,17 @@ class JitFunction:
             return None
         if not default_cache().on_disk:
             return None
-        if self._fingerprint is None and self._saving is None:  # not tried yet
-            self._fingerprint, why = function_fingerprint(self.fn)
-            if why:
-                self._saving = f"traces not saved: {why}"
-        if self._fingerprint is None:
+        # on every miss (a few ms): a global reassigned since the last trace is a new key
+        fingerprint, why = function_fingerprint(self.fn)
+        self._saving = f"traces not saved: {why}" if why else None
+        if fingerprint is None:
             return None
         try:
             options = stable_text((self.dynamic, sorted(self.dims.items()), self.constraints,
-                                   sorted(self.static_argnames), self.backend,
-                                   os.environ.get("SHAPEJIT_BOUNDS_CHECK", "")))
+                                   sorted(self.static_argnames), self.backend, bounds_checked()))
         except Unstable:
             return None
-        return persist.key_for(self._fingerprint, key, options)
+        return persist.key_for(fingerprint, key, options)
 
     def _load_saved(self, state: KeyState, pkey: str, shapes):
         """(entry, dims) from another process's saved traces whose guards
@@ -291,15 +290,14 @@ class JitFunction:
             lg = logger_for("compile")
             if lg:
                 lg.info("%s: loaded a saved trace (%s) in %.1f ms", self.__qualname__,
-                        state.signature.describe() if state.signature else "", b.seconds["load"] * 1e3)
+                        state.signature.describe(), b.seconds["load"] * 1e3)
             return Entry(s.guards, b.executable.run, s.out_treedef, b.executable, b, saved=s), dims
         return None
 
-    def _build(self, tr: TraceResult, runtime) -> Entry:
+    def _build(self, tr: TraceResult, runtime, sig: str) -> Entry:
         m = self.metrics
         guards = GuardSet(tr.env, tr.input_dims)
         contiguous = [isinstance(x, np.ndarray) and x.flags.c_contiguous for x in runtime]
-        sig = ", ".join(v.type_str() for v in tr.graph.inputs)
         try:
             b = build(tr, guards.symbols, self.backend, contiguous, self.__qualname__, sig)
         except Exception as e:  # noqa: BLE001 - a compiler bug must not break the user's call
@@ -314,7 +312,7 @@ class JitFunction:
             m.slow_hits[b.cache_level] += 1
         else:
             m.compiles += 1
-            if self.backend != "reference":
+            if b.artifact_key is not None:  # object code was looked up and compiled
                 m.misses["disk"] += 1
         lg = logger_for("compile")
         if lg:
@@ -419,6 +417,14 @@ class _Static:
 
     def __hash__(self):
         return hash((type(self.value), self.value))
+
+
+def _has_signature(fn) -> bool:
+    try:
+        inspect.signature(fn)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def _as_function(target):

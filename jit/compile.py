@@ -74,7 +74,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     t1 = time.perf_counter()
     times["passes"] = t1 - t0
     contiguous = _contiguous_values(g, plan, input_contiguous)
-    checked = os.environ.get("SHAPEJIT_BOUNDS_CHECK", "") not in ("", "0")
+    checked = bounds_checked()
     text, abis, gemms = emit_plan(plan, contiguous, checked)
     plan.compiled_matmuls = set(gemms)
     t2 = time.perf_counter()
@@ -107,6 +107,11 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     dd = [d for d in tr.dd_dims if d.value_id in defined]
     exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded)
     return Build(exe, plan, times, level, key, abis, libraries)
+
+
+def bounds_checked() -> bool:
+    """SHAPEJIT_BOUNDS_CHECK=1: kernels check every access (tests)."""
+    return os.environ.get("SHAPEJIT_BOUNDS_CHECK", "") not in ("", "0")
 
 
 def build_saved(saved: SavedBuild) -> Build | None:

@@ -59,8 +59,8 @@ def key_for(fingerprint: str, spec_key, options: str) -> str | None:
                                   sys.version, fingerprint, spec, options)
 
 
-def entry_of(trace, guards: GuardSet, build, plan) -> SavedEntry:
-    details = pickle.dumps((dataclasses.replace(trace, concrete=None), plan), protocol=pickle.HIGHEST_PROTOCOL)
+def entry_of(trace, guards: GuardSet, build) -> SavedEntry:
+    details = pickle.dumps((dataclasses.replace(trace, concrete=None), build.plan), protocol=pickle.HIGHEST_PROTOCOL)
     return SavedEntry(guards, trace.out_treedef, SavedBuild.of(build), details)
 
 
@@ -70,7 +70,7 @@ def details(entry: SavedEntry):
 
 
 def load(cache, key: str) -> list[SavedEntry]:
-    blob, _ = cache.get(key)
+    blob, _ = cache.get(key, memory=False)  # from disk: other processes append to it
     if blob is None:
         return []
     try:
@@ -97,5 +97,5 @@ def save(cache, key: str, make_entry, function: str, signature: str) -> str | No
             blob = seal(pickle.dumps(entries + [entry], protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as e:  # noqa: BLE001
             return f"{type(e).__name__}: {e}"
-        cache.put(key, blob, function, signature, kind="trace")
+        cache.put(key, blob, function, signature, kind="trace", memory=False)
     return None

@@ -34,11 +34,6 @@ class BufferPool:
         _pools.add(self)
 
     def get(self, slot: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
-        n = dtype.itemsize
-        for d in shape:
-            n *= d
-        if n < POOL_MIN_BYTES:
-            return np.empty(shape, dtype)
         me = threading.get_ident()
         with self._lock:
             bufs = self._threads.get(me)
@@ -48,9 +43,14 @@ class BufferPool:
                     self._threads.popitem(last=False)  # a caller using them keeps its arrays alive
             else:
                 self._threads.move_to_end(me)
-        entry = bufs.get(slot)  # (raw bytes, aligned offset, shape, dtype, the view last handed out)
-        if entry is not None and entry[2] == shape and entry[3] == dtype:
-            return entry[4]  # the same call shape again (the common case): no new view
+            entry = bufs.get(slot)  # (raw bytes, aligned offset, shape, the view last handed out)
+        if entry is not None and entry[2] == shape:
+            return entry[3]  # the same shape again (the common case); a slot's dtype never changes
+        n = dtype.itemsize
+        for d in shape:
+            n *= d
+        if n < POOL_MIN_BYTES:
+            return np.empty(shape, dtype)
         raw = entry[0] if entry is not None else None
         if raw is None or raw.nbytes < n + _ALIGN:
             raw = np.empty(n + _ALIGN, np.uint8)
@@ -58,7 +58,8 @@ class BufferPool:
         else:
             off = entry[1]
         view = raw[off:off + n].view(dtype).reshape(shape)
-        bufs[slot] = (raw, off, shape, dtype, view)
+        with self._lock:  # (held_bytes iterates these dicts from a metrics thread)
+            bufs[slot] = (raw, off, shape, view)
         return view
 
     @property

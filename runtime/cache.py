@@ -135,9 +135,11 @@ class ArtifactCache:
     def on_disk(self) -> bool:
         return self._disk is not None
 
-    def get(self, key: str):
+    def get(self, key: str, memory: bool = True):
+        """`memory=False`: the disk level only (records other processes
+        update, such as saved traces)."""
         with self._lock:
-            b = self._memory.get(key)
+            b = self._memory.get(key) if memory else None
         if b is not None:
             self.stats.memory_hits += 1
             return b, "memory"
@@ -148,8 +150,9 @@ class ArtifactCache:
                 rec = None
                 self.stats.corrupt += 1
             if isinstance(rec, dict) and isinstance(rec.get("artifact"), bytes):
-                with self._lock:
-                    self._memory[key] = rec["artifact"]
+                if memory:
+                    with self._lock:
+                        self._memory[key] = rec["artifact"]
                 self.stats.disk_hits += 1
                 return rec["artifact"], "disk"
             if rec is not None:
@@ -159,9 +162,10 @@ class ArtifactCache:
         return None, None
 
     def put(self, key: str, artifact: bytes, function: str = "", signature: str = "",
-            kind: str = "artifact") -> None:
-        with self._lock:
-            self._memory[key] = artifact
+            kind: str = "artifact", memory: bool = True) -> None:
+        if memory:
+            with self._lock:
+                self._memory[key] = artifact
         if self._disk is None:
             return
         rec = {"artifact": artifact, "function": function, "signature": signature, "time": time.time(),

@@ -289,6 +289,8 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
     lines.append(f"    elif _n > 0: {fn}(0, _n, {', '.join(args)})")
     if checked:
         lines.append(f"    _check_bounds({kc.symbol!r})")
+    if local:  # a prepared operand may be a copy: free it now, as any intermediate
+        lines.append("    del " + ", ".join(local.values()))
     return lines
 
 
