@@ -34,8 +34,8 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
-from codegen.llvm import for_range, host_target
+from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET, array_field
+from codegen.llvm import for_range
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 LLTYPE = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
@@ -98,9 +98,6 @@ def library(dtype) -> str:
     matmul of that dtype in the process (runtime dims), so it is compiled
     once per machine and kept in the compile cache like any artifact."""
     module = ir.Module(name=f"shapejit_gemm_{np.dtype(dtype).name}")
-    tm = host_target()
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
     GemmEmitter(module, symbol_for(dtype), dtype).emit()
     return str(module)
 
@@ -164,8 +161,7 @@ class GemmEmitter:
             x.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         eptr = self.ety.as_pointer()
-        A, B, C = (b.load(b.bitcast(b.gep(o, [ir.Constant(I64, DATA_OFFSET)]), eptr.as_pointer()))
-                   for o in (a_obj, b_obj, c_obj))
+        A, B, C = (array_field(b, o, DATA_OFFSET, eptr) for o in (a_obj, b_obj, c_obj))
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
         # (batch stride, row stride) in elements: C-contiguous, or read from a
         # 3-D (batch, rows, unit-stride columns) operand the runtime prepared
@@ -195,19 +191,18 @@ class GemmEmitter:
                 kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
                 accumulate = b.icmp_signed(">", k0, c(0))
                 Ak = b.gep(Ab, [k0])
-                self._pack(b, fn, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
+                self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
                 Bk = b.bitcast(panel, eptr)
                 tiles = b.sdiv(M, c(t.mr))
                 with for_range(b, c(0), tiles) as tile:  # full-height tiles
-                    self._call_micro(b, fn, t.mr, full, Ak, Bk, Cs, b.mul(tile, c(t.mr)), kc, lda, c(t.nr), N,
+                    self._call_micro(b, t.mr, full, Ak, Bk, Cs, b.mul(tile, c(t.mr)), kc, lda, N,
                                      accumulate, masks, ctile)
                 # the M mod MR rows left: tiles of 4, 2 and 1 rows (each used at most once)
                 row = b.mul(tiles, c(t.mr))
                 for size in TAIL_ROWS:
                     pre = b.block
                     with b.if_then(b.icmp_signed(">=", b.sub(M, row), c(size))):
-                        self._call_micro(b, fn, size, full, Ak, Bk, Cs, row, kc, lda, c(t.nr), N, accumulate,
-                                         masks, ctile)
+                        self._call_micro(b, size, full, Ak, Bk, Cs, row, kc, lda, N, accumulate, masks, ctile)
                         row_taken = b.add(row, c(size))
                         took = b.block
                     phi = b.phi(I64)
@@ -225,7 +220,7 @@ class GemmEmitter:
                                 ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
         return b.icmp_signed("<", lanes, room)
 
-    def _pack(self, b, fn, panel, src, kc, ldb, ldbn, ncols, masks):
+    def _pack(self, b, panel, src, kc, ldb, ldbn, ncols, masks):
         """Copy rows [0, kc) of the B block at `src` (rows ldb apart, columns
         ldbn apart) into the contiguous panel, columns past the edge as zeros.
         Unit-stride columns are copied a vector at a time, prefetching the
@@ -236,60 +231,34 @@ class GemmEmitter:
         unit stride for every row tile."""
         t = self.tile
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
-        vptr = self.vty.as_pointer()
         align = ir.Constant(I32, self.dtype.itemsize)
-        check = fn.append_basic_block("pack_check")
-        rows = fn.append_basic_block("pack_rows")
-        cols = fn.append_basic_block("pack_cols")
-        done = fn.append_basic_block("packed")
-        b.cbranch(b.icmp_signed(">", kc, c(0)), check, done)
-        b.position_at_end(check)
-        b.cbranch(b.icmp_signed("==", ldbn, c(1)), rows, cols)
+        with b.if_else(b.icmp_signed("==", ldbn, c(1))) as (unit, strided):
+            with unit:  # row r of the block: NV masked vector loads
+                with for_range(b, c(0), kc) as r:
+                    row = b.gep(src, [b.mul(r, ldb)])
+                    # (a prefetch is a hint: past the end of B it never faults)
+                    ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, c(PREFETCH)), ldb)]), I8.as_pointer())
+                    for v in range(t.nv):
+                        x = b.call(self.mload, [self._vec(b, row, v), align, masks[v], ir.Constant(self.vty, None)])
+                        b.store(x, b.gep(panel, [b.add(b.mul(r, c(t.nv)), c(v))]), align=64)
+                        b.call(self.prefetch, [b.gep(ahead, [c(v * t.lanes * self.dtype.itemsize)]),
+                                               ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+            with strided:  # column n of the block (kc elements ldb apart), zeros past the edge
+                flat = b.bitcast(panel, self.ety.as_pointer())
+                with for_range(b, c(0), c(t.nr)) as n:
+                    inside = b.icmp_signed("<", n, ncols)
+                    column = b.gep(src, [b.mul(n, ldbn)])
+                    with for_range(b, c(0), kc) as k:
+                        dst = b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)])
+                        with b.if_else(inside) as (load, zero):
+                            with load:
+                                b.store(b.load(b.gep(column, [b.mul(k, ldb)])), dst)
+                            with zero:
+                                b.store(ir.Constant(self.ety, 0.0), dst)
 
-        # unit-stride columns: row r of the block, NV masked vector loads
-        b.position_at_end(rows)
-        r = b.phi(I64, "r")
-        r.add_incoming(c(0), check)
-        row = b.gep(src, [b.mul(r, ldb)])
-        # (a prefetch is a hint: past the end of B it never faults)
-        ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, c(PREFETCH)), ldb)]), I8.as_pointer())
-        for v in range(t.nv):
-            p = b.bitcast(b.gep(row, [c(v * t.lanes)]), vptr)
-            x = b.call(self.mload, [p, align, masks[v], ir.Constant(self.vty, None)])
-            b.store(x, b.gep(panel, [b.add(b.mul(r, c(t.nv)), c(v))]), align=64)
-            b.call(self.prefetch, [b.gep(ahead, [c(v * t.lanes * self.dtype.itemsize)]),
-                                   ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
-        r_next = b.add(r, c(1))
-        r.add_incoming(r_next, rows)
-        b.cbranch(b.icmp_signed("<", r_next, kc), rows, done)
-
-        # strided columns: column n of the block (kc elements ldb apart), or zeros past the edge
-        b.position_at_end(cols)
-        n = b.phi(I64, "n")
-        n.add_incoming(c(0), check)
-        flat = b.bitcast(panel, self.ety.as_pointer())
-        inside = b.icmp_signed("<", n, ncols)
-        column = b.gep(src, [b.mul(n, ldbn)])
-        inner = fn.append_basic_block("pack_col")
-        next_col = fn.append_basic_block("pack_next_col")
-        b.branch(inner)
-        b.position_at_end(inner)
-        k = b.phi(I64, "kk")
-        k.add_incoming(c(0), cols)
-        with b.if_else(inside) as (load, zero):
-            with load:
-                x = b.load(b.gep(column, [b.mul(k, ldb)]))
-                b.store(x, b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)]))
-            with zero:
-                b.store(ir.Constant(self.ety, 0.0), b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)]))
-        k_next = b.add(k, c(1))
-        k.add_incoming(k_next, b.block)
-        b.cbranch(b.icmp_signed("<", k_next, kc), inner, next_col)
-        b.position_at_end(next_col)
-        n_next = b.add(n, c(1))
-        n.add_incoming(n_next, next_col)
-        b.cbranch(b.icmp_signed("<", n_next, c(t.nr)), cols, done)
-        b.position_at_end(done)
+    def _vec(self, b, ptr, v: int):
+        """Pointer to vector v of a row starting at `ptr`."""
+        return b.bitcast(b.gep(ptr, [ir.Constant(I64, v * self.tile.lanes)]), self.vty.as_pointer())
 
     def _strides(self, b, obj, strided, batch_default, row_default):
         """(batch, row, column) strides of an operand, in elements: read from
@@ -297,7 +266,7 @@ class GemmEmitter:
         on = b.icmp_signed("!=", strided, ir.Constant(I64, 0))
         pre = b.block
         with b.if_then(on):  # (only then is the operand the 3-D view: three strides to read)
-            sptr = b.load(b.bitcast(b.gep(obj, [ir.Constant(I64, STRIDES_OFFSET)]), I64.as_pointer().as_pointer()))
+            sptr = array_field(b, obj, STRIDES_OFFSET, I64.as_pointer())
             size = ir.Constant(I64, self.dtype.itemsize)
             read = [b.sdiv(b.load(b.gep(sptr, [ir.Constant(I64, d)])), size) for d in (0, 1, 2)]
             got = b.block
@@ -309,36 +278,37 @@ class GemmEmitter:
             out.append(p)
         return tuple(out)
 
-    def _call_micro(self, b, fn, mr, full, Ak, Bk, Cs, i, kc, lda, ldb, ldc, accumulate, masks, ctile):
+    def _call_micro(self, b, mr, full, Ak, Bk, Cs, i, kc, lda, ldc, accumulate, masks, ctile):
         """A tile of a full strip is computed in place; at the right edge the
         tile goes through `ctile` (the columns inside copied in and out with
-        masked loads and stores), so one micro-kernel serves both."""
+        masked loads and stores), so one micro-kernel serves both.  B is the
+        packed panel: its rows are NR apart."""
         t = self.tile
+        nr = ir.Constant(I64, t.nr)
         a_tile = b.gep(Ak, [b.mul(i, lda)])
         c_tile = b.gep(Cs, [b.mul(i, ldc)])
         micro = self._micro(mr)
-        vptr = self.vty.as_pointer()
         align = ir.Constant(I32, self.dtype.itemsize)
-        tmp = b.bitcast(ctile, self.ety.as_pointer())
 
-        def edge(r, v):
-            return b.bitcast(b.gep(c_tile, [b.add(b.mul(ldc, ir.Constant(I64, r)), ir.Constant(I64, v * t.lanes))]),
-                             vptr)
+        def edge_tile(copy_in: bool):
+            for r in range(mr):
+                row = b.gep(c_tile, [b.mul(ldc, ir.Constant(I64, r))])
+                for v in range(t.nv):
+                    slot = b.gep(ctile, [ir.Constant(I64, r * t.nv + v)])
+                    if copy_in:
+                        x = b.call(self.mload, [self._vec(b, row, v), align, masks[v], ir.Constant(self.vty, None)])
+                        b.store(x, slot, align=64)
+                    else:
+                        b.call(self.mstore, [b.load(slot, align=64), self._vec(b, row, v), align, masks[v]])
 
         with b.if_else(full) as (then, otherwise):
             with then:
-                b.call(micro, [a_tile, Bk, c_tile, kc, lda, ldb, ldc, accumulate])
+                b.call(micro, [a_tile, Bk, c_tile, kc, lda, nr, ldc, accumulate])
             with otherwise:
                 with b.if_then(accumulate):
-                    for r in range(mr):
-                        for v in range(t.nv):
-                            x = b.call(self.mload, [edge(r, v), align, masks[v], ir.Constant(self.vty, None)])
-                            b.store(x, b.gep(ctile, [ir.Constant(I64, r * t.nv + v)]), align=64)
-                b.call(micro, [a_tile, Bk, tmp, kc, lda, ldb, ir.Constant(I64, t.nr), accumulate])
-                for r in range(mr):
-                    for v in range(t.nv):
-                        x = b.load(b.gep(ctile, [ir.Constant(I64, r * t.nv + v)]), align=64)
-                        b.call(self.mstore, [x, edge(r, v), align, masks[v]])
+                    edge_tile(copy_in=True)
+                b.call(micro, [a_tile, Bk, b.bitcast(ctile, self.ety.as_pointer()), kc, lda, nr, nr, accumulate])
+                edge_tile(copy_in=False)
 
     # ------------------------------------------------------------ micro-kernel
     def _micro(self, mr: int) -> ir.Function:
@@ -347,7 +317,7 @@ class GemmEmitter:
         if mr in self.micros:
             return self.micros[mr]
         t, vty = self.tile, self.vty
-        eptr, vptr = self.ety.as_pointer(), vty.as_pointer()
+        eptr = self.ety.as_pointer()
         fnty = ir.FunctionType(ir.VoidType(), [eptr, eptr, eptr, I64, I64, I64, I64, I1])
         fn = ir.Function(self.m, fnty, f"{self.symbol}_micro{mr}")
         fn.linkage = "internal"
@@ -359,10 +329,10 @@ class GemmEmitter:
         zero = ir.Constant(vty, None)
 
         def vload(ptr, v):
-            return b.load(b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr), align=self.dtype.itemsize)
+            return b.load(self._vec(b, ptr, v), align=self.dtype.itemsize)
 
         def vstore(x, ptr, v):
-            b.store(x, b.bitcast(b.gep(ptr, [ir.Constant(I64, v * t.lanes)]), vptr), align=self.dtype.itemsize)
+            b.store(x, self._vec(b, ptr, v), align=self.dtype.itemsize)
 
         c_rows = [b.gep(C, [b.mul(ldc, ir.Constant(I64, r))]) for r in range(mr)]
         a_rows = [b.gep(A, [b.mul(lda, ir.Constant(I64, r))]) for r in range(mr)]

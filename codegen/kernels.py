@@ -48,6 +48,11 @@ BINOP = {"add": "fadd", "subtract": "fsub", "multiply": "fmul", "divide": "fdiv"
          "logical_and": "and_", "logical_or": "or_", "logical_xor": "xor"}
 
 
+def array_field(b: ir.IRBuilder, obj, offset: int, ty):
+    """A pointer field (of LLVM type `ty`) of numpy's array object: data, dims, strides."""
+    return b.load(b.bitcast(b.gep(obj, [ir.Constant(I64, offset)]), ty.as_pointer()))
+
+
 @dataclass(frozen=True)
 class KernelABI:
     """What the runtime passes, in order: ("array", value id), ("int", expr),
@@ -144,7 +149,7 @@ class KernelEmitter:
                 self.flt_val[a[1]] = next(args)
         self.data = {vid: self._data_ptr(vid) for vid in self.obj}
         self.extent = {vid: self._byte_extent(vid) for vid in self.obj} if self.checked else {}
-        self.inner_stride_arg = {vid: self._stride_arg(vid, self.rank - 1 - (self.rank - self.values[vid].ndim))
+        self.inner_stride_arg = {vid: self._stride_arg(vid, self.values[vid].ndim - 1)
                                  for vid in self.strided}
         self.accs = {n.out.id: b.alloca(LLTYPE[n.out.dtype], name=f"acc{n.out.id}")
                      for n in self.k.nodes if n.op in ROW_REDUCTIONS}
@@ -180,9 +185,7 @@ class KernelEmitter:
         return self._field(vid, DATA_OFFSET, ty.as_pointer())
 
     def _field(self, vid, offset: int, ty):
-        """A pointer field of numpy's array object (data, dims, strides)."""
-        b = self.b
-        return b.load(b.bitcast(b.gep(self.obj[vid], [ir.Constant(I64, offset)]), ty.as_pointer()))
+        return array_field(self.b, self.obj[vid], offset, ty)
 
     def _byte_extent(self, vid):
         """[lo, hi]: the byte offsets from the data pointer that the array owns
@@ -530,8 +533,6 @@ class KernelEmitter:
         out = n.out.dtype
         if op in FCMP or op in ("logical_and", "logical_or", "logical_xor", "logical_not"):
             ctype = np.dtype(np.bool_) if op.startswith("logical") else compare_dtype(n.inputs)
-        elif op == "where":
-            ctype = out
         else:
             ctype = out
         if op == "where":

@@ -126,9 +126,6 @@ def _parse_and_optimize(llvm_ir_text: str, tm: llvm.TargetMachine, name: str):
     return mod
 
 
-_EXPECTED_ARG_TYPES = ("i64", "ptr", "i64", "double")
-
-
 def _check_kernels(mod, kernels: Sequence[KernelInfo]) -> None:
     for k in kernels:
         try:

@@ -11,16 +11,17 @@ from codegen import gemm
 from codegen.artifact import Artifact, KernelInfo
 from codegen.kernels import KernelABI, KernelEmitter
 from shapes.ir import Node
-from codegen.llvm import compile_ir, host_target
+from codegen.llvm import compile_ir
 
 
 def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
               ) -> tuple[str, list[KernelABI], dict[int, KernelABI]]:
     """-> (module text, ABI of each kernel of the plan, (ABI, operands to
     prepare) of each matmul step that runs on the GEMM library kernel
-    (codegen/gemm.py), by its node's output id).  `checked`: every load and store of the loop kernels is
-    bounds-checked against its array (slow; for tests; matmuls then stay in
-    numpy).  The text is "" when the plan has no kernel."""
+    (codegen/gemm.py), by its node's output id).  `checked`: every load and
+    store of the loop kernels is bounds-checked against its array (slow; for
+    tests; matmuls then stay in numpy).  The text is "" when the plan has no
+    kernel."""
     gemms = {}
     for s in plan.steps if not checked else ():
         if isinstance(s, Node) and gemm.compiles(s):
@@ -29,10 +30,7 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     kernels = plan.kernels()
     if not kernels:
         return "", [], gemms
-    module = ir.Module(name="shapejit")
-    tm = host_target()
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
+    module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
     abis = [KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit() for k in kernels]
     return str(module), abis, gemms
@@ -41,8 +39,3 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
 def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:
     infos = [KernelInfo(a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis]
     return compile_ir(text, infos, metadata or {})
-
-
-def lower_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> tuple[Artifact | None, list[KernelABI]]:
-    text, abis, _ = emit_plan(plan, contiguous, checked)
-    return (compile_module(text, abis) if abis else None), abis

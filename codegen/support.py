@@ -13,19 +13,14 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from codegen.llvm import host_target
+from codegen.llvm import I64, host_target
 
 SPIN_SYMBOL = "sj_spin_wait"
 SPIN_ARGS = (0, 1, 0)  # arrays, ints (the cell's address), floats
 
-I64 = ir.IntType(64)
-
 
 def spin_module() -> str:
     module = ir.Module(name="shapejit_support")
-    tm = host_target()
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, I64]), SPIN_SYMBOL)
     seen, rounds, cell = fn.args
     entry = fn.append_basic_block("entry")
@@ -41,7 +36,7 @@ def spin_module() -> str:
     value = b.load_atomic(ptr, "acquire", 8)
     b.cbranch(b.icmp_signed("!=", value, seen), done, wait)
     b.position_at_end(wait)
-    if tm.triple.startswith(("x86_64", "i686", "i386")):
+    if host_target().triple.startswith(("x86_64", "i686", "i386")):
         b.call(ir.Function(module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"), [])
     i_next = b.add(i, ir.Constant(I64, 1))
     i.add_incoming(i_next, wait)

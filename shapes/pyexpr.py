@@ -57,13 +57,9 @@ def to_python(e) -> str:
     raise ValueError(f"cannot print shape expression {e!r}")
 
 
-def compile_exprs(exprs, symbols) -> "callable":
-    """One function of the symbol values returning the tuple of exprs."""
-    return compile_source(exprs_source(exprs, symbols))
-
-
 def exprs_source(exprs, symbols) -> str:
-    """The source of compile_exprs' function: a lambda, plain text."""
+    """One function of the symbol values returning the tuple of exprs, as
+    source (a lambda, plain text; compile_source makes the function)."""
     args = ", ".join(s.name for s in symbols)
     body = ", ".join(to_python(e) for e in exprs)
     return f"lambda {args}: ({body}{',' if len(exprs) == 1 else ''})"
