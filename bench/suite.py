@@ -66,16 +66,7 @@ def run_steady(peers, workload_sizes, budget, log):
     rows, jit_stats = [], {}
     for name, sizes in workload_sizes.items():
         fn, make = W.WORKLOADS[name]
-        built = {}
-        for p in peers:
-            if not p.available():
-                built[p.name] = cell("n/a", note=p.reason)
-                continue
-            try:
-                f = p.build(name)
-                built[p.name] = f if f is not None else cell("—")
-            except Exception as e:
-                built[p.name] = cell("ERR", note="build: " + short_error(e))
+        built = {p.name: _build(p, name) for p in peers}
 
         for size in sizes:
             inputs = make(size, np.random.default_rng(0))
@@ -101,6 +92,18 @@ def run_steady(peers, workload_sizes, budget, log):
 # spinning in this process (XLA's and OpenMP's pools wait busily for more
 # work for a while), which the foreign-load check cannot see.
 SETTLE_S = 0.25
+
+
+def _build(p, workload):
+    """The peer's function for `workload`, or the cell saying why there is
+    none (n/a: not installed, —: no implementation, ERR: building raised)."""
+    if not p.available():
+        return cell("n/a", note=p.reason)
+    try:
+        f = p.build(workload)
+    except Exception as e:
+        return cell("ERR", note="build: " + short_error(e))
+    return f if f is not None else cell("—")
 
 
 def _time_cell(p, f, inputs, ref, budget):
@@ -184,18 +187,8 @@ def run_tiny(peers, budget, log):
     ref = W.gelu_bias(x, b)
     out = {}
     for p in peers:
-        if not p.available():
-            out[p.name] = cell("n/a", note=p.reason)
-            continue
-        try:
-            f = p.build("gelu_bias")
-        except Exception as e:
-            out[p.name] = cell("ERR", note="build: " + short_error(e))
-            continue
-        if f is None:
-            out[p.name] = cell("—")
-            continue
-        out[p.name] = _time_cell(p, f, (x, b), ref, budget)
+        f = _build(p, "gelu_bias")
+        out[p.name] = f if isinstance(f, dict) else _time_cell(p, f, (x, b), ref, budget)
         log("  tiny %-16s %s" % (p.name, _fmt_log(out[p.name])))
     return out
 

@@ -208,8 +208,7 @@ def _cached(cache, key: str, symbols: list):
             raise ArtifactError("kernel list does not match")
         return load(artifact), level
     except (ArtifactError, LoadError):
-        cache.drop(key)
-        cache.stats.corrupt += 1
+        cache.reject(key)
         return None
 
 

@@ -79,8 +79,7 @@ def load(cache, key: str) -> list[SavedEntry]:
             raise CorruptEntry("not a list of saved entries")
         return entries
     except Exception:  # noqa: BLE001 - damaged, foreign or from a changed class: a miss
-        cache.drop(key)
-        cache.stats.corrupt += 1
+        cache.reject(key)
         return []
 
 

@@ -156,8 +156,7 @@ class ArtifactCache:
                 self.stats.disk_hits += 1
                 return rec["artifact"], "disk"
             if rec is not None:
-                self.drop(key)
-                self.stats.corrupt += 1
+                self.reject(key)
         self.stats.misses += 1
         return None, None
 
@@ -178,6 +177,11 @@ class ArtifactCache:
             if self.stats.write_errors == 1:
                 warnings.warn(f"shapejit: cannot write the compile cache ({type(e).__name__}: {e})",
                               CacheWarning, stacklevel=3)
+
+    def reject(self, key: str) -> None:
+        """A record that failed its checks: counted and dropped (never used)."""
+        self.stats.corrupt += 1
+        self.drop(key)
 
     def drop(self, key: str) -> None:
         """Forget a bad entry at both levels."""

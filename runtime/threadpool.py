@@ -68,15 +68,14 @@ def _configured_threads() -> int:
 
 
 class _Job:
-    __slots__ = ("fn", "args", "chunks", "next", "remaining", "left", "lock", "done", "error")
+    __slots__ = ("fn", "args", "chunks", "next", "left", "lock", "done", "error")
 
     def __init__(self, fn, args, chunks):
         self.fn = fn
         self.args = args
         self.chunks = chunks
         self.next = 0
-        self.remaining = len(chunks)
-        self.left = ctypes.c_int64(len(chunks))  # `remaining`, for a caller spin-waiting natively
+        self.left = ctypes.c_int64(len(chunks))  # chunks not finished; a native cell the caller can spin on
         self.lock = threading.Lock()
         self.done = threading.Lock()
         self.done.acquire()  # released by whoever finishes the last chunk
@@ -100,9 +99,8 @@ class _Job:
                         if self.error is None:
                             self.error = e
             with lock:
-                self.remaining -= 1
-                self.left.value = self.remaining
-                last = self.remaining == 0
+                self.left.value -= 1
+                last = self.left.value == 0
             if last:
                 self.done.release()
 

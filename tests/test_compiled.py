@@ -162,10 +162,12 @@ def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
     (kc,) = [s for s in exe.steps if isinstance(s, rx.KernelCall)]
     fn = exe.run.__globals__[[k for k, v in exe.run.__globals__.items()
                               if getattr(v, "__class__", None).__name__ == "CFunctionType"][0]]
-    small = np.empty((2, 8), F32)
+    fence = np.full(2 * 8 + 64, -7.0, F32)  # the output, then memory it does not own
+    small = fence[:16].reshape(2, 8)
     n_ints = sum(1 for a in kc.args if a[0] == "int")
     ints = [8] * (n_ints - 1) + [rx.ctypes.addressof(rx._ERRCELL)]
-    fn(0, 4, x, small, *ints)  # 4 rows into a 2-row output: caught, not written
+    fn(0, 4, x, small, *ints)  # 4 rows into a 2-row output: caught, nothing past it written
+    assert np.all(fence[16:] == -7.0)
     with pytest.raises(IndexError, match="out of bounds"):
         rx._check_bounds(kc.symbol)
 

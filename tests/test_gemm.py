@@ -91,15 +91,20 @@ def test_batches_and_folded_rows(dtype, rng):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_strided_operands_are_read_in_place_or_copied(dtype, rng):
     big_a, big_b = exact(rng, (3, 40, 90), dtype), exact(rng, (3, 90, 150), dtype)
-    cases = [(big_a[0, :13, 5:50], big_b[0, 2:47, 10:140]),          # row strides > columns
-             (big_a[:, :13, 5:50], big_b[:, 2:47, 10:140]),          # and batch strides
-             (big_a[0, ::-1, :45], big_b[0, :45, ::-1]),             # negative strides: copied
-             (big_a[0, :13, ::2].T, big_b[0, :13, :70]),             # column stride 2: copied
-             (np.broadcast_to(big_a[0, :1, :45], (9, 45)), big_b[1, :45, :70]),  # zero row stride
-             (big_a[0, :13, :40], big_b[0, :70, :40].T),                 # B with unit-stride rows: packed
-             (big_a[:, :13, :40], big_b[:, :70, :40].transpose(0, 2, 1)),  # the same, batched (q @ k.T)
-             (big_a[:, :13, :40], big_b[:, :3, :40].transpose(0, 2, 1))]   # ... narrower than a strip
-    for a, b in cases:
+    # (A, B, whether the kernel reads each in place: the runtime's 3-D view, no copy)
+    cases = [(big_a[0, :13, 5:50], big_b[0, 2:47, 10:140], True, True),           # row strides > columns
+             (big_a[:, :13, 5:50], big_b[:, 2:47, 10:140], True, True),           # and batch strides
+             (big_a[0, ::-1, :45], big_b[0, :45, ::-1], False, False),            # negative strides: copied
+             (big_a[0, :13, ::2].T, big_b[0, :13, :70], False, True),             # column stride 2: copied
+             (np.broadcast_to(big_a[0, :1, :45], (9, 45)), big_b[1, :45, :70], True, True),  # zero row stride
+             (big_a[0, :13, :40], big_b[0, :70, :40].T, True, True),              # B with unit-stride rows
+             (big_a[:, :13, :40], big_b[:, :70, :40].transpose(0, 2, 1), True, True),  # batched (q @ k.T)
+             (big_a[:, :13, :40], big_b[:, :3, :40].transpose(0, 2, 1), True, True)]   # narrower than a strip
+    for a, b, a_in_place, b_in_place in cases:
+        batch = int(np.prod(a.shape[:-2])) if b.ndim > 2 else 1
+        rows = a.shape[-2] if b.ndim > 2 else int(np.prod(a.shape[:-1]))
+        assert np.shares_memory(_rows3(a, batch, rows, a.shape[-1]), a) == a_in_place
+        assert np.shares_memory(_rows3(b, batch, *b.shape[-2:], True), b) == b_in_place
         want = a @ b
         c = np.full(want.shape, np.nan, dtype)
         run_kernel(a, b, c, parallel=True, strided=True)

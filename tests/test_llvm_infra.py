@@ -3,12 +3,10 @@
 import dataclasses
 import os
 import re
-import statistics
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -324,9 +322,7 @@ def test_load_in_fresh_subprocess(axpb_artifact, tmp_path):
         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    load_ms = float(re.search(r"LOAD_MS ([\d.]+)", proc.stdout).group(1))
-    print(f"\nartifact load in fresh process: {load_ms:.2f} ms")
-    assert load_ms < 100  # typically ~1-3 ms (incl. creating the LLJIT)
+    assert re.search(r"LOAD_MS ([\d.]+)", proc.stdout)  # (the time itself is a benchmark's business)
 
 
 # ---------------------------------------------------------------------------
@@ -407,24 +403,3 @@ def test_parallel_for_from_several_threads_and_nested(axpb, wait_mode):
     assert not errors, errors
 
 
-def test_parallel_for_overhead(axpb):
-    """Report the cost of dispatching a trivial kernel over 2 threads."""
-    k = axpb["k_axpb"]
-    a, b, out = arrays(rows=4, n=1)
-    args = ptrs(a, b, out) + (0,)  # n = 0: the kernel does nothing
-    pool = threadpool.ThreadPool(2)
-    try:
-        def timed(fn, reps=2000):
-            ts = []
-            for _ in range(reps):
-                t0 = time.perf_counter_ns()
-                fn()
-                ts.append(time.perf_counter_ns() - t0)
-            return statistics.median(ts) / 1e3
-
-        inline = timed(lambda: k(0, 2, *args))
-        par = timed(lambda: pool.parallel_for(k, 0, 2, args, 1))
-    finally:
-        pool.shutdown()
-    print(f"\ntrivial kernel: inline {inline:.1f} us, parallel_for(2 threads) {par:.1f} us")
-    assert par < 500  # target: a few tens of microseconds
