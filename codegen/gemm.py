@@ -35,6 +35,7 @@ import sympy
 from llvmlite import ir
 
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET, array_field
+from codegen import support
 from codegen.llvm import for_range
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -99,6 +100,7 @@ def library(dtype) -> str:
     once per machine and kept in the compile cache like any artifact."""
     module = ir.Module(name=f"shapejit_gemm_{np.dtype(dtype).name}")
     GemmEmitter(module, symbol_for(dtype), dtype).emit()
+    support.parallel_entries(module, module.globals[symbol_for(dtype)], *ARGS)
     return str(module)
 
 

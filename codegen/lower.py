@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from clustering.partition import Plan
-from codegen import gemm
+from codegen import gemm, support
 from codegen.artifact import Artifact, KernelInfo
 from codegen.kernels import KernelABI, KernelEmitter
 from shapes.ir import Node
@@ -33,9 +33,11 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
     abis = [KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit() for k in kernels]
+    for a in abis:
+        support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats)
     return str(module), abis, gemms
 
 
 def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:
-    infos = [KernelInfo(a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis]
+    infos = [KernelInfo(*k) for k in support.with_parallel((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)]
     return compile_ir(text, infos, metadata or {})

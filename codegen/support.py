@@ -1,46 +1,334 @@
-"""Native helpers of the runtime, compiled like any kernel: a spin-wait that
-lets a thread-pool worker see new work within a microsecond of it being
-posted, instead of sleeping between two kernels of one call (waking a
-sleeping thread, on an idle virtual CPU, takes tens of microseconds here:
-as long as a small kernel itself).
+"""Native helpers of the runtime, compiled like any kernel (one library per
+process, kept in the compile cache).
 
-`void sj_spin_wait(i64 seen, i64 rounds, i64 cell)`: returns once the i64 at
-address `cell` differs from `seen`, or after `rounds` pause instructions.
-The kernel ABI (start, stop, ints...), so it is called like any kernel, and
-without the GIL.
+The thread pool, native (Linux, x86-64 and aarch64): workers that never
+leave native code, so a kernel split over the cores costs no GIL hand-off,
+no Python object and no lock: a few atomic operations on cache lines the
+threads share.  (The Python pool, runtime/threadpool.py, costs ~40-60 us per
+parallel kernel here: the caller builds the job in Python and each worker
+takes the GIL to start and to finish its chunks; a BERT layer runs ten such
+kernels per call.)
+
+* `sj_pool_run(start, stop, fn, args, chunk)` runs `fn(lo, hi, args)` over
+  [start, stop) in chunks of at least `chunk` on the workers and the
+  calling thread, and returns when every chunk is done.  `fn` is a kernel's
+  packed entry (below), `args` the address of its packed arguments.  The
+  range runs on the caller alone when there is no worker, when it is
+  shorter than two chunks, or when another thread's job holds the pool
+  (callers from several threads never wait for each other).
+* `sj_pool_worker(0, 0)` is a worker's whole life: it takes chunks of each
+  job posted, spins ~0.4 ms for the next one (the kernels of a call follow
+  each other within microseconds) and then sleeps on a futex; it returns
+  after `sj_pool_stop`.  `sj_pool_reset` clears the state (a forked child
+  has no workers).
+* Claiming: one 64-bit ticket holds (job number << 32 | chunks claimed); a
+  thread claims a chunk by compare-and-swap, so a late worker can never take
+  a chunk of a newer job believing it is of the old one.  The job's fields
+  are written before the ticket is published and stay put until its last
+  chunk is done.
+
+Every kernel gets two more entries (`parallel_entries`):
+`<k>_packed(lo, hi, args)` unpacks an i64 array into `k`'s arguments, and
+`<k>_par(start, stop, arrays..., ints..., chunk, pool, floats...)` packs its
+arguments on its stack and calls the pool's run function at address `pool`
+with them: one ctypes call from Python runs a kernel on every core.
+
+`sj_spin_wait(seen, rounds, cell)` (the Python pool's waiting): returns once
+the i64 at address `cell` differs from `seen`, or after `rounds` pauses.
 """
 from __future__ import annotations
 
+import platform
+import sys
+
 from llvmlite import ir
 
-from codegen.llvm import I64, host_target
+from codegen.llvm import I64, for_range, host_target
+
+I1, I8, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(32)
+VOID = ir.VoidType()
 
 SPIN_SYMBOL = "sj_spin_wait"
-SPIN_ARGS = (0, 1, 0)  # arrays, ints (the cell's address), floats
+POOL_RUN = "sj_pool_run"
+POOL_WORKER = "sj_pool_worker"
+POOL_STOP = "sj_pool_stop"
+POOL_RESET = "sj_pool_reset"
+# exported symbols -> (arrays, ints, floats) of their kernel ABI
+_SYMBOLS = {SPIN_SYMBOL: (0, 1, 0), POOL_RESET: (0, 0, 0), POOL_RUN: (0, 3, 0), POOL_WORKER: (0, 0, 0),
+            POOL_STOP: (0, 0, 0)}
+POOL_SPIN_ROUNDS = 16384   # pauses (~0.4 ms) a worker watches for the next job before it sleeps
+CHUNKS_PER_THREAD = 4      # chunks of a job per thread: a late thread leaves its share to the others
+_YIELD_ROUNDS = 4096       # a caller waiting on the last chunks yields the CPU this often
+
+# (futex, sched_yield) system call numbers
+_SYSCALLS = {"x86_64": (202, 24), "aarch64": (98, 124)}
+_FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
+
+# slots of the pool's state (i64 each); hot ones on cache lines of their own
+_TICKET, _PENDING = 0, 8
+_FN, _ARGS, _START, _STOP, _CHUNK, _NCHUNKS = 16, 17, 18, 19, 20, 21
+_BUSY, _WORKERS, _SLEEPERS, _QUIT = 24, 25, 26, 27
+_FUTEX = 32  # an i32 word: bumped on every post, what sleeping workers wait on
+_SLOTS = 40
 
 
-def spin_module() -> str:
-    module = ir.Module(name="shapejit_support")
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, I64]), SPIN_SYMBOL)
-    seen, rounds, cell = fn.args
-    entry = fn.append_basic_block("entry")
-    loop = fn.append_basic_block("loop")
-    wait = fn.append_basic_block("wait")
-    done = fn.append_basic_block("done")
-    b = ir.IRBuilder(entry)
-    ptr = b.inttoptr(cell, I64.as_pointer())
-    b.branch(loop)
-    b.position_at_end(loop)
-    i = b.phi(I64, "i")
-    i.add_incoming(ir.Constant(I64, 0), entry)
-    value = b.load_atomic(ptr, "acquire", 8)
-    b.cbranch(b.icmp_signed("!=", value, seen), done, wait)
-    b.position_at_end(wait)
-    if host_target().triple.startswith(("x86_64", "i686", "i386")):
-        b.call(ir.Function(module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause"), [])
-    i_next = b.add(i, ir.Constant(I64, 1))
-    i.add_incoming(i_next, wait)
-    b.cbranch(b.icmp_signed("<", i_next, rounds), loop, done)
-    b.position_at_end(done)
+def native_pool_supported() -> bool:
+    return sys.platform.startswith("linux") and platform.machine() in _SYSCALLS
+
+
+def exported() -> tuple:
+    """(symbol, arrays, ints, floats) of each function the module defines."""
+    names = list(_SYMBOLS) if native_pool_supported() else [SPIN_SYMBOL, POOL_RESET]
+    return tuple((name, *_SYMBOLS[name]) for name in names)
+
+
+def par_symbol(symbol: str) -> str:
+    return symbol + "_par"
+
+
+def with_parallel(kernels) -> tuple:
+    """(symbol, arrays, ints, floats) of each kernel, each followed by its
+    `_par` entry's (two more ints: chunk and pool)."""
+    return tuple(e for sym, na, ni, nf in kernels for e in ((sym, na, ni, nf), (par_symbol(sym), na, ni + 2, nf)))
+
+
+def parallel_entries(module: ir.Module, fn: ir.Function, n_arrays: int, n_ints: int, n_floats: int) -> None:
+    """Add `<k>_packed` and `<k>_par` (module docstring) for kernel `fn`."""
+    fn.attributes.add("noinline")  # one copy of the kernel's code, called from both entries
+    ptr_t, f64 = I8.as_pointer(), ir.DoubleType()
+    n = n_arrays + n_ints + n_floats
+    packed = ir.Function(module, ir.FunctionType(VOID, [I64, I64, I64]), fn.name + "_packed")
+    packed.linkage = "internal"
+    b = ir.IRBuilder(packed.append_basic_block("entry"))
+    lo, hi, argv = packed.args
+    argv = b.inttoptr(argv, I64.as_pointer())
+    vals = [b.load(b.gep(argv, [ir.Constant(I64, i)])) for i in range(n)]
+    vals = ([b.inttoptr(v, p.type) for v, p in zip(vals, fn.args[2:2 + n_arrays])] + vals[n_arrays:n_arrays + n_ints]
+            + [b.bitcast(v, f64) for v in vals[n_arrays + n_ints:]])
+    b.call(fn, [lo, hi] + vals)
     b.ret_void()
-    return str(module)
+
+    par = ir.Function(module, ir.FunctionType(VOID, [I64, I64] + [ptr_t] * n_arrays + [I64] * (n_ints + 2)
+                                              + [f64] * n_floats), par_symbol(fn.name))
+    b = ir.IRBuilder(par.append_basic_block("entry"))
+    start, stop = par.args[:2]
+    arrays = par.args[2:2 + n_arrays]
+    ints = par.args[2 + n_arrays:2 + n_arrays + n_ints]
+    chunk, pool = par.args[2 + n_arrays + n_ints:4 + n_arrays + n_ints]
+    floats = par.args[4 + n_arrays + n_ints:]
+    buf = b.alloca(I64, size=ir.Constant(I64, max(1, n)))
+    words = [b.ptrtoint(a, I64) for a in arrays] + list(ints) + [b.bitcast(x, I64) for x in floats]
+    for i, w in enumerate(words):
+        b.store(w, b.gep(buf, [ir.Constant(I64, i)]))
+    run_t = ir.FunctionType(VOID, [I64] * 5)
+    b.call(b.inttoptr(pool, run_t.as_pointer()),
+           [start, stop, b.ptrtoint(packed, I64), b.ptrtoint(buf, I64), chunk])
+    b.ret_void()
+
+
+def module() -> str:
+    """The support library's module text: the spin-wait and, where
+    supported, the native pool."""
+    m = ir.Module(name="shapejit_support")
+    _Support(m).emit()
+    return str(m)
+
+
+class _Support:
+    def __init__(self, m: ir.Module):
+        self.m = m
+        self.x86 = host_target().triple.startswith(("x86_64", "i686", "i386"))
+        state_t = ir.ArrayType(I64, _SLOTS)
+        self.state = ir.GlobalVariable(m, state_t, "sj_pool_state")
+        self.state.linkage = "internal"
+        self.state.initializer = ir.Constant(state_t, None)
+        self.state.align = 64
+        self.syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+
+    def c(self, v: int) -> ir.Constant:
+        return ir.Constant(I64, v)
+
+    def slot(self, b, k: int):
+        return b.gep(self.state, [ir.Constant(I32, 0), ir.Constant(I32, k)])
+
+    def load(self, b, k: int, order="monotonic"):
+        return b.load_atomic(self.slot(b, k), order, 8)
+
+    def store(self, b, k: int, v, order="monotonic"):
+        b.store_atomic(v, self.slot(b, k), order, 8)
+
+    def rmw(self, b, op: str, k: int, v, order="seq_cst"):
+        return b.atomic_rmw(op, self.slot(b, k), v, order)
+
+    def pause(self, b) -> None:
+        if self.x86:
+            name = "llvm.x86.sse2.pause"
+            fn = self.m.globals.get(name) or ir.Function(self.m, ir.FunctionType(VOID, []), name)
+            b.call(fn, [])
+
+    def futex_word(self, b):
+        return b.bitcast(self.slot(b, _FUTEX), I32.as_pointer())
+
+    def kernel(self, name: str, n_ints: int, linkage: str | None = None) -> ir.Function:
+        fn = ir.Function(self.m, ir.FunctionType(VOID, [I64] * (2 + n_ints)), name)
+        if linkage:
+            fn.linkage = linkage
+        return fn
+
+    def emit(self) -> None:
+        self.emit_spin()
+        self.emit_reset()
+        if not native_pool_supported():
+            return
+        self.futex, self.sched_yield = _SYSCALLS[platform.machine()]
+        work = self.emit_work()
+        self.emit_run(work)
+        self.emit_worker(work)
+        self.emit_stop()
+
+    def emit_spin(self) -> None:
+        fn = self.kernel(SPIN_SYMBOL, 1)
+        seen, rounds, cell = fn.args[0], fn.args[1], fn.args[2]
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ptr = b.inttoptr(cell, I64.as_pointer())
+        with for_range(b, 0, rounds):
+            value = b.load_atomic(ptr, "acquire", 8)
+            with b.if_then(b.icmp_signed("!=", value, seen)):
+                b.ret_void()
+            self.pause(b)
+        b.ret_void()
+
+    def emit_reset(self) -> None:
+        fn = self.kernel(POOL_RESET, 0)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for k in range(_SLOTS):
+            self.store(b, k, self.c(0), "seq_cst")
+        b.ret_void()
+
+    def emit_stop(self) -> None:
+        fn = self.kernel(POOL_STOP, 0)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.store(b, _QUIT, self.c(1), "seq_cst")
+        self.wake(b, always=True)
+        b.ret_void()
+
+    def wake(self, b, always: bool = False) -> None:
+        """Bump the futex word; wake every sleeping worker (if any sleeps)."""
+        b.atomic_rmw("add", self.futex_word(b), ir.Constant(I32, 1), "seq_cst")
+        cond = ir.Constant(I1, 1) if always else b.icmp_signed(">", self.load(b, _SLEEPERS, "seq_cst"), self.c(0))
+        with b.if_then(cond):
+            b.call(self.syscall, [self.c(self.futex), b.ptrtoint(self.futex_word(b), I64),
+                                  self.c(_FUTEX_WAKE_PRIVATE), self.c(0x7FFFFFFF)])
+
+    def emit_work(self) -> ir.Function:
+        """work(job): claim and run chunks of job number `job` until none is
+        left (or a newer job replaced it)."""
+        fn = self.kernel("sj_pool_work", 1, "internal")
+        job = fn.args[2]
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        loop = fn.append_basic_block("claim")
+        run = fn.append_basic_block("run")
+        done = fn.append_basic_block("done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        t = self.load(b, _TICKET, "acquire")
+        i = b.and_(t, self.c(0xFFFFFFFF))
+        ours = b.icmp_unsigned("==", b.lshr(t, self.c(32)), job)
+        left = b.icmp_signed("<", i, self.load(b, _NCHUNKS))
+        claim = fn.append_basic_block("cas")
+        b.cbranch(b.and_(ours, left), claim, done)
+        b.position_at_end(claim)
+        got = b.cmpxchg(self.slot(b, _TICKET), t, b.add(t, self.c(1)), "acq_rel", "acquire")
+        b.cbranch(b.extract_value(got, 1), run, loop)
+        b.position_at_end(run)
+        chunk = self.load(b, _CHUNK)
+        lo = b.add(self.load(b, _START), b.mul(i, chunk))
+        stop = self.load(b, _STOP)
+        end = b.add(lo, chunk)
+        hi = b.select(b.icmp_signed("<", end, stop), end, stop)
+        kernel_t = ir.FunctionType(VOID, [I64, I64, I64])
+        b.call(b.inttoptr(self.load(b, _FN), kernel_t.as_pointer()), [lo, hi, self.load(b, _ARGS)])
+        self.rmw(b, "sub", _PENDING, self.c(1), "release")
+        b.branch(loop)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def emit_run(self, work: ir.Function) -> None:
+        fn = self.kernel(POOL_RUN, 3)
+        start, stop, kfn, args, chunk = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        kernel_t = ir.FunctionType(VOID, [I64, I64, I64])
+        n = b.sub(stop, start)
+        with b.if_then(b.icmp_signed("<=", n, self.c(0))):
+            b.ret_void()
+        chunk = b.select(b.icmp_signed("<", chunk, self.c(1)), self.c(1), chunk)
+        workers = self.load(b, _WORKERS)
+        pooled = b.and_(b.icmp_signed(">", workers, self.c(0)), b.icmp_signed(">=", n, b.mul(chunk, self.c(2))))
+        with b.if_then(pooled):
+            got = b.cmpxchg(self.slot(b, _BUSY), self.c(0), self.c(1), "acq_rel", "monotonic")
+            with b.if_then(b.extract_value(got, 1)):  # the pool is ours: post the job
+                threads = b.add(workers, self.c(1))
+                want = b.mul(threads, self.c(CHUNKS_PER_THREAD))
+                size = b.sdiv(b.add(n, b.sub(want, self.c(1))), want)  # ceil(n / want)
+                size = b.select(b.icmp_signed("<", size, chunk), chunk, size)
+                count = b.sdiv(b.add(n, b.sub(size, self.c(1))), size)
+                for k, v in ((_FN, kfn), (_ARGS, args), (_START, start), (_STOP, stop), (_CHUNK, size),
+                             (_NCHUNKS, count), (_PENDING, count)):
+                    self.store(b, k, v)
+                job = b.and_(b.add(b.lshr(self.load(b, _TICKET), self.c(32)), self.c(1)), self.c(0xFFFFFFFF))
+                self.store(b, _TICKET, b.shl(job, self.c(32)), "seq_cst")  # publishes the fields above
+                self.wake(b)
+                b.call(work, [self.c(0), self.c(0), job])
+                # the last chunks may still run on workers
+                with for_range(b, 0, self.c(1 << 62)) as r:
+                    with b.if_then(b.icmp_signed("==", self.load(b, _PENDING, "acquire"), self.c(0))):
+                        self.store(b, _BUSY, self.c(0), "release")
+                        b.ret_void()
+                    self.pause(b)
+                    with b.if_then(b.icmp_signed("==", b.and_(r, self.c(_YIELD_ROUNDS - 1)),
+                                                 self.c(_YIELD_ROUNDS - 1))):
+                        b.call(self.syscall, [self.c(self.sched_yield)])
+                self.store(b, _BUSY, self.c(0), "release")  # (not reached: 2^62 rounds)
+                b.ret_void()
+        b.call(b.inttoptr(kfn, kernel_t.as_pointer()), [start, stop, args])  # on this thread alone
+        b.ret_void()
+
+    def emit_worker(self, work: ir.Function) -> None:
+        fn = self.kernel(POOL_WORKER, 0)
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        self.rmw(b, "add", _WORKERS, self.c(1))
+        seen0 = b.lshr(self.load(b, _TICKET, "acquire"), self.c(32))
+        top = fn.append_basic_block("top")
+        sleep = fn.append_basic_block("sleep")
+        leave = fn.append_basic_block("leave")
+        b.branch(top)
+        b.position_at_end(top)
+        seen = b.phi(I64, "seen")
+        seen.add_incoming(seen0, entry)
+        # spin: a new job number, or quit, or sleep after POOL_SPIN_ROUNDS
+        with for_range(b, 0, POOL_SPIN_ROUNDS):
+            with b.if_then(b.icmp_signed("!=", self.load(b, _QUIT), self.c(0))):
+                b.branch(leave)
+            job = b.lshr(self.load(b, _TICKET, "acquire"), self.c(32))
+            with b.if_then(b.icmp_unsigned("!=", job, seen)):
+                b.call(work, [self.c(0), self.c(0), job])
+                seen.add_incoming(job, b.block)
+                b.branch(top)
+            self.pause(b)
+        b.branch(sleep)
+        b.position_at_end(sleep)
+        self.rmw(b, "add", _SLEEPERS, self.c(1))
+        word = b.load_atomic(self.futex_word(b), "seq_cst", 4)
+        job = b.lshr(self.load(b, _TICKET, "seq_cst"), self.c(32))
+        idle = b.and_(b.icmp_unsigned("==", job, seen), b.icmp_signed("==", self.load(b, _QUIT, "seq_cst"), self.c(0)))
+        with b.if_then(idle):  # (returns at once if the word changed since it was read)
+            b.call(self.syscall, [self.c(self.futex), b.ptrtoint(self.futex_word(b), I64),
+                                  self.c(_FUTEX_WAIT_PRIVATE), b.zext(word, I64), self.c(0)])
+        self.rmw(b, "sub", _SLEEPERS, self.c(1))
+        seen.add_incoming(seen, b.block)
+        b.branch(top)
+        b.position_at_end(leave)
+        self.rmw(b, "sub", _WORKERS, self.c(1))
+        b.ret_void()

@@ -3,6 +3,7 @@ node by node in numpy; the llvm back end runs the pass pipeline, partitions
 into fused kernels, compiles them to one artifact and links it."""
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -85,9 +86,10 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
         functions = _functions(loaded, _kernels(abis), (DATA_OFFSET, STRIDES_OFFSET))
     libraries = tuple(sorted({a.symbol for a, _ in gemms.values()}))
     for lib in libraries:
-        functions[lib] = library_function(lib)
+        for sym in (lib, support.par_symbol(lib)):
+            functions[sym] = library_function(sym)
     if functions:
-        _start_spinning()
+        _start_pools()
     t3 = time.perf_counter()
     times["llvm" if level is None else "load"] = t3 - t2
     by_kernel = {id(k): a for k, a in zip(plan.kernels(), abis)}
@@ -126,9 +128,10 @@ def build_saved(saved: SavedBuild) -> Build | None:
         loaded, level = found
         functions = _functions(loaded, saved.kernels, saved.layout)
     for lib in saved.libraries:
-        functions[lib] = library_function(lib)
+        for sym in (lib, support.par_symbol(lib)):
+            functions[sym] = library_function(sym)
     if functions:
-        _start_spinning()
+        _start_pools()
     exe = Executable.from_portable(saved.executable, functions, keepalive=loaded)
     return Build(exe, None, {"load": time.perf_counter() - t0}, level, saved.artifact_key, [], saved.libraries)
 
@@ -147,39 +150,51 @@ _libraries_lock = threading.Lock()
 
 def library_function(symbol: str):
     """A kernel shared by every function of the process — the GEMM of a
-    dtype (codegen/gemm.py), the thread pool's spin-wait
-    (codegen/support.py) — compiled once per machine (kept in the compile
-    cache under a key of its own) and loaded once per process."""
+    dtype and its parallel entry (codegen/gemm.py), the thread pools'
+    helpers (codegen/support.py) — compiled once per machine (kept in the
+    compile cache under a key of its own) and loaded once per process."""
     with _libraries_lock:
         fn = _libraries.get(symbol)
         if fn is not None:
             return fn
-        if symbol == support.SPIN_SYMBOL:
-            make, args, variant = support.spin_module, support.SPIN_ARGS, ""
+        if symbol in {k[0] for k in support.exported()}:
+            name, make, kernels, variant = "support", support.module, support.exported(), ""
         else:
-            dtype = gemm.dtype_of(symbol)
-            make, args, variant = (lambda: gemm.library(dtype)), gemm.ARGS, repr(gemm.tile_for(dtype))
+            base = symbol.removesuffix("_par")
+            dtype = gemm.dtype_of(base)
+            name, make, variant = base, (lambda: gemm.library(dtype)), repr(gemm.tile_for(dtype))
+            kernels = support.with_parallel([(base, *gemm.ARGS)])
         cache = default_cache()
-        key = content_key("library", symbol, repr(args), variant, target_description(), build_id())
-        found = _cached(cache, key, [symbol])
+        key = content_key("library", name, repr(kernels), variant, target_description(), build_id())
+        symbols = [k[0] for k in kernels]
+        found = _cached(cache, key, symbols)
         if found is None:
-            artifact = compile_ir(make(), [KernelInfo(symbol, *args)], {"function": "library"})
-            cache.put(key, artifact.to_bytes(), "(library)", symbol, kind="library")
+            artifact = compile_ir(make(), [KernelInfo(*k) for k in kernels], {"function": "library"})
+            cache.put(key, artifact.to_bytes(), "(library)", name, kind="library")
             found = load(artifact), None
-        fn = _functions(found[0], ((symbol, *args),), (DATA_OFFSET, STRIDES_OFFSET))[symbol]
-        fn._shapejit_keepalive = found[0]
-        _libraries[symbol] = fn
-        return fn
+        functions = _functions(found[0], kernels, (DATA_OFFSET, STRIDES_OFFSET))
+        for sym, f in functions.items():
+            f._shapejit_keepalive = found[0]
+            _libraries[sym] = f
+        return _libraries[symbol]
 
 
-def _start_spinning() -> None:
-    """Give the thread pool its native spin-wait (once per process)."""
-    if support.SPIN_SYMBOL not in _libraries:
-        threadpool.set_spin_wait(library_function(support.SPIN_SYMBOL))
+def _start_pools() -> None:
+    """Give the thread pools their native helpers (once per process): the
+    Python pool's spin-wait and, where supported, the native pool."""
+    if support.SPIN_SYMBOL in _libraries:
+        return
+    threadpool.set_spin_wait(library_function(support.SPIN_SYMBOL))
+    if support.native_pool_supported():
+        run = library_function(support.POOL_RUN)
+        threadpool.install_native_pool(ctypes.cast(run, ctypes.c_void_p).value, library_function(support.POOL_WORKER),
+                                       library_function(support.POOL_STOP), library_function(support.POOL_RESET))
 
 
 def _kernels(abis) -> tuple:
-    return tuple((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)
+    """(symbol, arrays, ints, floats) of every entry of the kernels (each
+    kernel's and its parallel entry's)."""
+    return support.with_parallel((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)
 
 
 def _artifact(text: str, abis, checked: bool, name: str, signature: str):
@@ -187,7 +202,7 @@ def _artifact(text: str, abis, checked: bool, name: str, signature: str):
     a valid entry exists, else compiled by LLVM (level None)."""
     cache = default_cache()
     key = content_key(text, target_description(), build_id(), f"checked={checked}")
-    found = _cached(cache, key, [a.symbol for a in abis])
+    found = _cached(cache, key, [k[0] for k in _kernels(abis)])
     if found is not None:
         return key, found[0], found[1]
     artifact = compile_module(text, abis, {"function": name})

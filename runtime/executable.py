@@ -18,7 +18,7 @@ from shapes.ir import ArrayConst, Graph
 from shapes.ops import OPS
 from shapes.pyexpr import compile_source, exprs_source, to_python
 from runtime.bufferpool import BufferPool
-from runtime.threadpool import parallel_for
+from runtime.threadpool import native_pool, parallel_for
 
 
 class ShapeMismatch(Exception):
@@ -50,12 +50,15 @@ class KernelCall:
     inner: object          # elements per row
     prepare: tuple = ()    # (value id, (batch, rows, cols) exprs, unit_rows_ok): passed as a 3-D
                            # view with unit-stride columns (or rows), or a copy when there is none
+    # functions[symbol + "_par"], when given, is the kernel's parallel entry:
+    # its arguments with (chunk, native pool address) after the ints
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
-# least work per chunk when it is split: a fork/join costs ~30 us here.
-PARALLEL_MIN_WORK = 1 << 17
-CHUNK_MIN_WORK = 1 << 15
+# least work per chunk when it is split: a fork/join costs ~0.5 us on the
+# native pool, ~30 us on the Python one.
+PARALLEL_MIN_WORK, CHUNK_MIN_WORK = 1 << 14, 1 << 12          # native pool
+PY_PARALLEL_MIN_WORK, PY_CHUNK_MIN_WORK = 1 << 17, 1 << 15    # Python pool
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,11 @@ def _rebuild_const(recipe: tuple, functions: dict):
         return functions[recipe[1]]
     if kind == "errcell":
         return ctypes.addressof(_ERRCELL)
+    if kind == "pool":
+        address = native_pool()
+        if address is None:
+            raise RuntimeError("shapejit: this executable runs kernels on the native thread pool, which is not running")
+        return address
     raise ValueError(f"unknown constant recipe {recipe!r}")
 
 
@@ -282,10 +290,19 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
             args.append(f"float({names[a[1]]})")
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
     rows, inner = to_python(kc.rows), to_python(kc.inner)
-    argt = "(" + "".join(x + ", " for x in args) + ")"
     lines.append(f"    _n = {rows}")
-    lines.append(f"    if _n * {inner} >= {PARALLEL_MIN_WORK}: "
-                 f"_par({fn}, 0, _n, {argt}, max(1, {CHUNK_MIN_WORK} // max(1, {inner})))")
+    par_symbol = kc.symbol + "_par"
+    if par_symbol in functions and native_pool() is not None:  # one native call, split over the cores
+        fpar = const(functions[par_symbol], ("kernel", par_symbol))
+        pool = const(native_pool(), ("pool",))
+        chunk = f"max(1, {CHUNK_MIN_WORK} // max(1, {inner}))"
+        n_front = sum(1 for a in kc.args if a[0] != "float")  # (arrays and ints come before the floats)
+        par_args = args[:n_front] + [chunk, pool] + args[n_front:]
+        lines.append(f"    if _n * {inner} >= {PARALLEL_MIN_WORK}: {fpar}(0, _n, {', '.join(par_args)})")
+    else:
+        chunk = f"max(1, {PY_CHUNK_MIN_WORK} // max(1, {inner}))"
+        argt = "(" + "".join(x + ", " for x in args) + ")"
+        lines.append(f"    if _n * {inner} >= {PY_PARALLEL_MIN_WORK}: _par({fn}, 0, _n, {argt}, {chunk})")
     lines.append(f"    elif _n > 0: {fn}(0, _n, {', '.join(args)})")
     if checked:
         lines.append(f"    _check_bounds({kc.symbol!r})")

@@ -1,4 +1,11 @@
-"""Process-wide persistent thread pool for running kernels in parallel.
+"""Process-wide persistent thread pools for running kernels in parallel.
+
+Two pools: the native one (codegen/support.py; Linux on x86-64 and
+aarch64), whose workers never leave native code, runs every compiled kernel
+the jit splits (a fork/join costs ~0.5 us); this module starts its workers
+(`install_native_pool`) and restarts them in a forked child.  The Python
+pool below runs Python callables and, where there is no native pool, the
+kernels.
 
 ``parallel_for(fn, start, stop, args, min_chunk)`` splits ``[start, stop)``
 into contiguous chunks and runs ``fn(chunk_start, chunk_stop, *args)`` on the
@@ -34,7 +41,8 @@ import os
 import queue
 import threading
 
-__all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown"]
+__all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown", "install_native_pool",
+           "native_pool"]
 
 
 # A few chunks per thread so that a late (descheduled, slow to wake) worker
@@ -222,20 +230,75 @@ def parallel_for(fn, start: int, stop: int, args=(), min_chunk: int = 1) -> None
     get_pool().parallel_for(fn, start, stop, args, min_chunk)
 
 
+# ---------------------------------------------------------------- native pool
+# Kernels split over the cores by the native pool (codegen/support.py): its
+# workers never leave native code.  The jit installs it; each worker is a
+# Python thread whose whole life is one ctypes call.
+
+class _NativePool:
+    def __init__(self, run_address: int, worker, stop, reset):
+        self.run_address = run_address
+        self.worker, self.stop, self.reset = worker, stop, reset
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self.threads = [threading.Thread(target=self.worker, args=(0, 0), name=f"shapejit-native-{i}", daemon=True)
+                        for i in range(_configured_threads() - 1)]
+        for t in self.threads:
+            t.start()
+
+    def shutdown(self, timeout: float = 1.0) -> None:
+        self.stop(0, 0)
+        for t in self.threads:
+            t.join(timeout)
+        if not any(t.is_alive() for t in self.threads):
+            self.reset(0, 0)  # (not while a worker may still read the state)
+        self.threads = []
+
+
+_native: _NativePool | None = None
+
+
+def install_native_pool(run_address: int, worker, stop, reset) -> None:
+    """Install the native pool (once per process) and start its workers:
+    `run_address` is the address of `sj_pool_run`; `worker`, `stop`, `reset`
+    ctypes functions of the same library."""
+    global _native
+    with _pool_lock:
+        if _native is None:
+            pool = _NativePool(run_address, worker, stop, reset)
+            pool.start()
+            _native = pool
+
+
+def native_pool() -> int | None:
+    """The address of the native pool's run function (what a kernel's `_par`
+    entry calls), or None when there is none."""
+    pool = _native
+    return None if pool is None else pool.run_address
+
+
 def shutdown() -> None:
-    """Stop the workers (a later parallel_for creates a new pool)."""
+    """Stop the workers (a later parallel_for creates a new pool; the native
+    pool's kernels then run on their callers alone)."""
     global _pool
     with _pool_lock:
         pool, _pool = _pool, None
     if pool is not None:
         pool.shutdown()
+    if _native is not None:
+        _native.shutdown()
 
 
 def _after_fork_in_child() -> None:
-    # Worker threads do not survive fork(); start afresh lazily.
+    # Worker threads do not survive fork(): the Python pool starts afresh
+    # lazily, the native one now (its callers are native code).
     global _pool, _pool_lock
     _pool = None
     _pool_lock = threading.Lock()
+    if _native is not None:
+        _native.reset(0, 0)
+        _native.start()
 
 
 atexit.register(shutdown)
