@@ -227,10 +227,11 @@ class GemmEmitter:
         ldbn apart) into the contiguous panel, columns past the edge as zeros.
         Unit-stride columns are copied a vector at a time, prefetching the
         rows PREFETCH ahead (the block's rows lie one per page, beyond the
-        hardware prefetchers); a B with strided columns (attention's k.T, unit
-        stride along k) element by element, a column at a time.  The
-        micro-kernels then stream the packed copy (a few pages, in L1/L2) with
-        unit stride for every row tile."""
+        hardware prefetchers); a B with strided columns a column at a time
+        (with unit stride along k, as attention's k.T, a vector of k at a
+        time, its lanes stored down the panel's column).  The micro-kernels
+        then stream the packed copy (a few pages, in L1/L2) with unit stride
+        for every row tile."""
         t = self.tile
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
         align = ir.Constant(I32, self.dtype.itemsize)
@@ -245,18 +246,25 @@ class GemmEmitter:
                         b.store(x, b.gep(panel, [b.add(b.mul(r, c(t.nv)), c(v))]), align=64)
                         b.call(self.prefetch, [b.gep(ahead, [c(v * t.lanes * self.dtype.itemsize)]),
                                                ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
-            with strided:  # column n of the block (kc elements ldb apart), zeros past the edge
+            with strided:  # column n of the block: kc elements ldb apart
                 flat = b.bitcast(panel, self.ety.as_pointer())
-                with for_range(b, c(0), c(t.nr)) as n:
-                    inside = b.icmp_signed("<", n, ncols)
+                inside = b.select(b.icmp_signed("<", ncols, c(t.nr)), ncols, c(t.nr))
+                whole = b.mul(b.sdiv(kc, c(t.lanes)), c(t.lanes))
+                with for_range(b, c(0), inside) as n:
                     column = b.gep(src, [b.mul(n, ldbn)])
+                    rest = b.select(b.icmp_signed("==", ldb, c(1)), whole, c(0))
+                    # unit stride along k (attention's k.T): a vector of k at a
+                    # time, its lanes stored down the panel's column
+                    with for_range(b, c(0), rest, t.lanes) as k0:
+                        x = b.load(b.bitcast(b.gep(column, [k0]), self.vty.as_pointer()), align=self.dtype.itemsize)
+                        for j in range(t.lanes):
+                            dst = b.gep(flat, [b.add(b.mul(b.add(k0, c(j)), c(t.nr)), n)])
+                            b.store(b.extract_element(x, ir.Constant(I32, j)), dst)
+                    with for_range(b, rest, kc) as k:  # the rest element by element
+                        b.store(b.load(b.gep(column, [b.mul(k, ldb)])), b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)]))
+                with for_range(b, inside, c(t.nr)) as n:  # columns past the edge: zeros
                     with for_range(b, c(0), kc) as k:
-                        dst = b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)])
-                        with b.if_else(inside) as (load, zero):
-                            with load:
-                                b.store(b.load(b.gep(column, [b.mul(k, ldb)])), dst)
-                            with zero:
-                                b.store(ir.Constant(self.ety, 0.0), dst)
+                        b.store(ir.Constant(self.ety, 0.0), b.gep(flat, [b.add(b.mul(k, c(t.nr)), n)]))
 
     def _vec(self, b, ptr, v: int):
         """Pointer to vector v of a row starting at `ptr`."""

@@ -7,17 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codegen import gemm
+from codegen import gemm, support
 from jit import jit
-from jit.compile import library_function
+from jit.compile import _start_pools, library_function
 from runtime.executable import _rows3
-from runtime.threadpool import parallel_for
+from runtime import threadpool
 
 DTYPES = [np.float32, np.float64]
 
 
 @pytest.fixture
 def rng():
+    _start_pools()
     return np.random.default_rng(7)
 
 
@@ -36,8 +37,11 @@ def run_kernel(a, b, c, parallel=False, strided=False):
         a, b = _rows3(a, batch, M, K), _rows3(b, batch if b.ndim > 2 else 1, K, N, True)
     units = batch * ((N + nr - 1) // nr)
     args = (a, b, c, M, N, K, int(strided), int(strided))
-    if parallel:
-        parallel_for(fn, 0, units, args, 1)
+    if parallel:  # on the native pool (the jit's way) where there is one, else the Python pool
+        if threadpool.native_pool() is not None:
+            library_function(support.par_symbol(gemm.symbol_for(dtype)))(0, units, *args, 1, threadpool.native_pool())
+        else:
+            threadpool.parallel_for(fn, 0, units, args, 1)
     elif units:
         fn(0, units, *args)
 
