@@ -96,39 +96,49 @@ def measure(call, budget: Budget = FULL) -> Timing:
     Re-measured (up to ``budget.retries`` times) while other processes keep
     more than ``BUSY`` cores busy; the attempt with the least foreign load wins.
     """
+    return measure_interleaved([call], budget)[0]
+
+
+def measure_interleaved(calls, budget: Budget = FULL) -> list:
+    """``measure`` of several calls at once, their samples interleaved (a
+    sample of each in turn): the ratio of two of them is free of the drift
+    of a shared machine between two separate measurements."""
     best = None
     for attempt in range(budget.retries + 1):
         t0 = time.perf_counter()
-        t = _measure_once(call, budget if attempt == 0 else replace(budget, warmup=0))
-        if best is None or t.foreign_load < best.foreign_load:
+        t = _measure_once(calls, budget if attempt == 0 else replace(budget, warmup=0))
+        if best is None or t[0].foreign_load < best[0].foreign_load:
             best = t
-        if t.foreign_load < BUSY or time.perf_counter() - t0 > budget.retry_limit:
+        if t[0].foreign_load < BUSY or time.perf_counter() - t0 > budget.retry_limit:
             break
         time.sleep(0.2 * (attempt + 1))   # let the neighbour's burst pass
     return best
 
 
-def _measure_once(call, budget: Budget) -> Timing:
-    for _ in range(budget.warmup):
+def _measure_once(calls, budget: Budget) -> list:
+    numbers = []
+    for call in calls:
+        for _ in range(budget.warmup):
+            call()
+        t0 = time.perf_counter()
         call()
-    t0 = time.perf_counter()
-    call()
-    one = max(time.perf_counter() - t0, 1e-9)
-
-    number = max(1, int(budget.min_sample / one))
-    per_sample = one * number
-    repeats = int(budget.target / per_sample)
+        one = max(time.perf_counter() - t0, 1e-9)
+        numbers.append((max(1, int(budget.min_sample / one)), one))
+    per_round = sum(n * one for n, one in numbers)  # one sample of every call
+    repeats = int(budget.target * len(calls) / per_round)
     repeats = max(budget.min_repeats, min(budget.max_repeats, repeats))
 
     meter = LoadMeter()
     meter.start()
-    samples = []
+    samples = [[] for _ in calls]
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            call()
-        samples.append((time.perf_counter() - t0) / number)
-    return Timing(statistics.median(samples), samples, repeats * number, meter.stop())
+        for call, (number, _), out in zip(calls, numbers, samples):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                call()
+            out.append((time.perf_counter() - t0) / number)
+    load = meter.stop()
+    return [Timing(statistics.median(x), x, repeats * n, load) for x, (n, _) in zip(samples, numbers)]
 
 
 def time_once(call):

@@ -96,7 +96,8 @@ def steady_section(rows, peer_names, notes):
     return "\n".join([
         "## 1. Steady-state latency", "",
         LEGEND + " The last column is shapejit dynamic=True time / dynamic=False "
-        "time (1.00× = no cost for being shape-generic).", "",
+        "time (1.00× = no cost for being shape-generic); the two are timed together, "
+        "their samples interleaved, so the ratio does not drift with the machine's load.", "",
         table(head, body), ""])
 
 

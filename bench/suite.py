@@ -72,15 +72,14 @@ def run_steady(peers, workload_sizes, budget, log):
             inputs = make(size, np.random.default_rng(0))
             ref = fn(*inputs)
             row = {"workload": name, "size": size, "label": W.size_label(name, size), "cells": {}}
-            for p in peers:
-                f = built[p.name]
-                if isinstance(f, dict):          # n/a, —, or a build error
-                    row["cells"][p.name] = f
-                    continue
-                row["cells"][p.name] = _time_cell(p, f, inputs, ref, budget)
-                c = row["cells"][p.name]
-                log("  %-10s %-12s %-16s %s" % (name, row["label"], p.name,
-                                               _fmt_log(c)))
+            for group in _groups(peers):
+                ready = [p for p in group if not isinstance(built[p.name], dict)]
+                for p in group:
+                    if p not in ready:           # n/a, —, or a build error
+                        row["cells"][p.name] = built[p.name]
+                row["cells"].update(_time_cells(ready, [built[p.name] for p in ready], inputs, ref, budget))
+                for p in group:
+                    log("  %-10s %-12s %-16s %s" % (name, row["label"], p.name, _fmt_log(row["cells"][p.name])))
             rows.append(row)
         for p in peers:
             if hasattr(p, "stats") and not isinstance(built[p.name], dict):
@@ -106,18 +105,47 @@ def _build(p, workload):
     return f if f is not None else cell("—")
 
 
-def _time_cell(p, f, inputs, ref, budget):
-    try:
-        args = p.convert(inputs)
-        out = p.run(f, args)              # first call: compiles where relevant
-        why = check(p.to_numpy(out), ref)
-        if why:
-            return cell("WRONG", note=why)
+# peers timed together, their samples interleaved: the dyn/static column
+# is the ratio of two measurements taken over the same seconds
+PAIRED = ("shapejit-dyn", "shapejit-static")
+
+
+def _groups(peers):
+    """The peers in order, the PAIRED ones as one group (where the first is)."""
+    paired = [p for p in peers if p.name in PAIRED]
+    groups = []
+    for p in peers:
+        if p.name not in PAIRED:
+            groups.append([p])
+        elif p is paired[0]:
+            groups.append(paired)
+    return groups
+
+
+def _time_cells(ps, fs, inputs, ref, budget) -> dict:
+    """Cells of the peers `ps` (functions `fs`): each checked against numpy,
+    then the correct ones timed together."""
+    cells, timed = {}, []
+    for p, f in zip(ps, fs):
+        try:
+            args = p.convert(inputs)
+            out = p.run(f, args)              # first call: compiles where relevant
+            why = check(p.to_numpy(out), ref)
+            if why:
+                cells[p.name] = cell("WRONG", note=why)
+            else:
+                timed.append((p, (lambda p=p, f=f, args=args: p.run(f, args))))
+        except Exception as e:
+            cells[p.name] = cell("ERR", note=short_error(e))
+    if timed:
         time.sleep(SETTLE_S)
-        t = harness.measure(lambda: p.run(f, args), budget)
-        return cell("ok", t.median, noisy=t.spread > NOISY, busy=t.foreign_load > harness.BUSY)
-    except Exception as e:
-        return cell("ERR", note=short_error(e))
+        try:
+            ts = harness.measure_interleaved([call for _, call in timed], budget)
+        except Exception as e:
+            return {**cells, **{p.name: cell("ERR", note=short_error(e)) for p, _ in timed}}
+        for (p, _), t in zip(timed, ts):
+            cells[p.name] = cell("ok", t.median, noisy=t.spread > NOISY, busy=t.foreign_load > harness.BUSY)
+    return cells
 
 
 def _fmt_log(c):
@@ -188,7 +216,7 @@ def run_tiny(peers, budget, log):
     out = {}
     for p in peers:
         f = _build(p, "gelu_bias")
-        out[p.name] = f if isinstance(f, dict) else _time_cell(p, f, (x, b), ref, budget)
+        out[p.name] = f if isinstance(f, dict) else _time_cells([p], [f], (x, b), ref, budget)[p.name]
         log("  tiny %-16s %s" % (p.name, _fmt_log(out[p.name])))
     return out
 
