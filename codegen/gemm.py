@@ -13,9 +13,12 @@ edge are masked in every load and store, so no access leaves the arrays.
 K = 0 stores zeros.
 
 Operands: C-contiguous ones as they are; any other is passed by the runtime
-as a (batch, rows, columns) view with unit-stride columns — for B, unit-stride
-rows will also do (attention's k.T; packing transposes it) — a copy only when
-numpy has no such view, and the kernel reads its strides (`*_strided` = 1).
+as an (outer batch, inner batch, rows, columns) view with unit-stride columns
+— for B, unit-stride rows will also do (attention's k.T; packing transposes
+it) — a copy only when numpy has no such view, and the kernel reads its
+strides and inner batch count (`*_strided` = 1).  Two batch levels let
+attention's per-(sequence, head) products read q, k and v in place for any
+number of sequences.
 
 ABI (as every kernel): `void k(i64 start, i64 stop, i8* A, i8* B, i8* C,
 i64 M, i64 N, i64 K, i64 a_strided, i64 b_strided)`, [start, stop) ranging
@@ -34,7 +37,7 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET, array_field
+from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field
 from codegen import support
 from codegen.llvm import for_range
 
@@ -108,9 +111,10 @@ def abi_of(n, contiguous: set[int]):
     """-> ((args, rows, inner), prepare) of the kernel for matmul node `n`:
     rows are the (batch, NR-column strip) pairs, inner a unit's work;
     `prepare` lists the operands not known to be C-contiguous with the
-    (batch, rows, columns) view the runtime makes of them (a copy
-    when no view has unit-stride columns, or for B unit-stride rows); the
-    kernel then reads their strides (the a_strided / b_strided flags)."""
+    (batch, rows, columns) shape the runtime makes a 4-D view of (runtime
+    `_rows4`; a copy when no view has unit-stride columns, or for B
+    unit-stride rows); the kernel then reads their strides (the a_strided /
+    b_strided flags)."""
     a, b = n.inputs
     if b.ndim == 2:
         batch, M = sympy.Integer(1), sympy.Mul(*a.shape[:-1])
@@ -165,10 +169,11 @@ class GemmEmitter:
         eptr = self.ety.as_pointer()
         A, B, C = (array_field(b, o, DATA_OFFSET, eptr) for o in (a_obj, b_obj, c_obj))
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
-        # (batch stride, row stride) in elements: C-contiguous, or read from a
-        # 3-D (batch, rows, unit-stride columns) operand the runtime prepared
-        sa, lda, _ = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
-        sb, ldb, ldbn = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
+        # strides in elements: C-contiguous, or read from the 4-D (outer
+        # batch, inner batch, rows, unit-stride columns) operand the runtime prepared
+        a_lay = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
+        b_lay = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
+        lda, (ldb, ldbn) = a_lay[3], b_lay[3:]
         panel = b.alloca(self.vty, size=c(t.kc * t.nv))  # one packed KC x NR block of B
         panel.align = 64
         ctile = b.alloca(self.vty, size=c(t.mr * t.nv))  # a C tile at the right edge
@@ -183,8 +188,8 @@ class GemmEmitter:
             ncols = b.sub(N, col)
             full = b.icmp_signed(">=", ncols, c(t.nr))
             masks = [self._lane_mask(b, ncols, v) for v in range(t.nv)]
-            Ab = b.gep(A, [b.mul(bi, sa)])
-            Bs = b.gep(B, [b.add(b.mul(bi, sb), b.mul(col, ldbn))])
+            Ab = b.gep(A, [self._batch_offset(b, bi, a_lay)])
+            Bs = b.gep(B, [b.add(self._batch_offset(b, bi, b_lay), b.mul(col, ldbn))])
             Cs = b.gep(C, [b.add(b.mul(bi, b.mul(M, N)), col)])
             # KC-deep blocks of K, at least one (with K = 0 it stores zeros)
             k_end = b.select(b.icmp_signed(">", K, c(0)), K, c(1))
@@ -271,22 +276,34 @@ class GemmEmitter:
         return b.bitcast(b.gep(ptr, [ir.Constant(I64, v * self.tile.lanes)]), self.vty.as_pointer())
 
     def _strides(self, b, obj, strided, batch_default, row_default):
-        """(batch, row, column) strides of an operand, in elements: read from
-        the runtime's 3-D view when `strided`, else those of a C-contiguous one."""
+        """(outer batch stride, inner batch stride, inner batch count, row
+        stride, column stride) of an operand, in elements: read from the
+        runtime's 4-D view when `strided`, else those of a C-contiguous one
+        (one level of batches)."""
         on = b.icmp_signed("!=", strided, ir.Constant(I64, 0))
         pre = b.block
-        with b.if_then(on):  # (only then is the operand the 3-D view: three strides to read)
+        with b.if_then(on):  # (only then is the operand the 4-D view: its strides and inner count to read)
             sptr = array_field(b, obj, STRIDES_OFFSET, I64.as_pointer())
+            dptr = array_field(b, obj, DIMS_OFFSET, I64.as_pointer())
             size = ir.Constant(I64, self.dtype.itemsize)
-            read = [b.sdiv(b.load(b.gep(sptr, [ir.Constant(I64, d)])), size) for d in (0, 1, 2)]
+            s = [b.sdiv(b.load(b.gep(sptr, [ir.Constant(I64, d)])), size) for d in range(4)]
+            read = [s[0], s[1], b.load(b.gep(dptr, [ir.Constant(I64, 1)])), s[2], s[3]]
             got = b.block
         out = []
-        for x, default in zip(read, (batch_default, row_default, ir.Constant(I64, 1))):
+        one = ir.Constant(I64, 1)
+        for x, default in zip(read, (batch_default, ir.Constant(I64, 0), one, row_default, one)):
             p = b.phi(I64)
             p.add_incoming(x, got)
             p.add_incoming(default, pre)
             out.append(p)
         return tuple(out)
+
+    def _batch_offset(self, b, bi, layout):
+        """Elements from an operand's start to product bi's matrix."""
+        outer, inner, count = layout[:3]
+        count = b.select(b.icmp_signed(">", count, ir.Constant(I64, 0)), count, ir.Constant(I64, 1))
+        hi = b.sdiv(bi, count)
+        return b.add(b.mul(hi, outer), b.mul(b.sub(bi, b.mul(hi, count)), inner))
 
     def _call_micro(self, b, mr, full, Ak, Bk, Cs, i, kc, lda, ldc, accumulate, masks, ctile):
         """A tile of a full strip is computed in place; at the right edge the

@@ -48,7 +48,7 @@ class KernelCall:
     args: tuple            # ("array", value id) | ("int", expr) | ("float", value id)
     rows: object           # the [0, rows) range split across threads
     inner: object          # elements per row
-    prepare: tuple = ()    # (value id, (batch, rows, cols) exprs, unit_rows_ok): passed as a 3-D
+    prepare: tuple = ()    # (value id, (batch, rows, cols) exprs, unit_rows_ok): passed as a 4-D
                            # view with unit-stride columns (or rows), or a copy when there is none
     # functions[symbol + "_par"], when given, is the kernel's parallel entry:
     # its arguments with (chunk, native pool address) after the ints
@@ -145,7 +145,7 @@ def _poolable(steps, outputs) -> set[int]:
 def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
-            "_matmul": np.matmul, "_item": _item, "_rows3": _rows3}
+            "_matmul": np.matmul, "_item": _item, "_rows4": _rows4}
 
 
 def _rebuild_const(recipe: tuple, functions: dict):
@@ -278,7 +278,7 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
     local = {}
     for vid, dims, unit_rows_ok in kc.prepare:
         local[vid] = f"_c{vid}"
-        lines.append(f"    _c{vid} = _rows3({names[vid]}, {', '.join(to_python(d) for d in dims)}, {unit_rows_ok})")
+        lines.append(f"    _c{vid} = _rows4({names[vid]}, {', '.join(to_python(d) for d in dims)}, {unit_rows_ok})")
     for a in kc.args:
         if a[0] == "array":
             args.append(local.get(a[1], names[a[1]]))
@@ -327,17 +327,35 @@ def _has_sym(a) -> bool:
     return type(a) is tuple and any(_has_sym(x) for x in a)
 
 
-def _rows3(x, batch, rows, cols, unit_rows_ok=False):
-    """x as a (batch, rows, cols) array whose strides are non-negative
-    multiples of the item size and whose columns have unit stride (or, with
-    `unit_rows_ok`, whose rows have): a view when numpy can make one, else a
-    C-contiguous copy."""
-    x = x.reshape(batch, rows, cols)
-    s, size = x.strides, x.itemsize
-    unit = cols <= 1 or s[2] == size or (unit_rows_ok and (rows <= 1 or s[1] == size))
-    if not unit or min(s) < 0 or s[0] % size or s[1] % size or s[2] % size:
-        x = np.ascontiguousarray(x)
-    return x
+def _rows4(x, batch, rows, cols, unit_rows_ok=False):
+    """x as an (outer, inner, rows, cols) array, outer * inner = batch, whose
+    strides are non-negative multiples of the item size and whose columns
+    have unit stride (or, with `unit_rows_ok`, whose rows have): a view when
+    numpy can make one — x's leading (batch) dims merged into one or, failing
+    that, two groups — else a C-contiguous copy."""
+    lead = x.shape[:-2] if x.ndim >= 2 and x.shape[-2:] == (rows, cols) else None
+    y = _view(x, (1, batch, rows, cols))
+    if y is None and lead and len(lead) > 1:
+        for p in range(1, len(lead)):  # (batch dims b0..bn: [b0..bp) and [bp..bn) each merged)
+            outer = int(np.prod(lead[:p]))
+            y = _view(x, (outer, batch // max(1, outer), rows, cols))
+            if y is not None:
+                break
+    if y is None:
+        y = np.ascontiguousarray(x).reshape(1, batch, rows, cols)
+    s, size = y.strides, y.itemsize
+    unit = cols <= 1 or s[3] == size or (unit_rows_ok and (rows <= 1 or s[2] == size))
+    if not unit or min(s) < 0 or any(v % size for v in s):
+        y = np.ascontiguousarray(y)
+    return y
+
+
+def _view(x, shape):
+    """x reshaped to `shape` without a copy, or None."""
+    try:
+        return x.reshape(shape, copy=False)
+    except ValueError:
+        return None
 
 
 def _item(x):

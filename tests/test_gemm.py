@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from codegen import gemm, support
 from jit import jit
 from jit.compile import _start_pools, library_function
-from runtime.executable import _rows3
+from runtime.executable import _rows4
 from runtime import threadpool
 
 DTYPES = [np.float32, np.float64]
@@ -34,7 +34,7 @@ def run_kernel(a, b, c, parallel=False, strided=False):
         batch, M = int(np.prod(a.shape[:-2])), a.shape[-2]
     K, N = b.shape[-2], b.shape[-1]
     if strided:
-        a, b = _rows3(a, batch, M, K), _rows3(b, batch if b.ndim > 2 else 1, K, N, True)
+        a, b = _rows4(a, batch, M, K), _rows4(b, batch if b.ndim > 2 else 1, K, N, True)
     units = batch * ((N + nr - 1) // nr)
     args = (a, b, c, M, N, K, int(strided), int(strided))
     if parallel:  # on the native pool (the jit's way) where there is one, else the Python pool
@@ -95,7 +95,8 @@ def test_batches_and_folded_rows(dtype, rng):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_strided_operands_are_read_in_place_or_copied(dtype, rng):
     big_a, big_b = exact(rng, (3, 40, 90), dtype), exact(rng, (3, 90, 150), dtype)
-    # (A, B, whether the kernel reads each in place: the runtime's 3-D view, no copy)
+    q4, k4, v4 = exact(rng, (2, 13, 3, 40), dtype), exact(rng, (2, 17, 3, 40), dtype), exact(rng, (2, 41, 3, 70), dtype)
+    # (A, B, whether the kernel reads each in place: the runtime's 4-D view, no copy)
     cases = [(big_a[0, :13, 5:50], big_b[0, 2:47, 10:140], True, True),           # row strides > columns
              (big_a[:, :13, 5:50], big_b[:, 2:47, 10:140], True, True),           # and batch strides
              (big_a[0, ::-1, :45], big_b[0, :45, ::-1], False, False),            # negative strides: copied
@@ -103,12 +104,16 @@ def test_strided_operands_are_read_in_place_or_copied(dtype, rng):
              (np.broadcast_to(big_a[0, :1, :45], (9, 45)), big_b[1, :45, :70], True, True),  # zero row stride
              (big_a[0, :13, :40], big_b[0, :70, :40].T, True, True),              # B with unit-stride rows
              (big_a[:, :13, :40], big_b[:, :70, :40].transpose(0, 2, 1), True, True),  # batched (q @ k.T)
-             (big_a[:, :13, :40], big_b[:, :3, :40].transpose(0, 2, 1), True, True)]   # narrower than a strip
+             (big_a[:, :13, :40], big_b[:, :3, :40].transpose(0, 2, 1), True, True),   # narrower than a strip
+             # two batch dims that do not merge (attention with several sequences: [B, S, H, d] read as
+             # [B, H, S, d] and [B, H, d, S]): read in place through the outer/inner batch strides
+             (q4.transpose(0, 2, 1, 3), k4.transpose(0, 2, 3, 1), True, True),
+             (q4.transpose(0, 2, 1, 3), v4.transpose(0, 2, 1, 3)[..., :40, :], True, True)]
     for a, b, a_in_place, b_in_place in cases:
         batch = int(np.prod(a.shape[:-2])) if b.ndim > 2 else 1
         rows = a.shape[-2] if b.ndim > 2 else int(np.prod(a.shape[:-1]))
-        assert np.shares_memory(_rows3(a, batch, rows, a.shape[-1]), a) == a_in_place
-        assert np.shares_memory(_rows3(b, batch, *b.shape[-2:], True), b) == b_in_place
+        assert np.shares_memory(_rows4(a, batch, rows, a.shape[-1]), a) == a_in_place
+        assert np.shares_memory(_rows4(b, batch, *b.shape[-2:], True), b) == b_in_place
         want = a @ b
         c = np.full(want.shape, np.nan, dtype)
         run_kernel(a, b, c, parallel=True, strided=True)
