@@ -109,12 +109,14 @@ def _dump_name(kernels: Sequence[KernelInfo]) -> str:
 # compilation
 
 
-def _parse_and_optimize(llvm_ir_text: str, tm: llvm.TargetMachine, name: str):
+def _parse_and_optimize(llvm_ir_text: str, tm: llvm.TargetMachine, name: str, optimize: bool = True):
     mod = llvm.parse_assembly(str(llvm_ir_text))
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     mod.verify()
     _dump("before", name, str(mod))
+    if not optimize:
+        return mod
     # NB: in llvmlite 0.50 create_pipeline_tuning_options() only takes
     # speed_level; size_level is always 0.
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -152,16 +154,20 @@ def compile_ir(
     llvm_ir_text: str,
     kernels: Iterable[KernelInfo],
     metadata: dict | None = None,
+    optimize: bool = True,
 ) -> Artifact:
     """Compile LLVM IR text for the host into an :class:`Artifact`.
 
     ``kernels`` describes the exported kernel functions; their signatures
-    are checked against the ABI before optimization.
+    are checked against the ABI before optimization.  ``optimize=False``
+    skips the IR optimization pipeline (code generation still runs at -O3):
+    for IR written already vectorized and unrolled, such as the GEMM's,
+    which then compiles in a third of the time into code as fast.
     """
     kernels = tuple(kernels)
     with _compile_lock:
         tm = host_target()
-        mod = _parse_and_optimize(llvm_ir_text, tm, _dump_name(kernels))
+        mod = _parse_and_optimize(llvm_ir_text, tm, _dump_name(kernels), optimize)
         _check_kernels(mod, kernels)
         obj = tm.emit_object(mod)
     return Artifact(
