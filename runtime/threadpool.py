@@ -242,17 +242,20 @@ class _NativePool:
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
+        """Clear the state and start the workers: only while none runs and
+        no job is under way (at install, in a forked child, after shutdown)."""
+        self.reset(0, 0)
         self.threads = [threading.Thread(target=self.worker, args=(0, 0), name=f"shapejit-native-{i}", daemon=True)
                         for i in range(_configured_threads() - 1)]
         for t in self.threads:
             t.start()
 
     def shutdown(self, timeout: float = 1.0) -> None:
+        """Stop the workers (each after the chunk it runs).  A job under way
+        on another thread is finished by its caller: the state is kept."""
         self.stop(0, 0)
         for t in self.threads:
             t.join(timeout)
-        if not any(t.is_alive() for t in self.threads):
-            self.reset(0, 0)  # (not while a worker may still read the state)
         self.threads = []
 
 
@@ -297,7 +300,6 @@ def _after_fork_in_child() -> None:
     _pool = None
     _pool_lock = threading.Lock()
     if _native is not None:
-        _native.reset(0, 0)
         _native.start()
 
 
