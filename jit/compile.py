@@ -180,16 +180,21 @@ def library_function(symbol: str):
         return _libraries[symbol]
 
 
+_pools_started = False
+
+
 def _start_pools() -> None:
     """Give the thread pools their native helpers (once per process): the
     Python pool's spin-wait and, where supported, the native pool."""
-    if support.SPIN_SYMBOL in _libraries:
+    global _pools_started
+    if _pools_started:
         return
     threadpool.set_spin_wait(library_function(support.SPIN_SYMBOL))
     if support.native_pool_supported():
         run = library_function(support.POOL_RUN)
         threadpool.install_native_pool(ctypes.cast(run, ctypes.c_void_p).value, library_function(support.POOL_WORKER),
                                        library_function(support.POOL_STOP), library_function(support.POOL_RESET))
+    _pools_started = True
 
 
 def _kernels(abis) -> tuple:

@@ -1,5 +1,6 @@
 """Shared test fixtures: every differential test runs on each back end."""
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -45,3 +46,25 @@ def assert_like_numpy(got, want, ulps: int = 4, atol: float = 0.0):
             np.testing.assert_allclose(g, w, rtol=ulps * eps, atol=max(atol, ulps * tiny * 16), equal_nan=True)
         else:
             np.testing.assert_array_equal(g, w)
+
+
+def run_in_threads(target, n: int, timeout: float = 120.0) -> None:
+    """`target(i)` for i in range(n), on n threads at once: re-raises the
+    first error a thread raised, and fails if a thread is still running
+    after `timeout` seconds (a deadlock)."""
+    errors = []
+
+    def run(i):
+        try:
+            target(i)
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    if errors:
+        raise errors[0]

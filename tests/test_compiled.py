@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jit import jit
-from tests.conftest import assert_like_numpy
+from tests.conftest import assert_like_numpy, run_in_threads
 
 F32 = np.float32
 D, HEADS, FF = 64, 4, 128
@@ -71,23 +71,14 @@ def test_threads_share_one_compile():
     f = jit(small_bert)
     inputs = [rng.standard_normal((2 + t % 3, 3 + 5 * t, D)).astype(F32) for t in range(8)]
     want = [small_bert(x, p) for x in inputs]
-    errors = []
     barrier = threading.Barrier(8)
 
     def worker(t):
-        try:
-            barrier.wait()
-            for _ in range(5):
-                assert_like_numpy(f(inputs[t], p), want[t], ulps=64, atol=2e-5)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        barrier.wait()
+        for _ in range(5):
+            assert_like_numpy(f(inputs[t], p), want[t], ulps=64, atol=2e-5)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_in_threads(worker, 8)
     assert f.stats()["compiles"] == 1
 
 

@@ -16,6 +16,7 @@ from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.llvm import I64, compile_ir, for_range, host_target, loop_nest, optimize_ir
 from runtime import threadpool
 from runtime.loader import LoadError, load
+from tests.conftest import run_in_threads
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F32 = ir.FloatType()
@@ -260,23 +261,15 @@ def test_parallel_for_kernel(axpb):
 
 
 def test_load_from_many_threads(axpb_artifact):
-    results, errors = [], []
+    results = []
 
     def worker(seed):
-        try:
-            loaded = load(axpb_artifact)
-            a, b, out = arrays(rows=50, n=33, seed=seed)
-            threadpool.parallel_for(loaded["k_axpb"], 0, 50, ptrs(a, b, out) + (33,))
-            results.append(np.array_equal(out, a + 2 * b))
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+        loaded = load(axpb_artifact)
+        a, b, out = arrays(rows=50, n=33, seed=seed)
+        threadpool.parallel_for(loaded["k_axpb"], 0, 50, ptrs(a, b, out) + (33,))
+        results.append(np.array_equal(out, a + 2 * b))
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_in_threads(worker, 6)
     assert results == [True] * 6
 
 
@@ -380,26 +373,15 @@ def wait_mode(request):
 
 
 def test_parallel_for_from_several_threads_and_nested(axpb, wait_mode):
-    errors = []
-
     def caller(seed):
-        try:
-            a, b, out = arrays(rows=300, n=40, seed=seed)
-            for _ in range(20):
-                out[:] = 0
-                threadpool.parallel_for(axpb["k_axpb"], 0, 300, ptrs(a, b, out) + (40,))
-                assert np.array_equal(out, a + 2 * b)
-        except BaseException as e:  # pragma: no cover
-            errors.append(e)
+        a, b, out = arrays(rows=300, n=40, seed=seed)
+        for _ in range(20):
+            out[:] = 0
+            threadpool.parallel_for(axpb["k_axpb"], 0, 300, ptrs(a, b, out) + (40,))
+            assert np.array_equal(out, a + 2 * b)
 
     # nested parallel_for inside a parallel_for must not deadlock
     threadpool.parallel_for(lambda lo, hi: [caller(s) for s in range(lo, hi)], 0, 4)
-    threads = [threading.Thread(target=caller, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not any(t.is_alive() for t in threads)
-    assert not errors, errors
+    run_in_threads(caller, 4, timeout=30)
 
 

@@ -2,7 +2,6 @@
 a range over the workers and the caller, every index exactly once, from any
 number of calling threads, after a fork, and after the pool was stopped."""
 import multiprocessing
-import threading
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from codegen.llvm import I64, compile_ir, for_range
 from jit.compile import _start_pools
 from runtime import threadpool
 from runtime.loader import load
+from tests.conftest import run_in_threads
 
 pytestmark = pytest.mark.skipif(not support.native_pool_supported(), reason="no native pool on this platform")
 
@@ -82,27 +82,16 @@ def test_workers_take_part(count):
 
 
 def test_callers_from_many_threads(count):
-    errors = []
-
     def caller(seed):
-        try:
-            rng = np.random.default_rng(seed)
-            for _ in range(200):
-                start = int(rng.integers(0, 5000))
-                stop = int(rng.integers(start, 10_000))
-                hits = np.zeros(10_001, np.int64)
-                run(count, start, stop, int(rng.integers(1, 50)), hits)
-                assert hits[:start].sum() == 0 and (hits[start:stop] == 1).all() and hits[stop:10_000].sum() == 0
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            start = int(rng.integers(0, 5000))
+            stop = int(rng.integers(start, 10_000))
+            hits = np.zeros(10_001, np.int64)
+            run(count, start, stop, int(rng.integers(1, 50)), hits)
+            assert hits[:start].sum() == 0 and (hits[start:stop] == 1).all() and hits[stop:10_000].sum() == 0
 
-    threads = [threading.Thread(target=caller, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads)
-    assert not errors, errors
+    run_in_threads(caller, 6, timeout=60)
 
 
 def _child(q):
