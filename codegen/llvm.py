@@ -123,6 +123,13 @@ def _parse_and_optimize(llvm_ir_text: str, tm: llvm.TargetMachine, name: str, op
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pb = llvm.create_pass_builder(tm, pto)
+    # kernels that are the same code (the bias adds of q, k and v; the two
+    # layernorm epilogues of a BERT layer) become one before the costly
+    # pipeline, which then optimizes and vectorizes one copy (a third less
+    # compile time for the BERT layer); the others stay as thunks to it
+    merge = llvm.ModulePassManager()
+    merge.add_merge_functions_pass()
+    merge.run(mod, pb)
     pb.getModulePassManager().run(mod, pb)
     _dump("after", name, str(mod))
     return mod
