@@ -181,7 +181,9 @@ class ShapeEnv:
                 if other < lo or (hi is not None and other > hi):
                     raise ValueError(f"{target} = {other} is outside its range: {reason}")
             self.replacements[target] = other
-            self.guards.append(Guard(sympy.Eq(target, other), reason))
+            # (unevaluated: equal hints, different expressions, so sympy's
+            # evaluation, milliseconds of assumptions, could not decide it)
+            self.guards.append(Guard(sympy.Eq(target, other, evaluate=False), reason))
             return
         self.decide(sympy.Eq(a, b), reason)
 
