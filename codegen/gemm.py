@@ -7,7 +7,9 @@ vector registers (NR = NV vector lanes wide); each step of k broadcasts MR
 elements of A's column k and multiplies them with NV vectors of B's row k
 (fma).  A KC-deep block of one NR-column strip of B is packed into a
 contiguous panel (KC * NR elements, L1/L2 sized, on the stack) and reused by
-every MR-row tile of A before the next block; A is read in place.  Rows left
+every MR-row tile of A before the next block; A is read in place, each of
+its tiles once for up to GROUP strips of the unit range (their panels
+packed side by side), so a tall A is streamed from memory fewer times.  Rows left
 over at the bottom (M mod MR) run on narrower tiles; columns past the right
 edge are masked in every load and store, so no access leaves the arrays.
 K = 0 stores zeros.
@@ -71,6 +73,7 @@ def tile_for(dtype: np.dtype) -> Tile:
 ARGS = (3, 5, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided), floats: the kernel's ABI
 TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in numpy
 TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 in at most three)
+GROUP = 4  # column strips whose panels share each A tile (units of one product taken together)
 PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
 
 
@@ -150,6 +153,7 @@ class GemmEmitter:
         self.mstore = self._declare(f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [self.vty, vptr, I32, self.mty])
         self.prefetch = self._declare("llvm.prefetch.p0", ir.VoidType(), [I8.as_pointer(), I32, I32, I32])
         self.micros: dict = {}
+        self.group = GROUP
 
     def _declare(self, name, ret, args):
         if name in self.m.globals:
@@ -174,49 +178,80 @@ class GemmEmitter:
         a_lay = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
         b_lay = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
         lda, (ldb, ldbn) = a_lay[3], b_lay[3:]
-        panel = b.alloca(self.vty, size=c(t.kc * t.nv))  # one packed KC x NR block of B
-        panel.align = 64
+        G = self.group
+        panels = b.alloca(self.vty, size=c(G * t.kc * t.nv))  # packed KC x NR blocks of B, one per strip of a group
+        panels.align = 64
         ctile = b.alloca(self.vty, size=c(t.mr * t.nv))  # a C tile at the right edge
         ctile.align = 64
+        nstrips = b.sdiv(b.add(N, c(t.nr - 1)), c(t.nr))
 
-        # for each work unit: product u // nstrips, NR-column strip u % nstrips
-        with for_range(b, start, stop) as u:
-            nstrips = b.sdiv(b.add(N, c(t.nr - 1)), c(t.nr))
-            bi = b.sdiv(u, nstrips)
-            s = b.sub(u, b.mul(bi, nstrips))
-            col = b.mul(s, c(t.nr))
+        # units u = product * nstrips + strip, taken in groups of up to G
+        # strips of one product: each A tile is read once for the group's G
+        # panels (a tall A does not stay in L2 from one strip to the next)
+        pre = b.block
+        head = b.append_basic_block("group")
+        body = b.append_basic_block("group.body")
+        done = b.append_basic_block("groups.done")
+        b.branch(head)
+        b.position_at_end(head)
+        u = b.phi(I64, "u")
+        u.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", u, stop), body, done)
+        b.position_at_end(body)
+        bi = b.sdiv(u, nstrips)
+        s0 = b.sub(u, b.mul(bi, nstrips))
+        g = self._min(b, self._min(b, c(G), b.sub(stop, u)), b.sub(nstrips, s0))
+        Ab = b.gep(A, [self._batch_offset(b, bi, a_lay)])
+        Bb = b.gep(B, [self._batch_offset(b, bi, b_lay)])
+        Cb = b.gep(C, [b.mul(bi, b.mul(M, N))])
+        strips = []  # (active, full, masks, B strip, C strip, panel) of each strip of the group
+        for j in range(G):
+            col = b.mul(b.add(s0, c(j)), c(t.nr))
             ncols = b.sub(N, col)
-            full = b.icmp_signed(">=", ncols, c(t.nr))
-            masks = [self._lane_mask(b, ncols, v) for v in range(t.nv)]
-            Ab = b.gep(A, [self._batch_offset(b, bi, a_lay)])
-            Bs = b.gep(B, [b.add(self._batch_offset(b, bi, b_lay), b.mul(col, ldbn))])
-            Cs = b.gep(C, [b.add(b.mul(bi, b.mul(M, N)), col)])
-            # KC-deep blocks of K, at least one (with K = 0 it stores zeros)
-            k_end = b.select(b.icmp_signed(">", K, c(0)), K, c(1))
-            with for_range(b, c(0), k_end, t.kc) as k0:
-                rem = b.sub(K, k0)
-                kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
-                accumulate = b.icmp_signed(">", k0, c(0))
-                Ak = b.gep(Ab, [k0])
-                self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
-                Bk = b.bitcast(panel, eptr)
-                tiles = b.sdiv(M, c(t.mr))
-                with for_range(b, c(0), tiles) as tile:  # full-height tiles
-                    self._call_micro(b, t.mr, full, Ak, Bk, Cs, b.mul(tile, c(t.mr)), kc, lda, N,
-                                     accumulate, masks, ctile)
-                # the M mod MR rows left: tiles of 4, 2 and 1 rows (each used at most once)
-                row = b.mul(tiles, c(t.mr))
-                for size in TAIL_ROWS:
-                    pre = b.block
-                    with b.if_then(b.icmp_signed(">=", b.sub(M, row), c(size))):
-                        self._call_micro(b, size, full, Ak, Bk, Cs, row, kc, lda, N, accumulate, masks, ctile)
-                        row_taken = b.add(row, c(size))
-                        took = b.block
-                    phi = b.phi(I64)
-                    phi.add_incoming(row, pre)
-                    phi.add_incoming(row_taken, took)
-                    row = phi
+            strips.append((b.icmp_signed("<", c(j), g), b.icmp_signed(">=", ncols, c(t.nr)),
+                           [self._lane_mask(b, ncols, v) for v in range(t.nv)], ncols,
+                           b.gep(Bb, [b.mul(col, ldbn)]), b.gep(Cb, [col]),
+                           b.gep(panels, [c(j * t.kc * t.nv)])))
+        # KC-deep blocks of K, at least one (with K = 0 it stores zeros)
+        k_end = b.select(b.icmp_signed(">", K, c(0)), K, c(1))
+        with for_range(b, c(0), k_end, t.kc) as k0:
+            rem = b.sub(K, k0)
+            kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
+            accumulate = b.icmp_signed(">", k0, c(0))
+            Ak = b.gep(Ab, [k0])
+            for active, full, masks, ncols, Bs, Cs, panel in strips:
+                with b.if_then(active):
+                    self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
+
+            def tile_row(mr, row):  # an mr-row tile of every strip of the group
+                for active, full, masks, ncols, Bs, Cs, panel in strips:
+                    with b.if_then(active):
+                        self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, row, kc, lda, N,
+                                         accumulate, masks, ctile)
+
+            tiles = b.sdiv(M, c(t.mr))
+            with for_range(b, c(0), tiles) as tile:  # full-height tiles
+                tile_row(t.mr, b.mul(tile, c(t.mr)))
+            # the M mod MR rows left: tiles of 4, 2 and 1 rows (each used at most once)
+            row = b.mul(tiles, c(t.mr))
+            for size in TAIL_ROWS:
+                before = b.block
+                with b.if_then(b.icmp_signed(">=", b.sub(M, row), c(size))):
+                    tile_row(size, row)
+                    row_taken = b.add(row, c(size))
+                    took = b.block
+                phi = b.phi(I64)
+                phi.add_incoming(row, before)
+                phi.add_incoming(row_taken, took)
+                row = phi
+        u.add_incoming(b.add(u, g), b.block)
+        b.branch(head)
+        b.position_at_end(done)
         b.ret_void()
+
+    @staticmethod
+    def _min(b, x, y):
+        return b.select(b.icmp_signed("<", x, y), x, y)
 
     def _lane_mask(self, b, ncols, v: int):
         """Lanes of vector v inside the matrix: col + v * lanes + lane < N."""
