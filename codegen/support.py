@@ -17,8 +17,10 @@ kernels per call.)
   shorter than two chunks, or when another thread's job holds the pool
   (callers from several threads never wait for each other).
 * `sj_pool_worker(0, 0)` is a worker's whole life: it takes chunks of each
-  job posted, spins ~0.4 ms for the next one (the kernels of a call follow
-  each other within microseconds) and then sleeps on a futex; it returns
+  job posted, waits busily ~80 ms for the next one (the kernels of a call
+  follow each other within microseconds; a service's calls within
+  milliseconds; waking a thread that slept costs milliseconds here), yielding
+  its CPU after the first ~0.4 ms, and then sleeps on a futex; it returns
   after `sj_pool_stop`.  `sj_pool_reset` clears the state (a forked child
   has no workers).
 * Claiming: one 64-bit ticket holds (job number << 32 | chunks claimed); a
@@ -56,7 +58,13 @@ POOL_RESET = "sj_pool_reset"
 # exported symbols -> (arrays, ints, floats) of their kernel ABI
 _SYMBOLS = {SPIN_SYMBOL: (0, 1, 0), POOL_RESET: (0, 0, 0), POOL_RUN: (0, 3, 0), POOL_WORKER: (0, 0, 0),
             POOL_STOP: (0, 0, 0)}
-POOL_SPIN_ROUNDS = 16384   # pauses (~0.4 ms) a worker watches for the next job before it sleeps
+# A worker watches for the next job this many pauses (~80 ms, yielding its CPU
+# every 32 after the first ~0.4 ms) before it sleeps: waking a sleeping thread
+# costs 1-6 ms on this virtual machine once it has slept ~100 ms (its idle
+# vCPU is descheduled), longer than a whole kernel; OpenBLAS's threads, for
+# the same reason, wait busily for ~0.1 s
+POOL_SPIN_ROUNDS = 1 << 21
+POOL_HOT_ROUNDS = 1 << 14
 CHUNKS_PER_THREAD = 4      # chunks of a job per thread: a late thread leaves its share to the others
 _YIELD_ROUNDS = 4096       # a caller waiting on the last chunks yields the CPU this often
 
@@ -308,7 +316,7 @@ class _Support:
         seen = b.phi(I64, "seen")
         seen.add_incoming(seen0, entry)
         # spin: a new job number, or quit, or sleep after POOL_SPIN_ROUNDS
-        with for_range(b, 0, POOL_SPIN_ROUNDS):
+        with for_range(b, 0, POOL_SPIN_ROUNDS) as i:
             with b.if_then(b.icmp_signed("!=", self.load(b, _QUIT), self.c(0))):
                 b.branch(leave)
             job = b.lshr(self.load(b, _TICKET, "acquire"), self.c(32))
@@ -317,6 +325,10 @@ class _Support:
                 seen.add_incoming(job, b.block)
                 b.branch(top)
             self.pause(b)
+            polite = b.and_(b.icmp_signed(">=", i, self.c(POOL_HOT_ROUNDS)),
+                            b.icmp_signed("==", b.and_(i, self.c(31)), self.c(0)))
+            with b.if_then(polite):  # (other threads of this CPU get it)
+                b.call(self.syscall, [self.c(self.sched_yield)])
         b.branch(sleep)
         b.position_at_end(sleep)
         self.rmw(b, "add", _SLEEPERS, self.c(1))
