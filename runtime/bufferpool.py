@@ -1,8 +1,8 @@
 """Reusable memory for large intermediates.
 
 A value that never leaves the executable (not returned, read only by kernels
-and numpy ops that make new arrays) gets its storage from a per-thread slot
-that keeps the largest buffer it has needed.  Large fresh allocations are
+and numpy ops that make new arrays) gets its storage from a slot of the
+call's buffer set that keeps the largest buffer it has needed.  Large fresh allocations are
 mmap'd and page-faulted on every call; a warm pool has none, and its size is
 bounded by the largest shape seen, so memory stays flat under shape variation.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 
 import numpy as np
 
@@ -20,30 +19,37 @@ _ALIGN = 64
 _pools: "weakref.WeakSet[BufferPool]" = weakref.WeakSet()
 
 
-MAX_THREADS = 8  # threads whose buffers a pool keeps; the least recently seen is dropped
+MAX_SETS = 8  # free buffer sets a pool keeps (one per call that ran at once with others)
 
 
 class BufferPool:
-    """Buffers per calling thread (concurrent calls never share one), for the
-    MAX_THREADS most recent threads: a server that starts a thread per request
-    does not accumulate buffers of threads that are gone."""
+    """Sets of buffers, one per call under way: a call takes a free set (or
+    a new one) and gives it back when it returns.  Concurrent calls never
+    share a set, and a server that starts a thread per request reuses the
+    same one (sets were per thread before: each new thread's calls built a
+    set of their own, up to eight, and memory grew with thread churn)."""
 
     def __init__(self):
-        self._threads: "OrderedDict[int, dict]" = OrderedDict()
+        self._free: list[dict] = []
+        self._held: "weakref.WeakSet[_Set]" = weakref.WeakSet()  # every live set, for held_bytes
         self._lock = threading.Lock()
         _pools.add(self)
 
-    def get(self, slot: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
-        me = threading.get_ident()
+    def acquire(self) -> "_Set":
         with self._lock:
-            bufs = self._threads.get(me)
-            if bufs is None:
-                bufs = self._threads[me] = {}
-                while len(self._threads) > MAX_THREADS:
-                    self._threads.popitem(last=False)  # a caller using them keeps its arrays alive
-            else:
-                self._threads.move_to_end(me)
-            entry = bufs.get(slot)  # (raw bytes, aligned offset, shape, the view last handed out)
+            if self._free:
+                return self._free.pop()
+            bufs = _Set()
+            self._held.add(bufs)
+            return bufs
+
+    def release(self, bufs: "_Set") -> None:
+        with self._lock:
+            if len(self._free) < MAX_SETS:
+                self._free.append(bufs)
+
+    def get(self, bufs: "_Set", slot: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        entry = bufs.slots.get(slot)
         if entry is not None and entry[2] == shape:
             return entry[3]  # the same shape again (the common case); a slot's dtype never changes
         n = dtype.itemsize
@@ -58,14 +64,22 @@ class BufferPool:
         else:
             off = entry[1]
         view = raw[off:off + n].view(dtype).reshape(shape)
-        with self._lock:  # (held_bytes iterates these dicts from a metrics thread)
-            bufs[slot] = (raw, off, shape, view)
+        with self._lock:  # (held_bytes iterates the sets from a metrics thread)
+            bufs.slots[slot] = (raw, off, shape, view)
         return view
 
     @property
     def held_bytes(self) -> int:
         with self._lock:
-            return sum(e[0].nbytes for bufs in self._threads.values() for e in bufs.values())
+            return sum(e[0].nbytes for bufs in list(self._held) for e in bufs.slots.values())
+
+
+class _Set:
+    """One call's buffers: slot -> (raw bytes, aligned offset, shape, the view last handed out)."""
+    __slots__ = ("slots", "__weakref__")
+
+    def __init__(self):
+        self.slots: dict = {}
 
 
 def pool_bytes() -> int:

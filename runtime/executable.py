@@ -210,6 +210,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
     dd_by_value: dict[int, list[DataDependentDim]] = {}
     for d in dd_dims:
         dd_by_value.setdefault(d.value_id, []).append(d)
+    n_head = len(lines)
     for k, n in enumerate(steps):
         if k - 1 in dead_after:
             lines.append("    del " + ", ".join(names[i] for i in sorted(set(dead_after[k - 1]))))
@@ -219,7 +220,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
         if n.out.id in pooled:  # matmul into a pooled buffer
             names[n.out.id] = f"v{n.out.id}"
             shp = "(" + "".join(to_python(d) + ", " for d in n.out.shape) + ")"
-            lines.append(f"    v{n.out.id} = _pool.get({n.out.id}, {shp}, {const(n.out.dtype)})")
+            lines.append(f"    v{n.out.id} = _pool.get(_b, {n.out.id}, {shp}, {const(n.out.dtype)})")
             lines.append(f"    _matmul({names[n.inputs[0].id]}, {names[n.inputs[1].id]}, out=v{n.out.id})")
             continue
         for o in n.outputs:
@@ -259,6 +260,9 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
         else:
             rets.append(const(o.payload))
     lines.append("    return [" + ", ".join(rets) + "]")
+    if pooled:  # the call's buffer set, taken for the steps and given back however they end
+        lines[n_head:] = (["    _b = _pool.acquire()", "    try:"] + ["    " + x for x in lines[n_head:]]
+                          + ["    finally:", "        _pool.release(_b)"])
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<shapejit executable>", "exec"), ns)
     return source, ns, recipes
@@ -270,7 +274,7 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
         names[vid] = f"v{vid}"
         shp = "(" + "".join(to_python(d) + ", " for d in shape) + ")"
         if vid in pooled:
-            lines.append(f"    v{vid} = _pool.get({vid}, {shp}, {const(np.dtype(dtype))})")
+            lines.append(f"    v{vid} = _pool.get(_b, {vid}, {shp}, {const(np.dtype(dtype))})")
         else:
             lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
     args = []

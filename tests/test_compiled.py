@@ -82,6 +82,35 @@ def test_threads_share_one_compile():
     assert f.stats()["compiles"] == 1
 
 
+def test_buffer_sets_follow_calls_not_threads():
+    """A thread per call (as a server starting one per request) reuses one
+    set of pooled intermediates; calls under way at once get their own."""
+    from runtime.bufferpool import BufferPool
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((256, 512)).astype(F32)
+    f = jit(lambda x, w: np.tanh(x @ w) @ w.T)
+    x = rng.standard_normal((300, 256)).astype(F32)
+    f(x, w)
+    f(x, w)  # (the first call's result comes from the trace: this one runs the executable)
+    want = np.tanh(x @ w) @ w.T
+    one = BufferPool.held_bytes.fget(_pool_of(f))
+    assert one > 0  # (the product x @ w is a pooled intermediate)
+    for _ in range(12):
+        run_in_threads(lambda i: assert_like_numpy(f(x, w), want, ulps=64, atol=1e-4), 1)
+    assert BufferPool.held_bytes.fget(_pool_of(f)) == one
+    pool = BufferPool()
+    a, b = pool.acquire(), pool.acquire()
+    va, vb = pool.get(a, 0, (512, 512), np.dtype(F32)), pool.get(b, 0, (512, 512), np.dtype(F32))
+    assert not np.shares_memory(va, vb)
+    pool.release(a)
+    assert pool.acquire() is a and pool.get(a, 0, (512, 512), np.dtype(F32)) is va
+
+
+def _pool_of(f):
+    (state,) = f._keys.values()
+    return state.entries[0].executable.pool
+
+
 def test_large_parallel_kernels_match_numpy():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3000, 700)).astype(F32)
