@@ -204,14 +204,13 @@ class GemmEmitter:
         Ab = b.gep(A, [self._batch_offset(b, bi, a_lay)])
         Bb = b.gep(B, [self._batch_offset(b, bi, b_lay)])
         Cb = b.gep(C, [b.mul(bi, b.mul(M, N))])
-        strips = []  # (active, full, masks, B strip, C strip, panel) of each strip of the group
-        for j in range(G):
-            col = b.mul(b.add(s0, c(j)), c(t.nr))
+
+        def strip(j):  # (full, masks, columns left, B strip, C strip, panel) of strip j of the group
+            col = b.mul(b.add(s0, j), c(t.nr))
             ncols = b.sub(N, col)
-            strips.append((b.icmp_signed("<", c(j), g), b.icmp_signed(">=", ncols, c(t.nr)),
-                           [self._lane_mask(b, ncols, v) for v in range(t.nv)], ncols,
-                           b.gep(Bb, [b.mul(col, ldbn)]), b.gep(Cb, [col]),
-                           b.gep(panels, [c(j * t.kc * t.nv)])))
+            return (b.icmp_signed(">=", ncols, c(t.nr)), [self._lane_mask(b, ncols, v) for v in range(t.nv)], ncols,
+                    b.gep(Bb, [b.mul(col, ldbn)]), b.gep(Cb, [col]), b.gep(panels, [b.mul(j, c(t.kc * t.nv))]))
+
         # KC-deep blocks of K, at least one (with K = 0 it stores zeros)
         k_end = b.select(b.icmp_signed(">", K, c(0)), K, c(1))
         with for_range(b, c(0), k_end, t.kc) as k0:
@@ -219,15 +218,15 @@ class GemmEmitter:
             kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
             accumulate = b.icmp_signed(">", k0, c(0))
             Ak = b.gep(Ab, [k0])
-            for active, full, masks, ncols, Bs, Cs, panel in strips:
-                with b.if_then(active):
-                    self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
+            with for_range(b, c(0), g) as j:
+                full, masks, ncols, Bs, Cs, panel = strip(j)
+                self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
 
             def tile_row(mr, row):  # an mr-row tile of every strip of the group
-                for active, full, masks, ncols, Bs, Cs, panel in strips:
-                    with b.if_then(active):
-                        self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, row, kc, lda, N,
-                                         accumulate, masks, ctile)
+                with for_range(b, c(0), g) as j:
+                    full, masks, ncols, Bs, Cs, panel = strip(j)
+                    self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, row, kc, lda, N,
+                                     accumulate, masks, ctile)
 
             tiles = b.sdiv(M, c(t.mr))
             with for_range(b, c(0), tiles) as tile:  # full-height tiles
