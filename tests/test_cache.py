@@ -8,7 +8,6 @@ import textwrap
 import warnings
 
 import numpy as np
-import pytest
 
 from jit import jit
 from runtime.cache import ArtifactCache, CacheWarning, reset_default_cache
