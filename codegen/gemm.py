@@ -153,7 +153,6 @@ class GemmEmitter:
         self.mstore = self._declare(f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [self.vty, vptr, I32, self.mty])
         self.prefetch = self._declare("llvm.prefetch.p0", ir.VoidType(), [I8.as_pointer(), I32, I32, I32])
         self.micros: dict = {}
-        self.group = GROUP
 
     def _declare(self, name, ret, args):
         if name in self.m.globals:
@@ -178,7 +177,7 @@ class GemmEmitter:
         a_lay = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
         b_lay = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
         lda, (ldb, ldbn) = a_lay[3], b_lay[3:]
-        G = self.group
+        G = GROUP
         panels = b.alloca(self.vty, size=c(G * t.kc * t.nv))  # packed KC x NR blocks of B, one per strip of a group
         panels.align = 64
         ctile = b.alloca(self.vty, size=c(t.mr * t.nv))  # a C tile at the right edge
@@ -405,15 +404,8 @@ class GemmEmitter:
         loaded = [[vload(c_rows[r], v) for v in range(t.nv)] for r in range(mr)]
         b.branch(init_bb)
         b.position_at_end(init_bb)
-        start = []
-        for r in range(mr):
-            row = []
-            for v in range(t.nv):
-                p = b.phi(vty)
-                p.add_incoming(loaded[r][v], load_bb)
-                p.add_incoming(zero, entry)
-                row.append(p)
-            start.append(row)
+        zeros = [[zero] * t.nv for _ in range(mr)]
+        start = self._phis(b, mr, (loaded, load_bb), (zeros, entry))
         loop_bb = fn.append_basic_block("loop")
         done_bb = fn.append_basic_block("done")
         b.cbranch(b.icmp_signed(">", kc, ir.Constant(I64, 0)), loop_bb, done_bb)
@@ -421,14 +413,7 @@ class GemmEmitter:
         b.position_at_end(loop_bb)
         k = b.phi(I64, "k")
         k.add_incoming(ir.Constant(I64, 0), init_bb)
-        accs = []
-        for r in range(mr):
-            row = []
-            for v in range(t.nv):
-                p = b.phi(vty)
-                p.add_incoming(start[r][v], init_bb)
-                row.append(p)
-            accs.append(row)
+        accs = self._phis(b, mr, (start, init_bb))  # (the loop's own incoming values are added below)
         brow = b.gep(B, [b.mul(k, ldb)])
         bv = [vload(brow, v) for v in range(t.nv)]
         new = []
@@ -445,15 +430,20 @@ class GemmEmitter:
         b.cbranch(b.icmp_signed("<", k_next, kc), loop_bb, done_bb)
 
         b.position_at_end(done_bb)
-        final = []
+        final = self._phis(b, mr, (start, init_bb), (new, loop_bb))
         for r in range(mr):
             for v in range(t.nv):
-                p = b.phi(vty)
-                p.add_incoming(start[r][v], init_bb)
-                p.add_incoming(new[r][v], loop_bb)
-                final.append((p, r, v))
-        for p, r, v in final:
-            vstore(p, c_rows[r], v)
+                vstore(final[r][v], c_rows[r], v)
         b.ret_void()
         self.micros[mr] = fn
         return fn
+
+    def _phis(self, b, mr: int, *incoming) -> list:
+        """An mr x NV grid of vector phis, each with its element of every
+        (grid of values, predecessor block) given."""
+        grid = [[b.phi(self.vty) for _ in range(self.tile.nv)] for _ in range(mr)]
+        for values, block in incoming:
+            for row, vals in zip(grid, values):
+                for p, x in zip(row, vals):
+                    p.add_incoming(x, block)
+        return grid

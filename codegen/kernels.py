@@ -334,12 +334,11 @@ class KernelEmitter:
             else:
                 reduce_pass(j0, j1)
             for n in reds:
-                acc = self.accs[n.out.id]
                 if n.op == "sum":
                     total = b.load(self.totals[n.out.id][0])
                     self.known[n.out.id] = total if n.out.dtype == np.float64 else b.fptrunc(total, F32)
                 else:
-                    self.known[n.out.id] = b.load(acc)
+                    self.known[n.out.id] = b.load(self.accs[n.out.id])
 
         def final_pass():
             with for_range(b, j0, j1) as j:

@@ -10,8 +10,8 @@ from clustering.partition import Plan
 from codegen import gemm, support
 from codegen.artifact import Artifact, KernelInfo
 from codegen.kernels import KernelABI, KernelEmitter
-from shapes.ir import Node
 from codegen.llvm import compile_ir
+from shapes.ir import Node
 
 
 def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
@@ -38,6 +38,11 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     return str(module), abis, gemms
 
 
+def entries(abis: list[KernelABI]) -> tuple:
+    """(symbol, arrays, ints, floats) of every function the module exports:
+    each kernel and its parallel entry (codegen/support.py)."""
+    return support.with_parallel((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)
+
+
 def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:
-    infos = [KernelInfo(*k) for k in support.with_parallel((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)]
-    return compile_ir(text, infos, metadata or {})
+    return compile_ir(text, [KernelInfo(*k) for k in entries(abis)], metadata or {})

@@ -90,8 +90,12 @@ def exported() -> tuple:
     return tuple((name, *_SYMBOLS[name]) for name in names)
 
 
+PAR_SUFFIX = "_par"
+
+
 def par_symbol(symbol: str) -> str:
-    return symbol + "_par"
+    """A kernel's parallel entry."""
+    return symbol + PAR_SUFFIX
 
 
 def with_parallel(kernels) -> tuple:

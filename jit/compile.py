@@ -19,7 +19,7 @@ from codegen import gemm, support
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
 from codegen.llvm import compile_ir, host_target
-from codegen.lower import compile_module, emit_plan
+from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache
 from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable
@@ -59,7 +59,7 @@ class SavedBuild:
 
     @staticmethod
     def of(b: Build) -> "SavedBuild":
-        return SavedBuild(b.executable.portable, _kernels(b.abis), b.artifact_key, (DATA_OFFSET, STRIDES_OFFSET),
+        return SavedBuild(b.executable.portable, entries(b.abis), b.artifact_key, (DATA_OFFSET, STRIDES_OFFSET),
                           b.libraries)
 
 
@@ -83,11 +83,9 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     functions, loaded, level, key = {}, None, None, None
     if abis:
         key, loaded, level = _artifact(text, abis, checked, name, signature)
-        functions = _functions(loaded, _kernels(abis), (DATA_OFFSET, STRIDES_OFFSET))
+        functions = _functions(loaded, entries(abis), (DATA_OFFSET, STRIDES_OFFSET))
     libraries = tuple(sorted({a.symbol for a, _ in gemms.values()}))
-    for lib in libraries:
-        for sym in (lib, support.par_symbol(lib)):
-            functions[sym] = library_function(sym)
+    functions.update(_library_functions(libraries))
     if functions:
         _start_pools()
     t3 = time.perf_counter()
@@ -98,11 +96,12 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
         if isinstance(s, Kernel):
             a = by_kernel[id(s)]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs),
-                                    tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, a.rows, a.inner))
+                                    tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, a.rows, a.inner,
+                                    parallel=support.par_symbol(a.symbol)))
         elif s.op == "matmul" and s.out.id in gemms:
             a, prepare = gemms[s.out.id]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
-                                    a.args, a.rows, a.inner, prepare))
+                                    a.args, a.rows, a.inner, prepare, support.par_symbol(a.symbol)))
         else:
             steps.append(s)
     defined = {o.id for n in g.nodes for o in n.outputs}
@@ -127,9 +126,7 @@ def build_saved(saved: SavedBuild) -> Build | None:
             return None
         loaded, level = found
         functions = _functions(loaded, saved.kernels, saved.layout)
-    for lib in saved.libraries:
-        for sym in (lib, support.par_symbol(lib)):
-            functions[sym] = library_function(sym)
+    functions.update(_library_functions(saved.libraries))
     if functions:
         _start_pools()
     exe = Executable.from_portable(saved.executable, functions, keepalive=loaded)
@@ -148,6 +145,11 @@ _libraries: dict = {}
 _libraries_lock = threading.Lock()
 
 
+def _library_functions(libraries) -> dict:
+    """The library kernels (by symbol) and their parallel entries."""
+    return {sym: library_function(sym) for lib in libraries for sym in (lib, support.par_symbol(lib))}
+
+
 def library_function(symbol: str):
     """A kernel shared by every function of the process — the GEMM of a
     dtype and its parallel entry (codegen/gemm.py), the thread pools'
@@ -160,7 +162,7 @@ def library_function(symbol: str):
         if symbol in {k[0] for k in support.exported()}:
             name, make, kernels, variant = "support", support.module, support.exported(), ""
         else:
-            base = symbol.removesuffix("_par")
+            base = symbol.removesuffix(support.PAR_SUFFIX)
             dtype = gemm.dtype_of(base)
             name, make, variant = base, (lambda: gemm.library(dtype)), repr(gemm.tile_for(dtype))
             kernels = support.with_parallel([(base, *gemm.ARGS)])
@@ -197,18 +199,12 @@ def _start_pools() -> None:
     _pools_started = True
 
 
-def _kernels(abis) -> tuple:
-    """(symbol, arrays, ints, floats) of every entry of the kernels (each
-    kernel's and its parallel entry's)."""
-    return support.with_parallel((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)
-
-
 def _artifact(text: str, abis, checked: bool, name: str, signature: str):
     """(key, loaded object code, cache level) for `text`: from the cache when
     a valid entry exists, else compiled by LLVM (level None)."""
     cache = default_cache()
     key = content_key(text, target_description(), build_id(), f"checked={checked}")
-    found = _cached(cache, key, [k[0] for k in _kernels(abis)])
+    found = _cached(cache, key, [k[0] for k in entries(abis)])
     if found is not None:
         return key, found[0], found[1]
     artifact = compile_module(text, abis, {"function": name})

@@ -2,9 +2,10 @@
 
 A value that never leaves the executable (not returned, read only by kernels
 and numpy ops that make new arrays) gets its storage from a slot of the
-call's buffer set that keeps the largest buffer it has needed.  Large fresh allocations are
-mmap'd and page-faulted on every call; a warm pool has none, and its size is
-bounded by the largest shape seen, so memory stays flat under shape variation.
+call's buffer set that keeps the largest buffer it has needed.  Large fresh
+allocations are mmap'd and page-faulted on every call; a warm pool has none,
+and its size is bounded by the largest shape seen (times the calls that ran
+at once), so memory stays flat under shape variation.
 """
 from __future__ import annotations
 
@@ -35,18 +36,19 @@ class BufferPool:
         self._lock = threading.Lock()
         _pools.add(self)
 
+    # (list.pop and list.append are atomic: a call's hit takes no lock)
     def acquire(self) -> "_Set":
-        with self._lock:
-            if self._free:
-                return self._free.pop()
+        try:
+            return self._free.pop()
+        except IndexError:
             bufs = _Set()
-            self._held.add(bufs)
+            with self._lock:
+                self._held.add(bufs)
             return bufs
 
     def release(self, bufs: "_Set") -> None:
-        with self._lock:
-            if len(self._free) < MAX_SETS:
-                self._free.append(bufs)
+        if len(self._free) < MAX_SETS:
+            self._free.append(bufs)
 
     def get(self, bufs: "_Set", slot: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
         entry = bufs.slots.get(slot)

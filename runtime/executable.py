@@ -50,8 +50,8 @@ class KernelCall:
     inner: object          # elements per row
     prepare: tuple = ()    # (value id, (batch, rows, cols) exprs, unit_rows_ok): passed as a 4-D
                            # view with unit-stride columns (or rows), or a copy when there is none
-    # functions[symbol + "_par"], when given, is the kernel's parallel entry:
-    # its arguments with (chunk, native pool address) after the ints
+    parallel: str | None = None  # the kernel's parallel entry: its arguments with (chunk, native
+                                 # pool address) after the ints, run on the native pool
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -295,9 +295,8 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
     rows, inner = to_python(kc.rows), to_python(kc.inner)
     lines.append(f"    _n = {rows}")
-    par_symbol = kc.symbol + "_par"
-    if par_symbol in functions and native_pool() is not None:  # one native call, split over the cores
-        fpar = const(functions[par_symbol], ("kernel", par_symbol))
+    if kc.parallel in functions and native_pool() is not None:  # one native call, split over the cores
+        fpar = const(functions[kc.parallel], ("kernel", kc.parallel))
         pool = const(native_pool(), ("pool",))
         chunk = f"max(1, {CHUNK_MIN_WORK} // max(1, {inner}))"
         n_front = sum(1 for a in kc.args if a[0] != "float")  # (arrays and ints come before the floats)

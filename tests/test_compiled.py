@@ -84,7 +84,8 @@ def test_threads_share_one_compile():
 
 def test_buffer_sets_follow_calls_not_threads():
     """A thread per call (as a server starting one per request) reuses one
-    set of pooled intermediates; calls under way at once get their own."""
+    set of pooled intermediates, however many threads there are; calls under
+    way at once get their own."""
     from runtime.bufferpool import BufferPool
     rng = np.random.default_rng(3)
     w = rng.standard_normal((256, 512)).astype(F32)
@@ -93,11 +94,25 @@ def test_buffer_sets_follow_calls_not_threads():
     f(x, w)
     f(x, w)  # (the first call's result comes from the trace: this one runs the executable)
     want = np.tanh(x @ w) @ w.T
-    one = BufferPool.held_bytes.fget(_pool_of(f))
+    one = _pool_of(f).held_bytes
     assert one > 0  # (the product x @ w is a pooled intermediate)
-    for _ in range(12):
-        run_in_threads(lambda i: assert_like_numpy(f(x, w), want, ulps=64, atol=1e-4), 1)
-    assert BufferPool.held_bytes.fget(_pool_of(f)) == one
+    # one call per thread, one after another, every thread kept alive until
+    # the end (twelve distinct threads, as a server's request threads)
+    called = [threading.Event() for _ in range(12)]
+    leave = threading.Event()
+
+    def request(i):
+        if i:
+            called[i - 1].wait(60)
+        assert_like_numpy(f(x, w), want, ulps=64, atol=1e-4)
+        called[i].set()
+        leave.wait(60)
+
+    done = threading.Thread(target=lambda: (called[-1].wait(60), leave.set()))
+    done.start()
+    run_in_threads(request, 12)
+    done.join()
+    assert _pool_of(f).held_bytes == one
     pool = BufferPool()
     a, b = pool.acquire(), pool.acquire()
     va, vb = pool.get(a, 0, (512, 512), np.dtype(F32)), pool.get(b, 0, (512, 512), np.dtype(F32))
