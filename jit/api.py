@@ -357,7 +357,9 @@ class JitFunction:
         return {"traces": m.traces, "compiles": m.compiles, "recompiles": sum(m.recompiles.values()),
                 "cache_hits_memory": m.hits["memory"], "cache_hits_disk": m.hits["disk"],
                 "fallbacks": sum(m.fallbacks.values()), "eager_calls": m.eager_calls, "calls": m.calls,
-                "entries": self._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes}
+                "entries": self._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes,
+                "eager_nodes": sum(len(e.trace.eager_nodes) for s in self._keys.values() for e in s.entries
+                                   if e.trace is not None)}
 
     def explain(self, file=None) -> str:
         lines = [f"shapejit: {self.__qualname__} (dynamic={self.dynamic!r}, backend={self.backend})",
