@@ -1,4 +1,5 @@
-"""python -m bench [--quick] [--only WORKLOAD[,..]] [--peers IMPL[,..]] [--out FILE.md]
+"""python -m bench [--quick] [--only WORKLOAD[,..]] [--peers IMPL[,..]] [--out FILE.md] [--models]
+python -m bench --corpus [--preset S,M] [--only KERNEL,..] [--repeats N]: the NPBench-style corpus (corpus_run.py)
 
 Runs the measurements (progress on stderr), prints the markdown report on
 stdout and writes it to --out.  Sections:
@@ -60,6 +61,8 @@ def parse_args(argv):
     ap.add_argument("--out", default=None,
                     help="markdown file to write (default bench/results/report[-quick].md)")
     ap.add_argument("--calls", type=int, default=None, help="stream length (default 100, quick 30)")
+    ap.add_argument("--models", action="store_true",
+                    help="only the whole-model section (GPT-2, Llama: bench/models), to bench/results/models.md")
     a = ap.parse_args(argv)
 
     a.workloads = [w.strip() for w in a.only.split(",") if w.strip()] or list(W.WORKLOADS)
@@ -73,17 +76,26 @@ def parse_args(argv):
         ap.error("unknown implementation(s) %s; choose from %s" % (bad, ", ".join(names)))
     if a.calls is None:
         a.calls = 30 if a.quick else 100
+    if a.out is None and a.models:
+        a.out = RESULTS / "models.md"
     if a.out is None:
         a.out = RESULTS / ("report-quick.md" if a.quick else "report.md")
     return a
 
 
 def main(argv=None):
-    a = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if "--corpus" in argv:
+        from . import corpus_run
+        return corpus_run.main([x for x in argv if x != "--corpus"])
+    a = parse_args(argv)
     cache_dir = tempfile.TemporaryDirectory(prefix="shapejit-bench-cache-")
     os.environ["SHAPEJIT_CACHE_DIR"] = cache_dir.name  # not the user's cache: the stats start from zero
     from runtime.cache import reset_default_cache
     reset_default_cache()
+    if a.models:
+        from .models.run import main as run_models
+        return run_models(a.quick, a.out)
     t_start = time.perf_counter()
     load = harness.LoadMeter().start()
 

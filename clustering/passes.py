@@ -159,6 +159,9 @@ def simplify(g: Graph) -> Graph:
                 continue
         elif n.op == "reshape" and ins[0].shape == out.shape:
             rep = ins[0]                             # reshape to its own shape
+        elif (n.op == "setitem" and len(ins) == 2 and _whole(n.attr("items"), out.shape)
+              and ins[1].shape == out.shape and ins[1].dtype == out.dtype and not ins[1].weak):
+            rep = ins[1]                             # x[...] = v of x's shape and dtype -> v
         if rep is not None and not (out.id in prot and (rep.id in inputs or rep.id not in prod)):
             b.subst[out.id] = rep
             continue
@@ -167,6 +170,12 @@ def simplify(g: Graph) -> Graph:
         for o in n.outputs:
             prod[o.id] = new
     return b.finish()
+
+
+def _whole(items, shape) -> bool:
+    """Index items that select every element, in order."""
+    return len(items) == len(shape) and all(
+        it[0] == "slice" and it[1] == 0 and it[2] == 1 and it[3] == d for it, d in zip(items, shape))
 
 
 # -------------------------------------------------------------------- cse

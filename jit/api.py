@@ -19,7 +19,7 @@ from jit.signature import Signature, classify_call
 from jit.trace import TraceResult, trace
 from jit.tracer import Fallback
 from runtime.cache import default_cache
-from runtime.executable import Executable, ShapeMismatch
+from runtime.executable import Executable, RunEagerly
 from shapes.guards import GuardSet
 from shapes.verify import verify
 from runtime.metrics import FunctionMetrics, logger_for
@@ -122,9 +122,8 @@ class JitFunction:
                 if dims is not None:
                     try:
                         out = e.run(runtime, dims)
-                    except ShapeMismatch as err:
-                        self._count_fallback("eager_size_changed", f"(one call) eager op output size changed: {err}")
-                        return self._call_eager(bound)
+                    except RunEagerly as err:
+                        return self._run_eagerly_once(err, bound)
                     m = self.metrics
                     if dims != e.last_dims:
                         e.account(dims, m)
@@ -233,21 +232,33 @@ class JitFunction:
             state.entries.append(entry)
             self._n_entries += 1
             m.slow_calls += 1
+            result = tr.concrete
+            if tr.writes and _aliasing(arrays):
+                self._count_fallback("aliased_arguments", "(one call) an argument the function writes into "
+                                                          "shares memory with another")
+                result = self._call_eager(bound)
+            else:
+                tr.apply_writes()
             if pkey is not None and entry.build.plan is not None:  # (not after a fallback to the reference)
                 why = persist.save(default_cache(), pkey, lambda: persist.entry_of(tr, entry.guards, entry.build),
                                    self.__qualname__, sig.describe())
                 if why:
                     self._saving = f"trace not saved: {why}"
-            return tr.concrete
+            return result
 
     def _run_entry(self, e: Entry, runtime, dims, bound):
         """A slow-path call of an entry (the hot path in __call__ inlines this)."""
         try:
             out = e.run(runtime, dims)
-        except ShapeMismatch as err:
-            self._count_fallback("eager_size_changed", f"(one call) eager op output size changed: {err}")
-            return self._call_eager(bound)
+        except RunEagerly as err:
+            return self._run_eagerly_once(err, bound)
         return pytree.unflatten(e.out_treedef, iter(out))
+
+    def _run_eagerly_once(self, err: RunEagerly, bound):
+        why = {"eager_size_changed": "an eager op's output size changed",
+               "aliased_arguments": "an argument the function writes into shares memory with another"}
+        self._count_fallback(err.reason, f"(one call) {why.get(err.reason, err.reason)}: {err}")
+        return self._call_eager(bound)
 
     # ------------------------------------------------------- saved traces
     def _saved_key(self, key) -> str | None:
@@ -437,6 +448,10 @@ def _as_function(target):
     call.__qualname__ = call.__name__
     call.__doc__ = getattr(target, "__doc__", None)
     return call
+
+
+def _aliasing(arrays) -> bool:
+    return any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
 
 
 def _changed_dims(entry: Entry, shapes) -> frozenset:

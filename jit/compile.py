@@ -237,7 +237,9 @@ def target_description() -> str:
 
 def _remap_outputs(outputs: list[OutputSpec], g: Graph) -> list[OutputSpec]:
     it = iter(g.outputs)
-    return [OutputSpec("value", next(it).id) if o.kind == "value" else o for o in outputs]
+    return [OutputSpec("value", next(it).id) if o.kind == "value" else
+            OutputSpec("writeback", (o.payload[0], next(it).id)) if o.kind == "writeback" else o
+            for o in outputs]
 
 
 def _contiguous_values(g: Graph, plan: Plan, input_contiguous: list[bool]) -> set[int]:

@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from jit import pytree
-from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
+from jit.tracer import Fallback, SymInt, TraceContext, TraceError, Tracer, user_location
 from shapes.indexing import infer_reshape, normalize_index
 from shapes.ops import ELEMENTWISE, OPS
 
@@ -87,15 +87,17 @@ _REDUCE_UFUNC = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": 
                  "logical_and": "all", "logical_or": "any"}
 
 
-def _no_out(kwargs) -> bool:
-    out = kwargs.pop("out", None)
-    return out is None or out == (None,)
-
-
 def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
     kwargs = dict(kwargs)
-    if not _no_out(kwargs):
-        raise Fallback(f"np.{ufunc.__name__}(..., out=...) writes into an array", user_location())
+    out = kwargs.pop("out", None)
+    if out is not None and out != (None,):
+        out = out if isinstance(out, tuple) else (out,)
+        if method != "__call__" or len(out) != 1 or ufunc.nout != 1:
+            raise Fallback(f"np.{ufunc.__name__}.{method}(..., out=(...)) with several outputs", user_location())
+        if not isinstance(out[0], Tracer):
+            raise Fallback(f"np.{ufunc.__name__}(..., out=...) writes into an array that is not traced",
+                           user_location())
+        return ufunc_into(ctx, ufunc, inputs, out[0], **kwargs)
     name = ufunc.__name__
     if method == "__call__" and not kwargs:
         if name == "matmul":
@@ -111,6 +113,19 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
             return reduce(ctx, _REDUCE_UFUNC[name], inputs[0], axis, keepdims, **extra)
     return eager_call(ctx, getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs,
                       f"np.{name}" + ("" if method == "__call__" else f".{method}"))
+
+
+def ufunc_into(ctx, ufunc, inputs, out: Tracer, **kwargs):
+    """`ufunc(*inputs, out=out)` and `out op= x`: numpy checks the casting
+    (same_kind) and that the result broadcasts into `out` (its errors come
+    from a dry run on the concrete values); the result is written into out."""
+    with np.errstate(all="ignore"):
+        ufunc(*[x.concrete if isinstance(x, Tracer) else x for x in inputs],
+              out=np.empty_like(out.concrete), **kwargs)
+    result = handle_ufunc(ctx, ufunc, "__call__", inputs, kwargs)
+    whole = tuple(("slice", 0, 1, d) for d in out.value.shape)  # (no shape decisions: out may be data-dependent)
+    ctx.write(out, ctx.emit("setitem", [out, result], {"items": whole}))
+    return out
 
 
 # ------------------------------------------------------------- reductions
@@ -249,30 +264,127 @@ def broadcast_to(ctx, a, shape, subok=False):
     return ctx.emit("broadcast_to", [a], {"shape": shape})
 
 
+def _is_basic_item(x) -> bool:
+    return (x is None or x is Ellipsis or isinstance(x, (SymInt, np.integer)) or
+            (isinstance(x, int) and not isinstance(x, bool)) or
+            (isinstance(x, slice) and all(v is None or isinstance(v, (int, np.integer, SymInt)) and
+                                          not isinstance(v, bool) for v in (x.start, x.stop, x.step))))
+
+
+def _conv_item(x):
+    if isinstance(x, slice):
+        return slice(*(None if v is None else _dim_expr(v) for v in (x.start, x.stop, x.step)))
+    if x is None or x is Ellipsis:
+        return x
+    return _dim_expr(x)
+
+
+def _index_array(ctx, x):
+    """An index item that is an array (or a list of ints), as a Tracer, or
+    None when it is not one: bool arrays are masks (a data-dependent count)."""
+    if isinstance(x, Tracer):
+        return x if x.dtype.kind in "iu" else None
+    if isinstance(x, (list, np.ndarray)):
+        arr = np.asarray(x)
+        if arr.dtype.kind in "iu" or (arr.size == 0 and arr.dtype.kind == "f" and isinstance(x, list)):
+            return ctx.operand(arr.astype(np.intp, copy=False))
+    return None
+
+
+def _advanced(ctx, t, items):
+    """(normalized items, index Tracers) of an index with integer arrays, or
+    None when it has a boolean mask or anything else."""
+    arrays, conv = [], []
+    for x in items:
+        if _is_basic_item(x):
+            conv.append(_conv_item(x))
+            continue
+        a = _index_array(ctx, x)
+        if a is None:
+            return None
+        conv.append(("array", len(arrays)))
+        arrays.append(a)
+    n_real = sum(1 for i in conv if i is not None and i is not Ellipsis)
+    if n_real > t.ndim:
+        raise IndexError(f"too many indices for array: array is {t.ndim}-dimensional, but {n_real} were indexed")
+    if sum(1 for i in conv if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    expanded = []
+    for i in conv:
+        expanded += [slice(None)] * (t.ndim - n_real) if i is Ellipsis else [i]
+    norm, ax = [], 0
+    for i in expanded:
+        if isinstance(i, tuple):  # ("array", k): numpy checks the bounds when it gathers
+            norm.append(i)
+        elif i is None:
+            norm.append(("new",))
+            continue
+        else:
+            it, _ = normalize_index(ctx.env, (t.value.shape[ax],), (i,), user_location())
+            norm.append(it[0])
+        ax += 1
+    return tuple(norm), arrays
+
+
 def getitem(ctx, t, index):
     items = index if isinstance(index, tuple) else (index,)
-    basic = all(
-        x is None or x is Ellipsis or isinstance(x, (SymInt, np.integer)) or
-        (isinstance(x, int) and not isinstance(x, bool)) or
-        (isinstance(x, slice) and all(v is None or isinstance(v, (int, np.integer, SymInt)) and
-                                      not isinstance(v, bool) for v in (x.start, x.stop, x.step)))
-        for x in items)
-    if not basic:
-        return eager_call(ctx, operator.getitem, (t, index), {}, "getitem (advanced indexing)")
-
-    def conv(x):
-        if isinstance(x, slice):
-            return slice(*(None if v is None else _dim_expr(v) for v in (x.start, x.stop, x.step)))
-        if x is None or x is Ellipsis:
-            return x
-        return _dim_expr(x)
-
-    norm, shape = normalize_index(ctx.env, t.value.shape, tuple(conv(x) for x in items), user_location())
+    if not all(_is_basic_item(x) for x in items):
+        adv = _advanced(ctx, t, items)
+        if adv is None:
+            return eager_call(ctx, operator.getitem, (t, index), {}, "getitem (boolean mask)")
+        norm, arrays = adv
+        return ctx.emit("index", [t] + arrays, {"items": norm})
+    norm, shape = normalize_index(ctx.env, t.value.shape, tuple(_conv_item(x) for x in items), user_location())
     if len(norm) == t.ndim and all(it[0] == "slice" and it[1] == 0 and it[2] == 1 and
                                    ctx.env.simplify(it[3]) == ctx.env.simplify(d)
                                    for it, d in zip(norm, t.value.shape)):
         return t  # x[:] and x[...] are x
     return ctx.emit("getitem", [t], {"items": norm, "shape": shape})
+
+
+def setitem(ctx, t: Tracer, index, value):
+    """`t[index] = value`, functionalized: t (and the storage it views)
+    takes a new value.  numpy's errors (bounds, broadcasting, casting) come
+    from running the update on the concrete values first."""
+    items = index if isinstance(index, tuple) else (index,)
+    if isinstance(value, SymInt):
+        value = ctx.operand(value)
+    if all(_is_basic_item(x) for x in items):
+        norm, _ = normalize_index(ctx.env, t.value.shape, tuple(_conv_item(x) for x in items), user_location())
+        new = ctx.emit("setitem", [t, value], {"items": norm})
+    elif (len(items) == 1 and isinstance(items[0], Tracer) and items[0].dtype == np.bool_
+          and _scalar_like(value)):
+        # x[mask] = v with a scalar v: where(mask, v, x) (numpy raises for a mask of another shape)
+        mask = items[0]
+        with np.errstate(all="ignore"):
+            np.array(t.concrete)[mask.concrete] = value.concrete if isinstance(value, Tracer) else value
+        v = ctx.emit("astype", [value], {"dtype": t.dtype}) if isinstance(value, Tracer) else \
+            ctx.operand(np.asarray(value).astype(t.dtype))
+        new = ctx.emit("where", [mask, v, t], {})
+        if new.dtype != t.dtype:
+            new = ctx.emit("astype", [new], {"dtype": t.dtype})
+    else:
+        adv = _advanced(ctx, t, items)
+        if adv is None:  # a boolean mask with an array of values: numpy's update in one step
+            mask = [x for x in items if isinstance(x, Tracer) and x.dtype == np.bool_]
+            arrays = [ctx.operand(x) for x in mask]
+            k = iter(range(len(arrays)))
+            norm = tuple(("array", next(k)) if any(x is m for m in mask) else ("raw", x) for x in items)
+            if any(it[0] == "raw" for it in norm):
+                raise Fallback("an assignment through a boolean mask mixed with other indices", user_location())
+            new = ctx.emit("setitem", [t, value] + arrays, {"items": norm})
+        else:
+            norm, arrays = adv
+            new = ctx.emit("setitem", [t, value] + arrays, {"items": norm})
+    if new.dtype != t.dtype or ctx.env.simplify_shape(new.value.shape) != ctx.env.simplify_shape(t.value.shape):
+        raise TraceError(f"setitem made {new.value.type_str()} from {t.value.type_str()}")
+    ctx.write(t, new)
+
+
+def _scalar_like(v) -> bool:
+    if isinstance(v, Tracer):
+        return v.ndim == 0
+    return type(v) in (bool, int, float) or isinstance(v, np.generic)
 
 
 # ------------------------------------------------------------ combinators
@@ -428,6 +540,25 @@ def arange(ctx, start, stop=None, step=None, dtype=None):
                                    "length": length})
 
 
+def take(ctx, a, indices, axis=None, out=None, mode="raise"):
+    if out is not None or mode != "raise":
+        return None
+    a = ctx.operand(a)
+    if axis is None:
+        a, axis = ravel(ctx, a), 0
+    axis = _norm_axis(operator.index(axis), a.ndim)
+    return getitem(ctx, a, (slice(None),) * axis + (indices,))
+
+
+def take_along_axis(ctx, arr, indices, axis=-1):
+    arr, indices = ctx.operand(arr), ctx.operand(indices)
+    if axis is None or indices.dtype.kind not in "iu":
+        return None
+    if arr.ndim != indices.ndim:
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    return ctx.emit("take_along_axis", [arr, indices], {"axis": _norm_axis(operator.index(axis), arr.ndim)})
+
+
 def _shape(ctx, a):
     return ctx.operand(a).shape
 
@@ -437,7 +568,7 @@ FUNCTIONS = {
     np.expand_dims: expand_dims, np.squeeze: squeeze, np.ravel: ravel, np.broadcast_to: broadcast_to,
     np.concatenate: concatenate, np.stack: stack, np.split: split, np.where: where, np.clip: clip,
     np.zeros_like: _filled(0), np.ones_like: _filled(1), np.empty_like: _filled(0),
-    np.full_like: _filled(None), np.dot: dot, np.einsum: einsum, np.astype: astype,
+    np.full_like: _filled(None), np.dot: dot, np.take: take, np.take_along_axis: take_along_axis, np.einsum: einsum, np.astype: astype,
     np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
@@ -471,7 +602,7 @@ def _method_handler(name):
 
 METHODS = {n: _method_handler(n) for n in (
     "sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin",
-    "swapaxes", "squeeze", "ravel", "clip", "dot")}
+    "swapaxes", "squeeze", "ravel", "clip", "dot", "take")}
 METHODS.update({
     "reshape": lambda t, *s, **kw: reshape(t.ctx, t, *s, **kw),
     "transpose": lambda t, *axes: transpose(t.ctx, t, *axes),

@@ -27,6 +27,13 @@ class TraceResult:
     dd_dims: list[DataDependentDim]
     concrete: object  # the first call's result, computed while tracing
     eager_nodes: list[str] = field(default_factory=list)
+    writes: list = field(default_factory=list)  # (caller's array, contents) the traced call writes
+
+    def apply_writes(self) -> None:
+        """Give the traced call numpy's effects on the arguments it wrote into."""
+        for leaf, contents in self.writes:
+            np.copyto(leaf, contents)
+        self.writes = []
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
 
     out_leaves: list = []
     out_def = pytree.flatten(result, out_leaves)
+    writebacks = _writebacks(ctx, inputs, leaves, specs)
     outputs, concrete = [], []
     for r in out_leaves:
         if isinstance(r, Tracer):
@@ -118,13 +126,28 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         else:
             outputs.append(OutputSpec("const", r))
             concrete.append(r)
+    for target, (final, _) in writebacks.items():
+        outputs.append(OutputSpec("writeback", (target, final.id)))
     graph = Graph(tuple(inputs), tuple(ctx.nodes), tuple(
-        _find(ctx, o.payload, inputs) for o in outputs if o.kind == "value"))
+        _find(ctx, o.value_id, inputs) for o in outputs if o.value_id is not None))
     graph, outputs = _finalize(graph, env, outputs)
     dd_dims = _data_dependent_dims(graph, env, ctx.nodes)
     eager = [f"{n.attr('call')!r} at {n.loc}" for n in graph.nodes if n.op == "eager"]
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
-                       pytree.unflatten(out_def, iter(concrete)), eager)
+                       pytree.unflatten(out_def, iter(concrete)), eager,
+                       [lc for _, lc in writebacks.values()])
+
+
+def _writebacks(ctx: TraceContext, inputs, leaves, specs) -> dict:
+    """{input value id: (its final value, (the caller's array, its final
+    concrete contents))} for every argument the function wrote into."""
+    arrays = [leaf for leaf, spec in zip(leaves, specs) if spec.kind != "static"]
+    by_id = {v.id: a for v, a in zip(inputs, arrays)}
+    out = {}
+    for s in ctx.mutated.values():
+        if s.origin.id in by_id and s.root.value.id != s.origin.id:
+            out[s.origin.id] = (s.root.value, (by_id[s.origin.id], s.root.concrete))
+    return out
 
 
 def _find(ctx, vid, inputs) -> Value:

@@ -16,7 +16,7 @@ import sympy
 
 from shapes.env import ShapeEnv
 from shapes.ir import ArrayConst, Node, Value, make_attrs
-from shapes.ops import OPS
+from shapes.ops import OPS, VIEW
 
 _PKG_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + p + os.sep
@@ -67,6 +67,7 @@ class TraceContext:
         self.nodes: list[Node] = []
         self._next = 0
         self._consts: dict[Any, Value] = {}
+        self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
 
     def new_value(self, dtype, shape, weak=False) -> Value:
         v = Value(self._next, np.dtype(dtype), tuple(shape), weak)
@@ -107,7 +108,8 @@ class TraceContext:
         raise Fallback(f"operand of type {type(x).__name__}", user_location())
 
     # ---------------------------------------------------------------- emit
-    def emit(self, op: str, inputs: list, attrs: dict, *, n_out: int = 1, weak: bool = False):
+    def emit(self, op: str, inputs: list, attrs: dict, *, n_out: int = 1, weak: bool = False,
+             track: bool = True):
         """Record one node and compute its concrete value; returns Tracer(s)."""
         opdef = OPS[op]
         ins = [self.operand(x) for x in inputs]
@@ -137,7 +139,41 @@ class TraceContext:
             outs.append(Tracer(self, v, r))
         self.nodes.append(Node(op, tuple(values), attrs_t, tuple(t.value for t in outs),
                                loc=user_location()))
+        if track and opdef.category == VIEW and isinstance(result, np.ndarray) \
+                and isinstance(ins[0].concrete, np.ndarray) and np.may_share_memory(result, ins[0].concrete):
+            outs[0].view_of(ins[0], (op, attrs))  # numpy made a view: writes through it reach ins[0]
         return outs if n_out > 1 else outs[0]
+
+    # ------------------------------------------------------------- writes
+    def write(self, t: "Tracer", new: "Tracer") -> None:
+        """Functionalize `t`'s contents becoming `new`'s: the storage t views
+        gets a new value (the view's update carried back through each view op
+        to the root), and every other view of it is rebuilt when next read."""
+        s = t.storage()
+        if not s.writeable:
+            raise ValueError("assignment destination is read-only")
+        for op, attrs in t._chain:
+            if op == "broadcast_to":
+                raise ValueError("assignment destination is read-only")
+        # the values along the chain, root first: parents[k] is what chain[k] was applied to
+        parents = [s.root]
+        for op, attrs in t._chain[:-1]:
+            parents.append(self.emit(op, [parents[-1]], attrs, track=False))
+        for (op, attrs), parent in zip(reversed(t._chain), reversed(parents)):
+            if op == "getitem":
+                new = self.emit("setitem", [parent, new], {"items": attrs["items"]})
+            elif op == "transpose":
+                inv = tuple(int(i) for i in np.argsort(attrs["perm"]))
+                new = self.emit("transpose", [new], {"perm": inv}, track=False)
+            elif op == "reshape":
+                new = self.emit("reshape", [new], {"shape": parent.value.shape}, track=False)
+            else:
+                raise TraceError(f"a write through a {op} view")
+        s.root._set(new)
+        s.version += 1
+        if t is not s.root:
+            t._sync()
+        self.mutated.setdefault(id(s), s)
 
     def emit_eager(self, call, inputs: list, concrete_outputs: list, what: str):
         """An opaque node: `call(xs)` returns the list of output arrays."""
@@ -253,15 +289,66 @@ class SymInt:
         return handle_ufunc(self.ctx, ufunc, method, inputs, kwargs)
 
 
+class Storage:
+    """The memory a traced array and its views share.  `root` holds the
+    current value; `version` counts writes, so a view built before a write
+    knows to rebuild itself from the root when it is next read."""
+
+    __slots__ = ("root", "version", "writeable", "origin")
+
+    def __init__(self, root: "Tracer", writeable: bool):
+        self.root, self.version, self.writeable = root, 0, writeable
+        self.origin = root._value  # the value the storage held when tracing began
+
+
 class Tracer:
     """A traced array.  Behaves like an ndarray for the supported numpy API;
-    what it does not support becomes an eager node or an eager fallback."""
+    what it does not support becomes an eager node or an eager fallback.
+    Views (basic slices, reshapes, transposes numpy makes without a copy)
+    share a Storage with their base, so writes are seen as numpy's are."""
 
-    __slots__ = ("ctx", "value", "concrete")
+    __slots__ = ("ctx", "_value", "_concrete", "_storage", "_chain", "_seen")
     __array_priority__ = 1000
 
     def __init__(self, ctx: TraceContext, value: Value, concrete):
-        self.ctx, self.value, self.concrete = ctx, value, concrete
+        self.ctx, self._value, self._concrete = ctx, value, concrete
+        self._storage, self._chain, self._seen = None, (), 0
+
+    # --------------------------------------------------- storage and views
+    @property
+    def value(self) -> Value:
+        if self._chain and self._seen != self._storage.version:
+            self._sync()
+        return self._value
+
+    @property
+    def concrete(self):
+        if self._chain and self._seen != self._storage.version:
+            self._sync()
+        return self._concrete
+
+    def storage(self) -> Storage:
+        if self._storage is None:
+            c = self._concrete
+            self._storage = Storage(self, not isinstance(c, np.ndarray) or c.flags.writeable)
+        return self._storage
+
+    def view_of(self, base: "Tracer", step: tuple) -> None:
+        self._storage = base.storage()
+        self._chain = base._chain + (step,)
+        self._seen = self._storage.version
+
+    def _set(self, new: "Tracer") -> None:
+        self._value, self._concrete = new._value, new._concrete
+
+    def _sync(self) -> None:
+        """Rebuild this view from its storage's current root value."""
+        s = self._storage
+        cur = s.root
+        for op, attrs in self._chain:
+            cur = self.ctx.emit(op, [cur], attrs, track=False)
+        self._set(cur)
+        self._seen = s.version
 
     # ------------------------------------------------------------ metadata
     @property
@@ -328,7 +415,8 @@ class Tracer:
         return getitem(self.ctx, self, index)
 
     def __setitem__(self, index, value):
-        raise Fallback("in-place assignment to a traced array", user_location())
+        from jit.optable import setitem
+        setitem(self.ctx, self, index, value)
 
     def __getattr__(self, name):
         from jit.optable import method
@@ -386,11 +474,27 @@ class Tracer:
 
     def __invert__(self): return np.invert(self)
 
-    def _inplace(self, *a):
-        raise Fallback("in-place operator on a traced array", user_location())
+    def _inplace(name):
+        def f(self, other):
+            if not isinstance(self._concrete, np.ndarray):
+                # a Python or numpy scalar is immutable: `s += 1` rebinds s, as in numpy
+                return getattr(self, f"__{name}__")(other)
+            from jit.optable import ufunc_into
+            return ufunc_into(self.ctx, getattr(np, _INPLACE_UFUNC[name]), (self, other), self)
+        return f
 
-    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __imod__ = __ipow__ = _inplace
-    __imatmul__ = __iand__ = __ior__ = __ixor__ = _inplace
+    __iadd__, __isub__, __imul__ = _inplace("add"), _inplace("sub"), _inplace("mul")
+    __itruediv__, __ifloordiv__, __imod__ = _inplace("truediv"), _inplace("floordiv"), _inplace("mod")
+    __ipow__, __imatmul__ = _inplace("pow"), _inplace("matmul")
+    __iand__, __ior__, __ixor__ = _inplace("and"), _inplace("or"), _inplace("xor")
+    __ilshift__, __irshift__ = _inplace("lshift"), _inplace("rshift")
+    del _inplace
+
+
+_INPLACE_UFUNC = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+                  "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "matmul": "matmul",
+                  "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift",
+                  "rshift": "right_shift"}
 
 
 def _is_weak(x) -> bool:

@@ -15,20 +15,37 @@ import numpy as np
 import sympy
 
 from shapes.ir import ArrayConst, Graph
-from shapes.ops import OPS
+from shapes.ops import OPS, index_of
 from shapes.pyexpr import compile_source, exprs_source, to_python
 from runtime.bufferpool import BufferPool
 from runtime.threadpool import native_pool, parallel_for
 
 
-class ShapeMismatch(Exception):
-    """An eager op's output did not have the size the trace relied on."""
-
-
 @dataclass(frozen=True)
 class OutputSpec:
-    kind: str      # "value" | "const" | "dim"
-    payload: object  # value id | the object | sympy expr
+    kind: str      # "value" | "const" | "dim" | "writeback"
+    payload: object  # value id | the object | sympy expr | (input value id, value id written into it)
+
+    @property
+    def value_id(self) -> int | None:
+        """The graph value this output returns (or writes back), if any."""
+        return self.payload if self.kind == "value" else self.payload[1] if self.kind == "writeback" else None
+
+
+class RunEagerly(Exception):
+    """This call cannot run on the executable (the caller runs it in numpy)."""
+    reason = "eager"
+
+
+class ShapeMismatch(RunEagerly):
+    """An eager op's output did not have the size the trace relied on."""
+    reason = "eager_size_changed"
+
+
+class Aliased(RunEagerly):
+    """An argument the function writes into shares memory with another
+    argument: the functionalized graph would not see the write through it."""
+    reason = "aliased_arguments"
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,7 @@ _FRESH = {"matmul", "sum", "max", "min", "prod", "mean", "var", "std", "argmax",
 def _poolable(steps, outputs) -> set[int]:
     """Values that never leave the executable: produced by a kernel or a
     matmul, not returned, and read only by kernels or ops making new arrays."""
-    out_ids = {o.payload for o in outputs if o.kind == "value"}
+    out_ids = {o.value_id for o in outputs if o.value_id is not None}
     cands, ok = set(), {}
     for st in steps:
         if isinstance(st, KernelCall):
@@ -143,9 +160,57 @@ def _poolable(steps, outputs) -> set[int]:
 
 
 def _base_namespace(pool) -> dict:
-    return {"ShapeMismatch": ShapeMismatch, "_shape": np.shape, "_empty": np.empty,
+    return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
-            "_matmul": np.matmul, "_item": _item, "_rows4": _rows4}
+            "_matmul": np.matmul, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
+            "_aliased": _aliased, "_setitem_in_place": _setitem_in_place}
+
+
+def _aliased(x, others) -> bool:
+    return any(np.may_share_memory(x, o) for o in others)
+
+
+def _setitem_in_place(x, v, *arrays, items):
+    x[index_of(items, arrays)] = v
+    return x
+
+
+# ops whose output may share memory with their (first) operand
+_ALIASING = {"reshape", "transpose", "getitem", "broadcast_to"}
+
+
+def _in_place_updates(graph, steps, outputs) -> set[int]:
+    """Output ids of the setitem steps that may write into their target's
+    buffer instead of a copy: the target's memory was made by this
+    executable (not an argument, a captured array or an eager op's result,
+    which may be a view of anything) and no later step, output or
+    write-back reads it, or a view of it, again."""
+    roots: dict[int, frozenset] = {v.id: frozenset([v.id]) for v in graph.inputs}
+    owned: set[int] = set()
+    reads: list[list[int]] = []
+    for st in steps:
+        ins, outs = _step_io(st)
+        reads.append(ins)
+        for vid in outs:
+            if isinstance(st, KernelCall) or st.op not in _ALIASING | {"eager", "const"}:
+                roots[vid] = frozenset([vid])
+                owned.add(vid)
+            elif st.op in _ALIASING:
+                roots[vid] = roots.get(ins[0], frozenset([vid]))
+            else:
+                roots[vid] = frozenset([vid]).union(*(roots.get(i, frozenset()) for i in ins))
+    final_reads = [o.value_id for o in outputs if o.value_id is not None]
+    out = set()
+    for k, st in enumerate(steps):
+        if isinstance(st, KernelCall) or st.op != "setitem":
+            continue
+        target = roots.get(st.inputs[0].id, frozenset())
+        if not target or not target <= owned:
+            continue
+        later = [vid for r in reads[k + 1:] for vid in r] + final_reads
+        if not any(roots.get(vid, frozenset()) & target for vid in later):
+            out.add(st.out.id)
+    return out
 
 
 def _rebuild_const(recipe: tuple, functions: dict):
@@ -202,7 +267,8 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
     for k, st in enumerate(steps):
         for vid in _step_io(st)[0]:
             last_use[vid] = k
-    keep = {o.payload for o in outputs if o.kind == "value"}
+    keep = {o.value_id for o in outputs if o.value_id is not None}
+    keep |= {o.payload[0] for o in outputs if o.kind == "writeback"}
     dead_after: dict[int, list[int]] = {}
     for vid, k in last_use.items():
         if vid not in keep:
@@ -210,6 +276,14 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
     dd_by_value: dict[int, list[DataDependentDim]] = {}
     for d in dd_dims:
         dd_by_value.setdefault(d.value_id, []).append(d)
+    writebacks = [o.payload for o in outputs if o.kind == "writeback" and o.payload[0] != o.payload[1]]
+    if writebacks:  # the graph does not see a write through an aliasing argument: numpy must run it
+        arrays = [v for v in graph.inputs if not v.weak]
+        for target, _ in writebacks:
+            others = "".join(names[v.id] + ", " for v in arrays if v.id != target)
+            if others:
+                lines.append(f"    if _aliased({names[target]}, ({others})): raise Aliased({names[target]!r})")
+    in_place = _in_place_updates(graph, steps, outputs)
     n_head = len(lines)
     for k, n in enumerate(steps):
         if k - 1 in dead_after:
@@ -235,6 +309,8 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
             lines.append(f"    {outs} = {to_python(n.attr('expr'))}")
             continue
         fn = const(OPS[n.op].ref, ("op", n.op))
+        if n.out.id in in_place:
+            fn = "_setitem_in_place"
         if n.op == "eager":
             lines.append(f"    _r = {const(n.attr('call'))}([{args}])")
             lines.append(f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')")
@@ -259,6 +335,8 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
             rets.append(to_python(o.payload))
         else:
             rets.append(const(o.payload))
+    for target, final in writebacks:
+        lines.append(f"    _copyto({names[target]}, {names[final]})")
     lines.append("    return [" + ", ".join(rets) + "]")
     if pooled:  # the call's buffer set, taken for the steps and given back however they end
         lines[n_head:] = (["    _b = _pool.acquire()", "    try:"] + ["    " + x for x in lines[n_head:]]
@@ -391,7 +469,7 @@ def _memory_model(steps, outputs, symbols, pooled) -> str:
     for k, st in enumerate(steps):
         for vid in _step_io(st)[0]:
             last[vid] = k
-    keep = {o.payload for o in outputs if o.kind == "value"}
+    keep = {o.value_id for o in outputs if o.value_id is not None}
     live, peaks = sympy.Integer(0), []
     for k, st in enumerate(steps):
         for vid in _step_io(st)[1]:

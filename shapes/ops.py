@@ -25,6 +25,8 @@ VIEW = "view"
 MATMUL = "matmul"
 CONCAT = "concat"
 CREATION = "creation"
+UPDATE = "update"
+GATHER = "gather"
 OPAQUE = "opaque"
 
 
@@ -212,6 +214,104 @@ register("broadcast_to", VIEW, _broadcast_to,
          lambda env, i, a: [broadcast_shapes(env, [i[0].shape, dict(a)["shape"]], "broadcast_to")
                             and dict(a)["shape"]], _same_dtype)
 register("getitem", VIEW, _getitem, lambda env, i, a: [dict(a)["shape"]], _same_dtype)
+
+
+# ------------------------------------------------------- updates and gathers
+#
+# In-place numpy (`a[idx] = v`, `a += b`, `out=`) is functionalized by the
+# tracer: an update makes a new value, a copy of the target with the region
+# written, that later reads see (the runtime writes in place when the old
+# value is dead).  Index items are those of shapes.indexing plus
+# ("array", k): the k-th index operand (an integer or boolean array).
+
+def index_of(items, arrays) -> tuple:
+    """Normalized items with their index operands back to a numpy index."""
+    idx = []
+    for it in items:
+        if it[0] == "array":
+            idx.append(arrays[it[1]])
+        else:
+            idx += index_from_items((it,))
+    return tuple(idx)
+
+
+def _setitem(x, v, *arrays, items):
+    out = np.array(x, copy=True)
+    out[index_of(items, arrays)] = v
+    return out
+
+
+def _index(x, *arrays, items):
+    return x[index_of(items, arrays)]
+
+
+def _index_shape(env, inputs, attrs):
+    """numpy's advanced indexing: the index arrays broadcast together; their
+    shape replaces the indexed axes in place when those are adjacent, else
+    it leads (basic items give their own dims, ints none)."""
+    items = dict(attrs)["items"]
+    x, arrays = inputs[0], inputs[1:]
+    bshape = broadcast_shapes(env, [a.shape for a in arrays], "index arrays")
+    pos = [k for k, it in enumerate(items) if it[0] in ("array", "int")]
+    adjacent = pos == list(range(pos[0], pos[-1] + 1))
+    out, ax, placed = [], 0, False
+    if not adjacent:
+        out += bshape
+        placed = True
+    for it in items:
+        if it[0] == "new":
+            out.append(1)
+            continue
+        if it[0] in ("array", "int"):
+            if not placed:
+                out += bshape
+                placed = True
+        else:
+            out.append(it[3])
+        ax += 1
+    out += x.shape[ax:]
+    return [tuple(env.simplify(d) for d in out)]
+
+
+def _take_along_axis(x, idx, axis):
+    return np.take_along_axis(x, idx, axis=axis)
+
+
+def _take_along_shape(env, inputs, attrs):
+    x, idx = inputs
+    axis = dict(attrs)["axis"]
+    others = [tuple(1 if k == axis else d for k, d in enumerate(s)) for s in (x.shape, idx.shape)]
+    b = broadcast_shapes(env, others, "take_along_axis")
+    return [tuple(idx.shape[axis] if k == axis else d for k, d in enumerate(b))]
+
+
+def _setitem_shape(env, inputs, attrs):
+    """The target's shape; the value must broadcast into the region written."""
+    items = dict(attrs)["items"]
+    x, v, arrays = inputs[0], inputs[1], inputs[2:]
+    if any(it[0] == "array" and a.dtype == np.bool_ for it, a in zip((i for i in items if i[0] == "array"),
+                                                                     arrays)):
+        return [x.shape]  # a mask: how many values it takes is data-dependent
+    if arrays:
+        region = _index_shape(env, [x] + list(arrays), attrs)[0]
+    else:
+        region = tuple(1 if it[0] == "new" else it[3] for it in items if it[0] != "int") + \
+            tuple(x.shape[sum(1 for it in items if it[0] != "new"):])
+    vs = tuple(v.shape)
+    while len(vs) > len(region) and _is_one(vs[0]):
+        vs = vs[1:]
+    if len(vs) > len(region):
+        raise ValueError(f"could not broadcast input array from shape {tuple(map(env.hint, v.shape))} "
+                         f"into shape {tuple(map(env.hint, region))}")
+    for a, b in zip(reversed(vs), reversed(region)):
+        if not _is_one(a) and env.simplify(a) != env.simplify(b):
+            env.unify(a, b, "assignment into a slice")
+    return [x.shape]
+
+
+register("setitem", UPDATE, _setitem, _setitem_shape, _same_dtype)
+register("index", GATHER, _index, _index_shape, _same_dtype)
+register("take_along_axis", GATHER, _take_along_axis, _take_along_shape, _same_dtype)
 
 
 # ----------------------------------------------------------------- concat

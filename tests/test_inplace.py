@@ -1,0 +1,279 @@
+"""In-place numpy, functionalized: slice, mask and index assignments,
+augmented operators and out= make new SSA values; writes into arguments
+reach the caller's arrays exactly as numpy's would; aliasing arguments run
+that call eagerly.  Gathers (integer-array indexing, take_along_axis) follow
+numpy's shapes, bounds and negative indices.  Each case runs on several
+shapes of one signature, so the compiled entry (not only the traced first
+call) is checked, on both back ends."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from jit import JitWarning, jit
+from tests.conftest import assert_like_numpy
+
+SIZES = [5, 9, 13]
+
+
+def _copy(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def check(fn, make, backend, sizes=SIZES, compiled=True):
+    """fn(*make(n)) under jit equals numpy for each n: results, and every
+    argument's contents afterwards.  `compiled`: one trace, no fallback, no
+    eager node."""
+    jf = jit(fn, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in sizes:
+            args = make(n)
+            want_args, got_args = _copy(args), _copy(args)
+            want = fn(*want_args)
+            got = jf(*got_args)
+            assert_like_numpy(got, want)
+            for g, w in zip(got_args, want_args):
+                assert_like_numpy(g, w)
+    s = jf.stats()
+    if compiled:
+        assert s["traces"] == 1 and s["fallbacks"] == 0 and s["eager_calls"] == 0, s
+        assert s["eager_nodes"] == 0, jf.explain()
+    return jf
+
+
+def vec(dtype=np.float64, lo=-4.0, hi=5.0):
+    return lambda n: [np.linspace(lo, hi, n).astype(dtype)]
+
+
+# ------------------------------------------------------------ assignments
+
+def test_slice_assignment_writes_the_argument(backend):
+    def f(a, b):
+        a[1:-1] = 0.5 * (b[:-2] + b[2:])
+        return a.sum()
+    check(f, lambda n: [np.arange(n, dtype=np.float64), np.linspace(0, 1, n)], backend)
+
+
+def test_out_colon_assignment_and_return_none(backend):
+    def f(x, out):
+        out[:] = np.tanh(x) * 2
+    check(f, lambda n: [np.linspace(-1, 1, n).astype(np.float32), np.zeros(n, np.float32)], backend)
+
+
+def test_2d_stencil_in_a_loop(backend):
+    def jacobi(A, B, steps):
+        for _ in range(steps):
+            B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
+            A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
+    rng = np.random.default_rng(0)
+    check(jacobi, lambda n: [rng.random((n, n)), rng.random((n, n)), 3], backend, sizes=[5, 8, 11])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_augmented_operators(backend, dtype):
+    def f(x, y):
+        x += y
+        x *= 3
+        x -= y
+        y //= 2
+        x %= 7
+        return x + y
+    check(f, lambda n: [np.arange(n, dtype=dtype) - 2, np.arange(n, dtype=dtype)[::-1] + 1], backend)
+
+
+def test_augmented_operator_casting_error_is_numpys(backend):
+    def f(x):
+        x += 1.5
+        return x
+    jf = jit(f, backend=backend)
+    for _ in range(2):
+        x = np.arange(4)
+        with pytest.raises(TypeError) as e:
+            jf(x)
+        assert "same_kind" in str(e.value)
+        assert np.array_equal(x, np.arange(4))  # nothing written
+    assert jf(np.arange(4.0)).tolist() == [1.5, 2.5, 3.5, 4.5]  # still usable
+
+
+def test_ufunc_out_argument(backend):
+    def f(x, y):
+        np.add(x, y, out=y)
+        np.exp(y, out=y)
+        np.multiply(x, 2.0, out=x)
+        return y
+    check(f, lambda n: [np.linspace(0, 1, n), np.ones(n)], backend)
+
+
+def test_writes_through_views(backend):
+    def f(a):
+        v = a[::2]
+        t = a.T
+        r = a.reshape(-1)
+        v[...] = 3
+        t[0] += 1
+        r[-1] = -5
+        return a * 2, v.sum(), t
+    check(f, lambda n: [np.arange(n * 3, dtype=np.float32).reshape(n, 3)], backend)
+
+
+def test_a_view_taken_before_a_write_sees_it(backend):
+    def f(x):
+        row = x[0]
+        x[0, 1:] = 0
+        x *= 2
+        return row + 1
+    check(f, lambda n: [np.arange(n * 4, dtype=np.float64).reshape(n, 4)], backend)
+
+
+def test_a_copy_taken_before_a_write_does_not(backend):
+    def f(x):
+        old = x.copy()
+        y = x * 1
+        x[1:] = -1
+        return old, y, x
+    check(f, vec(), backend)
+
+
+def test_inputs_numpy_would_not_write_are_not_written(backend):
+    def f(x, y):
+        z = x * 2
+        z[0] = 100
+        w = y.copy()
+        w += 1
+        return z + w
+    x, y = np.arange(5.0), np.arange(5.0)
+    jf = jit(f, backend=backend)
+    for _ in range(2):
+        jf(x, y)
+    assert np.array_equal(x, np.arange(5.0)) and np.array_equal(y, np.arange(5.0))
+
+
+def test_read_only_argument_raises_numpys_error(backend):
+    def f(x):
+        x[0] = 1
+        return x
+    jf = jit(f, backend=backend)
+    for n in (4, 6):
+        a = np.zeros(n)
+        a.flags.writeable = False
+        with pytest.raises(ValueError, match="read-only"):
+            jf(a)
+    assert jf(np.zeros(3)).tolist() == [1, 0, 0]
+
+
+def test_writing_a_broadcast_view_raises(backend):
+    def f(x):
+        b = np.broadcast_to(x, (3, x.shape[0]))
+        b[0, 0] = 1
+        return b
+    with pytest.raises(ValueError, match="read-only"):
+        jit(f, backend=backend)(np.zeros(4))
+
+
+# ------------------------------------------------------------------ masks
+
+def test_mask_assignment_of_a_scalar(backend):
+    def f(x):
+        x[x > 3] = 3
+        x[x < -1] = np.float32(-1)
+        return x
+    check(f, vec(np.float32), backend)
+
+
+def test_mask_augmented_assignment(backend):
+    def f(x):
+        x[x < 0] *= 0.5
+        return x
+    check(f, vec(), backend, compiled=False)  # x[mask] (a data-dependent count) is a numpy step
+
+
+# --------------------------------------------------------------- scatters
+
+def test_index_assignment_last_write_wins(backend):
+    def f(x, idx, v):
+        x[idx] = v
+        return x.sum()
+    check(f, lambda n: [np.zeros(n), np.array([0, 1, 1, -1]), np.array([1.0, 2.0, 3.0, 4.0])], backend)
+
+
+# ------------------------------------------------------------------ aliasing
+
+def test_the_same_array_passed_twice(backend):
+    def f(a, b):
+        a += 1
+        return b * 2
+    jf = jit(f, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for n in (5, 7, 9):
+            x = np.arange(n, dtype=np.float64)
+            w = x.copy()
+            want = f(w, w)
+            got = jf(x, x)
+            assert_like_numpy(got, want)
+            assert_like_numpy(x, w)
+            # not aliased: the compiled entry
+            p, q = np.arange(n, dtype=np.float64), np.ones(n)
+            assert_like_numpy(jf(p, q), q * 2)
+            assert_like_numpy(p, np.arange(n) + 1.0)
+    assert jf.metrics.fallbacks["aliased_arguments"] == 3
+    assert jf.stats()["traces"] == 1
+
+
+def test_a_view_of_one_argument_passed_as_another(backend):
+    def f(a, b):
+        a[:] = 0
+        return b.sum()
+    jf = jit(f, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for n in (6, 8):
+            x = np.arange(n, dtype=np.float64)
+            w = x.copy()
+            want = f(w, w[2:])
+            got = jf(x, x[2:])
+            assert_like_numpy(got, want)
+            assert_like_numpy(x, w)
+    assert jf.metrics.fallbacks["aliased_arguments"] == 2
+
+
+# ------------------------------------------------------------------ gathers
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_embedding_gather(backend, dtype):
+    def f(table, ids):
+        return table[ids] * 1, table[ids[::-1], 1:3], table[2]
+    rng = np.random.default_rng(1)
+    check(f, lambda n: [(rng.random((n + 3, 4)) * 10).astype(dtype), rng.integers(-n - 3, n + 3, size=n)],
+          backend)
+
+
+def test_gather_with_two_index_arrays(backend):
+    def f(x, labels):
+        return x[np.arange(x.shape[0]), labels], x[:, labels], x[labels[:, None] % x.shape[0], labels[None, :2]]
+    rng = np.random.default_rng(2)
+    check(f, lambda n: [rng.random((n, 6)), rng.integers(0, 6, n)], backend)
+
+
+def test_gather_out_of_range_raises_index_error(backend):
+    def f(table, ids):
+        return table[ids]
+    jf = jit(f, backend=backend)
+    t = np.arange(12.0).reshape(4, 3)
+    assert_like_numpy(jf(t, np.array([0, -4, 3])), t[[0, -4, 3]])
+    for bad in ([0, 4], [-5, 1]):
+        with pytest.raises(IndexError):
+            jf(t, np.array(bad))
+    assert_like_numpy(jf(t, np.array([1, 2])), t[[1, 2]])  # still usable
+    assert jf.stats()["traces"] == 1
+
+
+def test_take_along_axis_and_argmax(backend):
+    def f(x):
+        i = np.argmax(x, axis=1)
+        return np.take_along_axis(x, i[:, None], axis=1), np.take(x, i, axis=1)
+    rng = np.random.default_rng(3)
+    check(f, lambda n: [rng.random((n, 5))], backend)
