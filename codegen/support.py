@@ -25,9 +25,10 @@ kernels per call.)
   has no workers).
 * Claiming: one 64-bit ticket holds (job number << 32 | chunks claimed); a
   thread claims a chunk by compare-and-swap, so a late worker can never take
-  a chunk of a newer job believing it is of the old one.  The job's fields
-  are written before the ticket is published and stay put until its last
-  chunk is done.
+  a chunk of a newer job believing it is of the old one.  Posting a job
+  first closes the previous ticket (all its chunks claimed), then writes the
+  job's fields, then publishes the new ticket; the fields stay put until the
+  job's last chunk is done.
 
 Every kernel gets two more entries (`parallel_entries`):
 `<k>_packed(lo, hi, args)` unpacks an i64 array into `k`'s arguments, and
@@ -246,7 +247,7 @@ class _Support:
         t = self.load(b, _TICKET, "acquire")
         i = b.and_(t, self.c(0xFFFFFFFF))
         ours = b.icmp_unsigned("==", b.lshr(t, self.c(32)), job)
-        left = b.icmp_signed("<", i, self.load(b, _NCHUNKS))
+        left = b.icmp_signed("<", i, self.load(b, _NCHUNKS, "acquire"))
         claim = fn.append_basic_block("cas")
         b.cbranch(b.and_(ours, left), claim, done)
         b.position_at_end(claim)
@@ -285,10 +286,17 @@ class _Support:
                 size = b.sdiv(b.add(n, b.sub(want, self.c(1))), want)  # ceil(n / want)
                 size = b.select(b.icmp_signed("<", size, chunk), chunk, size)
                 count = b.sdiv(b.add(n, b.sub(size, self.c(1))), size)
+                # Close the previous job's ticket (every chunk claimed) before its fields
+                # change: a late worker that read the old ticket and then this job's
+                # NCHUNKS would otherwise claim a chunk of this job before it is
+                # published, run it, and make PENDING miss zero (the caller waits forever)
+                old = self.load(b, _TICKET, "seq_cst")
+                self.store(b, _TICKET, b.or_(old, self.c(0xFFFFFFFF)), "seq_cst")
                 for k, v in ((_FN, kfn), (_ARGS, args), (_START, start), (_STOP, stop), (_CHUNK, size),
-                             (_NCHUNKS, count), (_PENDING, count)):
+                             (_PENDING, count)):
                     self.store(b, k, v)
-                job = b.and_(b.add(b.lshr(self.load(b, _TICKET), self.c(32)), self.c(1)), self.c(0xFFFFFFFF))
+                self.store(b, _NCHUNKS, count, "release")  # (a worker that reads it sees the ticket closed)
+                job = b.and_(b.add(b.lshr(old, self.c(32)), self.c(1)), self.c(0xFFFFFFFF))
                 self.store(b, _TICKET, b.shl(job, self.c(32)), "seq_cst")  # publishes the fields above
                 self.wake(b)
                 b.call(work, [self.c(0), self.c(0), job])

@@ -130,3 +130,32 @@ def test_stopped_pool_runs_on_the_caller(count):
     hits = np.zeros(10_001, np.int64)
     run(count, 0, 10_000, 1, hits)
     assert (hits[:10_000] == 1).all()
+
+
+def test_back_to_back_jobs_never_lose_a_chunk(tmp_path):
+    """Jobs posted the moment the previous one returns, while a late worker
+    may still be looking at the old ticket: before the ticket was closed
+    first, a worker could claim a chunk of the next job before it was
+    published, and the caller then waited for ever (seen once in the test
+    suite on a loaded machine).  Run in a child process with a time limit,
+    so a hang fails the test instead of stopping the suite."""
+    import subprocess
+    import sys
+    script = tmp_path / "jobs.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from tests.test_native_pool import count\n"
+        "from runtime import threadpool\n"
+        "k = count.__wrapped__()\n"
+        "hits = np.zeros(10_001, np.int64)\n"
+        "par, pool = k['k_count_par'], threadpool.native_pool()\n"
+        "assert pool is not None\n"
+        "for _ in range(100_000):\n"
+        "    par(0, 16, hits.ctypes.data, 3, 1, pool, 4.0)\n"
+        "assert (hits[:16] == 100_000).all() and not hits[16:10_000].any(), hits[:17]\n"
+        "print('ok')\n")
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240,
+                       env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
