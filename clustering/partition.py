@@ -15,14 +15,24 @@ import numpy as np
 
 from shapes.ir import Graph, Node, Value, format_node, value_names
 
-KERNEL_DTYPES = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)}
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
+INT_DTYPES = {np.dtype(np.int32), np.dtype(np.int64)}
+KERNEL_DTYPES = FLOAT_DTYPES | INT_DTYPES | {np.dtype(np.bool_)}
 
 UNARY = {"negative", "positive", "absolute", "fabs", "square", "sqrt", "reciprocal", "sign", "exp",
          "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor", "ceil", "trunc", "rint",
-         "logical_not", "astype"}
+         "logical_not", "astype", "invert", "isnan", "isinf", "isfinite", "signbit"}
 BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "less",
-          "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "power"}
+          "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "power",
+          "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor"}
+# what integer (int32/int64) kernels compute, with numpy's wraparound and division rules
+INT_OPS = {"negative", "positive", "absolute", "square", "sign", "invert", "add", "subtract", "multiply",
+           "maximum", "minimum", "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "where", "clip", "power", "astype"}
+FLOAT_PREDICATES = {"isnan", "isinf", "isfinite", "signbit"}  # float in, bool out
+BOOL_OPS = {"logical_not", "invert", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+            "bitwise_xor", "where", "astype"} | FLOAT_PREDICATES
+NOT_FOR_FLOATS = {"floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
 TERNARY = {"where", "clip"}
 ROW_REDUCTIONS = {"sum", "max", "min"}
 POWER_EXPONENTS = {2, 3, 4, 0.5, -1, 1}
@@ -40,7 +50,12 @@ class Kernel:
 
     @property
     def has_reduction(self) -> bool:
-        return any(n.op in ROW_REDUCTIONS for n in self.nodes)
+        return any(is_row_reduction(n) for n in self.nodes)
+
+    @property
+    def column(self) -> bool:
+        """A column reduction kernel: it reduces over every axis but the last."""
+        return any(is_column_reduction(n) for n in self.nodes)
 
 
 @dataclass
@@ -58,7 +73,8 @@ class Plan:
         lines = []
         for s in self.steps:
             if isinstance(s, Kernel):
-                kind = "matmul epilogue" if s.matmul_inputs else ("row kernel" if s.has_reduction else "loop kernel")
+                kind = ("matmul epilogue" if s.matmul_inputs else "column reduction" if s.column else
+                        "row kernel" if s.has_reduction else "loop kernel")
                 dom = ", ".join(str(d) for d in s.domain)
                 lines.append(f"{s.name}: {kind} over [{dom}]  in: {', '.join(names[v.id] for v in s.inputs)}"
                              f"  out: {', '.join(names[v.id] for v in s.outputs)}")
@@ -84,33 +100,53 @@ def kernel_op_ok(n: Node, producers) -> str | None:
         return f"{op}: dtype {n.out.dtype}"
     for v in n.inputs:
         if v.ndim == 0:
-            if not (v.weak or v.dtype in KERNEL_DTYPES):
+            p = producers.get(v.id)
+            folded = p is not None and p.op in ("const", "dim")
+            # (a runtime scalar reaches a kernel as a double: integers only as constants or dims)
+            if not (v.weak or v.dtype in FLOAT_DTYPES or v.dtype in KERNEL_DTYPES and folded):
                 return f"{op}: scalar operand of dtype {v.dtype}"
         elif v.dtype not in KERNEL_DTYPES:
             return f"{op}: operand dtype {v.dtype}"
     if op == "power":
         p = producers.get(n.inputs[1].id)
         c = p.attr("value") if p is not None and p.op == "const" else None
-        if c is None or isinstance(c, bool) or c not in POWER_EXPONENTS or n.out.dtype not in FLOAT_DTYPES:
-            return "power: only constant exponents 2, 3, 4, 0.5, -1 are compiled"
+        ok = POWER_EXPONENTS if n.out.dtype in FLOAT_DTYPES else {1, 2, 3, 4}
+        if c is None or isinstance(c, bool) or c not in ok:
+            return "power: only constant exponents 2, 3, 4 (and 0.5, -1 for floats) are compiled"
     if op in ROW_REDUCTIONS:
         x = n.inputs[0]
-        axis = n.attr("axis")
         if x.dtype not in FLOAT_DTYPES or n.attr("dtype") is not None:
             return f"{op}: dtype"
-        if axis != (x.ndim - 1,):
-            return f"{op}: only reductions over the last axis fuse (axis={axis})"
-    if op in COMPARISONS and compare_dtype(n.inputs) not in KERNEL_DTYPES:
-        return f"{op}: compares in {compare_dtype(n.inputs)}"
-    if op in ("astype",) and n.attr("dtype") not in KERNEL_DTYPES:
-        return "astype: dtype"
-    if op in UNARY - {"astype", "logical_not"} and n.out.dtype not in FLOAT_DTYPES:
-        return f"{op}: integer/bool math"
-    if op in {"add", "subtract", "multiply", "divide", "maximum", "minimum"} and n.out.dtype not in FLOAT_DTYPES:
-        return f"{op}: integer/bool arithmetic"
-    if op == "clip" and n.out.dtype not in FLOAT_DTYPES:
-        return "clip: integer"
+        if not (is_row_reduction(n) or is_column_reduction(n)):
+            return f"{op}: only reductions over the last axis, or over every axis but the last, fuse " \
+                   f"(axis={n.attr('axis')})"
+    if op in COMPARISONS:
+        return None if compare_dtype(n.inputs) in KERNEL_DTYPES else f"{op}: compares in {compare_dtype(n.inputs)}"
+    if op == "astype":
+        src = n.inputs[0].dtype if n.inputs[0].ndim or not n.inputs[0].weak else None
+        if n.out.dtype in INT_DTYPES and (src is None or src.kind == "f"):
+            return "astype: float to integer (numpy's out-of-range result depends on the CPU)"
+        return None
+    dt = n.out.dtype
+    if op in FLOAT_PREDICATES and n.inputs[0].dtype not in FLOAT_DTYPES:
+        return f"{op}: of a {n.inputs[0].dtype} operand"
+    if dt in FLOAT_DTYPES and op in NOT_FOR_FLOATS:
+        return f"{op}: not compiled for floats"
+    if dt in INT_DTYPES and op not in INT_OPS:
+        return f"{op}: integer math"
+    if dt == np.bool_ and op not in BOOL_OPS:
+        return f"{op}: bool math"
     return None
+
+
+def is_row_reduction(n: Node) -> bool:
+    return n.op in ROW_REDUCTIONS and n.attr("axis") == (n.inputs[0].ndim - 1,)
+
+
+def is_column_reduction(n: Node) -> bool:
+    """Over every axis but the last (x.sum(0) of a matrix): a kernel of its own kind."""
+    x = n.inputs[0]
+    return n.op in ROW_REDUCTIONS and x.ndim >= 2 and n.attr("axis") == tuple(range(x.ndim - 1))
 
 
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
@@ -180,6 +216,11 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
         return "iteration spaces differ"
     if len(dom) == 0:
         return "scalar iteration space"
+    columns = [m for m in union if is_column_reduction(g.nodes[m])]
+    if columns and any(is_row_reduction(g.nodes[m]) for m in union):
+        return "row and column reductions do not share a kernel"
+    if any(s in union for m in columns for s in succ[m]):
+        return "a column reduction ends its kernel (its result is complete only after every row)"
     for m in union:
         n = g.nodes[m]
         if n.op in ROW_REDUCTIONS and tuple(n.inputs[0].shape) != tuple(dom):
@@ -240,11 +281,13 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
             continue
         member_set = set(idxs)
         outputs, bad = [], None
+        column = any(is_column_reduction(n) for n in nodes)
         for i, n in zip(idxs, nodes):
             v = n.out
             if v.id not in out_ids and all(u in member_set for u in users.get(v.id, [])):
                 continue
-            if tuple(v.shape) == dom or _is_row_shape(v.shape, dom[:-1]):
+            if column and is_column_reduction(n) or not column and (
+                    tuple(v.shape) == dom or _is_row_shape(v.shape, dom[:-1])):
                 outputs.append(v)
             else:
                 bad = i

@@ -24,14 +24,15 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from clustering.partition import ROW_REDUCTIONS, Kernel, compare_dtype
+from clustering.partition import FLOAT_PREDICATES, ROW_REDUCTIONS, Kernel, compare_dtype, is_column_reduction
 from codegen import mathlib
 from codegen.llvm import for_range
 from shapes.ir import Node, Value
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
-LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1}
+LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1,
+          np.dtype(np.int32): I32, np.dtype(np.int64): I64}
 
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
 DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40
@@ -44,6 +45,7 @@ FCMP = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "grea
         "greater_equal": ">="}
 REASSOC = ("reassoc", "nsz")
 SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
+COLUMN_BLOCK = 64  # columns a column reduction's work unit covers (a vector loop's worth, several times)
 BINOP = {"add": "fadd", "subtract": "fsub", "multiply": "fmul", "divide": "fdiv",
          "logical_and": "and_", "logical_or": "or_", "logical_xor": "xor"}
 
@@ -101,8 +103,11 @@ class KernelEmitter:
             else:
                 arrays.append(("array", v.id))
         arrays += [("array", v.id) for v in kernel.outputs]
-        self.extents = []  # distinct dynamic extents, passed as ints
-        for d in self.dom:
+        # distinct dynamic extents, passed as ints: the domain's, then any other
+        # the operands' shapes mention (dims equal to a domain dim only under a
+        # guard, e.g. floor(s2/2) and floor(s2/2 + 1/2) for even s2)
+        self.extents = []
+        for d in self.dom + tuple(d for v in kernel.inputs + kernel.outputs for d in v.shape):
             if not isinstance(d, int) and d not in self.extents:
                 self.extents.append(d)
         self.arg_list = arrays + [("int", e) for e in self.extents] + [a[:2] for a in ints]
@@ -158,6 +163,7 @@ class KernelEmitter:
         # numpy's pairwise sum; a row of one block is summed exactly as before
         self.totals = {n.out.id: (b.alloca(F64, name=f"total{n.out.id}"), b.alloca(F64, name=f"comp{n.out.id}"))
                        for n in self.k.nodes if n.op == "sum"}
+        body = self._columns if self.k.column else self._rows
         runtime_strided = [vid for vid in self.strided if not self._static_inner_zero(vid)]
         if runtime_strided:
             fast = ir.Constant(I1, 1)
@@ -165,12 +171,17 @@ class KernelEmitter:
                 fast = b.and_(fast, b.icmp_signed("==", self.inner_stride_arg[v], ir.Constant(I64, 1)))
             with b.if_else(fast) as (then, other):
                 with then:
-                    self._rows(start, stop, unit_inner=True)
+                    body(start, stop, unit_inner=True)
                 with other:
-                    self._rows(start, stop, unit_inner=False)
+                    body(start, stop, unit_inner=False)
         else:
-            self._rows(start, stop, unit_inner=True)
+            body(start, stop, unit_inner=True)
         b.ret_void()
+        if self.k.column:  # split over blocks of columns
+            rows = sympy.floor((sympy.sympify(self.dom[-1]) + COLUMN_BLOCK - 1) / COLUMN_BLOCK)
+            rows = int(rows) if rows.is_Integer else rows
+            return KernelABI(self.symbol, tuple(a[:2] for a in self.arg_list), rows,
+                             COLUMN_BLOCK * _prod(self.dom[:-1]))
         rows = self.dom[-1] if self.flat else _prod(self.dom[:-1])
         inner = 1 if self.flat else self.dom[-1]
         return KernelABI(self.symbol, tuple(a[:2] for a in self.arg_list), rows, inner)
@@ -266,25 +277,66 @@ class KernelEmitter:
             self._passes(start, stop)
             return
         with for_range(b, start, stop) as row:
-            self.row = row
-            idx, rem = [], row
-            for d in reversed(self.dom[:-1]):
-                if _is_one(d):
-                    idx.append(ir.Constant(I64, 0))
-                    continue
-                e = self._ext(d)
-                idx.append(b.srem(rem, e))
-                rem = b.sdiv(rem, e)
-            idx.reverse()
-            self.base = {}
-            for vid, s in strides.items():
-                off = ir.Constant(I64, 0)
-                for k, i in enumerate(idx):
-                    if not (isinstance(s[k], ir.Constant) and s[k].constant == 0):
-                        off = b.add(off, b.mul(i, s[k]))
-                self.base[vid] = off
-            self.inner_strides = {vid: s[-1] for vid, s in strides.items()}
+            self._at_row(row, strides)
             self._passes(ir.Constant(I64, 0), self._ext(self.dom[-1]))
+
+    def _at_row(self, row, strides) -> None:
+        """Point every operand at row `row` of the domain (its leading dims flattened)."""
+        b = self.b
+        self.row = row
+        idx, rem = [], row
+        for d in reversed(self.dom[:-1]):
+            if _is_one(d):
+                idx.append(ir.Constant(I64, 0))
+                continue
+            e = self._ext(d)
+            idx.append(b.srem(rem, e))
+            rem = b.sdiv(rem, e)
+        idx.reverse()
+        self.base = {}
+        for vid, s in strides.items():
+            off = ir.Constant(I64, 0)
+            for k, i in enumerate(idx):
+                if not (isinstance(s[k], ir.Constant) and s[k].constant == 0):
+                    off = b.add(off, b.mul(i, s[k]))
+            self.base[vid] = off
+        self.inner_strides = {vid: s[-1] for vid, s in strides.items()}
+
+    def _columns(self, start, stop, unit_inner: bool):
+        """A column reduction: [start, stop) are blocks of COLUMN_BLOCK columns;
+        each output element starts at the identity and takes one row after
+        the other, the columns of a row in the inner (vector) loop -- numpy's
+        own order for a C-contiguous input."""
+        b = self.b
+        strides = {vid: [self._dom_axis_stride(vid, k, unit_inner) for k in range(self.rank)]
+                   for vid in self.data if vid in {v.id for v in self.k.inputs}}
+        n = self._ext(self.dom[-1])
+        blk = ir.Constant(I64, COLUMN_BLOCK)
+        j0 = b.mul(start, blk)
+        j1 = b.mul(stop, blk)
+        j1 = b.select(b.icmp_signed("<", j1, n), j1, n)
+        reds = [nd for nd in self.k.nodes if is_column_reduction(nd)]
+        with for_range(b, j0, j1) as j:
+            for nd in reds:
+                self._store(nd.out, j, ir.Constant(LLTYPE[nd.out.dtype], _identity(nd.op)))
+        rows = ir.Constant(I64, 1)
+        for d in self.dom[:-1]:
+            if not _is_one(d):
+                rows = b.mul(rows, self._ext(d))
+        self.known, self.recip = {}, {}
+        with for_range(b, ir.Constant(I64, 0), rows) as row:
+            self._at_row(row, strides)
+            with for_range(b, j0, j1) as j:
+                memo: dict = {}
+                for nd in reds:
+                    x = self._val(nd.inputs[0], j, memo)
+                    acc = b.load(self._addr(nd.out.id, j))
+                    if nd.op == "sum":
+                        r = b.fadd(acc, x)
+                    else:
+                        r = b.call(_intrinsic(self.m, "llvm.maximum" if nd.op == "max" else "llvm.minimum",
+                                              x.type, 2), [acc, x])
+                    self._store(nd.out, j, r)
 
     def _passes(self, j0, j1):
         b = self.b
@@ -521,6 +573,11 @@ class KernelEmitter:
             if src.kind == "f":
                 return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
             return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+        if dst.kind == "i":  # (from bool or a narrower/wider int: float to int is not compiled)
+            if src == np.bool_:
+                return b.zext(x, t)
+            return x if src.itemsize == dst.itemsize else (
+                b.sext(x, t) if src.itemsize < dst.itemsize else b.trunc(x, t))
         if src == np.bool_:
             return b.uitofp(x, t)
         if src.kind in "iu":
@@ -532,6 +589,8 @@ class KernelEmitter:
         out = n.out.dtype
         if op in FCMP or op in ("logical_and", "logical_or", "logical_xor", "logical_not"):
             ctype = np.dtype(np.bool_) if op.startswith("logical") else compare_dtype(n.inputs)
+        elif op in FLOAT_PREDICATES:
+            ctype = n.inputs[0].dtype
         else:
             ctype = out
         if op == "where":
@@ -546,9 +605,23 @@ class KernelEmitter:
         xs = [self._cast(self._val(v, j, memo), self._in_type(v), ctype) for v in n.inputs]
         if op == "astype":
             return xs[0] if ctype == out else self._cast(xs[0], ctype, out)
+        if ctype.kind in "ib" and op in INT_EMIT:
+            return INT_EMIT[op](b, *xs)
+        if op in FLOAT_PREDICATES:
+            x = xs[0]
+            if op == "isnan":
+                return b.fcmp_unordered("uno", x, x)
+            if op == "signbit":
+                bits = I32 if x.type == F32 else I64
+                return b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0))
+            ax = b.call(_intrinsic(self.m, "llvm.fabs", x.type, 1), [x])
+            inf = ir.Constant(x.type, float("inf"))
+            return b.fcmp_ordered("==" if op == "isinf" else "<", ax, inf)
         if op in FCMP:
             if ctype == np.bool_:
                 return b.icmp_unsigned(FCMP[op], xs[0], xs[1])
+            if ctype.kind == "i":
+                return b.icmp_signed(FCMP[op], xs[0], xs[1])
             if op == "not_equal":
                 return b.fcmp_unordered("!=", xs[0], xs[1])
             return b.fcmp_ordered(FCMP[op], xs[0], xs[1])
@@ -584,17 +657,62 @@ class KernelEmitter:
         raise NotImplementedError(f"no emitter for {op}")
 
 
+# ------------------------------------------------------------ integers
+# numpy's integer semantics: arithmetic wraps around; x // 0 and x % 0 are 0;
+# floor division rounds toward -inf and the remainder takes the divisor's
+# sign; INT_MIN // -1 wraps to INT_MIN (the hardware division would trap, so
+# divisors 0 and -1 never reach it).
+
+def _idiv(b: ir.IRBuilder, x, y, want_remainder: bool):
+    zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
+    minus_one = ir.Constant(x.type, -1)
+    special = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, minus_one))
+    safe = b.select(special, one, y)
+    q, r = b.sdiv(x, safe), b.srem(x, safe)
+    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                                                 b.icmp_signed("<", y, zero)))
+    if want_remainder:
+        r = b.select(adjust, b.add(r, y), r)
+        return b.select(special, zero, r)                           # x % -1 == 0, x % 0 == 0
+    q = b.select(adjust, b.sub(q, one), q)
+    neg = b.sub(zero, x)                                            # x // -1 == -x (wrapping)
+    return b.select(b.icmp_signed("==", y, zero), zero, b.select(b.icmp_signed("==", y, minus_one), neg, q))
+
+
+def _isign(b, x):
+    zero = ir.Constant(x.type, 0)
+    return b.sub(b.zext(b.icmp_signed(">", x, zero), x.type), b.zext(b.icmp_signed("<", x, zero), x.type))
+
+
+INT_EMIT = {  # ints, and bools where numpy's op is logical
+    "add": lambda b, x, y: b.add(x, y), "subtract": lambda b, x, y: b.sub(x, y),
+    "multiply": lambda b, x, y: b.mul(x, y),
+    "maximum": lambda b, x, y: b.select(b.icmp_signed(">=", x, y), x, y),
+    "minimum": lambda b, x, y: b.select(b.icmp_signed("<=", x, y), x, y),
+    "clip": lambda b, x, lo, hi: INT_EMIT["minimum"](b, INT_EMIT["maximum"](b, x, lo), hi),
+    "floor_divide": lambda b, x, y: _idiv(b, x, y, False), "remainder": lambda b, x, y: _idiv(b, x, y, True),
+    "bitwise_and": lambda b, x, y: b.and_(x, y), "bitwise_or": lambda b, x, y: b.or_(x, y),
+    "bitwise_xor": lambda b, x, y: b.xor(x, y),
+    "invert": lambda b, x: b.xor(x, ir.Constant(x.type, -1 if x.type != I1 else 1)),
+    "negative": lambda b, x: b.sub(ir.Constant(x.type, 0), x), "positive": lambda b, x: x,
+    "absolute": lambda b, x: b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)),
+                                      b.sub(ir.Constant(x.type, 0), x), x),
+    "square": lambda b, x: b.mul(x, x), "sign": _isign,
+}
+
+
 def _power(em: KernelEmitter, x, e):
     b = em.b
+    mul = b.mul if isinstance(x.type, ir.IntType) else b.fmul
     if e == 1:
         return x
     if e == 2:
-        return b.fmul(x, x)
+        return mul(x, x)
     if e == 3:
-        return b.fmul(b.fmul(x, x), x)
+        return mul(mul(x, x), x)
     if e == 4:
-        x2 = b.fmul(x, x)
-        return b.fmul(x2, x2)
+        x2 = mul(x, x)
+        return mul(x2, x2)
     if e == 0.5:
         return b.call(_intrinsic(em.m, "llvm.sqrt", x.type, 1), [x])
     if e == -1:
@@ -620,7 +738,7 @@ def _const(dt: np.dtype, c):
     if dt == np.bool_:
         return ir.Constant(I1, int(bool(c)))
     if dt.kind in "iu":
-        return ir.Constant(I64, int(c))
+        return ir.Constant(LLTYPE.get(dt, I64), int(c))
     return ir.Constant(LLTYPE.get(dt, F64), float(c))
 
 

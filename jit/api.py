@@ -15,16 +15,20 @@ import numpy as np
 from jit import persist, pytree
 from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
+from jit.held import fetch_all, key_of
 from jit.signature import Signature, classify_call
-from jit.trace import TraceResult, trace
+from jit.trace import DeclarationError, TraceResult, trace
 from jit.tracer import Fallback
 from runtime.cache import default_cache
-from runtime.executable import Executable, RunEagerly
+from runtime.executable import BreakMismatch, Executable, RunEagerly
 from shapes.guards import GuardSet
 from shapes.verify import verify
 from runtime.metrics import FunctionMetrics, logger_for
 
 _now = time.perf_counter
+
+
+MAX_BREAK_RETRACES = 8  # past it, a signature whose Python decisions keep changing runs eagerly
 
 
 class JitWarning(UserWarning):
@@ -64,6 +68,7 @@ class KeyState:
     dynamic_dims: frozenset = frozenset()  # dynamic="auto": dims seen to change
     signature: Signature | None = None
     saved: list | None = None  # saved entries of other processes not yet used (read on the first miss)
+    break_retraces: int = 0  # traces because a graph break decided otherwise
 
 
 class JitFunction:
@@ -103,6 +108,9 @@ class JitFunction:
         self.log: list[str] = []  # recompile and fallback reasons, in order
         self.metrics = FunctionMetrics(self.__qualname__)
         self._saving: str | None = None  # why traces are not saved, when they are not
+        self._dyn_ints: frozenset = frozenset()  # leaf indices of int arguments that are symbols
+        self._held_paths: list = []  # where the arrays the program holds are (jit/held.py)
+        self._int_changes: str | None = None
 
     # ----------------------------------------------------------------- call
     def __call__(self, *args, **kwargs):
@@ -113,15 +121,21 @@ class JitFunction:
             bound = self._bind(args, kwargs)
         leaves: list = []
         treedef = pytree.flatten(bound, leaves)
-        key, arrays, runtime = classify_call(leaves, treedef, self.dynamic)
-        state = self._keys.get(key)
+        key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
+        full, run_inputs = key, runtime
+        if self._held_paths:  # arrays the program holds: fetched again at every call
+            held = fetch_all(self._held_paths, self.fn, leaves)
+            full, run_inputs = (None, None) if held is None else (key + (key_of(held),), runtime + held)
+        state = self._keys.get(full)
         if state is not None and state.eager_reason is None:
             shapes = tuple([a.shape for a in arrays])
             for e in state.entries:
                 dims = e.guards.check(shapes)
                 if dims is not None:
                     try:
-                        out = e.run(runtime, dims)
+                        out = e.run(run_inputs, dims)
+                    except BreakMismatch:
+                        continue  # a graph break decided otherwise: another entry (or a trace) serves it
                     except RunEagerly as err:
                         return self._run_eagerly_once(err, bound)
                     m = self.metrics
@@ -169,26 +183,74 @@ class JitFunction:
         return tuple(args), kwargs
 
     # ------------------------------------------------------------- slow path
+    def _held(self, key, leaves):
+        """(key with the held arrays' part, their arrays) for this call; a
+        path that no longer reaches an array is dropped (traces find them)."""
+        held = fetch_all(self._held_paths, self.fn, leaves) if self._held_paths else []
+        if held is None:
+            self._held_paths, held = [], []
+        return (key + (key_of(held),) if held else key), held
+
+    def _rekey(self, state: KeyState, full, key, leaves, base_runtime, paths):
+        """After a trace (or a saved entry) reached more held arrays than
+        were known: key them too.  -> (state, full key, runtime inputs)."""
+        if len(paths) <= len(self._held_paths):
+            return state, full, base_runtime + self._held(key, leaves)[1]
+        self._held_paths = list(paths)
+        if not state.entries:
+            del self._keys[full]
+        full, held = self._held(key, leaves)
+        new = self._keys.setdefault(full, state)
+        new.signature = state.signature
+        return new, full, base_runtime + held
+
     def _miss(self, key, bound, leaves, treedef, arrays, runtime):
+        """`key` and `runtime` without the held arrays' part."""
         with self._lock:
             m = self.metrics
-            state = self._keys.setdefault(key, KeyState())
+            full, held = self._held(key, leaves)
+            changed = self._changed_ints(full) if full not in self._keys else frozenset()
+            if changed:  # automatic dynamic: an int that changed becomes a symbol
+                self._dyn_ints |= changed
+                key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
+                full, held = self._held(key, leaves)
+                paths = self._leaf_paths(treedef)
+                self._int_changes = ", ".join(paths[k] for k in sorted(changed))
+            base_runtime, runtime = runtime, runtime + held
+            state = self._keys.setdefault(full, KeyState())
             if state.eager_reason is not None:
                 return self._call_eager(bound)
             shapes = tuple([a.shape for a in arrays])
+            broke = None
             for e in state.entries:  # another thread traced it while this one waited
                 dims = e.guards.check(shapes)
                 if dims is not None:
+                    try:
+                        out = self._run_entry(e, runtime, dims, bound)
+                    except BreakMismatch:
+                        broke = e
+                        continue
                     m.slow_calls += 1
                     m.slow_hits["memory"] += 1
-                    return self._run_entry(e, runtime, dims, bound)
+                    return out
             m.misses["memory"] += 1
-            sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic)
+            sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic, self._dyn_ints)
             state.signature = sig
             if sig.unsupported:
                 return self._fall_back(state, "unsupported_input", sig.unsupported, bound)
             reason, category = None, "signature"
-            if state.entries:
+            if self._int_changes:
+                reason, category = f"int argument {self._int_changes} changed: now a symbol", "auto_dynamic"
+                self._int_changes = None
+            if broke is not None:
+                state.break_retraces += 1
+                where = ", ".join(b.loc for b in broke.details()[0].breaks)
+                if state.break_retraces > MAX_BREAK_RETRACES:
+                    return self._fall_back(state, "graph_break_outcomes",
+                                           f"data-dependent Python decisions at {where} took more than "
+                                           f"{MAX_BREAK_RETRACES + 1} different outcomes", bound)
+                reason, category = f"a graph break at {where} decided otherwise", "graph_break"
+            elif state.entries:
                 reason = "; ".join(filter(None, (e.guards.failure(shapes) for e in state.entries[-1:])))
                 category = "guard"
                 if self.dynamic == "auto":
@@ -203,25 +265,41 @@ class JitFunction:
                 return self._call_eager(bound)
             pkey = self._saved_key(key)
             if pkey is not None:
-                found = self._load_saved(state, pkey, shapes)
+                found = self._load_saved(state, pkey, shapes, leaves)
                 if found is not None:
                     entry, dims = found
+                    state, full, runtime = self._rekey(state, full, key, leaves, base_runtime, entry.saved.held)
                     state.entries.append(entry)
                     self._n_entries += 1
                     m.slow_calls += 1
                     return self._run_entry(entry, runtime, dims, bound)
             t0 = _now()
+            failure = None
             try:
                 tr = trace(self.fn, treedef, leaves, sig.specs, dynamic=self.dynamic,
                            dynamic_dims=state.dynamic_dims, user_dims=self.dims or None,
-                           constraints=self.constraints, rebind=self._unbind_static)
+                           constraints=self.constraints, rebind=self._unbind_static,
+                           held=(self._held_paths, held))
+                verify(tr.graph)
             except Fallback as f:
                 return self._fall_back(state, "data_dependent",
                                        f"{f.reason} (at {f.loc})" if f.loc else f.reason, bound)
-            verify(tr.graph)
+            except DeclarationError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the user's error, or shapejit's: numpy tells which
+                failure = e
+            if failure is not None:
+                return self._trace_failed(state, failure, bound)
             m.compile_seconds["trace"].observe(_now() - t0)
             m.traces += 1
-            entry = self._build(tr, runtime, sig.describe())
+            m.graph_breaks += len(tr.breaks)
+            state, full, runtime = self._rekey(state, full, key, leaves, base_runtime, tr.held)
+            try:
+                entry = self._build(tr, runtime, sig.describe())
+            except Exception as e:  # noqa: BLE001 - an internal error never reaches the user
+                self._internal_error(state, f"building the executable failed: {type(e).__name__}: {e}")
+                tr.apply_writes()
+                return tr.concrete
             if state.entries or any(s.entries for s in self._keys.values() if s is not state):
                 m.recompiles[category] += 1
                 text = f"recompile #{sum(m.recompiles.values())}: {reason or 'new signature ' + sig.describe()}"
@@ -233,26 +311,70 @@ class JitFunction:
             self._n_entries += 1
             m.slow_calls += 1
             result = tr.concrete
-            if tr.writes and _aliasing(arrays):
+            held = runtime[len(base_runtime):]  # (all of them: the trace may have found more)
+            if tr.writes and _aliasing([a for a in arrays if isinstance(a, np.ndarray)] + held):
                 self._count_fallback("aliased_arguments", "(one call) an argument the function writes into "
                                                           "shares memory with another")
                 result = self._call_eager(bound)
             else:
                 tr.apply_writes()
             if pkey is not None and entry.build.plan is not None:  # (not after a fallback to the reference)
-                why = persist.save(default_cache(), pkey, lambda: persist.entry_of(tr, entry.guards, entry.build),
+                held_key = key_of(held)
+                why = persist.save(default_cache(), pkey,
+                                   lambda: persist.entry_of(tr, entry.guards, entry.build, held_key),
                                    self.__qualname__, sig.describe())
                 if why:
                     self._saving = f"trace not saved: {why}"
             return result
 
+    def _changed_ints(self, key) -> frozenset:
+        """Leaf indices of the int arguments whose value differs from the one
+        an earlier call of the same argument structure passed there (torch's
+        automatic dynamic; dynamic=False: none)."""
+        if self.dynamic is False:
+            return frozenset()
+        out = set()
+        for other in self._keys:
+            if len(other) == len(key) and other[0] == key[0]:
+                out.update(k - 1 for k in range(1, len(key))
+                           if _is_int_key(key[k]) and _is_int_key(other[k]) and other[k] != key[k])
+        return frozenset(out)
+
     def _run_entry(self, e: Entry, runtime, dims, bound):
-        """A slow-path call of an entry (the hot path in __call__ inlines this)."""
+        """A slow-path call of an entry (the hot path in __call__ inlines this);
+        raises BreakMismatch when a graph break decides otherwise."""
         try:
             out = e.run(runtime, dims)
+        except BreakMismatch:
+            raise
         except RunEagerly as err:
             return self._run_eagerly_once(err, bound)
         return pytree.unflatten(e.out_treedef, iter(out))
+
+    def _trace_failed(self, state: KeyState, failure: Exception, bound):
+        """Tracing raised: run the call in numpy.  If numpy raises too, the
+        error is the user's (numpy's own exception is raised, and the next
+        call traces again); if numpy runs it, the failure was shapejit's and
+        this signature runs eagerly from now on."""
+        error = None
+        args, kwargs = self._unbind_static(bound)
+        try:
+            result = self.fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - re-raised below, outside this handler
+            error = e
+        if error is not None:
+            raise error
+        self.metrics.eager_calls += 1
+        self.metrics.slow_calls += 1
+        self._internal_error(state, f"tracing failed: {type(failure).__name__}: {failure}"
+                                    f" (at {_where(failure)})")
+        return result
+
+    def _internal_error(self, state: KeyState, reason: str) -> None:
+        state.eager_reason = reason
+        self._count_fallback("internal_error", reason)
+        warnings.warn(f"shapejit: {self.__name__} runs eagerly for this signature: {reason}",
+                      JitWarning, stacklevel=4)
 
     def _run_eagerly_once(self, err: RunEagerly, bound):
         why = {"eager_size_changed": "an eager op's output size changed",
@@ -281,9 +403,10 @@ class JitFunction:
             return None
         return persist.key_for(fingerprint, key, options)
 
-    def _load_saved(self, state: KeyState, pkey: str, shapes):
+    def _load_saved(self, state: KeyState, pkey: str, shapes, leaves):
         """(entry, dims) from another process's saved traces whose guards
-        accept these shapes, or None."""
+        accept these shapes (and whose held arrays have the shapes it was
+        built for), or None."""
         if state.saved is None:
             state.saved = persist.load(default_cache(), pkey)
         m = self.metrics
@@ -291,6 +414,10 @@ class JitFunction:
             dims = s.guards.check(shapes)
             if dims is None:
                 continue
+            if s.held:
+                held = fetch_all(s.held, self.fn, leaves)
+                if held is None or key_of(held) != s.held_key:
+                    continue
             del state.saved[i]
             b = build_saved(s.build)
             if b is None:  # its object code was evicted: trace and compile as usual
@@ -370,7 +497,8 @@ class JitFunction:
                 "fallbacks": sum(m.fallbacks.values()), "eager_calls": m.eager_calls, "calls": m.calls,
                 "entries": self._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes,
                 "eager_nodes": sum(len(e.trace.eager_nodes) for s in self._keys.values() for e in s.entries
-                                   if e.trace is not None)}
+                                   if e.trace is not None),
+                "graph_breaks": m.graph_breaks}
 
     def explain(self, file=None) -> str:
         lines = [f"shapejit: {self.__qualname__} (dynamic={self.dynamic!r}, backend={self.backend})",
@@ -393,6 +521,9 @@ class JitFunction:
                 if tr.eager_nodes:
                     lines.append("    eager nodes (run in numpy between traced segments):")
                     lines += ["      " + x for x in tr.eager_nodes]
+                if tr.breaks:
+                    lines.append("    graph breaks (this entry serves calls that decide the same way):")
+                    lines += ["      " + b.describe() for b in tr.breaks]
                 lines.append("    graph:")
                 lines += ["      " + x for x in repr(tr.graph).splitlines()]
                 if plan is not None:
@@ -448,6 +579,18 @@ def _as_function(target):
     call.__qualname__ = call.__name__
     call.__doc__ = getattr(target, "__doc__", None)
     return call
+
+
+def _is_int_key(k) -> bool:
+    return type(k) is tuple and len(k) == 2 and k[0] is int
+
+
+def _where(e: BaseException) -> str:
+    """file:line where an exception was raised (the innermost frame)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "?"
 
 
 def _aliasing(arrays) -> bool:

@@ -27,13 +27,13 @@ from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout, kernel_function
 from shapes.ir import ArrayConst, Graph
+from shapes.ops import FRESH_C, ops_returning
 from shapes.verify import checks_enabled
 
 BACKENDS = ("llvm", "reference")
 
 # ops whose numpy reference returns a fresh C-contiguous array
-_FRESH_CONTIGUOUS = {"matmul", "sum", "max", "min", "prod", "mean", "var", "std", "argmax", "argmin",
-                     "any", "all", "full", "arange", "concatenate"}
+_FRESH_CONTIGUOUS = ops_returning(FRESH_C)
 
 
 @dataclass
@@ -66,7 +66,7 @@ class SavedBuild:
 def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], name: str,
           signature: str = "") -> Build:
     if backend == "reference":
-        return Build(Executable(tr.graph, symbols, tr.outputs, tr.dd_dims))
+        return Build(Executable(tr.graph, symbols, tr.outputs, tr.dd_dims, dd_checks=tr.dd_checks))
     times = {}
     t0 = time.perf_counter()
     g = run_pipeline(tr.graph, checks=checks_enabled())
@@ -106,7 +106,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
             steps.append(s)
     defined = {o.id for n in g.nodes for o in n.outputs}
     dd = [d for d in tr.dd_dims if d.value_id in defined]
-    exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded)
+    exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded, dd_checks=tr.dd_checks)
     return Build(exe, plan, times, level, key, abis, libraries)
 
 
@@ -238,7 +238,8 @@ def target_description() -> str:
 def _remap_outputs(outputs: list[OutputSpec], g: Graph) -> list[OutputSpec]:
     it = iter(g.outputs)
     return [OutputSpec("value", next(it).id) if o.kind == "value" else
-            OutputSpec("writeback", (o.payload[0], next(it).id)) if o.kind == "writeback" else o
+            OutputSpec("writeback", (o.payload[0], next(it).id)) if o.kind == "writeback" else
+            OutputSpec("check", (next(it).id,) + o.payload[1:]) if o.kind == "check" else o
             for o in outputs]
 
 

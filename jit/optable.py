@@ -99,6 +99,17 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
                            user_location())
         return ufunc_into(ctx, ufunc, inputs, out[0], **kwargs)
     name = ufunc.__name__
+    dtype = kwargs.pop("dtype", None) if method == "__call__" and set(kwargs) <= {"dtype", "casting"} \
+        and kwargs.get("casting", "same_kind") == "same_kind" else None
+    if dtype is not None:  # computed in `dtype`: the operands cast to it first, as numpy's loop does
+        kwargs.pop("casting", None)
+        dt = np.dtype(dtype)
+        with np.errstate(all="ignore"):
+            want = ufunc(*[x.concrete if isinstance(x, Tracer) else ctx.operand(x).concrete for x in inputs],
+                         dtype=dt)  # numpy's errors for an impossible dtype
+        inputs = [astype(ctx, ctx.operand(x), dt) for x in inputs]
+        out = handle_ufunc(ctx, ufunc, method, inputs, kwargs)
+        return out if out.dtype == np.asarray(want).dtype else astype(ctx, out, np.asarray(want).dtype)
     if method == "__call__" and not kwargs:
         if name == "matmul":
             return ctx.emit("matmul", list(inputs), {})
@@ -559,6 +570,150 @@ def take_along_axis(ctx, arr, indices, axis=-1):
     return ctx.emit("take_along_axis", [arr, indices], {"axis": _norm_axis(operator.index(axis), arr.ndim)})
 
 
+def _outer(ctx, op, rows, cols):
+    """op(rows[:, None], cols[None, :])."""
+    return ctx.emit(op, [expand_dims(ctx, rows, 1), expand_dims(ctx, cols, 0)], {})
+
+
+def tri(ctx, N, M=None, k=0, dtype=float, *, like=None):
+    """numpy's definition: m[i, j] = i >= j - k."""
+    if like is not None or not isinstance(k, (int, np.integer)):
+        return None
+    M = N if M is None else M
+    rows, cols = arange(ctx, N), arange(ctx, -k, M - k)
+    if rows is None or cols is None:
+        return None
+    return astype(ctx, _outer(ctx, "greater_equal", rows, cols), dtype)
+
+
+def _triangle(lower):
+    def handler(ctx, m, k=0):
+        m = ctx.operand(m)
+        if m.ndim < 2 or not isinstance(k, (int, np.integer)):
+            return None
+        # numpy: where(tri(..., k) , m, 0) for tril; where(tri(..., k - 1), 0, m) for triu
+        mask = tri(ctx, m.shape[-2], m.shape[-1], k if lower else k - 1, bool)
+        zero = ctx.operand(np.zeros(1, m.dtype))
+        return ctx.emit("where", [mask, m, zero] if lower else [mask, zero, m], {})
+    return handler
+
+
+def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
+    """m[i, j] = (i + k == j)."""
+    if order != "C" or like is not None or device not in (None, "cpu") or not isinstance(k, (int, np.integer)):
+        return None
+    rows, cols = arange(ctx, N), arange(ctx, N if M is None else M)
+    if rows is None or cols is None:
+        return None
+    if k:
+        rows = ctx.emit("add", [rows, int(k)], {})
+    return astype(ctx, _outer(ctx, "equal", rows, cols), dtype)
+
+
+def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+    """numpy's formula (numpy/_core/function_base.py) for scalar ends and a
+    symbolic count: arange(num) * step + start, the last element = stop."""
+    if not (isinstance(num, SymInt) and axis == 0 and device in (None, "cpu")
+            and all(type(v) in (int, float) or isinstance(v, (np.integer, np.floating)) for v in (start, stop))):
+        return None
+    dt = np.result_type(start, stop, float(num.ctx.hint(num.expr)))
+    delta = np.subtract(stop, start, dtype=dt)
+    if delta != 0 and abs(delta) < 1e-290:
+        return None  # the step could underflow to 0 for some counts: numpy's other branch
+    div = num - 1 if endpoint else num
+    if ctx.env.decide(sympy.Le(div.expr if isinstance(div, SymInt) else div, 0),
+                      f"{user_location()}: np.linspace count"):
+        return None
+    y = astype(ctx, arange(ctx, num), dt)
+    if delta == 0:
+        y = ctx.emit("multiply", [ctx.emit("divide", [y, div], {}), dt.type(delta)], {})
+    else:
+        y = ctx.emit("multiply", [y, ctx.emit("divide", [dt.type(delta), div], {})], {})
+    y = ctx.emit("add", [y, dt.type(start)], {})
+    if endpoint:
+        y[-1] = dt.type(stop)
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        y = ctx.emit("floor", [y], {})
+    if dtype is not None:
+        y = astype(ctx, y, dtype)
+    if retstep:
+        return y, ctx.emit("divide", [dt.type(delta), div], {})
+    return y
+
+
+def array_of(ctx, a, dtype=None):
+    """np.array of (nested) lists and tuples holding traced values: stacked."""
+    if isinstance(a, (list, tuple)):
+        if not a:
+            return ctx.operand(np.array(a, dtype=dtype))
+        items = [array_of(ctx, x) for x in a]
+        dt = np.result_type(*[t.dtype if not t.value.weak else t.concrete for t in items])
+        out = stack(ctx, [astype(ctx, t, dt) if t.dtype != dt or t.value.weak else t for t in items])
+    else:
+        out = ctx.operand(a)
+        if out.value.weak:  # a Python scalar or a dim: numpy's default dtype for it
+            out = astype(ctx, out, np.asarray(out.concrete).dtype)
+    return out if dtype is None or np.dtype(dtype) == out.dtype else astype(ctx, out, dtype)
+
+
+def atleast_nd(n):
+    def handler(ctx, *arys):
+        outs = []
+        for a in arys:
+            a = ctx.operand(a)
+            if a.ndim >= n:
+                outs.append(a)
+            elif n == 1 or a.ndim == 0:
+                outs.append(reshape(ctx, a, (1,) * (n - a.ndim) + tuple(a.shape)))
+            elif n == 2:
+                outs.append(expand_dims(ctx, a, 0))
+            else:  # numpy's atleast_3d: (N,) -> (1, N, 1), (M, N) -> (M, N, 1)
+                outs.append(reshape(ctx, a, (1,) + tuple(a.shape) + (1,)) if a.ndim == 1 else expand_dims(ctx, a, 2))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    return handler
+
+
+def hstack(ctx, tup, *, dtype=None, casting="same_kind"):
+    if dtype is not None:
+        return None
+    arrs = [atleast_nd(1)(ctx, a) for a in tup]
+    return concatenate(ctx, arrs, axis=0 if arrs and arrs[0].ndim == 1 else 1)
+
+
+def vstack(ctx, tup, *, dtype=None, casting="same_kind"):
+    if dtype is not None:
+        return None
+    return concatenate(ctx, [atleast_nd(2)(ctx, a) for a in tup], axis=0)
+
+
+def column_stack(ctx, tup):
+    arrs = [ctx.operand(a) for a in tup]
+    return concatenate(ctx, [expand_dims(ctx, a, 1) if a.ndim < 2 else a for a in arrs], axis=1)
+
+
+def repeat(ctx, a, repeats, axis=None):
+    """A constant repeat count: x broadcast along a new axis and merged."""
+    if not isinstance(repeats, (int, np.integer)) or isinstance(repeats, bool) or repeats < 0:
+        return None
+    a = ctx.operand(a)
+    if axis is None:
+        a, axis = ravel(ctx, a), 0
+    axis = _norm_axis(operator.index(axis), a.ndim)
+    x = expand_dims(ctx, a, axis + 1)
+    shape = list(x.shape)
+    shape[axis + 1] = int(repeats)
+    x = broadcast_to(ctx, x, tuple(shape))
+    out_shape = list(a.shape)
+    out_shape[axis] = a.shape[axis] * int(repeats)
+    return astype(ctx, reshape(ctx, x, tuple(out_shape)), a.dtype)  # (a fresh array, as numpy's)
+
+
+def outer(ctx, a, b, out=None):
+    if out is not None:
+        return None
+    return ctx.emit("multiply", [expand_dims(ctx, ravel(ctx, a), 1), expand_dims(ctx, ravel(ctx, b), 0)], {})
+
+
 def _shape(ctx, a):
     return ctx.operand(a).shape
 
@@ -568,7 +723,10 @@ FUNCTIONS = {
     np.expand_dims: expand_dims, np.squeeze: squeeze, np.ravel: ravel, np.broadcast_to: broadcast_to,
     np.concatenate: concatenate, np.stack: stack, np.split: split, np.where: where, np.clip: clip,
     np.zeros_like: _filled(0), np.ones_like: _filled(1), np.empty_like: _filled(0),
-    np.full_like: _filled(None), np.dot: dot, np.take: take, np.take_along_axis: take_along_axis, np.einsum: einsum, np.astype: astype,
+    np.full_like: _filled(None), np.dot: dot, np.take: take, np.take_along_axis: take_along_axis,
+    np.triu: _triangle(False), np.tril: _triangle(True), np.hstack: hstack, np.vstack: vstack,
+    np.column_stack: column_stack, np.repeat: repeat, np.outer: outer, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
+    np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
@@ -602,7 +760,7 @@ def _method_handler(name):
 
 METHODS = {n: _method_handler(n) for n in (
     "sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin",
-    "swapaxes", "squeeze", "ravel", "clip", "dot", "take")}
+    "swapaxes", "squeeze", "ravel", "clip", "dot", "take", "repeat")}
 METHODS.update({
     "reshape": lambda t, *s, **kw: reshape(t.ctx, t, *s, **kw),
     "transpose": lambda t, *axes: transpose(t.ctx, t, *axes),

@@ -30,7 +30,7 @@ from jit.fingerprint import Unstable, stable_text
 from runtime.cache import CorruptEntry, build_id, content_key, seal, unseal
 from shapes.guards import GuardSet
 
-FORMAT = "2"
+FORMAT = "3"
 MAX_SAVED = 32  # entries kept per (function, signature), as jit's default max_entries
 
 _write_lock = threading.Lock()
@@ -42,6 +42,8 @@ class SavedEntry:
     out_treedef: object
     build: SavedBuild
     details: bytes  # pickle of (TraceResult without its result, Plan)
+    held: tuple = ()      # paths of the held arrays it takes after the arguments (jit/held.py)
+    held_key: tuple = ()  # their dtypes, shapes and layouts
 
 
 def enabled() -> bool:
@@ -59,9 +61,10 @@ def key_for(fingerprint: str, spec_key, options: str) -> str | None:
                                   sys.version, fingerprint, spec, options)
 
 
-def entry_of(trace, guards: GuardSet, build) -> SavedEntry:
-    details = pickle.dumps((dataclasses.replace(trace, concrete=None), build.plan), protocol=pickle.HIGHEST_PROTOCOL)
-    return SavedEntry(guards, trace.out_treedef, SavedBuild.of(build), details)
+def entry_of(trace, guards: GuardSet, build, held_key: tuple) -> SavedEntry:
+    details = pickle.dumps((dataclasses.replace(trace, concrete=None, writes=[]), build.plan),
+                           protocol=pickle.HIGHEST_PROTOCOL)
+    return SavedEntry(guards, trace.out_treedef, SavedBuild.of(build), details, tuple(trace.held), held_key)
 
 
 def details(entry: SavedEntry):

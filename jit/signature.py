@@ -1,7 +1,7 @@
 """Specialization keys.  Per array: dtype, rank, which dims are 0 or 1 (or
 the whole shape with dynamic=False) and the layout class (C-contiguous or
-strided); Python floats are runtime scalars; everything else is static and
-keyed by value."""
+strided); Python floats are runtime scalars; ints that have changed are
+symbols (automatic dynamic); everything else is static and keyed by value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,13 +14,27 @@ _ndarray = np.ndarray
 _generic = np.generic
 
 
-def classify_call(leaves, treedef, dynamic):
-    """-> (key, arrays, runtime inputs).  The hot path: keep it lean."""
+class IntDim:
+    """A dynamic int argument seen as a 1-D "shape": the guards bind its
+    symbol from `shape[0]` as they bind array dims."""
+    __slots__ = ("shape",)
+
+    def __init__(self, value: int):
+        self.shape = (value,)
+
+
+def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
+    """-> (key, arrays, runtime inputs).  The hot path: keep it lean.
+    `dyn_ints`: leaf indices of int arguments that are symbols, not keys."""
     key = [treedef]
     arrays = []
     runtime = []
-    for x in leaves:
+    for k, x in enumerate(leaves):
         t = type(x)
+        if t is int and k in dyn_ints:
+            arrays.append(IntDim(x))
+            key.append(int)
+            continue
         if t is _ndarray:
             arrays.append(x)
             runtime.append(x)
@@ -56,10 +70,13 @@ class Signature:
     unsupported: str | None
 
     @staticmethod
-    def of(leaves, treedef, paths, dynamic) -> "Signature":
+    def of(leaves, treedef, paths, dynamic, dyn_ints=frozenset()) -> "Signature":
         specs, text, bad = [], [], None
-        for x, path in zip(leaves, paths):
-            if isinstance(x, _ndarray):
+        for k, (x, path) in enumerate(zip(leaves, paths)):
+            if type(x) is int and k in dyn_ints:
+                specs.append(InputSpec("int", path))
+                text.append(f"{path}: int")
+            elif isinstance(x, _ndarray):
                 x = np.asarray(x)
                 if x.dtype.kind in "OSUVMm" and bad is None:
                     bad = f"argument {path} has unsupported dtype {x.dtype}"

@@ -10,8 +10,9 @@ import numpy as np
 import sympy
 
 from jit import pytree
-from jit.tracer import Fallback, SymInt, TraceContext, TraceError, Tracer, user_location
-from shapes.env import DataDependentError, ShapeEnv
+from jit.held import HeldObject, Lifter, Path, holder, user_file, user_module
+from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
+from shapes.env import Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value
 from runtime.executable import DataDependentDim, OutputSpec
@@ -28,6 +29,9 @@ class TraceResult:
     concrete: object  # the first call's result, computed while tracing
     eager_nodes: list[str] = field(default_factory=list)
     writes: list = field(default_factory=list)  # (caller's array, contents) the traced call writes
+    held: list = field(default_factory=list)  # paths of the held arrays, graph inputs after the arguments
+    breaks: list = field(default_factory=list)  # graph breaks (jit/tracer.py Break), checked at run time
+    dd_checks: list = field(default_factory=list)  # (condition, reason) on data-dependent sizes, checked at run time
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects on the arguments it wrote into."""
@@ -36,26 +40,50 @@ class TraceResult:
         self.writes = []
 
 
+class DeclarationError(ValueError):
+    """The arguments break what dims= or constraints= declare (the user's
+    error, raised as is: numpy knows nothing of the declaration)."""
+
+
 @dataclass(frozen=True)
 class InputSpec:
-    """How to trace one leaf: ("array", path) | ("scalar", path) | ("static", value)."""
+    """How to trace one leaf: "array" | "scalar" | "int" (a dynamic int) | "static"."""
     kind: str
     path: str
 
 
 def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_dims=frozenset(),
-          user_dims=None, constraints=(), rebind=None) -> TraceResult:
+          user_dims=None, constraints=(), rebind=None, held=((), ())) -> TraceResult:
     """Trace fn on `leaves` (the flattened bound arguments).  `rebind` maps
-    the bound tuple back to (args, kwargs)."""
+    the bound tuple back to (args, kwargs).  `held`: (paths, arrays) of the
+    held arrays earlier traces found (jit/held.py), graph inputs after the
+    arguments' in that order; arrays this trace reaches are added after them."""
     env = ShapeEnv()
     ctx = TraceContext(env)
     named: dict[str, sympy.Symbol] = {}
     input_dims: list[InputDim] = []
     traced_leaves, inputs = [], []
+    concrete_of: dict[int, np.ndarray] = {}  # input value id -> the caller's array
+
+    def held_input(array, path: str) -> Tracer:
+        v = ctx.new_value(array.dtype, array.shape)  # static dims: the key holds the exact shape
+        inputs.append(v)
+        concrete_of[v.id] = array
+        return Tracer(ctx, v, array)
     n_arrays = 0
-    for leaf, spec in zip(leaves, specs):
+    lifter = Lifter(ctx, held_input)
+    for k, (leaf, spec) in enumerate(zip(leaves, specs)):
         if spec.kind == "static":
-            traced_leaves.append(leaf)
+            traced_leaves.append(HeldObject(lifter, Path(("arg", k)), leaf) if holder(leaf) else leaf)
+            continue
+        if spec.kind == "int":  # a dynamic int: a symbol bound from its value, not a graph input
+            # no range (nor sympy sign assumption, which would make the sign guard vanish)
+            sym = env.new_symbol(leaf, spec.path, lo=None)
+            env.guards.append(Guard(sympy.Ge(sym, 0) if leaf >= 0 else sympy.Lt(sym, 0),
+                                    f"sign of int argument {spec.path}"))
+            input_dims.append(InputDim(n_arrays, 0, sym, spec.path))
+            n_arrays += 1
+            traced_leaves.append(SymInt.wrap(ctx, sym))
             continue
         if spec.kind == "scalar":
             # only a Python float is weak: np.float64 (a float subclass) is a strong scalar
@@ -65,14 +93,14 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             shape = []
             names = (user_dims or {}).get(spec.path)
             if names is not None and len(names) != leaf.ndim:
-                raise ValueError(f"argument {spec.path}: dims={names!r} names {len(names)} dims "
+                raise DeclarationError(f"argument {spec.path}: dims={names!r} names {len(names)} dims "
                                  f"but the array has {leaf.ndim}")
             for axis, d in enumerate(leaf.shape):
                 src = f"{spec.path}.shape[{axis}]"
                 name = names[axis] if names is not None else None
                 if isinstance(name, int):
                     if d != name:
-                        raise ValueError(f"argument {spec.path}: dim {axis} is {d}, declared {name}")
+                        raise DeclarationError(f"argument {spec.path}: dim {axis} is {d}, declared {name}")
                     shape.append(d)
                     if d >= 2 and dynamic is not False:
                         input_dims.append(InputDim(n_arrays, axis, sympy.Integer(d), src))
@@ -87,7 +115,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                 if name is not None and name in named:
                     sym = named[name]
                     if env.symbols[sym].hint != d:
-                        raise ValueError(f"argument {spec.path}: dim {name} is {d} here but "
+                        raise DeclarationError(f"argument {spec.path}: dim {name} is {d} here but "
                                          f"{env.symbols[sym].hint} at {env.symbols[sym].source}")
                 else:
                     sym = env.new_symbol(d, src, name=name)
@@ -96,23 +124,21 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                 shape.append(sym)
                 input_dims.append(InputDim(n_arrays, axis, sym, src))
             v = ctx.new_value(leaf.dtype, shape)
+            concrete_of[v.id] = leaf
             n_arrays += 1
         inputs.append(v)
         traced_leaves.append(Tracer(ctx, v, leaf))
     _apply_constraints(env, named, constraints)
+    for path, array in zip(*held):
+        lifter.lift(path, array)
 
     bound = pytree.unflatten(arg_treedef, iter(traced_leaves))
     args, kwargs = rebind(bound) if rebind is not None else (bound, {})
-    try:
-        result = _with_numpy_proxy(fn, ctx)(*args, **kwargs)
-    except DataDependentError as e:
-        raise Fallback(str(e), user_location()) from None
-    except TraceError as e:
-        raise Fallback(f"internal trace error: {e}", user_location()) from None
+    result = _traceable(fn, ctx, lifter)(*args, **kwargs)
 
     out_leaves: list = []
     out_def = pytree.flatten(result, out_leaves)
-    writebacks = _writebacks(ctx, inputs, leaves, specs)
+    writebacks = _writebacks(ctx, concrete_of)
     outputs, concrete = [], []
     for r in out_leaves:
         if isinstance(r, Tracer):
@@ -128,21 +154,25 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             concrete.append(r)
     for target, (final, _) in writebacks.items():
         outputs.append(OutputSpec("writeback", (target, final.id)))
+    for b in ctx.breaks:
+        outputs.append(OutputSpec("check", (b.value_id, b.kind, b.outcome)))
     graph = Graph(tuple(inputs), tuple(ctx.nodes), tuple(
         _find(ctx, o.value_id, inputs) for o in outputs if o.value_id is not None))
     graph, outputs = _finalize(graph, env, outputs)
     dd_dims = _data_dependent_dims(graph, env, ctx.nodes)
+    dd_checks = [(g.cond.func(env.simplify(g.cond.lhs), env.simplify(g.cond.rhs))
+                  if isinstance(g.cond, sympy.core.relational.Relational) else g.cond, g.reason)
+                 for g in env.dd_guards]
     eager = [f"{n.attr('call')!r} at {n.loc}" for n in graph.nodes if n.op == "eager"]
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
-                       [lc for _, lc in writebacks.values()])
+                       [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks)
 
 
-def _writebacks(ctx: TraceContext, inputs, leaves, specs) -> dict:
+def _writebacks(ctx: TraceContext, by_id: dict) -> dict:
     """{input value id: (its final value, (the caller's array, its final
-    concrete contents))} for every argument the function wrote into."""
-    arrays = [leaf for leaf, spec in zip(leaves, specs) if spec.kind != "static"]
-    by_id = {v.id: a for v, a in zip(inputs, arrays)}
+    concrete contents))} for every argument (or held array) the function
+    wrote into; `by_id`: the array of each input value."""
     out = {}
     for s in ctx.mutated.values():
         if s.origin.id in by_id and s.root.value.id != s.origin.id:
@@ -166,15 +196,15 @@ def _apply_constraints(env: ShapeEnv, named: dict, constraints) -> None:
         try:
             cond = sympy.sympify(text, locals=dict(named))
         except (sympy.SympifyError, SyntaxError) as e:
-            raise ValueError(f"constraint {text!r}: {e}") from None
+            raise DeclarationError(f"constraint {text!r}: {e}") from None
         unknown = cond.free_symbols - set(named.values())
         if unknown:
-            raise ValueError(f"constraint {text!r} names {sorted(map(str, unknown))}, "
+            raise DeclarationError(f"constraint {text!r} names {sorted(map(str, unknown))}, "
                              f"which are not dims named in dims=")
         hint = {s: sympy.Integer(env.symbols[s].hint) for s in cond.free_symbols}
         if not bool(cond.xreplace(hint)):
             vals = ", ".join(f"{s}={env.symbols[s].hint} ({env.symbols[s].source})" for s in cond.free_symbols)
-            raise ValueError(f"constraint {text!r} is violated: {vals}")
+            raise DeclarationError(f"constraint {text!r} is violated: {vals}")
         if (isinstance(cond, sympy.core.relational.Relational) and isinstance(cond.lhs, sympy.Symbol)
                 and cond.rhs.is_Integer and cond.rel_op in ("<=", "<", ">=", ">")):
             b = int(cond.rhs)
@@ -267,9 +297,29 @@ class _NumpyProxy(types.ModuleType):
                 return r
         return np.arange(*args, dtype=dtype, **kw)
 
+    def _symbolic(name):
+        def create(self, *args, **kw):
+            if self._has_sym(*args, *kw.values()):
+                from jit import optable
+                r = getattr(optable, name)(self._ctx, *args, **kw)
+                if r is not None:
+                    return r
+            return getattr(np, name)(*args, **kw)
+        create.__name__ = name
+        return create
+
+    tri, eye, linspace = _symbolic("tri"), _symbolic("eye"), _symbolic("linspace")
+    del _symbolic
+
+    def identity(self, n, dtype=None, *, like=None):
+        return self.eye(n, dtype=float if dtype is None else dtype, like=like)
+
     def asarray(self, a, dtype=None, **kw):
         if isinstance(a, Tracer):
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
+        if not kw and self._has_sym(a):
+            from jit.optable import array_of
+            return array_of(self._ctx, a, dtype)
         return np.asarray(a, dtype=dtype, **kw)
 
     asanyarray = ascontiguousarray = asarray
@@ -277,6 +327,9 @@ class _NumpyProxy(types.ModuleType):
     def array(self, a, dtype=None, copy=True, **kw):
         if isinstance(a, Tracer):
             return a.astype(dtype or a.dtype)
+        if not kw and self._has_sym(a):
+            from jit.optable import array_of
+            return array_of(self._ctx, a, dtype)
         return np.array(a, dtype=dtype, copy=copy, **kw)
 
     @property
@@ -292,30 +345,95 @@ class _RandomProxy:
         return refuse
 
 
-def _with_numpy_proxy(fn, ctx):
-    """A copy of fn whose globals and closure see the numpy proxy."""
-    if not isinstance(fn, types.FunctionType):
-        return fn
-    proxy = _NumpyProxy(ctx)
-    g = fn.__globals__
-    hits = [k for k, v in g.items() if v is np]
-    cells = fn.__closure__
-    cell_hits = cells and any(_cell_is_np(c) for c in cells)
-    if not hits and not cell_hits:
-        return fn
-    if hits:
-        g = dict(g)
-        for k in hits:
-            g[k] = proxy
-    if cell_hits:
-        cells = tuple(types.CellType(proxy) if _cell_is_np(c) else c for c in cells)
-    new = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, cells)
-    new.__kwdefaults__ = fn.__kwdefaults__
-    return new
+def _traceable(fn, ctx, lifter: Lifter):
+    """fn as the trace runs it (see _Traceables); a bound method's `self` is
+    a traced view of the object."""
+    t = _Traceables(_NumpyProxy(ctx), lifter)
+    lifter.traceable = t.function
+    if isinstance(fn, types.MethodType) and holder(fn.__self__):
+        return types.MethodType(t.function(fn.__func__), HeldObject(lifter, Path(("self",)), fn.__self__))
+    return t.function(fn, root=True)
 
 
-def _cell_is_np(c) -> bool:
-    try:
-        return c.cell_contents is np
-    except ValueError:
-        return False
+class _Traceables:
+    """Copies of the user's functions whose globals and closures see the
+    numpy proxy (creation functions keep symbolic sizes) and traced views of
+    the arrays (and objects holding arrays) they name.  The user functions
+    they call, directly or through a user module, are copied the same way,
+    so `np.tri(T)` in a helper is as symbolic as in the jitted function.
+    Arrays reached through the function the user jitted are held at paths
+    from its globals and closure; arrays a helper reaches are constants."""
+
+    def __init__(self, proxy, lifter: Lifter):
+        self.proxy, self.lifter = proxy, lifter
+        self.done: dict = {}
+
+    def function(self, fn, root: bool = False):
+        if not isinstance(fn, types.FunctionType) or not user_file(fn.__code__.co_filename):
+            return fn
+        if fn in self.done:
+            return self.done[fn]
+        self.done[fn] = fn  # (recursion: a function calling itself sees itself until its copy exists)
+        g = fn.__globals__
+        hits = {}
+        for k in _global_names(fn.__code__):
+            if k in g:
+                v = self.value(g[k], Path(("global", k)) if root else None)
+                if v is not g[k]:
+                    hits[k] = v
+        cells = fn.__closure__ or ()
+        new_cells = []
+        for i, c in enumerate(cells):
+            try:
+                v = c.cell_contents
+            except ValueError:  # an empty cell
+                new_cells.append(c)
+                continue
+            w = self.value(v, Path(("cell", i)) if root else None)
+            new_cells.append(c if w is v else types.CellType(w))
+        if not hits and all(a is b for a, b in zip(new_cells, cells)):
+            return fn
+        new = types.FunctionType(fn.__code__, {**g, **hits}, fn.__name__, fn.__defaults__,
+                                 tuple(new_cells) or None)
+        new.__kwdefaults__ = fn.__kwdefaults__
+        self.done[fn] = new
+        return new
+
+    def value(self, v, path):
+        """What a copied function sees in place of the global (or closure
+        variable) v found at `path` (None: not a path of held arrays)."""
+        if v is np:
+            return self.proxy
+        if isinstance(v, types.FunctionType):
+            return self.function(v)
+        if isinstance(v, types.ModuleType) and user_module(v):
+            return _UserModule(self, v)
+        if path is not None and (type(v) is np.ndarray or holder(v)
+                                 or type(v) in (list, tuple, dict) and _holds(v)):
+            return self.lifter.wrap(path, v)
+        return v
+
+
+class _UserModule(types.ModuleType):
+    """A user module as copied functions see it: its functions copied too."""
+
+    def __init__(self, t: _Traceables, mod):
+        super().__init__(mod.__name__)
+        self._t, self._mod = t, mod
+
+    def __getattr__(self, name):
+        return self._t.value(getattr(self._mod, name), None)
+
+
+def _holds(seq) -> bool:
+    items = seq.values() if isinstance(seq, dict) else seq
+    return any(type(x) is np.ndarray or holder(x) for x in items)
+
+
+def _global_names(code) -> set:
+    """The global names a function's code (and the code nested in it) reads."""
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _global_names(c)
+    return out

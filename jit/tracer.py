@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import sympy
 
 from shapes.env import ShapeEnv
 from shapes.ir import ArrayConst, Node, Value, make_attrs
+from runtime.executable import OUTCOME
 from shapes.ops import OPS, VIEW
 
 _PKG_DIRS = tuple(
@@ -61,6 +63,21 @@ def eval_attr(a, hint):
     return a
 
 
+MAX_BREAKS = 64
+
+
+@dataclass(frozen=True)
+class Break:
+    """A data-dependent Python decision: `kind`(value) was `outcome` at `loc`."""
+    value_id: int
+    kind: str
+    outcome: object
+    loc: str
+
+    def describe(self) -> str:
+        return f"{self.loc}: {self.kind}() of a traced value was {self.outcome!r}"
+
+
 class TraceContext:
     def __init__(self, env: ShapeEnv):
         self.env = env
@@ -68,6 +85,7 @@ class TraceContext:
         self._next = 0
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
+        self.breaks: list[Break] = []  # data-dependent Python decisions, in order
 
     def new_value(self, dtype, shape, weak=False) -> Value:
         v = Value(self._next, np.dtype(dtype), tuple(shape), weak)
@@ -175,6 +193,19 @@ class TraceContext:
             t._sync()
         self.mutated.setdefault(id(s), s)
 
+    def decide_on(self, t: "Tracer", kind: str):
+        """A graph break: Python needs a traced value (bool(), float(), int(),
+        an index, .item()).  The trace continues with this call's outcome and
+        records it; the executable computes the value where the trace needed
+        it and checks the outcome, so a call that would decide otherwise is
+        traced again, down its own path (runtime/executable.py)."""
+        with np.errstate(all="ignore"):
+            outcome = OUTCOME[kind](t.concrete)  # numpy's own errors (an ambiguous truth value)
+        if len(self.breaks) >= MAX_BREAKS:
+            raise Fallback(f"more than {MAX_BREAKS} data-dependent Python decisions", user_location())
+        self.breaks.append(Break(t.value.id, kind, outcome, user_location()))
+        return outcome
+
     def emit_eager(self, call, inputs: list, concrete_outputs: list, what: str):
         """An opaque node: `call(xs)` returns the list of output arrays."""
         ins = [self.operand(x) for x in inputs]
@@ -271,6 +302,11 @@ class SymInt:
         h = self.ctx.hint(self.expr)
         self.ctx.env.decide(sympy.Eq(self.expr, h), f"{user_location()}: {self.expr} used as a Python number")
         return h
+
+    # numpy code that shapejit does not intercept (a helper module's own `np`)
+    # sees a dim as a 0-d int64 array: specialized, with a guard
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._specialize(), dtype=dtype)
 
     def __index__(self): return self._specialize()
     def __int__(self): return self._specialize()
@@ -387,13 +423,20 @@ class Tracer:
     def _data_dependent(self, what: str):
         raise Fallback(f"data-dependent Python control flow: {what} of a traced array", user_location())
 
-    def __bool__(self): self._data_dependent("bool()")
-    def __float__(self): self._data_dependent("float()")
-    def __int__(self): self._data_dependent("int()")
-    def __index__(self): self._data_dependent("use as an index")
+    # A Python decision on a traced value: the trace takes this call's outcome,
+    # and the executable checks it at run time (TraceContext.decide_on).
+    def __bool__(self): return self.ctx.decide_on(self, "bool")
+    def __float__(self): return self.ctx.decide_on(self, "float")
+    def __int__(self): return self.ctx.decide_on(self, "int")
+    def __index__(self): return self.ctx.decide_on(self, "index")
     def __complex__(self): self._data_dependent("complex()")
-    def __iter__(self): self._data_dependent("iteration")
-    def item(self, *a): self._data_dependent(".item()")
+    def __iter__(self):
+        # rows, as numpy iterates: the length is specialized (a guard)
+        return (self[i] for i in range(len(self)))
+    def item(self, *a):
+        if a:
+            self._data_dependent(".item(index)")
+        return self.ctx.decide_on(self, "item")
     def tolist(self): self._data_dependent(".tolist()")
 
     def __array__(self, dtype=None, copy=None):

@@ -9,13 +9,14 @@ steps, and returns the flat outputs; no sympy, no dict lookups per node.
 from __future__ import annotations
 
 import ctypes
+import operator
 from dataclasses import dataclass
 
 import numpy as np
 import sympy
 
 from shapes.ir import ArrayConst, Graph
-from shapes.ops import OPS, index_of
+from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, index_of, ops_returning
 from shapes.pyexpr import compile_source, exprs_source, to_python
 from runtime.bufferpool import BufferPool
 from runtime.threadpool import native_pool, parallel_for
@@ -23,13 +24,16 @@ from runtime.threadpool import native_pool, parallel_for
 
 @dataclass(frozen=True)
 class OutputSpec:
-    kind: str      # "value" | "const" | "dim" | "writeback"
+    kind: str      # "value" | "const" | "dim" | "writeback" | "check"
     payload: object  # value id | the object | sympy expr | (input value id, value id written into it)
+                     # | (value id, kind, outcome): a graph break's outcome, checked at run time
 
     @property
     def value_id(self) -> int | None:
-        """The graph value this output returns (or writes back), if any."""
-        return self.payload if self.kind == "value" else self.payload[1] if self.kind == "writeback" else None
+        """The graph value this output returns (writes back, checks), if any."""
+        if self.kind == "value":
+            return self.payload
+        return self.payload[1] if self.kind == "writeback" else self.payload[0] if self.kind == "check" else None
 
 
 class RunEagerly(Exception):
@@ -40,6 +44,12 @@ class RunEagerly(Exception):
 class ShapeMismatch(RunEagerly):
     """An eager op's output did not have the size the trace relied on."""
     reason = "eager_size_changed"
+
+
+class BreakMismatch(RunEagerly):
+    """A graph break's value decides otherwise than on the traced call: this
+    entry does not serve the call (another entry, or a new trace, does)."""
+    reason = "graph_break"
 
 
 class Aliased(RunEagerly):
@@ -94,7 +104,7 @@ class Executable:
 
     def __init__(self, graph: Graph, symbols: list, outputs: list[OutputSpec],
                  dd_dims: list[DataDependentDim], steps: list | None = None,
-                 functions: dict | None = None, keepalive=None):
+                 functions: dict | None = None, keepalive=None, dd_checks=()):
         self.graph = graph
         self.symbols = list(symbols)
         self.outputs = outputs
@@ -103,7 +113,7 @@ class Executable:
         self.pool = BufferPool()
         pooled = _poolable(self.steps, outputs) if steps is not None else set()
         source, ns, consts = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {},
-                                       self.pool, pooled)
+                                       self.pool, pooled, dd_checks)
         self.run = ns["run"]
         memory_source = _memory_model(self.steps, outputs, self.symbols, pooled)
         self.memory = _memory_function(memory_source)
@@ -138,9 +148,8 @@ def _step_io(s):
     return [v.id for v in s.inputs], [o.id for o in s.outputs]
 
 
-# numpy ops whose result is a new array (never a view of an operand)
-_FRESH = {"matmul", "sum", "max", "min", "prod", "mean", "var", "std", "argmax", "argmin", "any", "all",
-          "concatenate", "astype"} | {n for n, op in OPS.items() if op.category == "elementwise"}
+# ops whose result is a new array (never a view of an operand, nor its buffer)
+_FRESH = ops_returning(FRESH, FRESH_C)
 
 
 def _poolable(steps, outputs) -> set[int]:
@@ -163,7 +172,16 @@ def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
             "_matmul": np.matmul, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
-            "_aliased": _aliased, "_setitem_in_place": _setitem_in_place}
+            "_aliased": _aliased, "_setitem_in_place": _setitem_in_place, "BreakMismatch": BreakMismatch,
+            "_outcome": OUTCOME, "_same": _same}
+
+
+# how Python reads a traced value at a graph break (jit/tracer.py takes the same)
+OUTCOME = {"bool": bool, "float": float, "int": int, "index": operator.index, "item": lambda x: x.item()}
+
+
+def _same(a, b) -> bool:
+    return a == b or (a != a and b != b)  # NaN decides as NaN did
 
 
 def _aliased(x, others) -> bool:
@@ -176,7 +194,8 @@ def _setitem_in_place(x, v, *arrays, items):
 
 
 # ops whose output may share memory with their (first) operand
-_ALIASING = {"reshape", "transpose", "getitem", "broadcast_to"}
+_ALIASING = ops_returning(VIEW_OF_INPUT)
+_EXTERNAL = ops_returning(EXTERNAL)
 
 
 def _in_place_updates(graph, steps, outputs) -> set[int]:
@@ -192,7 +211,7 @@ def _in_place_updates(graph, steps, outputs) -> set[int]:
         ins, outs = _step_io(st)
         reads.append(ins)
         for vid in outs:
-            if isinstance(st, KernelCall) or st.op not in _ALIASING | {"eager", "const"}:
+            if isinstance(st, KernelCall) or st.op not in _ALIASING | _EXTERNAL:
                 roots[vid] = frozenset([vid])
                 owned.add(vid)
             elif st.op in _ALIASING:
@@ -231,7 +250,7 @@ def _rebuild_const(recipe: tuple, functions: dict):
     raise ValueError(f"unknown constant recipe {recipe!r}")
 
 
-def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
+def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, dd_checks=()):
     """-> (source, namespace, consts): consts says how to rebuild each
     constant the source names (PortableExecutable)."""
     ns = _base_namespace(pool)
@@ -284,10 +303,22 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
             if others:
                 lines.append(f"    if _aliased({names[target]}, ({others})): raise Aliased({names[target]!r})")
     in_place = _in_place_updates(graph, steps, outputs)
+    bound, pending = set(symbols), list(dd_checks)
+    checks: dict[int, list[tuple]] = {}  # value id -> the graph breaks it decides, checked once it exists
+    for o in outputs:
+        if o.kind == "check":
+            checks.setdefault(o.payload[0], []).append(o.payload[1:])
+
+    def check_lines(vids) -> list[str]:
+        return [f"    if not _same(_outcome[{kind!r}]({names[vid]}), {const(outcome)}): raise BreakMismatch()"
+                for vid in vids for kind, outcome in checks.get(vid, ())]
+    lines += check_lines([v.id for v in graph.inputs])
     n_head = len(lines)
     for k, n in enumerate(steps):
         if k - 1 in dead_after:
             lines.append("    del " + ", ".join(names[i] for i in sorted(set(dead_after[k - 1]))))
+        if k and checks:
+            lines += check_lines(_step_io(steps[k - 1])[1])
         if isinstance(n, KernelCall):
             lines += _kernel_lines(n, names, const, functions, pooled)
             continue
@@ -318,9 +349,13 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
             for o in n.outputs:
                 for d in dd_by_value.get(o.id, []):
                     lines.append(f"    {d.symbol.name} = _shape({names[o.id]})[{d.axis}]")
+                    bound.add(d.symbol)
                     if d.expr != d.symbol:
                         lines.append(f"    if {d.symbol.name} != {to_python(d.expr)}: "
                                      f"raise ShapeMismatch({str(d.symbol) + ' != ' + str(d.expr)!r})")
+            for c in [c for c in pending if c[0].free_symbols <= bound]:  # decisions the trace took on them
+                pending.remove(c)
+                lines.append(f"    if not ({to_python(c[0])}): raise ShapeMismatch({str(c[0]) + ' (' + c[1] + ')'!r})")
             continue
         kw = "".join(f", {k}={attr_src(a)}" for k, a in n.attrs)
         call = f"{fn}({args}{kw})" if args else f"{fn}({kw[2:]})"
@@ -335,6 +370,8 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled):
             rets.append(to_python(o.payload))
         else:
             rets.append(const(o.payload))
+    if steps and checks:
+        lines += check_lines(_step_io(steps[-1])[1])
     for target, final in writebacks:
         lines.append(f"    _copyto({names[target]}, {names[final]})")
     lines.append("    return [" + ", ".join(rets) + "]")
@@ -443,7 +480,7 @@ def _item(x):
     return x.item() if isinstance(x, np.generic) else x
 
 
-_VIEWS = {"reshape", "transpose", "getitem", "broadcast_to", "const", "dim"}
+_NOT_ALLOCATED = _ALIASING | _EXTERNAL  # (the memory model counts what the executable allocates)
 
 
 def _memory_model(steps, outputs, symbols, pooled) -> str:
@@ -455,7 +492,7 @@ def _memory_model(steps, outputs, symbols, pooled) -> str:
     allocated = sympy.Integer(0)
     for st in steps:
         made = ([(vid, shp, dt) for vid, shp, dt in st.outputs] if isinstance(st, KernelCall) else
-                [] if st.op in _VIEWS or st.op == "eager" else [(o.id, o.shape, o.dtype) for o in st.outputs])
+                [] if st.op in _NOT_ALLOCATED else [(o.id, o.shape, o.dtype) for o in st.outputs])
         for vid, shp, dt in made:
             n = sympy.Integer(np.dtype(dt).itemsize)
             for d in shp:

@@ -20,9 +20,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 LATENCY_BOUNDS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
                   0.25, 0.5, 1.0, 2.5)
 COMPILE_BOUNDS = (1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-RECOMPILE_REASONS = ("guard", "signature", "auto_dynamic")
+RECOMPILE_REASONS = ("guard", "signature", "auto_dynamic", "graph_break")
 FALLBACK_REASONS = ("data_dependent", "unsupported_input", "max_entries", "eager_size_changed",
-                    "compile_failed", "aliased_arguments", "internal_error")
+                    "compile_failed", "aliased_arguments", "internal_error", "graph_break_outcomes")
 STAGES = ("trace", "passes", "codegen", "llvm", "load")
 
 log = logging.getLogger("shapejit")
@@ -68,6 +68,7 @@ class FunctionMetrics:
         self.misses = {"memory": 0, "disk": 0}
         self.fallbacks = dict.fromkeys(FALLBACK_REASONS, 0)
         self.eager_calls = 0
+        self.graph_breaks = 0  # data-dependent Python decisions traced (each compiled on both sides)
         self.latency = Histogram(LATENCY_BOUNDS)
         self.compile_seconds = {s: Histogram(COMPILE_BOUNDS) for s in STAGES}
         self.bytes_allocated = 0
@@ -109,6 +110,8 @@ class ShapejitCollector:
         yield counter("cache_misses", "Compile cache misses by level", lambda m: m.misses, ("level",))
         yield counter("fallbacks", "Eager fallbacks by reason", lambda m: m.fallbacks, ("reason",))
         yield counter("eager_calls", "Calls run eagerly in numpy", lambda m: m.eager_calls)
+        yield counter("graph_breaks", "Data-dependent Python decisions traced as checked outcomes",
+                      lambda m: m.graph_breaks)
         yield counter("bytes_allocated", "Bytes of arrays created by compiled executables",
                       lambda m: m.bytes_allocated)
         peak = GaugeMetricFamily("shapejit_peak_bytes", "Largest live bytes of one call", labels=["function"])

@@ -13,10 +13,6 @@ from dataclasses import dataclass, field
 import sympy
 
 
-class DataDependentError(Exception):
-    """A decision needs a value known only at run time: the trace must stop."""
-
-
 @dataclass
 class SymInfo:
     symbol: sympy.Symbol
@@ -38,23 +34,26 @@ class ShapeEnv:
     symbols: dict[sympy.Symbol, SymInfo] = field(default_factory=dict)
     replacements: dict[sympy.Symbol, sympy.Expr] = field(default_factory=dict)
     guards: list[Guard] = field(default_factory=list)
+    dd_guards: list[Guard] = field(default_factory=list)  # decisions on data-dependent sizes
     # data-dependent symbols that were unified: checked right after binding
     deferred: list[tuple[sympy.Symbol, sympy.Expr]] = field(default_factory=list)
 
     # ------------------------------------------------------------ symbols
-    def new_symbol(self, hint: int, source: str, *, lo: int = 2, hi: int | None = None,
+    def new_symbol(self, hint: int, source: str, *, lo: int | None = 2, hi: int | None = None,
                    data_dependent: bool = False, name: str | None = None) -> sympy.Symbol:
         if name is None:
             prefix = "u" if data_dependent else "s"
             name = f"{prefix}{sum(1 for i in self.symbols.values() if i.data_dependent == data_dependent)}"
-        sym = sympy.Symbol(name, integer=True, nonnegative=True)
+        # (lo None: an int argument, automatic dynamic: no sign assumption, its sign is a guard)
+        sym = sympy.Symbol(name, integer=True, nonnegative=True) if lo is not None else \
+            sympy.Symbol(name, integer=True)
         self.symbols[sym] = SymInfo(sym, int(hint), lo, hi, source, data_dependent)
         return sym
 
     def constrain(self, sym: sympy.Symbol, lo: int | None = None, hi: int | None = None) -> None:
         info = self.symbols[sym]
         if lo is not None:
-            info.lo = max(info.lo, lo)
+            info.lo = lo if info.lo is None else max(info.lo, lo)
         if hi is not None:
             info.hi = hi if info.hi is None else min(info.hi, hi)
 
@@ -110,6 +109,8 @@ class ShapeEnv:
         # s = lo + t with t >= 0: a polynomial in t with nonnegative
         # coefficients is nonnegative for every allowed value.
         shift = {}
+        if any(self.symbols[s].lo is None for s in diff.free_symbols):
+            return None
         for s in diff.free_symbols:
             t = sympy.Symbol(f"_t_{s}", integer=True, nonnegative=True)
             shift[s] = self.symbols[s].lo + t
@@ -146,11 +147,14 @@ class ShapeEnv:
         static = self._static_truth(cond)
         if static is not None:
             return static
-        if any(self.symbols[s].data_dependent for s in cond.free_symbols):
-            raise DataDependentError(f"shape decision on a data-dependent size: {cond} ({reason})")
         value = bool(cond.xreplace({s: sympy.Integer(self.symbols[s].hint) for s in cond.free_symbols}))
         guard = cond if value else _negate(cond)
-        self.guards.append(Guard(guard, reason))
+        if any(self.symbols[s].data_dependent for s in cond.free_symbols):
+            # a size an eager op makes: checked right after the op runs (an unbacked
+            # symbol's runtime assert); a call that fails it runs in numpy
+            self.dd_guards.append(Guard(guard, reason))
+        else:
+            self.guards.append(Guard(guard, reason))
         return value
 
     def unify(self, a, b, reason: str) -> None:
@@ -161,7 +165,9 @@ class ShapeEnv:
             return
         if self.hint(a) != self.hint(b):
             raise ValueError(f"cannot unify {a} and {b}: {reason}")
-        syms = [x for x in (a, b) if isinstance(x, sympy.Symbol)]
+        # a bare symbol is replaced only by an expression that does not contain it
+        syms = [x for x in (a, b) if isinstance(x, sympy.Symbol)
+                and x not in getattr(b if x == a else a, "free_symbols", ())]
         # Prefer replacing a data-dependent symbol (checked when bound), then
         # the newer input symbol by the older one or by a constant.
         dd = [x for x in syms if self.symbols[x].data_dependent]
@@ -178,17 +184,41 @@ class ShapeEnv:
             other = b if target == a else a
             if isinstance(other, int):
                 lo, hi = self.symbols[target].lo, self.symbols[target].hi
-                if other < lo or (hi is not None and other > hi):
+                if (lo is not None and other < lo) or (hi is not None and other > hi):
                     raise ValueError(f"{target} = {other} is outside its range: {reason}")
             self.replacements[target] = other
             # (unevaluated: equal hints, different expressions, so sympy's
             # evaluation, milliseconds of assumptions, could not decide it)
             self.guards.append(Guard(sympy.Eq(target, other, evaluate=False), reason))
             return
+        solved = self._solve_for_symbol(a - b)
+        if solved is not None:  # s1 - 2*s3 == s3: s1 -> 3*s3
+            target, other = solved
+            self.replacements[target] = other
+            self.guards.append(Guard(sympy.Eq(target, other, evaluate=False), reason))
+            return
         self.decide(sympy.Eq(a, b), reason)
 
+    def _solve_for_symbol(self, diff):
+        """(s, e) with diff == 0 <=> s == e, e an integer polynomial in the
+        other symbols: diff is linear in s with coefficient +-1.  The newest
+        such input symbol is chosen; None when there is none."""
+        diff = sympy.expand(diff)
+        if not isinstance(diff, sympy.Basic) or diff.has(sympy.floor, sympy.ceiling, sympy.Mod, sympy.Max,
+                                                         sympy.Min):
+            return None
+        order = list(self.symbols)
+        for s in sorted(diff.free_symbols, key=order.index, reverse=True):
+            if self.symbols[s].data_dependent:
+                continue
+            c = diff.coeff(s)
+            if c not in (1, -1) or (diff - c * s).has(s):
+                continue
+            return s, sympy.expand(-(diff - c * s) / c)
+        return None
+
     # ---------------------------------------------------------------- ranges
-    def range_of(self, sym: sympy.Symbol) -> tuple[int, int | None]:
+    def range_of(self, sym: sympy.Symbol) -> tuple[int | None, int | None]:
         info = self.symbols[sym]
         return info.lo, info.hi
 

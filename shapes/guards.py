@@ -49,7 +49,7 @@ class GuardSet:
                 bind_lines.append(f"{name} = {ref}")
                 lo, hi = env.range_of(expr)
                 # The key already fixes dims of size 0/1; user bounds are checked.
-                if lo > 2:
+                if lo is not None and lo > 2:
                     self.checks.append(Check(f"{name} >= {lo}", f"{name} >= {lo}", f"declared range of {d.source}"))
                 if hi is not None:
                     self.checks.append(Check(f"{name} <= {hi}", f"{name} <= {hi}", f"declared range of {d.source}"))

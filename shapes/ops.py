@@ -30,6 +30,17 @@ GATHER = "gather"
 OPAQUE = "opaque"
 
 
+# What an op's numpy reference returns, for the runtime's memory decisions:
+VIEW_OF_INPUT = "view"     # may share memory with its first operand
+FRESH = "fresh"            # a new array, of any layout
+FRESH_C = "fresh_c"        # a new C-contiguous array
+TARGET = "target"          # its first operand's buffer, written, when that is dead; else a copy
+EXTERNAL = "external"      # not made by the executable: a captured array, a scalar, anything (eager)
+
+_RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: FRESH_C, CONCAT: FRESH_C,
+              CREATION: FRESH_C, UPDATE: TARGET, GATHER: FRESH, OPAQUE: EXTERNAL}
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -37,14 +48,21 @@ class OpDef:
     ref: Callable
     shape_rule: Callable  # (env, inputs, attrs) -> list[shape]
     dtype_rule: Callable  # (inputs, attrs) -> list[np.dtype]
+    result: str           # VIEW_OF_INPUT | FRESH | FRESH_C | TARGET | EXTERNAL
 
 
 OPS: dict[str, OpDef] = {}
 
 
-def register(name, category, ref, shape_rule, dtype_rule=None):
-    OPS[name] = OpDef(name, category, ref, shape_rule, dtype_rule or _dtype_by_numpy(ref))
+def register(name, category, ref, shape_rule, dtype_rule=None, result=None):
+    OPS[name] = OpDef(name, category, ref, shape_rule, dtype_rule or _dtype_by_numpy(ref),
+                      result or _RESULT_OF[category])
     return OPS[name]
+
+
+def ops_returning(*kinds: str) -> frozenset:
+    """Names of the ops whose result is one of `kinds`."""
+    return frozenset(n for n, op in OPS.items() if op.result in kinds)
 
 
 # ------------------------------------------------------------------ dtypes
@@ -147,7 +165,7 @@ def _astype(x, dtype):
 register("where", ELEMENTWISE, _where, _elementwise_shape)
 register("clip", ELEMENTWISE, _clip, _elementwise_shape)
 register("astype", ELEMENTWISE, _astype, lambda env, i, a: [i[0].shape],
-         lambda inputs, attrs: [np.dtype(dict(attrs)["dtype"])])
+         lambda inputs, attrs: [np.dtype(dict(attrs)["dtype"])])  # (a copy in the input's layout: FRESH)
 
 
 # -------------------------------------------------------------- reductions
@@ -389,7 +407,8 @@ def _einsum_shape(env, inputs, attrs):
 
 
 register("einsum", MATMUL, _einsum, _einsum_shape,
-         lambda inputs, attrs: [np.result_type(*[v.dtype for v in inputs])])
+         lambda inputs, attrs: [np.result_type(*[v.dtype for v in inputs])],
+         result=VIEW_OF_INPUT)  # (np.einsum("ij->ji", x) is a view of x)
 
 
 # ---------------------------------------------------------------- creation
@@ -415,8 +434,9 @@ register("full", CREATION, _full, lambda env, i, a: [dict(a)["shape"]],
 register("arange", CREATION, _arange, lambda env, i, a: [(dict(a)["length"],)],
          lambda inputs, attrs: [np.dtype(dict(attrs)["dtype"])])
 register("const", CREATION, _const, lambda env, i, a: [np.shape(_const(dict(a)["value"]))],
-         lambda inputs, attrs: [np.asarray(_const(dict(attrs)["value"])).dtype])
-register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [np.dtype(np.int64)])
+         lambda inputs, attrs: [np.asarray(_const(dict(attrs)["value"])).dtype], result=EXTERNAL)
+register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [np.dtype(np.int64)],
+         result=EXTERNAL)
 
 
 # ------------------------------------------------------------------ opaque

@@ -2,7 +2,11 @@
 
 A program is 1-6 steps over a float array x: unary elementwise ops, binary
 elementwise ops against a broadcastable second input, a Python constant or
-a runtime Python float, and reductions with a random axis and keepdims.
+a runtime Python float, reductions over random axes with keepdims, in-place
+updates (augmented operators, slice and mask assignments — into x itself
+when they come first) and gathers with integer index arrays.  Each shape is
+called twice, so the compiled entry runs (the first call of a key returns
+the traced result), and the arguments' contents after the call are compared.
 Shapes are tracked as references to x's axes, so every second operand is
 built to broadcast for any shape of x; each program is jitted and called
 on two shapes of the same rank and compared with numpy on the same inputs.
@@ -44,6 +48,11 @@ BINARY = {
     "where_gt": lambda a, b: np.where(a > b, a, b),
 }
 REDUCE = ["sum", "mean", "max", "min", "prod", "var", "std"]
+INPLACE = {  # IEEE-exact updates of v (an ndarray of rank >= 1)
+    "iadd": lambda v: v.__iadd__(1.5), "imul": lambda v: v.__imul__(-2.0),
+    "shift_last": lambda v: v.__setitem__((Ellipsis, slice(1, None)), v[..., :-1] * 0.5),
+    "mask_zero": lambda v: v.__setitem__(v > 0, 0.0), "out_ufunc": lambda v: np.negative(v, out=v),
+}
 
 # IEEE-exact in numpy and in any correct back end: keep a value bit-exact
 # (not divide: compiled kernels multiply by the reciprocal of a divisor that is
@@ -57,7 +66,7 @@ STEP_ULPS = 4  # how far a compiled op may be from numpy's (codegen/mathlib.py: 
 
 @dataclass(frozen=True)
 class Step:
-    kind: str              # "unary" | "binary" | "reduce"
+    kind: str              # "unary" | "binary" | "reduce" | "inplace" | "gather"
     op: str
     operand: str = ""      # binary: "array" | "const" | "runtime"
     left: bool = False     # binary: the operand is the left argument
@@ -69,7 +78,7 @@ class Step:
 
     @property
     def exact(self) -> bool:
-        return self.op in EXACT
+        return self.op in EXACT or self.kind in ("inplace", "gather")
 
 
 @st.composite
@@ -79,8 +88,14 @@ def programs(draw):
     exact = True                   # the current value is still bit-exact
     steps = []
     for _ in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce"]))
-        if kind == "unary":
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce", "inplace", "gather"]))
+        if kind in ("inplace", "gather") and not cur:
+            kind = "unary"
+        if kind == "inplace":
+            steps.append(Step("inplace", draw(st.sampled_from(sorted(INPLACE)))))
+        elif kind == "gather":  # v[idx] along axis 0, idx as long as that axis: the shape stays
+            steps.append(Step("gather", "take", refs=(cur[0],)))
+        elif kind == "unary":
             ops = sorted(UNARY if exact else set(UNARY) - NEEDS_EXACT)
             steps.append(Step("unary", draw(st.sampled_from(ops))))
         elif kind == "binary":
@@ -125,6 +140,11 @@ def build(steps, perturb=None):
         for s in steps:
             if s.kind == "unary":
                 v = UNARY[s.op](v)
+            elif s.kind == "inplace":
+                INPLACE[s.op](v)   # writes into x itself when it comes first
+            elif s.kind == "gather":
+                v = v[extras[k]]
+                k += 1
             elif s.kind == "reduce":
                 if perturb is not None and not s.exact:  # another summation order
                     v = perturb(v, STEP_ULPS + max(1, np.size(v)))
@@ -150,10 +170,21 @@ def make_args(steps, shape, dtype, specials, rng, eps):
             mask = rng.random(shp) < 0.2
             a = np.where(mask, rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0], size=shp), a)
         return a.astype(dt)
-    extras = [values(tuple(1 if r is None else shape[r] for r in s.refs),
-                     dtype if s.extra_dtype == "same" else s.extra_dtype)
-              for s in steps if s.kind == "binary" and s.operand == "array"]
+    extras = []
+    for s in steps:
+        if s.kind == "binary" and s.operand == "array":
+            extras.append(values(tuple(1 if r is None else shape[r] for r in s.refs),
+                                 dtype if s.extra_dtype == "same" else s.extra_dtype))
+        elif s.kind == "gather":  # in bounds, negative ones too
+            n = 1 if s.refs[0] is None else shape[s.refs[0]]
+            extras.append(rng.integers(-n, n, size=n) if n else np.zeros(0, np.int64))
     return values(shape, dtype), tuple(extras), eps
+
+
+def fresh(args):
+    """A copy of the arguments (programs may write into x)."""
+    x, extras, eps = args
+    return x.copy(), tuple(e.copy() for e in extras), eps
 
 
 def sensitivity(steps, args, want, seed, trials=6) -> np.ndarray:
@@ -170,7 +201,7 @@ def sensitivity(steps, args, want, seed, trials=6) -> np.ndarray:
     w = np.asarray(want, dtype=np.float64)
     dev = np.zeros(w.shape)
     for _ in range(trials):
-        p = np.asarray(build(steps, perturb)(*args), dtype=np.float64)
+        p = np.asarray(build(steps, perturb)(*fresh(args)), dtype=np.float64)
         same = (p == w) | (np.isnan(p) & np.isnan(w))
         d = np.where(same, 0.0, np.abs(p - w))
         dev = np.maximum(dev, np.where(np.isnan(d), np.inf, d))
@@ -204,20 +235,26 @@ def test_random_programs(prog, backend):
         args = make_args(steps, shape, dtype, specials, rng, eps)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy's (mean of an empty slice)
+            want_args = fresh(args)
             try:
-                want = fn(*args)
+                want = fn(*want_args)
             except ValueError as e:  # max/min of an empty axis: shapejit must raise it too
                 try:
-                    jf(*args)
+                    jf(*fresh(args))
                 except ValueError:
                     continue
                 raise AssertionError(f"numpy raised {e!r}, shapejit did not") from None
-            got = jf(*args)
-            if backend == "reference":
-                assert_like_numpy(got, want)
-            else:
-                assert_explained(got, want, sensitivity(steps, args, want, seed))
+            for _ in range(2):  # the traced call of a key, then its compiled entry
+                got_args = fresh(args)
+                got = jf(*got_args)
+                if backend == "reference":
+                    assert_like_numpy(got, want)
+                    assert_like_numpy(got_args[0], want_args[0])
+                else:
+                    assert_explained(got, want, sensitivity(steps, args, want, seed))
+                    assert_explained(got_args[0], want_args[0], np.zeros(np.shape(want_args[0])))
         keys.add(spec_key(args))
     stats = jf.stats()
     assert stats["traces"] == len(keys), jf.explain()  # no retrace for a new shape of the same key
     assert stats["fallbacks"] == 0 and stats["eager_calls"] == 0, jf.log
+    assert stats["cache_hits_memory"] >= len(keys)  # every key's compiled entry ran

@@ -1,0 +1,234 @@
+"""Arrays the program holds: a weight or a KV cache kept on `self`, in a
+closure or in a module global.  While tracing, the function sees them as
+traced arrays (so `table[ids]`, `cache[:, pos:pos + n] = kv` and `w += g`
+trace like they do on arguments); each becomes a graph input that every call
+fetches again along its path (`self.cache_k[3]`), so a rebound attribute is
+never served stale, and writes are copied back into the array the path
+reaches, as numpy would have made them.  The key holds each held array's
+dtype, exact shape and layout (weights and caches have fixed shapes: their
+dims are static in the code)."""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from dataclasses import dataclass
+
+import numpy as np
+
+from jit.tracer import _PKG_DIRS, Fallback, Tracer, user_location
+
+_PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, types.ModuleType,
+          types.FunctionType, types.BuiltinFunctionType, type)
+
+
+@dataclass(frozen=True)
+class Path:
+    """root: ("self",) | ("arg", leaf index) | ("global", name) | ("cell", index);
+    steps: ("attr", name) | ("item", index), applied in order."""
+    root: tuple
+    steps: tuple = ()
+
+    def fetch(self, fn, leaves):
+        kind = self.root[0]
+        if kind == "self":
+            x = fn.__self__
+        elif kind == "arg":
+            x = leaves[self.root[1]]
+        elif kind == "global":
+            x = _function(fn).__globals__[self.root[1]]
+        else:
+            x = _function(fn).__closure__[self.root[1]].cell_contents
+        for op, k in self.steps:
+            x = getattr(x, k) if op == "attr" else x[k]
+        return x
+
+    def child(self, op: str, k) -> "Path":
+        return Path(self.root, self.steps + ((op, k),))
+
+    def __str__(self):
+        kind = self.root[0]
+        head = "self" if kind == "self" else f"<argument {self.root[1]}>" if kind == "arg" else \
+            self.root[1] if kind == "global" else f"<closure {self.root[1]}>"
+        return head + "".join(f".{k}" if op == "attr" else f"[{k}]" for op, k in self.steps)
+
+
+def _function(fn):
+    return fn.__func__ if isinstance(fn, types.MethodType) else fn
+
+
+def fetch_all(paths, fn, leaves) -> list | None:
+    """The arrays `paths` reach now, or None when one no longer reaches an
+    ndarray (the caller traces again)."""
+    out = []
+    for p in paths:
+        try:
+            x = p.fetch(fn, leaves)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+            return None
+        if type(x) is not np.ndarray:
+            return None
+        out.append(x)
+    return out
+
+
+def key_of(arrays) -> tuple:
+    return tuple([(a.dtype, a.shape, a.flags.c_contiguous) for a in arrays])
+
+
+def holder(x) -> bool:
+    """An object whose attributes may hold arrays: an instance of a class the
+    user's program defines (not numpy's, a library's or the standard library's)."""
+    if isinstance(x, _PLAIN) or not hasattr(x, "__dict__"):
+        return False
+    return user_module(sys.modules.get(type(x).__module__))
+
+
+_LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), os.path.dirname(np.__file__).rsplit(os.sep, 1)[0]})
+
+
+def user_file(filename: str) -> bool:
+    """A file of the user's program: not the standard library, an installed
+    package or shapejit itself."""
+    return not filename.startswith(_LIBRARY_DIRS + _PKG_DIRS + ("<frozen",))
+
+
+def user_module(mod) -> bool:
+    f = getattr(mod, "__file__", None)
+    return f is not None and user_file(f)
+
+
+class Lifter:
+    """Hands out traced arrays for the held arrays a trace reaches.
+    `lift(path, array)` returns the same Tracer for the same path."""
+
+    def __init__(self, ctx, make_input):
+        self.ctx = ctx
+        self.paths: list[Path] = []
+        self.tracers: dict[Path, Tracer] = {}
+        self._make_input = make_input  # (array, path text) -> Tracer (a new graph input)
+        self.traceable = lambda f: f     # a user function as the trace runs it (jit/trace.py)
+
+    def lift(self, path: Path, array: np.ndarray) -> Tracer:
+        t = self.tracers.get(path)
+        if t is None:
+            if array.dtype.kind in "OSUVMm":
+                raise Fallback(f"held array {path} has unsupported dtype {array.dtype}", user_location())
+            t = self._make_input(array, str(path))
+            self.tracers[path] = t
+            self.paths.append(path)
+        return t
+
+    def wrap(self, path: Path, x):
+        """What the traced code sees in place of `x` (found along `path`)."""
+        if type(x) is np.ndarray:
+            return self.lift(path, x)
+        if type(x) in (list, tuple) and any(type(v) is np.ndarray or holder(v) for v in x):
+            return HeldSequence(self, path, x)
+        if type(x) is dict and any(type(v) is np.ndarray or holder(v) for v in x.values()):
+            return HeldMapping(self, path, x)
+        if holder(x):
+            return HeldObject(self, path, x)
+        return x
+
+
+class HeldObject:
+    """A user object as the traced code sees it: array attributes are traced
+    arrays, methods are bound to this view, attribute writes are refused."""
+
+    __slots__ = ("_lifter", "_path", "_obj")
+
+    def __init__(self, lifter: Lifter, path: Path, obj):
+        object.__setattr__(self, "_lifter", lifter)
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_obj", obj)
+
+    def __getattr__(self, name):
+        obj = object.__getattribute__(self, "_obj")
+        v = getattr(obj, name)
+        if isinstance(v, types.MethodType) and v.__self__ is obj:
+            return types.MethodType(self._lifter.traceable(v.__func__), self)
+        if name in getattr(obj, "__dict__", {}):
+            return self._lifter.wrap(self._path.child("attr", name), v)
+        return v
+
+    def __setattr__(self, name, value):
+        raise Fallback(f"assignment to attribute {name!r} of {self._path} inside a jitted function",
+                       user_location())
+
+    def __call__(self, *args, **kwargs):
+        return self._lifter.traceable(type(self._obj).__call__)(self, *args, **kwargs)
+
+    def __repr__(self):
+        return f"HeldObject({self._path})"
+
+
+class HeldSequence:
+    """A list or tuple of held arrays (or objects): read-only while tracing."""
+
+    __slots__ = ("_lifter", "_path", "_seq")
+
+    def __init__(self, lifter: Lifter, path: Path, seq):
+        self._lifter, self._path, self._seq = lifter, path, seq
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self._seq)))]
+        k = k.__index__()
+        k = k + len(self._seq) if k < 0 else k
+        return self._lifter.wrap(self._path.child("item", k), self._seq[k])
+
+    def __len__(self):
+        return len(self._seq)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self._seq)))
+
+    def __setitem__(self, k, v):
+        raise Fallback(f"assignment to an element of {self._path} inside a jitted function", user_location())
+
+    def __repr__(self):
+        return f"HeldSequence({self._path})"
+
+
+class HeldMapping:
+    """A dict of held arrays (or objects), keyed by strings or ints: read-only
+    while tracing."""
+
+    __slots__ = ("_lifter", "_path", "_map")
+
+    def __init__(self, lifter: Lifter, path: Path, mapping):
+        self._lifter, self._path, self._map = lifter, path, mapping
+
+    def __getitem__(self, k):
+        v = self._map[k]
+        if type(k) not in (str, int):
+            return v
+        return self._lifter.wrap(self._path.child("item", k), v)
+
+    def get(self, k, default=None):
+        return self[k] if k in self._map else default
+
+    def __contains__(self, k):
+        return k in self._map
+
+    def __len__(self):
+        return len(self._map)
+
+    def __iter__(self):
+        return iter(self._map)
+
+    def keys(self):
+        return self._map.keys()
+
+    def values(self):
+        return [self[k] for k in self._map]
+
+    def items(self):
+        return [(k, self[k]) for k in self._map]
+
+    def __setitem__(self, k, v):
+        raise Fallback(f"assignment to an element of {self._path} inside a jitted function", user_location())
+
+    def __repr__(self):
+        return f"HeldMapping({self._path})"

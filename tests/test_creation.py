@@ -1,0 +1,83 @@
+"""Creation functions with symbolic sizes: np.tri, np.triu/np.tril,
+np.eye, np.identity, np.linspace, np.arange and np.full build graph values
+over the dim symbols (one compile for every size), and a symbolic size that
+reaches numpy through a path shapejit does not intercept (a helper module's
+own `np`) behaves as a Python int with a guard, never as an object array."""
+from __future__ import annotations
+
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+from jit import JitWarning, jit
+from tests.conftest import assert_like_numpy
+
+LENGTHS = [3, 5, 8, 13]
+
+
+def check(fn, backend, traces=1):
+    jf = jit(fn, backend=backend)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for T in LENGTHS:
+            x = rng.random((T, 4)).astype(np.float32)
+            assert_like_numpy(jf(x), fn(x), ulps=0)
+    s = jf.stats()
+    assert s["traces"] == traces and s["fallbacks"] == 0 and s["eager_nodes"] == 0, jf.explain()
+    return jf
+
+
+def test_causal_mask_from_tri(backend):
+    def f(x):
+        T = x.shape[0]
+        return (1 - np.tri(T, dtype=x.dtype)) * -1e10, np.tri(T, T + 2, k=-1), np.tri(T, k=2, dtype=bool)
+    check(f, backend)
+
+
+def test_triu_tril(backend):
+    def f(x):
+        s = x @ x.T
+        return np.triu(s), np.triu(s, 1), np.tril(s, -1), np.tril(x)
+    check(f, backend)
+
+
+def test_eye_identity(backend):
+    def f(x):
+        T = x.shape[0]
+        return np.eye(T), np.eye(T, 4, k=1, dtype=np.int32), np.identity(T, dtype=x.dtype) + x @ x.T
+    check(f, backend)
+
+
+@pytest.mark.parametrize("endpoint", [True, False])
+def test_linspace(backend, endpoint):
+    def f(x):
+        T = x.shape[0]
+        return (np.linspace(0.0, 1.0, T, endpoint=endpoint), np.linspace(-3, 7.5, T + 1, endpoint=endpoint),
+                np.linspace(2, 2, T, endpoint=endpoint), np.linspace(0, 10, T, endpoint=endpoint, dtype=np.int64))
+    check(f, backend)
+
+
+def test_arange_full(backend):
+    def f(x):
+        T = x.shape[0]
+        return np.arange(T) * 2, np.arange(1, T, 2), np.full((T, T), 0.5, np.float32), np.zeros(T + 1)
+    check(f, backend)
+
+
+def test_a_size_leaked_into_a_helper_module_is_a_guarded_int(backend):
+    helper = types.ModuleType("helper")
+    exec("import numpy as np\ndef positions(x):\n    return np.arange(x.shape[0])\n", helper.__dict__)
+
+    def f(x):
+        p = helper.positions(x)
+        assert p.dtype == np.int64
+        return x[p] * 2
+    jf = jit(f, backend=backend)
+    for T in LENGTHS + LENGTHS:
+        x = np.arange(T * 3.0).reshape(T, 3)
+        assert_like_numpy(jf(x), x * 2)
+    assert jf.stats()["traces"] == len(LENGTHS)  # specialized: one entry per length, each guarded
+    assert "used as a Python number" in jf.explain()

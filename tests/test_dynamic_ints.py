@@ -1,0 +1,83 @@
+"""Automatic dynamic ints: an int argument is static (part of the key) until
+it changes, then it is a symbol bound from its value at each call (torch's
+automatic dynamic), so a decode loop's position does not recompile every
+step.  static_argnames keeps an int static; dynamic=False never makes one
+symbolic; an int used as a Python number (range()) is specialized with a
+guard."""
+from __future__ import annotations
+
+import numpy as np
+
+from jit import jit
+from tests.conftest import assert_like_numpy
+
+
+def decode_step(x, cache, start_pos):
+    n = x.shape[0]
+    cache[start_pos:start_pos + n] = x
+    keys = cache[:start_pos + n]
+    return (keys @ x.T).sum(0) * start_pos
+
+
+def test_decode_loop_compiles_twice(backend):
+    jf = jit(decode_step, backend=backend)
+    rng = np.random.default_rng(0)
+    want_cache, got_cache = np.zeros((64, 8)), np.zeros((64, 8))
+    x = rng.random((5, 8))
+    assert_like_numpy(jf(x, got_cache, 0), decode_step(x, want_cache, 0))  # prefill
+    for pos in range(5, 30):
+        x = rng.random((1, 8))
+        assert_like_numpy(jf(x, got_cache, pos), decode_step(x, want_cache, pos))
+        assert_like_numpy(got_cache, want_cache)
+    s = jf.stats()
+    assert s["compiles"] == 2 and s["traces"] == 2 and s["fallbacks"] == 0, jf.log
+    assert "int argument start_pos changed" in jf.explain()
+
+
+def test_int_bounds_a_slice(backend):
+    def f(a, n):
+        return a[:n] * 2 + n, a[n:].sum()
+    jf = jit(f, backend=backend)
+    a = np.arange(12.0)
+    values = (3, 4, 7, 9, 0, 12, 15, -2, -5, 1, 5, 11, 2)
+    for n in values:
+        assert_like_numpy(jf(a, n), f(a, n))
+    # the sign, and where n falls against numpy's clamps, are guards: one
+    # entry per case (0 < n < 12, n == 0, n == 12, n > 12, n < 0), never one per value
+    traces = jf.stats()["traces"]
+    assert traces <= 6
+    for n in values:
+        assert_like_numpy(jf(a, n), f(a, n))
+    assert jf.stats()["traces"] == traces
+
+
+def test_int_used_as_a_python_number_is_guarded(backend):
+    def f(x, steps):
+        for _ in range(steps):
+            x = x * 0.5
+        return x
+    jf = jit(f, backend=backend)
+    x = np.ones(4)
+    for steps in (1, 2, 3, 2, 1):
+        assert_like_numpy(jf(x, steps), f(x, steps))
+    assert jf.stats()["traces"] == 4  # 1 (static), then 2, 3 specialized under guards; 2 and 1 reuse
+    assert "used as a Python number" in jf.explain()
+
+
+def test_static_argnames_and_dynamic_false_keep_ints_static(backend):
+    def f(x, k):
+        return x[:k] + k
+    for jf in (jit(f, backend=backend, static_argnames="k"), jit(f, backend=backend, dynamic=False)):
+        x = np.arange(10.0)
+        for k in (2, 3, 4):
+            assert_like_numpy(jf(x, k), f(x, k))
+        assert jf.stats()["traces"] == 3
+
+
+def test_bools_stay_static(backend):
+    def f(x, flag):
+        return x * 2 if flag else x - 1
+    jf = jit(f, backend=backend)
+    for flag in (True, False, True, False):
+        assert_like_numpy(jf(np.ones(3), flag), f(np.ones(3), flag))
+    assert jf.stats()["traces"] == 2

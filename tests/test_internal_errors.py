@@ -1,0 +1,98 @@
+"""An internal error never reaches the user: a failure injected into each
+stage (tracing, verification, passes, partition, code generation, LLVM,
+loading, building the executable) makes the call run in numpy — numpy's
+result, one JitWarning naming the cause, a fallbacks{reason} count and an
+explain() line — and leaves the function usable.  Errors the user causes
+still raise numpy's own exception."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import importlib
+
+import runtime.executable
+from jit import JitWarning, jit
+from tests.conftest import assert_like_numpy
+
+
+def f(x, b):
+    y = np.tanh(x + b)
+    y[0] = 0
+    return y * 2
+
+
+def _boom(*a, **kw):
+    raise RuntimeError("injected failure")
+
+
+def _emit_failing_on_tanh(real):
+    def emit(self, op, *a, **kw):
+        if op == "tanh":
+            raise RuntimeError("injected failure")
+        return real(self, op, *a, **kw)
+    return emit
+
+
+api, compile_, tracer = (importlib.import_module(f"jit.{m}") for m in ("api", "compile", "tracer"))
+
+STAGES = {
+    "trace": (tracer.TraceContext, "emit", _emit_failing_on_tanh(tracer.TraceContext.emit),
+              "internal_error"),
+    "verify": (api, "verify", _boom, "internal_error"),
+    "passes": (compile_, "run_pipeline", _boom, "compile_failed"),
+    "partition": (compile_, "partition", _boom, "compile_failed"),
+    "codegen": (compile_, "emit_plan", _boom, "compile_failed"),
+    "llvm": (compile_, "compile_module", _boom, "compile_failed"),
+    "load": (compile_, "load", _boom, "compile_failed"),
+    "executable": (runtime.executable, "_generate", _boom, "internal_error"),
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_injected_failure_runs_numpy(stage, monkeypatch):
+    owner, name, replacement, reason = STAGES[stage]
+    monkeypatch.setattr(owner, name, replacement)
+    jf = jit(f)
+    rng = np.random.default_rng(0)
+    for n in (4, 7, 9):
+        x, b = rng.random((n, 5)), rng.random(5)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = jf(x, b)
+        assert_like_numpy(got, f(x, b))
+        if n == 4:
+            assert any(issubclass(x.category, JitWarning) and "injected failure" in str(x.message) for x in w)
+    assert jf.metrics.fallbacks[reason] == 1
+    assert "injected failure" in jf.explain()
+    monkeypatch.undo()
+    x, b = rng.random((3, 5)), rng.random(5)
+    assert_like_numpy(jf(x.astype(np.float32), b.astype(np.float32)), f(x.astype(np.float32), b.astype(np.float32)))
+
+
+def test_user_errors_raise_numpys_exception_and_leave_the_function_usable(backend):
+    jf = jit(f, backend=backend)
+    with pytest.raises(ValueError, match="broadcast"):
+        jf(np.ones((3, 4)), np.ones(5))
+    with pytest.raises(IndexError):
+        jf(np.ones((0, 4)), np.ones(4))  # y[0] = 0 on an empty array
+    assert_like_numpy(jf(np.ones((3, 4)), np.ones(4)), f(np.ones((3, 4)), np.ones(4)))
+    s = jf.stats()
+    assert s["fallbacks"] == 0 and s["traces"] == 1
+
+
+def test_a_value_numpy_cannot_store_runs_numpy(backend):
+    # numpy sees a traced array as a sequence here: tracing fails, numpy does not
+    def g(x):
+        res = np.zeros(3)
+        res[0] = x.mean()
+        res[1] = x.max()
+        return res * x.shape[0]
+    jf = jit(g, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for n in (3, 6):
+            x = np.arange(n, dtype=np.float64)
+            assert_like_numpy(jf(x), g(x))
