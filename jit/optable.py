@@ -90,7 +90,7 @@ _REDUCE_UFUNC = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": 
 def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
-    if out is not None and out != (None,):
+    if out is not None and not (isinstance(out, tuple) and all(o is None for o in out)):
         out = out if isinstance(out, tuple) else (out,)
         if method != "__call__" or len(out) != 1 or ufunc.nout != 1:
             raise Fallback(f"np.{ufunc.__name__}.{method}(..., out=(...)) with several outputs", user_location())
@@ -116,6 +116,11 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
         op = OPS.get(name)
         if op is not None and op.category == ELEMENTWISE and ufunc.nout == 1:
             return ctx.emit(name, list(inputs), {})
+    if method == "outer" and len(inputs) == 2 and not kwargs and OPS.get(name) is not None \
+            and OPS[name].category == ELEMENTWISE and ufunc.nout == 1:  # a[..., None, ...] op b
+        a, b = ctx.operand(inputs[0]), ctx.operand(inputs[1])
+        a = reshape(ctx, a, tuple(a.shape) + (1,) * b.ndim) if b.ndim else a
+        return ctx.emit(name, [a, b], {})
     if method == "reduce" and name in _REDUCE_UFUNC and len(inputs) == 1:
         extra = {k: kwargs.pop(k) for k in ("dtype",) if k in kwargs}
         axis = kwargs.pop("axis", 0)
@@ -342,7 +347,10 @@ def getitem(ctx, t, index):
     if not all(_is_basic_item(x) for x in items):
         adv = _advanced(ctx, t, items)
         if adv is None:
-            return eager_call(ctx, operator.getitem, (t, index), {}, "getitem (boolean mask)")
+            r = eager_call(ctx, operator.getitem, (t, index), {}, "getitem (boolean mask)")
+            if len(items) == 1 and isinstance(items[0], Tracer) and isinstance(r, Tracer):
+                ctx.mask_reads[r.value.id] = (t.value.id, items[0].value.id)
+            return r
         norm, arrays = adv
         return ctx.emit("index", [t] + arrays, {"items": norm})
     norm, shape = normalize_index(ctx.env, t.value.shape, tuple(_conv_item(x) for x in items), user_location())
@@ -374,6 +382,9 @@ def setitem(ctx, t: Tracer, index, value):
         new = ctx.emit("where", [mask, v, t], {})
         if new.dtype != t.dtype:
             new = ctx.emit("astype", [new], {"dtype": t.dtype})
+    elif len(items) == 1 and isinstance(items[0], Tracer) and items[0].dtype == np.bool_ and \
+            isinstance(value, Tracer) and (new := _masked_update(ctx, t, items[0], value)) is not None:
+        pass  # x[m] = f(x[m]): where(m, f(x), x)
     else:
         adv = _advanced(ctx, t, items)
         if adv is None:  # a boolean mask with an array of values: numpy's update in one step
@@ -390,6 +401,54 @@ def setitem(ctx, t: Tracer, index, value):
     if new.dtype != t.dtype or ctx.env.simplify_shape(new.value.shape) != ctx.env.simplify_shape(t.value.shape):
         raise TraceError(f"setitem made {new.value.type_str()} from {t.value.type_str()}")
     ctx.write(t, new)
+
+
+def _masked_update(ctx, t: Tracer, mask: Tracer, value: Tracer):
+    """x[m] = f(x[m]) (and x[m] op= s) with f elementwise in x[m] and scalars:
+    where(m, f(x), x), no data-dependent size (the mask read becomes dead).
+    None when `value` is anything else."""
+    producers = {o.id: n for n in ctx.nodes for o in n.outputs}
+    memo: dict = {}
+
+    def same(a: int, b: int) -> bool:  # (`x[x > 0] = f(x[x > 0])` computes its mask twice)
+        pa, pb = producers.get(a), producers.get(b)
+        return a == b or (pa is not None and pb is not None and pa.op == pb.op and pa.attrs == pb.attrs
+                          and len(pa.inputs) == len(pb.inputs) and OPS[pa.op].category == ELEMENTWISE
+                          and all(same(x.id, y.id) for x, y in zip(pa.inputs, pb.inputs)))
+
+    def read_of_t(vid) -> bool:
+        r = ctx.mask_reads.get(vid)
+        return r is not None and r[0] == t.value.id and same(r[1], mask.value.id)
+
+    def rebuilt(vid):  # value vid recomputed over all of x, or None
+        if vid in memo:
+            return memo[vid]
+        n = producers.get(vid)
+        if read_of_t(vid):
+            r = t
+        elif vid in ctx.scalars:
+            v = n.out if n is not None else None
+            r = Tracer(ctx, v, ctx.scalars[vid]) if v is not None else None
+        elif n is None:
+            r = None
+        elif OPS[n.op].category == ELEMENTWISE:
+            ins = [rebuilt(v.id) for v in n.inputs]
+            r = None if any(x is None for x in ins) else ctx.emit(n.op, ins, dict(n.attrs), weak=n.out.weak)
+        elif n.op == "setitem" and len(n.inputs) == 2 and all(
+                it[0] == "slice" and it[1] == 0 and it[2] == 1 for it in n.attr("items")):  # x[...] = v
+            v = rebuilt(n.inputs[1].id)
+            r = None if v is None else ctx.emit("astype", [v], {"dtype": n.out.dtype})
+        else:
+            r = None
+        memo[vid] = r
+        return r
+    fx = rebuilt(value.value.id)
+    if fx is None or fx.value.shape != t.value.shape:
+        return None
+    with np.errstate(all="ignore"):  # numpy's errors for a value it cannot take
+        np.array(t.concrete)[mask.concrete] = value.concrete
+    new = ctx.emit("where", [mask, fx if fx.dtype == t.dtype else astype(ctx, fx, t.dtype), t], {})
+    return new if new.dtype == t.dtype else astype(ctx, new, t.dtype)
 
 
 def _scalar_like(v) -> bool:
@@ -714,6 +773,32 @@ def outer(ctx, a, b, out=None):
     return ctx.emit("multiply", [expand_dims(ctx, ravel(ctx, a), 1), expand_dims(ctx, ravel(ctx, b), 0)], {})
 
 
+def flip(ctx, m, axis=None):
+    """A view with negative steps, as numpy's."""
+    m = ctx.operand(m)
+    axes = range(m.ndim) if axis is None else [_norm_axis(operator.index(x), m.ndim) for x in _shape_arg(axis)]
+    return getitem(ctx, m, tuple(slice(None, None, -1) if k in axes else slice(None) for k in range(m.ndim)))
+
+
+def _square_matrices(op):
+    def handler(ctx, a, *args, **kwargs):
+        a = ctx.operand(a)
+        if args or kwargs or a.ndim < 2 or a.dtype.kind not in "f":
+            return None
+        if ctx.env.hint(a.value.shape[-1]) != ctx.env.hint(a.value.shape[-2]):
+            return None  # numpy's error, from the eager call
+        ctx.env.unify(a.value.shape[-1], a.value.shape[-2], f"np.linalg.{op} of square matrices")
+        return ctx.emit(op, [a], {})
+    return handler
+
+
+def cov(ctx, m, *args, **kwargs):
+    m = ctx.operand(m)
+    if args or kwargs or m.ndim != 2 or m.dtype.kind not in "f":
+        return None
+    return ctx.emit("cov", [m], {})
+
+
 def _shape(ctx, a):
     return ctx.operand(a).shape
 
@@ -725,7 +810,9 @@ FUNCTIONS = {
     np.zeros_like: _filled(0), np.ones_like: _filled(1), np.empty_like: _filled(0),
     np.full_like: _filled(None), np.dot: dot, np.take: take, np.take_along_axis: take_along_axis,
     np.triu: _triangle(False), np.tril: _triangle(True), np.hstack: hstack, np.vstack: vstack,
-    np.column_stack: column_stack, np.repeat: repeat, np.outer: outer, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
+    np.column_stack: column_stack, np.repeat: repeat, np.outer: outer, np.flip: flip,
+    np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
+    np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],

@@ -163,7 +163,12 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     dd_checks = [(g.cond.func(env.simplify(g.cond.lhs), env.simplify(g.cond.rhs))
                   if isinstance(g.cond, sympy.core.relational.Relational) else g.cond, g.reason)
                  for g in env.dd_guards]
-    eager = [f"{n.attr('call')!r} at {n.loc}" for n in graph.nodes if n.op == "eager"]
+    live = {v.id for v in graph.outputs}
+    for n in reversed(graph.nodes):  # (eager nodes nothing reads, a rewritten mask read, are dropped)
+        if any(o.id in live for o in n.outputs):
+            live.update(v.id for v in n.inputs)
+    eager = [f"{n.attr('call')!r} at {n.loc}" for n in graph.nodes
+             if n.op == "eager" and any(o.id in live for o in n.outputs)]
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks)
@@ -268,6 +273,9 @@ class _NumpyProxy(types.ModuleType):
         pytree.flatten(list(xs), flat)
         return any(isinstance(x, (SymInt, Tracer)) for x in flat)
 
+    # Arrays the function creates are traced values, whatever their sizes: the
+    # function may write traced values into them (`cov = np.zeros((M, M));
+    # cov[i, i:] = c`), which a numpy array could not take.
     def zeros(self, shape, dtype=float, order="C", **kw):
         return self._create(np.zeros, shape, 0, dtype, order, kw)
 
@@ -278,13 +286,15 @@ class _NumpyProxy(types.ModuleType):
         return self._create(np.zeros, shape, 0, dtype, order, kw)
 
     def full(self, shape, fill_value, dtype=None, order="C", **kw):
-        if not self._has_sym(shape) or isinstance(fill_value, (Tracer, SymInt)) or kw or order != "C":
+        dt = np.asarray(fill_value).dtype if dtype is None and not isinstance(fill_value, (Tracer, SymInt)) \
+            else dtype
+        if isinstance(fill_value, (Tracer, SymInt)) or not _traceable_dtype(dt) or kw or order != "C":
             return np.full(shape, fill_value, dtype=dtype, order=order, **kw)
         from jit.optable import full
         return full(self._ctx, shape, fill_value, dtype)
 
     def _create(self, npfn, shape, fill, dtype, order, kw):
-        if not self._has_sym(shape) or kw or order != "C":
+        if not _traceable_dtype(dtype) or kw or order != "C":
             return npfn(shape, dtype=dtype, order=order, **kw)
         from jit.optable import full
         return full(self._ctx, shape, fill, np.dtype(dtype))
@@ -297,9 +307,10 @@ class _NumpyProxy(types.ModuleType):
                 return r
         return np.arange(*args, dtype=dtype, **kw)
 
-    def _symbolic(name):
+    def _traced(name, always=True):
         def create(self, *args, **kw):
-            if self._has_sym(*args, *kw.values()):
+            dt = kw.get("dtype", float)
+            if (always and _traceable_dtype(dt)) or self._has_sym(*args, *kw.values()):
                 from jit import optable
                 r = getattr(optable, name)(self._ctx, *args, **kw)
                 if r is not None:
@@ -308,8 +319,9 @@ class _NumpyProxy(types.ModuleType):
         create.__name__ = name
         return create
 
-    tri, eye, linspace = _symbolic("tri"), _symbolic("eye"), _symbolic("linspace")
-    del _symbolic
+    # (linspace and arange with static arguments stay numpy arrays: often used as data, not filled)
+    tri, eye, linspace = _traced("tri"), _traced("eye"), _traced("linspace", always=False)
+    del _traced
 
     def identity(self, n, dtype=None, *, like=None):
         return self.eye(n, dtype=float if dtype is None else dtype, like=like)
@@ -335,6 +347,13 @@ class _NumpyProxy(types.ModuleType):
     @property
     def random(self):
         return _RandomProxy()
+
+
+def _traceable_dtype(dtype) -> bool:
+    try:
+        return np.dtype(dtype).kind in "biuf"
+    except TypeError:
+        return False
 
 
 class _RandomProxy:

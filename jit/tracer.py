@@ -86,6 +86,8 @@ class TraceContext:
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
+        self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x's value id, m's value id)
+        self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
 
     def new_value(self, dtype, shape, weak=False) -> Value:
         v = Value(self._next, np.dtype(dtype), tuple(shape), weak)
@@ -155,6 +157,8 @@ class TraceContext:
                                  f"the rules give {dt}{list(want_shape)}")
             v = self.new_value(got_dtype if weak else dt, shape, weak)
             outs.append(Tracer(self, v, r))
+            if not shape:
+                self.scalars[v.id] = r
         self.nodes.append(Node(op, tuple(values), attrs_t, tuple(t.value for t in outs),
                                loc=user_location()))
         if track and opdef.category == VIEW and isinstance(result, np.ndarray) \

@@ -27,6 +27,7 @@ CONCAT = "concat"
 CREATION = "creation"
 UPDATE = "update"
 GATHER = "gather"
+NUMPY = "numpy"  # a numpy function with a shape rule, run as a numpy step (no kernel emitter)
 OPAQUE = "opaque"
 
 
@@ -38,7 +39,7 @@ TARGET = "target"          # its first operand's buffer, written, when that is d
 EXTERNAL = "external"      # not made by the executable: a captured array, a scalar, anything (eager)
 
 _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: FRESH_C, CONCAT: FRESH_C,
-              CREATION: FRESH_C, UPDATE: TARGET, GATHER: FRESH, OPAQUE: EXTERNAL}
+              CREATION: FRESH_C, UPDATE: TARGET, GATHER: FRESH, NUMPY: FRESH, OPAQUE: EXTERNAL}
 
 
 @dataclass(frozen=True)
@@ -330,6 +331,17 @@ def _setitem_shape(env, inputs, attrs):
 register("setitem", UPDATE, _setitem, _setitem_shape, _same_dtype)
 register("index", GATHER, _index, _index_shape, _same_dtype)
 register("take_along_axis", GATHER, _take_along_axis, _take_along_shape, _same_dtype)
+
+
+# ------------------------------------------------------------ numpy steps
+
+def _cov(m):
+    return np.cov(m)
+
+
+register("cholesky", NUMPY, np.linalg.cholesky, lambda env, i, a: [i[0].shape])
+register("inv", NUMPY, np.linalg.inv, lambda env, i, a: [i[0].shape])
+register("cov", NUMPY, _cov, lambda env, i, a: [(i[0].shape[0], i[0].shape[0])])
 
 
 # ----------------------------------------------------------------- concat

@@ -183,11 +183,27 @@ def test_mask_assignment_of_a_scalar(backend):
     check(f, vec(np.float32), backend)
 
 
-def test_mask_augmented_assignment(backend):
-    def f(x):
+def test_mask_update_of_a_function_of_the_masked_values(backend):
+    # x[m] op= s and x[m] = f(x[m]) are where(m, f(x), x): no data-dependent count
+    def f(x, y):
         x[x < 0] *= 0.5
+        p = y > 0
+        y[p] = y[p] ** 0.5 + x.max()
+        return x, y
+    check(f, lambda n: [np.linspace(-4, 5, n), np.linspace(-3, 2, n)], backend)
+
+
+def test_mask_update_with_other_values_is_a_numpy_step(backend):
+    def f(x, v):
+        x[x > 0] = v[: int((x > 0).sum())]
         return x
-    check(f, vec(), backend, compiled=False)  # x[mask] (a data-dependent count) is a numpy step
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        jf = jit(f, backend=backend)
+        for n in (5, 9):
+            x, v = np.linspace(-4, 5, n), np.arange(n, dtype=np.float64)
+            want = f(x.copy(), v)
+            assert_like_numpy(jf(x, v), want)
 
 
 # --------------------------------------------------------------- scatters
