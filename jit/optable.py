@@ -170,7 +170,40 @@ def reduce(ctx, name, a, axis=None, keepdims=False, dtype=None, ddof=0):
         attrs["dtype"] = np.dtype(dtype)
     if ddof:
         attrs["ddof"] = ddof
+    masked = _masked_reduction(ctx, name, a, attrs)
+    if masked is not None:
+        return masked
     return ctx.emit(name, [a], attrs)
+
+
+def _masked_reduction(ctx, name, a, attrs):
+    """x[m].sum() and x[m].mean() of a float x: sum(where(m, x, 0)) and that
+    over m's count, with no data-dependent size (the mask read becomes dead;
+    the sum is taken in another order than numpy's: a few ulp).  None when
+    `a` is not a mask read, or for another reduction."""
+    read = ctx.mask_reads.get(a.value.id)
+    if (read is None or name not in ("sum", "mean") or a.dtype.kind != "f" or set(attrs) - {"axis", "keepdims"}
+            or attrs["axis"] not in (None, (0,))):
+        return None
+    producers = {o.id: n for n in ctx.nodes for o in n.outputs}
+    eager = producers[a.value.id]
+    x, m = (Tracer(ctx, v, c) for v, c in zip(eager.inputs, _eager_concretes(ctx, eager, a)))
+    if x.value.id != read[0] or m.value.id != read[1] or m.dtype != np.bool_ or m.ndim != x.ndim:
+        return None
+    for a_dim, b_dim in zip(m.value.shape, x.value.shape):  # (numpy requires it of a mask: a guard)
+        ctx.env.unify(a_dim, b_dim, "a boolean mask's shape")
+    zero = ctx.operand(np.zeros((), a.dtype))
+    total = ctx.emit("sum", [ctx.emit("where", [m, x, zero], {})], {"axis": None, "keepdims": bool(attrs["keepdims"])})
+    if name == "sum":
+        return total
+    count = ctx.emit("sum", [m], {"axis": None, "keepdims": bool(attrs["keepdims"])})
+    with np.errstate(all="ignore"):
+        return astype(ctx, ctx.emit("divide", [total, count], {}), a.dtype)
+
+
+def _eager_concretes(ctx, node, result):
+    """The concrete values of a mask read's operands (x and m)."""
+    return ctx.mask_concretes[result.value.id]
 
 
 def _reduction_handler(name):
@@ -350,6 +383,7 @@ def getitem(ctx, t, index):
             r = eager_call(ctx, operator.getitem, (t, index), {}, "getitem (boolean mask)")
             if len(items) == 1 and isinstance(items[0], Tracer) and isinstance(r, Tracer):
                 ctx.mask_reads[r.value.id] = (t.value.id, items[0].value.id)
+                ctx.mask_concretes[r.value.id] = (t.concrete, items[0].concrete)
             return r
         norm, arrays = adv
         return ctx.emit("index", [t] + arrays, {"items": norm})

@@ -87,6 +87,7 @@ class TraceContext:
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x's value id, m's value id)
+        self.mask_concretes: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) concrete
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
 
     def new_value(self, dtype, shape, weak=False) -> Value:

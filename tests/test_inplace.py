@@ -193,6 +193,21 @@ def test_mask_update_of_a_function_of_the_masked_values(backend):
     check(f, lambda n: [np.linspace(-4, 5, n), np.linspace(-3, 2, n)], backend)
 
 
+def test_masked_sum_and_mean_compile(backend):
+    # x[m].sum() / x[m].mean(): sum(where(m, x, 0)) over m's count (a few ulp from numpy's order)
+    def f(data, radius):
+        rmax = radius.max()
+        res = np.zeros(4)
+        for i in range(4):
+            ring = (rmax * i / 4 <= radius) & (radius < rmax * (i + 1) / 4)
+            res[i] = data[ring].mean()
+        return res, data[data > 0.5].sum(), data[data > 9].mean()   # (an empty mean is nan)
+    rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        check(f, lambda n: [rng.random(n), rng.random(n)], backend, sizes=[40, 50, 70])
+
+
 def test_mask_update_with_other_values_is_a_numpy_step(backend):
     def f(x, v):
         x[x > 0] = v[: int((x > 0).sum())]
