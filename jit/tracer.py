@@ -89,6 +89,7 @@ class TraceContext:
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x's value id, m's value id)
         self.mask_concretes: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) concrete
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
+        self._constant: dict[int, bool] = {}
 
     def new_value(self, dtype, shape, weak=False) -> Value:
         v = Value(self._next, np.dtype(dtype), tuple(shape), weak)
@@ -206,10 +207,33 @@ class TraceContext:
         traced again, down its own path (runtime/executable.py)."""
         with np.errstate(all="ignore"):
             outcome = OUTCOME[kind](t.concrete)  # numpy's own errors (an ambiguous truth value)
+        if self.constant(t.value):
+            return outcome  # the same for every call: no break
         if len(self.breaks) >= MAX_BREAKS:
             raise Fallback(f"more than {MAX_BREAKS} data-dependent Python decisions", user_location())
         self.breaks.append(Break(t.value.id, kind, outcome, user_location()))
         return outcome
+
+    def constant(self, v: Value) -> bool:
+        """A value no input, held array, dim or eager op reaches: the same in
+        every call this trace serves (np.zeros(3) filled with constants)."""
+        if v.id in self._constant:
+            return self._constant[v.id]
+        producers = {o.id: n for n in self.nodes for o in n.outputs}
+        stack, seen, ok = [v.id], set(), True
+        while stack and ok:
+            vid = stack.pop()
+            if vid in seen:
+                continue
+            seen.add(vid)
+            n = producers.get(vid)
+            if (n is None or n.op in ("dim", "eager") or (n.op == "const" and isinstance(n.attr("value"), ArrayConst))
+                    or any(_symbolic(a) for _, a in n.attrs)):  # (np.arange(T): its size is a dim)
+                ok = False
+            else:
+                stack += [x.id for x in n.inputs]
+        self._constant[v.id] = ok
+        return ok
 
     def emit_eager(self, call, inputs: list, concrete_outputs: list, what: str):
         """An opaque node: `call(xs)` returns the list of output arrays."""
@@ -223,6 +247,12 @@ class TraceContext:
         self.nodes.append(Node("eager", tuple(t.value for t in ins), make_attrs(call=call),
                                tuple(t.value for t in outs), loc=user_location()))
         return outs
+
+
+def _symbolic(a) -> bool:
+    if isinstance(a, sympy.Basic):
+        return bool(a.free_symbols)
+    return type(a) is tuple and any(_symbolic(x) for x in a)
 
 
 class SymInt:
@@ -442,9 +472,14 @@ class Tracer:
         if a:
             self._data_dependent(".item(index)")
         return self.ctx.decide_on(self, "item")
-    def tolist(self): self._data_dependent(".tolist()")
+    def tolist(self):
+        if self.ctx.constant(self.value):
+            return self.concrete.tolist()
+        self._data_dependent(".tolist()")
 
     def __array__(self, dtype=None, copy=None):
+        if self.ctx.constant(self.value):  # numpy code outside the trace may take a constant
+            return np.asarray(self.concrete, dtype=dtype)
         self._data_dependent("conversion to a numpy array")
 
     __hash__ = object.__hash__

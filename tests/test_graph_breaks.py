@@ -104,3 +104,24 @@ def test_ambiguous_truth_value_raises_numpys_error(backend):
     with pytest.raises(ValueError, match="ambiguous"):
         jf(np.ones(3))
     assert_like_numpy(jf(np.ones(1)), np.ones(1))
+
+
+def test_constants_of_the_trace_need_no_break(backend):
+    # a table the function builds from constants is the same in every call
+    def table():
+        t = np.zeros(5)
+        t[2] = 1.5
+        return t
+
+    def f(x):
+        t = table()
+        if t.sum() > 1:                       # decided once, for every call
+            x = x * 2
+        k = int(np.arange(x.shape[0]).sum())  # depends on a dim: a break, checked
+        return x[: int(t.argmax())] + t.tolist()[2] + k
+    jf = jit(f, backend=backend)
+    for n in (5, 7, 7, 9):
+        x = np.arange(float(n))
+        assert_like_numpy(jf(x), f(x))
+    s = jf.stats()
+    assert s["fallbacks"] == 0 and s["graph_breaks"] == 3 and s["traces"] == 3  # one per distinct k
