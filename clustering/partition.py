@@ -9,6 +9,7 @@ shape environment), and every refusal records why, for explain().
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -327,22 +328,33 @@ def _schedule(g: Graph, kernels: list[Kernel]) -> list:
     owner: dict[int, object] = {}
     in_kernel = {id(n): kern for kern in kernels for n in kern.nodes}
     steps: list = []
+    placed: set[int] = set()
     for n in g.nodes:
         s = in_kernel.get(id(n), n)
-        if not any(x is s for x in steps):
+        if id(s) not in placed:
+            placed.add(id(s))
             steps.append(s)
         for o in n.outputs:
             owner[o.id] = s
-    deps = {id(s): {id(owner[v.id]) for v in s.inputs if v.id in owner and owner[v.id] is not s}
-            for s in steps}
-    order, done, remaining = [], set(), list(steps)
-    while remaining:
-        for s in remaining:
-            if deps[id(s)] <= done:
-                order.append(s)
-                done.add(id(s))
-                remaining.remove(s)
-                break
-        else:
-            raise AssertionError("kernel partition has a cycle")
+    index = {id(s): k for k, s in enumerate(steps)}
+    users: dict[int, list[int]] = {k: [] for k in range(len(steps))}
+    waiting = []
+    for k, s in enumerate(steps):
+        deps = {index[id(owner[v.id])] for v in s.inputs if v.id in owner and owner[v.id] is not s}
+        waiting.append(len(deps))
+        for d in deps:
+            users[d].append(k)
+    # the first ready step in graph order, each time (Kahn's algorithm on a heap)
+    ready = [k for k, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(steps[k])
+        for u in users[k]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(steps):
+        raise AssertionError("kernel partition has a cycle")
     return order

@@ -160,8 +160,9 @@ def _poolable(steps, outputs) -> set[int]:
     for st in steps:
         if isinstance(st, KernelCall):
             cands.update(o[0] for o in st.outputs)
-        elif st.op == "matmul" and st.out.dtype.kind == "f" and all(v.dtype == st.out.dtype for v in st.inputs):
-            cands.add(st.out.id)
+        elif (st.op == "matmul" and st.out.dtype.kind == "f" and st.out.ndim >= 2
+              and all(v.dtype == st.out.dtype for v in st.inputs)):
+            cands.add(st.out.id)  # (a dot product stays numpy's scalar: 0-d array arithmetic is slow)
         for vid in _step_io(st)[0]:
             fine = isinstance(st, KernelCall) or st.op in _FRESH
             ok[vid] = ok.get(vid, True) and fine
@@ -172,7 +173,7 @@ def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
             "_matmul": np.matmul, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
-            "_aliased": _aliased, "_setitem_in_place": _setitem_in_place, "BreakMismatch": BreakMismatch,
+            "_aliased": _aliased, "_slice": _slice, "_copy": _copy, "BreakMismatch": BreakMismatch,
             "_outcome": OUTCOME, "_same": _same}
 
 
@@ -184,13 +185,46 @@ def _same(a, b) -> bool:
     return a == b or (a != a and b != b)  # NaN decides as NaN did
 
 
+# (not power: ndarray's ** takes np.square for an exponent of 2, another dtype for bools)
+_OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
+              "remainder": "%", "less": "<", "less_equal": "<=", "greater": ">",
+              "greater_equal": ">=", "equal": "==", "not_equal": "!="}
+
+
+def _index_source(items, arrays: list[str], const) -> str:
+    """Python source of the numpy index of normalized items (shapes/indexing.py
+    and ("array", k): the k-th of `arrays`): a constant when nothing in it
+    changes from call to call."""
+    if not arrays and not _has_sym(items):
+        idx = index_of(items, ())
+        return const(idx[0] if len(idx) == 1 else idx)  # (x[5], not x[(5,)]: numpy's faster path)
+    parts = []
+    for it in items:
+        if it[0] == "array":
+            parts.append(arrays[it[1]])
+        elif it[0] == "int":
+            parts.append(to_python(it[1]) if isinstance(it[1], sympy.Basic) else str(it[1]))
+        elif it[0] == "new":
+            parts.append("None")
+        elif not _has_sym(it):
+            parts.append(const(index_of((it,), ())[0]))
+        else:
+            _, start, step, length = it
+            parts.append(f"_slice({to_python(sympy.sympify(start))}, {step}, {to_python(sympy.sympify(length))})")
+    return parts[0] if len(parts) == 1 else "(" + "".join(p + ", " for p in parts) + ")"
+
+
+def _slice(start: int, step: int, length: int) -> slice:
+    stop = start + step * length  # (as shapes/ops.py index_from_items)
+    return slice(start, None if stop < 0 else stop, step)
+
+
+def _copy(x):
+    return np.array(x, copy=True)
+
+
 def _aliased(x, others) -> bool:
     return any(np.may_share_memory(x, o) for o in others)
-
-
-def _setitem_in_place(x, v, *arrays, items):
-    x[index_of(items, arrays)] = v
-    return x
 
 
 # ops whose output may share memory with their (first) operand
@@ -218,17 +252,17 @@ def _in_place_updates(graph, steps, outputs) -> set[int]:
                 roots[vid] = roots.get(ins[0], frozenset([vid]))
             else:
                 roots[vid] = frozenset([vid]).union(*(roots.get(i, frozenset()) for i in ins))
-    final_reads = [o.value_id for o in outputs if o.value_id is not None]
+    # the buffers read from step k on (and by the outputs), built from the end
+    read_later: set = set().union(*(roots.get(o.value_id, frozenset()) for o in outputs if o.value_id is not None))
     out = set()
-    for k, st in enumerate(steps):
-        if isinstance(st, KernelCall) or st.op != "setitem":
-            continue
-        target = roots.get(st.inputs[0].id, frozenset())
-        if not target or not target <= owned:
-            continue
-        later = [vid for r in reads[k + 1:] for vid in r] + final_reads
-        if not any(roots.get(vid, frozenset()) & target for vid in later):
-            out.add(st.out.id)
+    for k in range(len(steps) - 1, -1, -1):
+        st = steps[k]
+        if not isinstance(st, KernelCall) and st.op == "setitem":
+            target = roots.get(st.inputs[0].id, frozenset())
+            if target and target <= owned and not (read_later & target):
+                out.add(st.out.id)
+        for vid in reads[k]:
+            read_later |= roots.get(vid, frozenset())
     return out
 
 
@@ -339,9 +373,23 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
         if n.op == "dim":
             lines.append(f"    {outs} = {to_python(n.attr('expr'))}")
             continue
+        if n.op in ("getitem", "index", "setitem"):  # numpy indexing inline: no index rebuilt per call
+            arrays = [names[v.id] for v in n.inputs[2 if n.op == "setitem" else 1:]]
+            idx = _index_source(n.attr("items"), arrays, const)
+            x = names[n.inputs[0].id]
+            if n.op != "setitem":
+                lines.append(f"    {outs} = {x}[{idx}]")
+            elif n.out.id in in_place:
+                lines.append(f"    {x}[{idx}] = {names[n.inputs[1].id]}; {outs} = {x}")
+            else:
+                lines.append(f"    {outs} = _copy({x}); {outs}[{idx}] = {names[n.inputs[1].id]}")
+            continue
+        if n.op in _OPERATORS and len(n.inputs) == 2 and not all(v.weak for v in n.inputs):
+            # (numpy's own operator: the same ufunc, but numpy scalars take their fast path)
+            a, b = (names[v.id] for v in n.inputs)
+            lines.append(f"    {outs} = {a} {_OPERATORS[n.op]} {b}")
+            continue
         fn = const(OPS[n.op].ref, ("op", n.op))
-        if n.out.id in in_place:
-            fn = "_setitem_in_place"
         if n.op == "eager":
             lines.append(f"    _r = {const(n.attr('call'))}([{args}])")
             lines.append(f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')")
@@ -499,24 +547,38 @@ def _memory_model(steps, outputs, symbols, pooled) -> str:
                 n *= d
             if n.free_symbols - set(symbols):
                 continue
-            sizes[vid] = n
+            sizes[vid] = int(n) if n.is_Integer else n  # (static sizes stay Python ints: no sympy per step)
             if vid not in pooled:
                 allocated += n
+    dead_at: dict[int, list[int]] = {}
     last: dict[int, int] = {}
     for k, st in enumerate(steps):
         for vid in _step_io(st)[0]:
             last[vid] = k
     keep = {o.value_id for o in outputs if o.value_id is not None}
-    live, peaks = sympy.Integer(0), []
+    for vid, k in last.items():
+        if vid not in keep:
+            dead_at.setdefault(k, []).append(vid)
+    live_int, live_sym, peaks, top_int = 0, sympy.Integer(0), {}, 0
     for k, st in enumerate(steps):
         for vid in _step_io(st)[1]:
-            live += sizes.get(vid, 0)
-        peaks.append(live)
-        for vid, lk in last.items():
-            if lk == k and vid not in keep:
-                live -= sizes.get(vid, 0)
+            n = sizes.get(vid, 0)
+            if isinstance(n, int):
+                live_int += n
+            else:
+                live_sym += n
+        if live_sym == 0:
+            top_int = max(top_int, live_int)
+        else:
+            peaks.setdefault(sympy.expand(live_sym + live_int), None)
+        for vid in dead_at.get(k, ()):
+            n = sizes.get(vid, 0)
+            if isinstance(n, int):
+                live_int -= n
+            else:
+                live_sym -= n
     # max() in Python: a sympy Max of many terms spends seconds simplifying
-    uniq = list(dict.fromkeys(sympy.expand(p) for p in peaks)) or [sympy.Integer(0)]
+    uniq = [sympy.Integer(top_int)] + list(peaks)
     return exprs_source([sympy.expand(allocated)] + uniq, symbols)
 
 

@@ -21,6 +21,7 @@ class SymInfo:
     hi: int | None
     source: str  # "x.shape[0]" or "np.unique output dim 0"
     data_dependent: bool = False
+    range_reason: str = ""  # why lo/hi are narrower than the key or the declaration made them
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,10 @@ class ShapeEnv:
         diff = sympy.expand(cond.lhs - cond.rhs)
         if diff.has(sympy.floor, sympy.ceiling, sympy.Mod, sympy.Max, sympy.Min):
             return None
+        linear = self._linear_range(diff)
+        if linear is not None:  # integer arithmetic on the symbols' ranges, no assumptions
+            lo, hi = linear
+            return _decided(cond.rel_op, lo, hi)
         # s = lo + t with t >= 0: a polynomial in t with nonnegative
         # coefficients is nonnegative for every allowed value.
         shift = {}
@@ -136,12 +141,37 @@ class ShapeEnv:
             return True if (lo_pos or hi_neg) else None
         return None
 
+    def _linear_range(self, diff):
+        """(lowest, highest) of an integer-linear expression over the symbols'
+        ranges (None: unbounded), or None when it is not one."""
+        lo = hi = 0
+        for term, c in diff.as_coefficients_dict().items():
+            if not c.is_Integer:
+                return None
+            c = int(c)
+            if term == 1:
+                lo, hi = (None if lo is None else lo + c), (None if hi is None else hi + c)
+                continue
+            if not isinstance(term, sympy.Symbol) or term not in self.symbols:
+                return None
+            s_lo, s_hi = self.symbols[term].lo, self.symbols[term].hi
+            a, b = (s_lo, s_hi) if c > 0 else (s_hi, s_lo)
+            lo = None if lo is None or a is None else lo + c * a
+            hi = None if hi is None or b is None else hi + c * b
+        return lo, hi
+
     def decide(self, cond, reason: str) -> bool:
         """The truth of `cond` for this trace: proved from ranges, or taken
         from the hints and recorded as a guard."""
         cond = sympy.sympify(cond)
         if isinstance(cond, sympy.core.relational.Relational):
-            cond = cond.func(self.simplify(cond.lhs), self.simplify(cond.rhs))
+            lhs, rhs = self.simplify(cond.lhs), self.simplify(cond.rhs)
+            if isinstance(lhs, int) and isinstance(rhs, int):  # (the common case in loops: no sympy)
+                return _COMPARE[cond.rel_op](lhs, rhs)
+            fast = self._decide_bound(cond.rel_op, lhs, rhs, reason)
+            if fast is not None:
+                return fast
+            cond = cond.func(lhs, rhs, evaluate=False)
         if cond in (sympy.true, sympy.false):
             return bool(cond)
         static = self._static_truth(cond)
@@ -153,9 +183,71 @@ class ShapeEnv:
             # a size an eager op makes: checked right after the op runs (an unbacked
             # symbol's runtime assert); a call that fails it runs in numpy
             self.dd_guards.append(Guard(guard, reason))
-        else:
+        elif not self._narrow(guard, reason):
             self.guards.append(Guard(guard, reason))
         return value
+
+    def _decide_bound(self, op: str, lhs, rhs, reason: str) -> bool | None:
+        """`s op k` or `k op s` (an input symbol, an int), without sympy: proved
+        from s's range, or taken from its hint and narrowing the range."""
+        if isinstance(lhs, sympy.Symbol) and isinstance(rhs, int):
+            sym, k = lhs, rhs
+        elif isinstance(rhs, sympy.Symbol) and isinstance(lhs, int):
+            sym, k, op = rhs, lhs, _MIRROR[op]
+        else:
+            return None
+        info = self.symbols.get(sym)
+        if info is None or info.data_dependent or op in ("==", "!="):
+            return None
+        lo, hi = info.lo, info.hi  # s - k against 0
+        known = _decided(op, None if lo is None else lo - k, None if hi is None else hi - k)
+        if known is not None:
+            return known
+        value = _COMPARE[op](info.hint, k)
+        o = op if value else _NEGATED[op]
+        if o in (">=", ">"):
+            info.lo = k + (o == ">") if info.lo is None else max(info.lo, k + (o == ">"))
+        else:
+            info.hi = k - (o == "<") if info.hi is None else min(info.hi, k - (o == "<"))
+        info.range_reason = info.range_reason or reason
+        return value
+
+    def _narrow(self, guard, reason: str) -> bool:
+        """A guard `s op k` (one symbol, coefficient +-1) narrows s's range
+        instead: one check per symbol however many such decisions a loop
+        takes (and later decisions are proved from the range)."""
+        if not isinstance(guard, sympy.core.relational.Relational) or guard.rel_op in ("==", "!="):
+            return False
+        diff = sympy.expand(guard.lhs - guard.rhs)
+        syms = diff.free_symbols
+        if len(syms) != 1:
+            return False
+        (sym,) = syms
+        c = diff.coeff(sym)
+        k = diff - c * sym
+        if c not in (1, -1) or not k.is_Integer:
+            return False
+        op = guard.rel_op if c == 1 else {">=": "<=", ">": "<", "<=": ">=", "<": ">"}[guard.rel_op]
+        bound = -int(k) * int(c)  # (c*s + k op 0  <=>  s op' -k/c)
+        info = self.symbols[sym]
+        if op in (">=", ">"):
+            lo = bound + (op == ">")
+            info.lo = lo if info.lo is None else max(info.lo, lo)
+        else:
+            hi = bound - (op == "<")
+            info.hi = hi if info.hi is None else min(info.hi, hi)
+        info.range_reason = info.range_reason or reason
+        return True
+
+    def specialize(self, e, value: int, reason: str) -> None:
+        """e is `value` for this trace (a dim used as a Python number): a guard,
+        and for a bare symbol a replacement too, so every later expression
+        over it is a plain integer (a loop over range(n) then decides its
+        slices without sympy)."""
+        self.decide(sympy.Eq(e, value), reason)
+        e = self.simplify(e)
+        if isinstance(e, sympy.Symbol) and not self.symbols[e].data_dependent:
+            self.replacements[e] = sympy.Integer(value)
 
     def unify(self, a, b, reason: str) -> None:
         """Make two dims equal (broadcasting two non-1 dims, matmul's inner
@@ -226,5 +318,34 @@ class ShapeEnv:
 def _negate(cond):
     flip = {"==": sympy.Ne, "!=": sympy.Eq, "<": sympy.Ge, "<=": sympy.Gt, ">": sympy.Le, ">=": sympy.Lt}
     if isinstance(cond, sympy.core.relational.Relational):
-        return flip[cond.rel_op](cond.lhs, cond.rhs)
+        return flip[cond.rel_op](cond.lhs, cond.rhs, evaluate=False)
     return sympy.Not(cond)
+
+
+_MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}  # k op s  <=>  s op' k
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _decided(op: str, lo, hi) -> bool | None:
+    """The truth of `d op 0` for every d in [lo, hi] (None bounds: unbounded), or None."""
+    if op in (">=", ">", "<=", "<"):
+        at_least = (lambda v: v >= 0) if op == ">=" else (lambda v: v > 0) if op == ">" else None
+        if op in (">=", ">"):
+            if lo is not None and at_least(lo):
+                return True
+            if hi is not None and not at_least(hi):
+                return False
+            return None
+        below = (lambda v: v <= 0) if op == "<=" else (lambda v: v < 0)
+        if hi is not None and below(hi):
+            return True
+        if lo is not None and not below(lo):
+            return False
+        return None
+    if lo is not None and lo == hi:
+        return (lo == 0) == (op == "==")
+    if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+        return op == "!="
+    return None

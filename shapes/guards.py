@@ -48,11 +48,13 @@ class GuardSet:
                 self.symbols.append(expr)
                 bind_lines.append(f"{name} = {ref}")
                 lo, hi = env.range_of(expr)
-                # The key already fixes dims of size 0/1; user bounds are checked.
-                if lo is not None and lo > 2:
-                    self.checks.append(Check(f"{name} >= {lo}", f"{name} >= {lo}", f"declared range of {d.source}"))
+                why = env.symbols[expr].range_reason or f"declared range of {d.source}"
+                # what the key guarantees: a dim is >= 2 (0 and 1 are in the key); an int argument, nothing
+                floor = 2 if expr.is_nonnegative else None
+                if lo is not None and (floor is None or lo > floor):
+                    self.checks.append(Check(f"{name} >= {lo}", f"{name} >= {lo}", why))
                 if hi is not None:
-                    self.checks.append(Check(f"{name} <= {hi}", f"{name} <= {hi}", f"declared range of {d.source}"))
+                    self.checks.append(Check(f"{name} <= {hi}", f"{name} <= {hi}", why))
                 continue
             self.checks.append(Check(
                 f"{ref} == {to_python(expr)}", f"{d.source} == {expr}",

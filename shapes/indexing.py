@@ -48,11 +48,11 @@ def normalize_index(env: ShapeEnv, shape: tuple, index, where: str):
 
 def _int_index(env, n, i, reason, ax):
     i = env.simplify(i)
-    if env.decide(sympy.Lt(i, 0), reason):
-        if env.decide(sympy.Lt(i + n, 0), reason):
+    if env.decide(sympy.Lt(i, 0, evaluate=False), reason):
+        if env.decide(sympy.Lt(i + n, 0, evaluate=False), reason):
             raise IndexError(f"index {env.hint(i)} is out of bounds for axis {ax} with size {env.hint(n)}")
         return env.simplify(i + n)
-    if env.decide(sympy.Ge(i, n), reason):
+    if env.decide(sympy.Ge(i, n, evaluate=False), reason):
         raise IndexError(f"index {env.hint(i)} is out of bounds for axis {ax} with size {env.hint(n)}")
     return i
 
@@ -61,21 +61,21 @@ def slice_params(env: ShapeEnv, n, s: slice, reason: str):
     """(start, step, length) of `s` applied to a dim of size n."""
     step = 1 if s.step is None else env.simplify(s.step)
     if isinstance(step, sympy.Basic):
-        step = env.hint(step) if env.decide(sympy.Eq(step, env.hint(step)), reason) else step
+        step = env.hint(step) if env.decide(sympy.Eq(step, env.hint(step), evaluate=False), reason) else step
     if step == 0:
         raise ValueError("slice step cannot be zero")
     if step > 0:
         start = 0 if s.start is None else _clamp(env, n, s.start, 0, n, reason)
         stop = n if s.stop is None else _clamp(env, n, s.stop, 0, n, reason)
         span = env.simplify(stop - start)
-        if env.decide(sympy.Le(span, 0), reason):
+        if env.decide(sympy.Le(span, 0, evaluate=False), reason):
             return start, step, 0
         length = span if step == 1 else env.simplify(sympy.floor((span + step - 1) / sympy.Integer(step)))
         return start, step, length
     start = n - 1 if s.start is None else _clamp(env, n, s.start, -1, n - 1, reason)
     stop = -1 if s.stop is None else _clamp(env, n, s.stop, -1, n - 1, reason)
     span = env.simplify(start - stop)
-    if env.decide(sympy.Le(span, 0), reason):
+    if env.decide(sympy.Le(span, 0, evaluate=False), reason):
         return 0, step, 0
     length = span if step == -1 else env.simplify(sympy.floor((span - step - 1) / sympy.Integer(-step)))
     return env.simplify(start), step, length
@@ -83,12 +83,12 @@ def slice_params(env: ShapeEnv, n, s: slice, reason: str):
 
 def _clamp(env, n, i, lo, hi, reason):
     i = env.simplify(i)
-    if env.decide(sympy.Lt(i, 0), reason):
+    if env.decide(sympy.Lt(i, 0, evaluate=False), reason):
         i = env.simplify(i + n)
-        if env.decide(sympy.Lt(i, lo), reason):
+        if env.decide(sympy.Lt(i, lo, evaluate=False), reason):
             return lo
         return i
-    if env.decide(sympy.Gt(i, hi), reason):
+    if env.decide(sympy.Gt(i, hi, evaluate=False), reason):
         return env.simplify(hi)
     return i
 
@@ -117,7 +117,7 @@ def infer_reshape(env: ShapeEnv, in_shape: tuple, new_shape: tuple, where: str) 
         q = sympy.cancel(total / known)
         num, den = sympy.fraction(q)
         if den != 1:
-            env.decide(sympy.Eq(sympy.Mod(num, den), 0), f"{where}: size divisible by {den}")
+            env.decide(sympy.Eq(sympy.Mod(num, den), 0, evaluate=False), f"{where}: size divisible by {den}")
             q = sympy.floor(q)
         k = holes[0]
         return tuple(env.simplify(q) if j == k else d for j, d in enumerate(new_shape))
@@ -125,5 +125,5 @@ def infer_reshape(env: ShapeEnv, in_shape: tuple, new_shape: tuple, where: str) 
         raise ValueError(f"cannot reshape array of size {hint_total} into shape "
                          f"{tuple(env.hint(d) for d in new_shape)}")
     if sympy.expand(total - known) != 0:
-        env.decide(sympy.Eq(env.simplify(total), env.simplify(known)), f"{where}: element count")
+        env.decide(sympy.Eq(env.simplify(total), env.simplify(known), evaluate=False), f"{where}: element count")
     return new_shape
