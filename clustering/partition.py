@@ -236,15 +236,19 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
 
 
 def _convex(union: set[int], succ) -> bool:
-    """No path leaves the set and comes back into it."""
-    stack = [s for m in union for s in succ[m] if s not in union]
+    """No path leaves the set and comes back into it.  (Node indices are in
+    graph order and edges go forward, so such a path stays below the set's
+    last node: the search stops there, which keeps partitioning an unrolled
+    loop's thousands of nodes linear-ish instead of quadratic.)"""
+    last = max(union)
+    stack = [s for m in union for s in succ[m] if s not in union and s < last]
     seen = set(stack)
     while stack:
         k = stack.pop()
         for s in succ[k]:
             if s in union:
                 return False
-            if s not in seen:
+            if s not in seen and s < last:
                 seen.add(s)
                 stack.append(s)
     return True
