@@ -531,25 +531,35 @@ def _item(x):
 _NOT_ALLOCATED = _ALIASING | _EXTERNAL  # (the memory model counts what the executable allocates)
 
 
+MAX_PEAK_TERMS = 64  # distinct symbolic live-byte sums the memory model keeps before it bounds them
+
+
 def _memory_model(steps, outputs, symbols, pooled) -> str:
     """The source of a function of the bound dims giving (bytes allocated per
     call, peak live bytes of a call): sizes of the arrays the steps create,
     pooled buffers counted as live but not as allocated.  Sizes that depend
     on data-dependent dims (eager ops) are left out."""
     sizes: dict[int, object] = {}
-    allocated = sympy.Integer(0)
+    allocated_int, allocated_sym = 0, []  # (summed once at the end: a growing sympy sum is quadratic)
+    bound = set(symbols)
     for st in steps:
         made = ([(vid, shp, dt) for vid, shp, dt in st.outputs] if isinstance(st, KernelCall) else
                 [] if st.op in _NOT_ALLOCATED else [(o.id, o.shape, o.dtype) for o in st.outputs])
         for vid, shp, dt in made:
-            n = sympy.Integer(np.dtype(dt).itemsize)
+            n = np.dtype(dt).itemsize  # (static sizes stay Python ints: no sympy per step)
             for d in shp:
-                n *= d
-            if n.free_symbols - set(symbols):
-                continue
-            sizes[vid] = int(n) if n.is_Integer else n  # (static sizes stay Python ints: no sympy per step)
+                n = n * d
+            if isinstance(n, sympy.Basic):
+                if n.free_symbols - bound:
+                    continue
+                n = int(n) if n.is_Integer else n
+            sizes[vid] = n
             if vid not in pooled:
-                allocated += n
+                if isinstance(n, int):
+                    allocated_int += n
+                else:
+                    allocated_sym.append(n)
+    allocated = sympy.Add(allocated_int, *allocated_sym)
     dead_at: dict[int, list[int]] = {}
     last: dict[int, int] = {}
     for k, st in enumerate(steps):
@@ -569,8 +579,10 @@ def _memory_model(steps, outputs, symbols, pooled) -> str:
                 live_sym += n
         if live_sym == 0:
             top_int = max(top_int, live_int)
-        else:
+        elif peaks is not None:
             peaks.setdefault(sympy.expand(live_sym + live_int), None)
+            if len(peaks) > MAX_PEAK_TERMS:  # (an unrolled loop): every size at once bounds the peak
+                peaks = None
         for vid in dead_at.get(k, ()):
             n = sizes.get(vid, 0)
             if isinstance(n, int):
@@ -578,6 +590,8 @@ def _memory_model(steps, outputs, symbols, pooled) -> str:
             else:
                 live_sym -= n
     # max() in Python: a sympy Max of many terms spends seconds simplifying
+    if peaks is None:
+        peaks = {sympy.expand(sympy.Add(*sizes.values())): None}
     uniq = [sympy.Integer(top_int)] + list(peaks)
     return exprs_source([sympy.expand(allocated)] + uniq, symbols)
 
