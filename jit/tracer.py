@@ -335,7 +335,7 @@ class SymInt:
 
     def _specialize(self) -> int:
         h = self.ctx.hint(self.expr)
-        self.ctx.env.decide(sympy.Eq(self.expr, h), f"{user_location()}: {self.expr} used as a Python number")
+        self.ctx.env.specialize(self.expr, h, f"{user_location()}: {self.expr} used as a Python number")
         return h
 
     # numpy code that shapejit does not intercept (a helper module's own `np`)
