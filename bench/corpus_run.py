@@ -92,7 +92,8 @@ def _numba_reason(e: BaseException) -> str:
 
 def _why_not(jf) -> str:
     """The reasons a jitted function is not fully compiled: its first fallback
-    (location dropped) or the distinct numpy functions of its eager nodes."""
+    (location dropped), or the distinct numpy functions of its eager nodes and
+    its graph breaks."""
     for line in jf.log:
         if line.startswith("fallback:"):
             return re.sub(r" \(at [^)]*\)$", "", line[len("fallback: "):])
@@ -108,7 +109,9 @@ def _why_not(jf) -> str:
             name = line.strip().split(" at ")[0]
             if name not in eager:
                 eager.append(name)
-    return ("eager: " + ", ".join(eager)) if eager else ""
+    breaks = jf.stats().get("graph_breaks", 0)
+    why = (["eager: " + ", ".join(eager)] if eager else []) + ([f"{breaks} graph breaks"] if breaks else [])
+    return "; ".join(why)
 
 
 def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=print) -> list[dict]:
@@ -143,7 +146,7 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
             problems = []
 
             def check(args, out, what):
-                why = compare(k.outputs(args, out), want, rtol=k.rtol)
+                why = compare(k.outputs(args, out), want, rtol=k.rtol_for(preset))
                 if why:
                     problems.append(f"{what}: {why}")
                 for i, (a, b) in enumerate(zip(args, base)):
@@ -181,7 +184,7 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
                     t0 = time.perf_counter()
                     out = nf(*args)
                     row["numba_first"] = time.perf_counter() - t0
-                    why = compare(k.outputs(args, out), want, rtol=k.rtol)
+                    why = compare(k.outputs(args, out), want, rtol=k.rtol_for(preset))
                     if why:
                         row["numba_status"] = f"wrong: {why}"
                     else:
@@ -393,8 +396,9 @@ def render(rows, a, seconds) -> str:
         "Speedups are numpy's median time over the implementation's (higher is faster); first calls "
         "include tracing and compiling (shapejit, cold compile cache) or numba's compile. `equal`: the "
         "return value and every mutated argument of the first and later shapejit calls equal numpy's "
-        "(float32 rtol 1e-5, float64 rtol 1e-9, atol rtol·max(1, max|ref|); ints exact). `fully`: "
-        "no eager node, fallback or eager call (cumulative over the presets); `compiles`: cumulative "
+        "(float32 rtol 1e-5, float64 rtol 1e-9, wider where a kernel says so (nbody: chaotic), "
+        "atol rtol·max(1, max|ref|); ints exact). `fully`: "
+        "no eager node, graph break, fallback or eager call (cumulative over the presets); `compiles`: cumulative "
         "for one jitted function across the presets; `breaks`: its graph breaks (data-dependent "
         "decisions its entries are specialized on).",
         "",

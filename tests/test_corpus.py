@@ -47,7 +47,7 @@ def test_kernel_equals_numpy(name, backend):
         warnings.simplefilter("ignore")   # JitWarnings of eager fallbacks, numpy's RuntimeWarnings
         for call in ("first call", "second call"):
             args = fresh(base)
-            why = compare(k.outputs(args, jf(*args)), want, rtol=k.rtol)
+            why = compare(k.outputs(args, jf(*args)), want, rtol=k.rtol_for("T"))
             assert why is None, f"{name} ({backend}), {call}: {why}"
             for i, (a, b) in enumerate(zip(args, base)):
                 if i not in k.mutates and isinstance(b, np.ndarray):

@@ -26,7 +26,10 @@ class Kernel:
     init: Callable         # init(rng, **sizes) -> tuple of arguments
     mutates: tuple = ()    # indices of the arguments the kernel writes into
     family: str = ""
-    rtol: float | None = None   # wider than `tolerance` where rounding is amplified (chaotic kernels)
+    rtol: dict | None = None    # preset -> rtol wider than `tolerance`, where rounding is amplified
+
+    def rtol_for(self, preset: str) -> float | None:
+        return (self.rtol or {}).get(preset)
 
     def make_inputs(self, preset: str, rng: np.random.Generator) -> tuple:
         return tuple(self.init(rng, **self.sizes[preset]))
