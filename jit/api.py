@@ -272,7 +272,11 @@ class JitFunction:
                     state.entries.append(entry)
                     self._n_entries += 1
                     m.slow_calls += 1
-                    return self._run_entry(entry, runtime, dims, bound)
+                    try:
+                        return self._run_entry(entry, runtime, dims, bound)
+                    except BreakMismatch:  # saved for another outcome of a graph break: trace this one
+                        reason, category = "a saved trace's graph break decided otherwise", "graph_break"
+                        held = runtime[len(base_runtime):]
             t0 = _now()
             failure = None
             try:

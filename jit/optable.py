@@ -412,7 +412,7 @@ def setitem(ctx, t: Tracer, index, value):
         with np.errstate(all="ignore"):
             np.array(t.concrete)[mask.concrete] = value.concrete if isinstance(value, Tracer) else value
         v = ctx.emit("astype", [value], {"dtype": t.dtype}) if isinstance(value, Tracer) else \
-            ctx.operand(np.asarray(value).astype(t.dtype))
+            ctx.operand(np.asarray(value).astype(t.dtype)[()])  # (a numpy scalar: a kernel constant)
         new = ctx.emit("where", [mask, v, t], {})
         if new.dtype != t.dtype:
             new = ctx.emit("astype", [new], {"dtype": t.dtype})

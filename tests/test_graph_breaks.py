@@ -125,3 +125,20 @@ def test_constants_of_the_trace_need_no_break(backend):
         assert_like_numpy(jf(x), f(x))
     s = jf.stats()
     assert s["fallbacks"] == 0 and s["graph_breaks"] == 3 and s["traces"] == 3  # one per distinct k
+
+
+def test_a_saved_trace_that_decides_otherwise_is_traced_again(tmp_path, monkeypatch):
+    # a second jit object loads the first one's saved trace, whose break decided
+    # the other way: its call traces its own path (the mismatch never reaches the user)
+    from runtime.cache import reset_default_cache
+    monkeypatch.setenv("SHAPEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    reset_default_cache()
+
+    def grow(x, t):
+        while x.sum() < t:
+            x = x * 2.0
+        return x
+    assert_like_numpy(jit(grow)(np.ones(3), 10.0), grow(np.ones(3), 10.0))
+    second = jit(grow)
+    assert_like_numpy(second(np.ones(3), 100.0), grow(np.ones(3), 100.0))
+    assert second.stats()["fallbacks"] == 0

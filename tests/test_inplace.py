@@ -308,3 +308,12 @@ def test_take_along_axis_and_argmax(backend):
         return np.take_along_axis(x, i[:, None], axis=1), np.take(x, i, axis=1)
     rng = np.random.default_rng(3)
     check(f, lambda n: [rng.random((n, 5))], backend)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])
+def test_mask_store_into_an_integer_array_compiles(backend, dtype):
+    def f(x):
+        n = np.zeros(x.shape, dtype=dtype)
+        n[x > 0.5] = 1
+        return n
+    check(f, lambda k: [np.linspace(0, 1, k)], backend)
