@@ -396,7 +396,7 @@ def render(rows, a, seconds) -> str:
         "Speedups are numpy's median time over the implementation's (higher is faster); first calls "
         "include tracing and compiling (shapejit, cold compile cache) or numba's compile. `equal`: the "
         "return value and every mutated argument of the first and later shapejit calls equal numpy's "
-        "(float32 rtol 1e-5, float64 rtol 1e-9, wider where a kernel says so (nbody: chaotic), "
+        "(float32 rtol 1e-5, float64 rtol 1e-9, wider where a kernel says so (nbody: chaotic, values not compared at M), "
         "atol rtol·max(1, max|ref|); ints exact). `fully`: "
         "no eager node, graph break, fallback or eager call (cumulative over the presets); `compiles`: cumulative "
         "for one jitted function across the presets; `breaks`: its graph breaks (data-dependent "
