@@ -9,7 +9,9 @@ Every kernel follows one C ABI::
     void k(i64 start, i64 stop, ptr args..., i64 ints..., double floats...)
 
 ``start``/``stop`` range over the outermost parallel loop; the pointer
-arguments are data pointers of arrays.
+arguments are data pointers of arrays (or, for the jit's kernels, the numpy
+array objects).  A kernel may also have a Python entry (codegen/pycall.py): a
+CPython METH_FASTCALL function taking the same arguments as Python objects.
 
 Serialized layout (all integers little endian)::
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 __all__ = ["Artifact", "ArtifactError", "KernelInfo", "FORMAT_VERSION", "MAGIC"]
 
 MAGIC = b"SHJITART"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: kernels have a Python entry symbol
 
 _PREFIX = struct.Struct("<8sIQ32s")  # magic, version, payload length, sha256
 _U32 = struct.Struct("<I")
@@ -48,12 +50,14 @@ class ArtifactError(ValueError):
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """Name and argument counts of one kernel (see the module docstring)."""
+    """Name and argument counts of one kernel, and the symbol of its Python
+    entry ("" for none) (see the module docstring)."""
 
     symbol: str
     n_ptr_args: int
     n_int_args: int = 0
     n_float_args: int = 0
+    py_entry: str = ""
 
     @property
     def n_args(self) -> int:
@@ -83,7 +87,7 @@ class Artifact:
     def to_bytes(self) -> bytes:
         header = {
             "kernels": [
-                [k.symbol, k.n_ptr_args, k.n_int_args, k.n_float_args]
+                [k.symbol, k.n_ptr_args, k.n_int_args, k.n_float_args, k.py_entry]
                 for k in self.kernels
             ],
             "triple": self.triple,
@@ -130,8 +134,8 @@ class Artifact:
                 raise ValueError("header length exceeds payload")
             header = json.loads(payload[_U32.size:header_end].decode("utf-8"))
             kernels = tuple(
-                KernelInfo(str(s), int(p), int(i), int(f))
-                for s, p, i, f in header["kernels"]
+                KernelInfo(str(s), int(p), int(i), int(f), str(py))
+                for s, p, i, f, py in header["kernels"]
             )
             return cls(
                 object_code=payload[header_end:],

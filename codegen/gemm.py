@@ -106,7 +106,7 @@ def library(dtype) -> str:
     once per machine and kept in the compile cache like any artifact."""
     module = ir.Module(name=f"shapejit_gemm_{np.dtype(dtype).name}")
     GemmEmitter(module, symbol_for(dtype), dtype).emit()
-    support.parallel_entries(module, module.globals[symbol_for(dtype)], *ARGS)
+    support.parallel_entries(module, module.globals[symbol_for(dtype)], *ARGS, python=True)
     return str(module)
 
 

@@ -34,14 +34,15 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
     abis = [KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit() for k in kernels]
     for a in abis:
-        support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats)
+        support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
     return str(module), abis, gemms
 
 
 def entries(abis: list[KernelABI]) -> tuple:
-    """(symbol, arrays, ints, floats) of every function the module exports:
-    each kernel and its parallel entry (codegen/support.py)."""
-    return support.with_parallel((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis)
+    """(symbol, arrays, ints, floats, Python entry) of every kernel function
+    the module exports: each kernel and its parallel entry (codegen/support.py),
+    with their Python entries (codegen/pycall.py)."""
+    return support.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis), python=True)
 
 
 def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:

@@ -30,11 +30,13 @@ kernels per call.)
   job's fields, then publishes the new ticket; the fields stay put until the
   job's last chunk is done.
 
-Every kernel gets two more entries (`parallel_entries`):
-`<k>_packed(lo, hi, args)` unpacks an i64 array into `k`'s arguments, and
+Every kernel gets more entries (`parallel_entries`):
+`<k>_packed(lo, hi, args)` unpacks an i64 array into `k`'s arguments,
 `<k>_par(start, stop, arrays..., ints..., chunk, pool, floats...)` packs its
 arguments on its stack and calls the pool's run function at address `pool`
-with them: one ctypes call from Python runs a kernel on every core.
+with them: one call from Python runs a kernel on every core.  The jit's
+kernels also get `<k>_py` and `<k>_par_py`, which Python calls
+(codegen/pycall.py).
 
 `sj_spin_wait(seen, rounds, cell)` (the Python pool's waiting): returns once
 the i64 at address `cell` differs from `seen`, or after `rounds` pauses.
@@ -47,6 +49,7 @@ import sys
 from llvmlite import ir
 
 from codegen.llvm import I64, for_range, host_target
+from codegen.pycall import py_symbol, python_entry
 
 I1, I8, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(32)
 VOID = ir.VoidType()
@@ -99,14 +102,21 @@ def par_symbol(symbol: str) -> str:
     return symbol + PAR_SUFFIX
 
 
-def with_parallel(kernels) -> tuple:
-    """(symbol, arrays, ints, floats) of each kernel, each followed by its
-    `_par` entry's (two more ints: chunk and pool)."""
-    return tuple(e for sym, na, ni, nf in kernels for e in ((sym, na, ni, nf), (par_symbol(sym), na, ni + 2, nf)))
+def with_parallel(kernels, python: bool = False) -> tuple:
+    """(symbol, arrays, ints, floats, Python entry) of each kernel, each
+    followed by its `_par` entry's (two more ints: chunk and pool); the
+    Python entries (codegen/pycall.py) are "" unless `python` (as given to
+    `parallel_entries`)."""
+    return tuple((*e, py_symbol(e[0]) if python else "") for sym, na, ni, nf in kernels
+                 for e in ((sym, na, ni, nf), (par_symbol(sym), na, ni + 2, nf)))
 
 
-def parallel_entries(module: ir.Module, fn: ir.Function, n_arrays: int, n_ints: int, n_floats: int) -> None:
-    """Add `<k>_packed` and `<k>_par` (module docstring) for kernel `fn`."""
+def parallel_entries(module: ir.Module, fn: ir.Function, n_arrays: int, n_ints: int, n_floats: int,
+                     python: bool = False) -> None:
+    """Add `<k>_packed` and `<k>_par` (module docstring) for kernel `fn`;
+    with `python`, the Python entries of both too (codegen/pycall.py: for
+    kernels whose array arguments are numpy array objects, not data
+    pointers)."""
     fn.attributes.add("noinline")  # one copy of the kernel's code, called from both entries
     ptr_t, f64 = I8.as_pointer(), ir.DoubleType()
     n = n_arrays + n_ints + n_floats
@@ -137,6 +147,9 @@ def parallel_entries(module: ir.Module, fn: ir.Function, n_arrays: int, n_ints: 
     b.call(b.inttoptr(pool, run_t.as_pointer()),
            [start, stop, b.ptrtoint(packed, I64), b.ptrtoint(buf, I64), chunk])
     b.ret_void()
+    if python:
+        python_entry(module, fn, n_arrays, n_ints, n_floats)
+        python_entry(module, par, n_arrays, n_ints + 2, n_floats)
 
 
 def module() -> str:

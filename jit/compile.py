@@ -25,7 +25,7 @@ from runtime.cache import build_id, content_key, default_cache
 from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable
 from runtime.loader import LoadError, load
 from runtime import threadpool
-from runtime.native import check_array_layout, kernel_function
+from runtime.native import check_array_layout
 from shapes.ir import ArrayConst, Graph
 from shapes.ops import FRESH_C, ops_returning
 from shapes.verify import checks_enabled
@@ -134,11 +134,12 @@ def build_saved(saved: SavedBuild) -> Build | None:
 
 
 def _functions(loaded, kernels, layout) -> dict:
-    """ctypes callables of the loaded kernels: (symbol, n_arrays, n_ints,
-    n_floats) each; `layout` is the array-struct offsets they were generated
-    for, checked against this numpy."""
+    """Callables of the loaded kernels (their Python entries as builtin
+    functions; the thread pools' helpers as ctypes functions), by symbol (the
+    first field of each of `kernels`); `layout` is the array-struct offsets
+    they were generated for, checked against this numpy."""
     check_array_layout(*layout)
-    return {sym: kernel_function(loaded.address(sym), na, ni, nf) for sym, na, ni, nf in kernels}
+    return {k[0]: loaded[k[0]] for k in kernels}
 
 
 _libraries: dict = {}
@@ -165,7 +166,7 @@ def library_function(symbol: str):
             base = symbol.removesuffix(support.PAR_SUFFIX)
             dtype = gemm.dtype_of(base)
             name, make, variant = base, (lambda: gemm.library(dtype)), repr(gemm.tile_for(dtype))
-            kernels = support.with_parallel([(base, *gemm.ARGS)])
+            kernels = support.with_parallel([(base, *gemm.ARGS)], python=True)
         cache = default_cache()
         key = content_key("library", name, repr(kernels), variant, target_description(), build_id())
         symbols = [k[0] for k in kernels]
@@ -175,10 +176,7 @@ def library_function(symbol: str):
             artifact = compile_ir(make(), [KernelInfo(*k) for k in kernels], {"function": "library"}, optimize=False)
             cache.put(key, artifact.to_bytes(), "(library)", name, kind="library")
             found = load(artifact), None
-        functions = _functions(found[0], kernels, (DATA_OFFSET, STRIDES_OFFSET))
-        for sym, f in functions.items():
-            f._shapejit_keepalive = found[0]
-            _libraries[sym] = f
+        _libraries.update(_functions(found[0], kernels, (DATA_OFFSET, STRIDES_OFFSET)))  # (they keep their code)
         return _libraries[symbol]
 
 

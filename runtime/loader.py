@@ -20,6 +20,8 @@ import threading
 
 import llvmlite.binding as llvm
 
+from runtime.native import kernel_function
+
 __all__ = ["load", "LoadedArtifact", "LoadError", "kernel_cfunctype", "check_host_compatible"]
 
 
@@ -77,10 +79,12 @@ def check_host_compatible(artifact) -> None:
 class LoadedArtifact:
     """Kernels of an artifact, callable in this process.
 
-    ``functions[symbol]`` is a ctypes function (it releases the GIL while
-    running), ``addresses[symbol]`` the raw entry address.  The machine code
-    stays mapped as long as this object or one of its ``functions`` is
-    alive; raw ``addresses`` are only valid while this object is.
+    ``functions[symbol]`` is the kernel's Python entry as a builtin function
+    (runtime/native.py) where it has one, else a ctypes function; both
+    release the GIL while the kernel runs.  ``addresses[symbol]`` is the raw
+    address of an entry (kernel or Python entry).  The machine code stays
+    mapped as long as this object or one of its ``functions`` is alive; raw
+    ``addresses`` are only valid while this object is.
     """
 
     def __init__(self, artifact, tracker, lljit):
@@ -89,16 +93,20 @@ class LoadedArtifact:
         self._lljit = lljit  # must outlive the tracker
         self.addresses: dict[str, int] = {}
         self.functions: dict[str, object] = {}
+        # Each function keeps the machine code mapped even if the
+        # LoadedArtifact itself is dropped (load(a)["k"](...) is safe).
+        keepalive = self._tracker, self._lljit
         for k in artifact.kernels:
-            addr = tracker[k.symbol]
-            if not addr:
-                raise LoadError(f"symbol {k.symbol!r} not found in object code")
-            self.addresses[k.symbol] = addr
-            proto = kernel_cfunctype(k.n_ptr_args, k.n_int_args, k.n_float_args)
-            func = proto(addr)
-            # The function keeps the machine code mapped even if the
-            # LoadedArtifact itself is dropped (load(a)["k"](...) is safe).
-            func._shapejit_keepalive = self._tracker, self._lljit
+            for symbol in (k.symbol, k.py_entry) if k.py_entry else (k.symbol,):
+                addr = tracker[symbol]
+                if not addr:
+                    raise LoadError(f"symbol {symbol!r} not found in object code")
+                self.addresses[symbol] = addr
+            if k.py_entry:
+                func = kernel_function(self.addresses[k.py_entry], k.symbol, keepalive)
+            else:
+                func = kernel_cfunctype(k.n_ptr_args, k.n_int_args, k.n_float_args)(self.addresses[k.symbol])
+                func._shapejit_keepalive = keepalive
             self.functions[k.symbol] = func
 
     def __getitem__(self, symbol: str):
@@ -118,19 +126,22 @@ def load(artifact, check_host: bool = True) -> LoadedArtifact:
     """Link the artifact's object code into the process (thread safe).
 
     `artifact` is codegen's Artifact, read through its plain fields
-    (object_code, kernels with symbol and argument counts, triple, cpu,
-    features); the runtime does not import codegen.  With ``check_host``
-    (default) an artifact compiled for another CPU is rejected with LoadError
-    instead of risking illegal instructions.
+    (object_code, kernels with symbol, argument counts and Python entry,
+    triple, cpu, features); the runtime does not import codegen.  With
+    ``check_host`` (default) an artifact compiled for another CPU is rejected
+    with LoadError instead of risking illegal instructions.
     """
     if check_host:
         check_host_compatible(artifact)
     builder = llvm.JITLibraryBuilder().add_object_img(artifact.object_code)
     # Resolve libc/libm symbols the optimizer may introduce (memset, memcpy,
-    # expf, ...) against the running process.
+    # expf, ...) and the C-API functions of Python entries against the
+    # running process.
     builder.add_current_process()
     for k in artifact.kernels:
         builder.export_symbol(k.symbol)
+        if k.py_entry:
+            builder.export_symbol(k.py_entry)
     with _lock:
         lljit = _get_lljit()
         name = f"shapejit_artifact_{next(_lib_counter)}"

@@ -9,8 +9,9 @@ kernels.
 
 ``parallel_for(fn, start, stop, args, min_chunk)`` splits ``[start, stop)``
 into contiguous chunks and runs ``fn(chunk_start, chunk_stop, *args)`` on the
-worker threads *and* the calling thread.  ``fn`` is normally a ctypes
-function, which releases the GIL, so chunks really run concurrently.
+worker threads *and* the calling thread.  ``fn`` is normally a kernel's
+builtin function (runtime/native.py), which releases the GIL, so chunks
+really run concurrently.
 
 Design:
 

@@ -195,8 +195,8 @@ def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
     assert_like_numpy(f(x), np.exp(x) * 2.0)  # in bounds: no error
     exe = f._keys[next(iter(f._keys))].entries[0].executable
     (kc,) = [s for s in exe.steps if isinstance(s, rx.KernelCall)]
-    fn = exe.run.__globals__[[k for k, v in exe.run.__globals__.items()
-                              if getattr(v, "__class__", None).__name__ == "CFunctionType"][0]]
+    from runtime.native import KernelOwner
+    fn = next(v for v in exe.run.__globals__.values() if isinstance(getattr(v, "__self__", None), KernelOwner))
     fence = np.full(2 * 8 + 64, -7.0, F32)  # the output, then memory it does not own
     small = fence[:16].reshape(2, 8)
     n_ints = sum(1 for a in kc.args if a[0] == "int")
