@@ -4,6 +4,8 @@ The module text is deterministic for a given plan, dtypes, layouts and
 options, so it is also the content the compile cache hashes."""
 from __future__ import annotations
 
+import dataclasses
+
 from llvmlite import ir
 
 from clustering.partition import Plan
@@ -32,17 +34,62 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
         return "", [], gemms
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
-    abis = [KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit() for k in kernels]
-    for a in abis:
+    emitted: dict = {}
+    abis = [_emit_once(module, k, producers, contiguous, checked, emitted) for k in kernels]
+    for a in {a.symbol: a for a in abis}.values():
         support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
     return str(module), abis, gemms
+
+
+def _emit_once(module, k, producers, contiguous, checked, emitted: dict) -> KernelABI:
+    """k's ABI, from the function of an equal kernel emitted before when
+    there is one: a Python loop unrolled into the trace repeats the same
+    kernel over values with other ids, and LLVM compiles each distinct
+    kernel once.  Two kernels are equal when everything the emitter reads
+    is, up to value ids: members, domain, inputs and outputs (dtype, shape,
+    weak, C-contiguity, the constant or dim each scalar input folds)."""
+    key, ids = _structure(k, producers, contiguous, checked)
+    try:
+        hash(key)
+    except TypeError:  # (an attribute numpy holds by identity: this kernel is not shared)
+        key = object()
+    if key in emitted:
+        abi, first_ids = emitted[key]
+        rename = {a: b for a, b in zip(first_ids, ids)}
+        return dataclasses.replace(abi, args=tuple((a[0], rename[a[1]]) if a[0] in ("array", "float") else a
+                                                   for a in abi.args))
+    abi = KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit()
+    emitted[key] = abi, ids
+    return abi
+
+
+def _structure(k, producers, contiguous, checked) -> tuple[tuple, list[int]]:
+    """(k with its value ids numbered in order of appearance, those ids): a
+    hashable key (shapes stay sympy expressions: printing them is slow)."""
+    order: dict[int, int] = {}
+
+    def val(v) -> tuple:
+        return order.setdefault(v.id, len(order)), v.dtype, v.shape, v.weak
+
+    def fold(v):
+        p = producers.get(v.id)
+        if p is not None and p.op == "const":
+            return "const", type(p.attr("value")), repr(p.attr("value"))
+        return ("dim", p.attr("expr")) if p is not None and p.op == "dim" else ()
+
+    key = (checked, k.domain,
+           tuple((val(v), v.id in contiguous, fold(v)) for v in k.inputs),
+           tuple((n.op, tuple(map(val, n.inputs)), n.attrs, tuple(map(val, n.outputs))) for n in k.nodes),
+           tuple(map(val, k.outputs)), tuple(map(val, k.matmul_inputs)))
+    return key, list(order)
 
 
 def entries(abis: list[KernelABI]) -> tuple:
     """(symbol, arrays, ints, floats, Python entry) of every kernel function
     the module exports: each kernel and its parallel entry (codegen/support.py),
     with their Python entries (codegen/pycall.py)."""
-    return support.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in abis), python=True)
+    unique = {a.symbol: a for a in abis}.values()  # (kernels that share a function: _emit_once)
+    return support.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in unique), python=True)
 
 
 def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:
