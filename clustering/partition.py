@@ -116,10 +116,11 @@ def kernel_op_ok(n: Node, producers) -> str | None:
             return "power: only constant exponents 2, 3, 4 (and 0.5, -1 for floats) are compiled"
     if op in ROW_REDUCTIONS:
         x = n.inputs[0]
-        if x.dtype not in FLOAT_DTYPES or n.attr("dtype") is not None:
+        if n.attr("dtype") is not None or x.dtype not in FLOAT_DTYPES | INT_DTYPES | (
+                {np.dtype(np.bool_)} if op == "sum" else set()):
             return f"{op}: dtype"
         if not (is_row_reduction(n) or is_column_reduction(n)):
-            return f"{op}: only reductions over the last axis, or over every axis but the last, fuse " \
+            return f"{op}: only reductions over the last axis, or over axes up to the last, fuse " \
                    f"(axis={n.attr('axis')})"
     if op in COMPARISONS:
         return None if compare_dtype(n.inputs) in KERNEL_DTYPES else f"{op}: compares in {compare_dtype(n.inputs)}"
@@ -133,7 +134,7 @@ def kernel_op_ok(n: Node, producers) -> str | None:
         return f"{op}: of a {n.inputs[0].dtype} operand"
     if dt in FLOAT_DTYPES and op in NOT_FOR_FLOATS:
         return f"{op}: not compiled for floats"
-    if dt in INT_DTYPES and op not in INT_OPS:
+    if dt in INT_DTYPES and op not in INT_OPS | ROW_REDUCTIONS:
         return f"{op}: integer math"
     if dt == np.bool_ and op not in BOOL_OPS:
         return f"{op}: bool math"
@@ -145,9 +146,11 @@ def is_row_reduction(n: Node) -> bool:
 
 
 def is_column_reduction(n: Node) -> bool:
-    """Over every axis but the last (x.sum(0) of a matrix): a kernel of its own kind."""
-    x = n.inputs[0]
-    return n.op in ROW_REDUCTIONS and x.ndim >= 2 and n.attr("axis") == tuple(range(x.ndim - 1))
+    """Over axes p..ndim-2, every axis but the last p and the last one
+    (x.sum(0) of a matrix, x.sum((1, 2)) of NHWC images): a kernel of its
+    own kind."""
+    x, axis = n.inputs[0], n.attr("axis")
+    return n.op in ROW_REDUCTIONS and x.ndim >= 2 and bool(axis) and axis == tuple(range(axis[0], x.ndim - 1))
 
 
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
@@ -220,6 +223,8 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
     columns = [m for m in union if is_column_reduction(g.nodes[m])]
     if columns and any(is_row_reduction(g.nodes[m]) for m in union):
         return "row and column reductions do not share a kernel"
+    if len({g.nodes[m].attr("axis") for m in columns}) > 1:
+        return "column reductions over other axes do not share a kernel"
     if any(s in union for m in columns for s in succ[m]):
         return "a column reduction ends its kernel (its result is complete only after every row)"
     for m in union:

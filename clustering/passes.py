@@ -1,6 +1,7 @@
 """Graph passes: pure functions Graph -> Graph, run as one flat pipeline.
 
     decompose   mean/var/std into sum and elementwise ops (numpy's own formulas)
+    rows        sum/max/min over every axis as reductions over the last axis
     simplify    local algebra: x*1, x+0, transpose∘transpose, reshape∘reshape
     cse         structurally equal nodes computed once
     dce         nodes nobody uses removed
@@ -101,6 +102,39 @@ def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
     return v
 
 
+# -------------------------------------------------------------------- rows
+
+FULL_REDUCTIONS = ("sum", "max", "min")
+
+
+def rows(g: Graph) -> Graph:
+    """A sum, max or min over every axis of x becomes reductions over the
+    last axis, one per dim (x.sum() = x.sum(-1).sum(-1)...): the first fuses
+    with x's elementwise producers as a row kernel (clustering/partition.py),
+    the last keeps its dim, and its element (or a reshape) is the result.
+    (The sum is then taken in another order than numpy's pairwise one: a few
+    ulp.)"""
+    b = _Builder(g)
+    for n in g.nodes:
+        x = b.get(n.inputs[0]) if n.inputs else None
+        axis = n.attr("axis") if n.op in FULL_REDUCTIONS else ()
+        if x is None or x.ndim == 0 or (axis is not None and tuple(axis) != tuple(range(x.ndim))) \
+                or {k for k, _ in n.attrs} - {"axis", "keepdims"}:
+            b.keep(n)
+            continue
+        v = x
+        while v.ndim > 1:
+            v = b.add(n.op, [v], {"axis": (v.ndim - 1,), "keepdims": False}, n.out.dtype, v.shape[:-1], n.loc)
+        # (the last keeps its dim: a kernel's result is an array, the reshape a view)
+        v = b.add(n.op, [v], {"axis": (0,), "keepdims": True}, n.out.dtype, (1,), n.loc)
+        if not n.out.ndim:  # (an element: numpy's scalar, as the reduction returned)
+            v = b.add("getitem", [v], {"items": (("int", 0),), "shape": ()}, n.out.dtype, (), n.loc)
+        elif n.out.shape != (1,):
+            v = b.add("reshape", [v], {"shape": n.out.shape}, n.out.dtype, n.out.shape, n.loc)
+        b.subst[n.out.id] = v
+    return b.finish()
+
+
 # --------------------------------------------------------------- simplify
 
 def _const_value(n: Node | None):
@@ -162,6 +196,11 @@ def simplify(g: Graph) -> Graph:
         elif (n.op == "setitem" and len(ins) == 2 and _whole(n.attr("items"), out.shape)
               and ins[1].shape == out.shape and ins[1].dtype == out.dtype and not ins[1].weak):
             rep = ins[1]                             # x[...] = v of x's shape and dtype -> v
+        elif (n.op == "setitem" and len(ins) == 2 and prod.get(ins[1].id) is not None
+              and prod[ins[1].id].op == "getitem" and len(prod[ins[1].id].inputs) == 1
+              and b.get(prod[ins[1].id].inputs[0]).id == ins[0].id
+              and prod[ins[1].id].attr("items") == n.attr("items")):
+            rep = ins[0]                             # x[i] = x[i] -> x
         if rep is not None and not (out.id in prot and (rep.id in inputs or rep.id not in prod)):
             b.subst[out.id] = rep
             continue
@@ -216,7 +255,7 @@ def dce(g: Graph) -> Graph:
     return Graph(g.inputs, tuple(reversed(keep)), g.outputs)
 
 
-PIPELINE = [decompose, simplify, cse, dce]
+PIPELINE = [decompose, rows, simplify, cse, dce]
 
 
 def run_pipeline(g: Graph, checks: bool = False) -> Graph:

@@ -162,7 +162,7 @@ class KernelEmitter:
         # compensation term for float64 sums): long rows stay as accurate as
         # numpy's pairwise sum; a row of one block is summed exactly as before
         self.totals = {n.out.id: (b.alloca(F64, name=f"total{n.out.id}"), b.alloca(F64, name=f"comp{n.out.id}"))
-                       for n in self.k.nodes if n.op == "sum"}
+                       for n in self.k.nodes if _float_sum(n)}
         body = self._columns if self.k.column else self._rows
         runtime_strided = [vid for vid in self.strided if not self._static_inner_zero(vid)]
         if runtime_strided:
@@ -177,11 +177,13 @@ class KernelEmitter:
         else:
             body(start, stop, unit_inner=True)
         b.ret_void()
-        if self.k.column:  # split over blocks of columns
-            rows = sympy.floor((sympy.sympify(self.dom[-1]) + COLUMN_BLOCK - 1) / COLUMN_BLOCK)
-            rows = int(rows) if rows.is_Integer else rows
-            return KernelABI(self.symbol, tuple(a[:2] for a in self.arg_list), rows,
-                             COLUMN_BLOCK * _prod(self.dom[:-1]))
+        if self.k.column:  # split over (batch index, block of columns) units
+            p = next(n for n in self.k.nodes if is_column_reduction(n)).attr("axis")[0]
+            blocks = sympy.floor((sympy.sympify(self.dom[-1]) + COLUMN_BLOCK - 1) / COLUMN_BLOCK)
+            units = sympy.sympify(_prod(self.dom[:p])) * blocks
+            units = int(units) if units.is_Integer else units
+            return KernelABI(self.symbol, tuple(a[:2] for a in self.arg_list), units,
+                             COLUMN_BLOCK * _prod(self.dom[p:-1]))
         rows = self.dom[-1] if self.flat else _prod(self.dom[:-1])
         inner = 1 if self.flat else self.dom[-1]
         return KernelABI(self.symbol, tuple(a[:2] for a in self.arg_list), rows, inner)
@@ -303,40 +305,47 @@ class KernelEmitter:
         self.inner_strides = {vid: s[-1] for vid, s in strides.items()}
 
     def _columns(self, start, stop, unit_inner: bool):
-        """A column reduction: [start, stop) are blocks of COLUMN_BLOCK columns;
-        each output element starts at the identity and takes one row after
-        the other, the columns of a row in the inner (vector) loop -- numpy's
-        own order for a C-contiguous input."""
+        """A column reduction over axes p..ndim-2 (the leading p axes kept:
+        a batch of column reductions): [start, stop) are work units, a batch
+        index and a block of COLUMN_BLOCK columns; each output element starts
+        at the identity and takes one row after the other, the columns of a
+        row in the inner (vector) loop -- numpy's own order for a C-contiguous
+        input."""
         b = self.b
         strides = {vid: [self._dom_axis_stride(vid, k, unit_inner) for k in range(self.rank)]
                    for vid in self.data if vid in {v.id for v in self.k.inputs}}
+        reds = [nd for nd in self.k.nodes if is_column_reduction(nd)]
+        p = reds[0].attr("axis")[0]
         n = self._ext(self.dom[-1])
         blk = ir.Constant(I64, COLUMN_BLOCK)
-        j0 = b.mul(start, blk)
-        j1 = b.mul(stop, blk)
-        j1 = b.select(b.icmp_signed("<", j1, n), j1, n)
-        reds = [nd for nd in self.k.nodes if is_column_reduction(nd)]
-        with for_range(b, j0, j1) as j:
-            for nd in reds:
-                self._store(nd.out, j, ir.Constant(LLTYPE[nd.out.dtype], _identity(nd.op)))
-        rows = ir.Constant(I64, 1)
-        for d in self.dom[:-1]:
-            if not _is_one(d):
-                rows = b.mul(rows, self._ext(d))
+        n_blocks = b.sdiv(b.add(n, ir.Constant(I64, COLUMN_BLOCK - 1)), blk)
+        rows = self._count(self.dom[p:-1])
         self.known, self.recip = {}, {}
-        with for_range(b, ir.Constant(I64, 0), rows) as row:
-            self._at_row(row, strides)
+        with for_range(b, start, stop) as unit:
+            batch = b.sdiv(unit, n_blocks)
+            j0 = b.mul(b.srem(unit, n_blocks), blk)
+            j1 = b.add(j0, blk)
+            j1 = b.select(b.icmp_signed("<", j1, n), j1, n)
+            first = b.mul(batch, n)  # (the batch's first output element)
             with for_range(b, j0, j1) as j:
-                memo: dict = {}
                 for nd in reds:
-                    x = self._val(nd.inputs[0], j, memo)
-                    acc = b.load(self._addr(nd.out.id, j))
-                    if nd.op == "sum":
-                        r = b.fadd(acc, x)
-                    else:
-                        r = b.call(_intrinsic(self.m, "llvm.maximum" if nd.op == "max" else "llvm.minimum",
-                                              x.type, 2), [acc, x])
-                    self._store(nd.out, j, r)
+                    self._store(nd.out, b.add(first, j),
+                                ir.Constant(LLTYPE[nd.out.dtype], _identity(nd.op, nd.out.dtype)))
+            with for_range(b, ir.Constant(I64, 0), rows) as row:
+                self._at_row(b.add(b.mul(batch, rows), row), strides)
+                with for_range(b, j0, j1) as j:
+                    memo: dict = {}
+                    for nd in reds:
+                        at = b.add(first, j)
+                        acc = b.load(self._addr(nd.out.id, at))
+                        self._store(nd.out, at, self._combine(nd, acc, self._val(nd.inputs[0], j, memo), ()))
+
+    def _count(self, dims) -> ir.Value:
+        c = ir.Constant(I64, 1)
+        for d in dims:
+            if not _is_one(d):
+                c = self.b.mul(c, self._ext(d))
+        return c
 
     def _passes(self, j0, j1):
         b = self.b
@@ -352,9 +361,9 @@ class KernelEmitter:
 
         for lvl in sorted(set(levels.values())):
             reds = [n for n in self.k.nodes if n.op in ROW_REDUCTIONS and levels[n.out.id] == lvl]
-            sums = [n for n in reds if n.op == "sum"]
+            sums = [n for n in reds if _float_sum(n)]  # (integer sums wrap around as numpy's do: no blocks)
             for n in reds:
-                b.store(ir.Constant(LLTYPE[n.out.dtype], _identity(n.op)), self.accs[n.out.id])
+                b.store(ir.Constant(LLTYPE[n.out.dtype], _identity(n.op, n.out.dtype)), self.accs[n.out.id])
             for n in sums:
                 for cell in self.totals[n.out.id]:
                     b.store(ir.Constant(F64, 0.0), cell)
@@ -363,14 +372,8 @@ class KernelEmitter:
                 with for_range(b, lo, hi) as j:
                     memo: dict = {}
                     for n in reds:
-                        x = self._val(n.inputs[0], j, memo)
                         acc = b.load(self.accs[n.out.id])
-                        if n.op == "sum":
-                            r = b.fadd(acc, x, flags=REASSOC)
-                        else:
-                            f = _intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2)
-                            r = b.call(f, [acc, x])
-                        b.store(r, self.accs[n.out.id])
+                        b.store(self._combine(n, acc, self._val(n.inputs[0], j, memo), REASSOC), self.accs[n.out.id])
                     if lvl == last:
                         for u, v in stash.items():
                             self._store(v, out_offset(j), memo[u.id])
@@ -386,7 +389,7 @@ class KernelEmitter:
             else:
                 reduce_pass(j0, j1)
             for n in reds:
-                if n.op == "sum":
+                if _float_sum(n):
                     total = b.load(self.totals[n.out.id][0])
                     self.known[n.out.id] = total if n.out.dtype == np.float64 else b.fptrunc(total, F32)
                 else:
@@ -420,6 +423,20 @@ class KernelEmitter:
         for v in self.k.outputs:
             if self._row_value(v):
                 self._store(v, self.row, self._val(v, None, memo))
+
+    def _combine(self, n: Node, acc, x, flags):
+        """acc op x for reduction n: floats by fadd / llvm.maximum (NaN
+        propagates, as in numpy); ints and bools cast to the result's dtype
+        and added with wraparound, or compared."""
+        b = self.b
+        if n.out.dtype.kind != "f":
+            x = self._cast(x, self._in_type(n.inputs[0]), n.out.dtype)
+            if n.op == "sum":
+                return b.add(acc, x)
+            return b.select(b.icmp_signed(">" if n.op == "max" else "<", x, acc), x, acc)
+        if n.op == "sum":
+            return b.fadd(acc, x, flags=flags)
+        return b.call(_intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2), [acc, x])
 
     def _add_block(self, n: Node) -> None:
         """total += the block's sum: exact enough in float64 for float32 sums;
@@ -742,8 +759,14 @@ def _const(dt: np.dtype, c):
     return ir.Constant(LLTYPE.get(dt, F64), float(c))
 
 
-def _identity(op):
-    return {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[op]
+def _identity(op, dtype):
+    if dtype.kind == "f":
+        return {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[op]
+    return {"sum": 0, "max": int(np.iinfo(dtype).min), "min": int(np.iinfo(dtype).max)}[op]
+
+
+def _float_sum(n: Node) -> bool:
+    return n.op == "sum" and n.out.dtype.kind == "f"
 
 
 def _prod(dims):
