@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from shapes.ir import ArrayConst, Graph
+from shapes.ir import ArrayConst, Graph, Node
 from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, index_of, ops_returning
 from shapes.pyexpr import compile_source, exprs_source, to_python
 from runtime.bufferpool import BufferPool
@@ -214,6 +214,10 @@ def _index_source(items, arrays: list[str], const) -> str:
     return parts[0] if len(parts) == 1 else "(" + "".join(p + ", " for p in parts) + ")"
 
 
+def _symbols_of(items) -> set:
+    return set().union(*(x.free_symbols for it in items for x in it if isinstance(x, sympy.Basic)))
+
+
 def _slice(start: int, step: int, length: int) -> slice:
     stop = start + step * length  # (as shapes/ops.py index_from_items)
     return slice(start, None if stop < 0 else stop, step)
@@ -232,26 +236,18 @@ _ALIASING = ops_returning(VIEW_OF_INPUT)
 _EXTERNAL = ops_returning(EXTERNAL)
 
 
-def _in_place_updates(graph, steps, outputs) -> set[int]:
+def _in_place_updates(graph, steps, outputs, may_stop: bool) -> set[int]:
     """Output ids of the setitem steps that may write into their target's
     buffer instead of a copy: the target's memory was made by this
-    executable (not an argument, a captured array or an eager op's result,
-    which may be a view of anything) and no later step, output or
+    executable (not a captured array or an eager op's result, which may be
+    a view of anything), or is an argument the call writes back into anyway
+    when no step after the first write can stop the call (the caller then
+    runs numpy on the arguments as they were), and no later step, output or
     write-back reads it, or a view of it, again."""
-    roots: dict[int, frozenset] = {v.id: frozenset([v.id]) for v in graph.inputs}
-    owned: set[int] = set()
-    reads: list[list[int]] = []
-    for st in steps:
-        ins, outs = _step_io(st)
-        reads.append(ins)
-        for vid in outs:
-            if isinstance(st, KernelCall) or st.op not in _ALIASING | _EXTERNAL:
-                roots[vid] = frozenset([vid])
-                owned.add(vid)
-            elif st.op in _ALIASING:
-                roots[vid] = roots.get(ins[0], frozenset([vid]))
-            else:
-                roots[vid] = frozenset([vid]).union(*(roots.get(i, frozenset()) for i in ins))
+    roots, owned = _roots(graph, steps)
+    if not may_stop:
+        owned |= {o.payload[0] for o in outputs if o.kind == "writeback"}
+    reads = [_step_io(st)[0] for st in steps]
     # the buffers read from step k on (and by the outputs), built from the end
     read_later: set = set().union(*(roots.get(o.value_id, frozenset()) for o in outputs if o.value_id is not None))
     out = set()
@@ -264,6 +260,58 @@ def _in_place_updates(graph, steps, outputs) -> set[int]:
         for vid in reads[k]:
             read_later |= roots.get(vid, frozenset())
     return out
+
+
+def _roots(graph, steps) -> tuple[dict[int, frozenset], set[int]]:
+    """(the buffers each value may be a view of, by value id: values that
+    made their own; those made by this executable)."""
+    roots: dict[int, frozenset] = {v.id: frozenset([v.id]) for v in graph.inputs}
+    owned: set[int] = set()
+    for st in steps:
+        ins, outs = _step_io(st)
+        for vid in outs:
+            if isinstance(st, KernelCall) or st.op not in _ALIASING | _EXTERNAL:
+                roots[vid] = frozenset([vid])
+                owned.add(vid)
+            elif st.op in _ALIASING:
+                roots[vid] = roots.get(ins[0], frozenset([vid]))
+            else:
+                roots[vid] = frozenset([vid]).union(*(roots.get(i, frozenset()) for i in ins))
+    return roots, owned
+
+
+def _stores_in_place(graph, steps, in_place: set[int], pooled, last_use) -> dict[int, Node]:
+    """Kernel outputs that a kernel may write straight into the slot of an
+    in-place setitem (the step right after it) instead of a new array: its
+    only reader, with the slot's shape and dtype, a basic index, and none of
+    the kernel's operands a view of the target (then the kernel would read
+    what it writes).  By output id: the setitem."""
+    roots, _ = _roots(graph, steps)
+    out = {}
+    for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
+        if not (isinstance(st, KernelCall) and len(st.outputs) == 1 and not isinstance(nxt, KernelCall)
+                and nxt.op == "setitem" and nxt.out.id in in_place and len(nxt.inputs) == 2):
+            continue
+        vid, shape, dtype = st.outputs[0]
+        if (nxt.inputs[1].id != vid or vid in pooled or last_use.get(vid) != k + 1
+                or _slot_shape(nxt.attr("items"), nxt.inputs[0].shape) != tuple(shape)
+                or np.dtype(dtype) != nxt.out.dtype):
+            continue
+        target = roots.get(nxt.inputs[0].id, frozenset())
+        if target and not any(roots.get(i, frozenset([i])) & target for i in st.inputs):
+            out[vid] = nxt
+    return out
+
+
+def _slot_shape(items, shape) -> tuple | None:
+    """The shape x[items] has, for ints and slices (None for other items)."""
+    out = []
+    for it in items:
+        if it[0] == "slice":
+            out.append(it[3])
+        elif it[0] != "int":
+            return None
+    return tuple(out) + tuple(shape[len(items):])
 
 
 def _rebuild_const(recipe: tuple, functions: dict):
@@ -314,6 +362,14 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
         lines.append("    " + "".join(f"{names[v.id]}, " for v in graph.inputs) + "= inputs")
     if symbols:
         lines.append("    " + "".join(f"{s.name}, " for s in symbols) + "= dims")
+    head = len(lines)
+    hoisted: dict[str, str] = {}  # index source of the input dims only -> the name it is computed into once
+
+    def index_src(items, arrays) -> str:
+        src = _index_source(items, arrays, const)
+        if arrays or not _symbols_of(items) <= set(symbols) or src.startswith("_k"):
+            return src
+        return hoisted.setdefault(src, f"_ix{len(hoisted)}")
     # free each intermediate after its last use, as eager numpy would: keeping
     # them alive until return raises the peak and makes malloc fault in pages
     last_use: dict[int, int] = {}
@@ -336,7 +392,10 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             others = "".join(names[v.id] + ", " for v in arrays if v.id != target)
             if others:
                 lines.append(f"    if _aliased({names[target]}, ({others})): raise Aliased({names[target]!r})")
-    in_place = _in_place_updates(graph, steps, outputs)
+    may_stop = bool(dd_checks or dd_dims or any(o.kind == "check" for o in outputs)) or any(
+        ("int", "errcell") in st.args if isinstance(st, KernelCall) else st.op == "eager" for st in steps)
+    in_place = _in_place_updates(graph, steps, outputs, may_stop)
+    direct = _stores_in_place(graph, steps, in_place, pooled, last_use)
     bound, pending = set(symbols), list(dd_checks)
     checks: dict[int, list[tuple]] = {}  # value id -> the graph breaks it decides, checked once it exists
     for o in outputs:
@@ -354,7 +413,9 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
         if k and checks:
             lines += check_lines(_step_io(steps[k - 1])[1])
         if isinstance(n, KernelCall):
-            lines += _kernel_lines(n, names, const, functions, pooled)
+            into = {vid: f"{names[st.inputs[0].id]}[{index_src(st.attr('items'), [])}]"
+                    for vid, _, _ in n.outputs if (st := direct.get(vid)) is not None}
+            lines += _kernel_lines(n, names, const, functions, pooled, into)
             continue
         if n.out.id in pooled:  # matmul into a pooled buffer
             names[n.out.id] = f"v{n.out.id}"
@@ -375,10 +436,14 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             continue
         if n.op in ("getitem", "index", "setitem"):  # numpy indexing inline: no index rebuilt per call
             arrays = [names[v.id] for v in n.inputs[2 if n.op == "setitem" else 1:]]
-            idx = _index_source(n.attr("items"), arrays, const)
+            idx = index_src(n.attr("items"), arrays)
             x = names[n.inputs[0].id]
             if n.op != "setitem":
                 lines.append(f"    {outs} = {x}[{idx}]")
+            elif n.inputs[1].id in direct:  # (the kernel wrote it there unless the slot was strided)
+                v = names[n.inputs[1].id]
+                lines.append(f"    if {v} is not _t{n.inputs[1].id}: {x}[{idx}] = {v}")
+                lines.append(f"    {outs} = {x}; del _t{n.inputs[1].id}")
             elif n.out.id in in_place:
                 lines.append(f"    {x}[{idx}] = {names[n.inputs[1].id]}; {outs} = {x}")
             else:
@@ -421,8 +486,10 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
     if steps and checks:
         lines += check_lines(_step_io(steps[-1])[1])
     for target, final in writebacks:
-        lines.append(f"    _copyto({names[target]}, {names[final]})")
+        lines.append(f"    if {names[final]} is not {names[target]}: _copyto({names[target]}, {names[final]})")
     lines.append("    return [" + ", ".join(rets) + "]")
+    lines[head:head] = [f"    {name} = {src}" for src, name in hoisted.items()]
+    n_head += len(hoisted)
     if pooled:  # the call's buffer set, taken for the steps and given back however they end
         lines[n_head:] = (["    _b = _pool.acquire()", "    try:"] + ["    " + x for x in lines[n_head:]]
                           + ["    finally:", "        _pool.release(_b)"])
@@ -431,12 +498,17 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
     return source, ns, recipes
 
 
-def _kernel_lines(kc: KernelCall, names, const, functions, pooled) -> list[str]:
+def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) -> list[str]:
+    """`into`: output id -> the source of a slot the output may be written
+    straight into (_stores_in_place), when that slot is C-contiguous."""
     lines = []
     for vid, shape, dtype in kc.outputs:
         names[vid] = f"v{vid}"
         shp = "(" + "".join(to_python(d) + ", " for d in shape) + ")"
-        if vid in pooled:
+        if into and vid in into:
+            lines.append(f"    _t{vid} = {into[vid]}")
+            lines.append(f"    v{vid} = _t{vid} if _t{vid}.flags.c_contiguous else _empty({shp}, {const(np.dtype(dtype))})")
+        elif vid in pooled:
             lines.append(f"    v{vid} = _pool.get(_b, {vid}, {shp}, {const(np.dtype(dtype))})")
         else:
             lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")

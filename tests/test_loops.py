@@ -1,0 +1,213 @@
+"""Python loops unrolled into a trace: each distinct kernel is compiled once,
+kernels store straight into the slot a slice assignment writes, arguments are
+updated in place when nothing can stop the call half way; and reductions
+over every axis are row kernels (ints and bools too)."""
+import numpy as np
+import pytest
+
+from jit import jit
+from tests.conftest import assert_like_numpy
+
+
+def _entry(f):
+    (state,) = f._keys.values()
+    return state.entries[0]
+
+
+def _run_twice(f, fn, make):
+    """Traced call, then a compiled one; both against numpy, arguments too."""
+    for _ in range(2):
+        args, ref = make(), make()
+        got, want = f(*args), fn(*ref)
+        assert_like_numpy(got, want)
+        for a, r in zip(args, ref):
+            if isinstance(r, np.ndarray):
+                assert_like_numpy(a, r)
+
+
+def jacobi(A, B, steps):
+    for _ in range(steps):
+        B[1:-1] = 0.33333 * (A[:-2] + A[1:-1] + A[2:])
+        A[1:-1] = 0.33333 * (B[:-2] + B[1:-1] + B[2:])
+
+
+def test_an_unrolled_loop_compiles_each_distinct_kernel_once(backend):
+    f = jit(jacobi, backend=backend, static_argnames=("steps",))
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.random(40), rng.random(40)
+    _run_twice(f, jacobi, lambda: (a0.copy(), b0.copy(), 25))
+    if backend == "llvm":
+        e = _entry(f)
+        assert len(e.build.abis) == 50
+        assert len({a.symbol for a in e.build.abis}) == 1  # one function serves the 50 kernels
+
+
+def test_kernels_that_differ_are_not_shared():
+    def f(x):
+        for c in (2.0, 3.0, 2.0):
+            x = x * c + 1.0
+            x = np.sqrt(np.abs(x))
+        return x
+    jf = jit(f)
+    x = np.linspace(-3, 3, 50)
+    assert_like_numpy(jf(x), f(x))
+    assert_like_numpy(jf(x), f(x))
+
+
+def test_arguments_are_updated_in_place_and_written_back_right(backend):
+    f = jit(jacobi, backend=backend, static_argnames=("steps",))
+    a, b = np.arange(12.0), np.ones(12)
+    a_id = a.__array_interface__["data"][0]
+    f(a.copy(), b.copy(), 3)
+    ra, rb = a.copy(), b.copy()
+    jacobi(ra, rb, 3)
+    f(a, b, 3)
+    assert_like_numpy(a, ra)
+    assert_like_numpy(b, rb)
+    assert a.__array_interface__["data"][0] == a_id
+
+
+def write_then_branch(x, y):
+    x[0] = y.sum()
+    if x[1] > 0:  # a graph break after the write: a call that decides otherwise reruns from the start
+        x[2:] = 1.0
+    else:
+        x[2:] = -1.0
+    return x.sum()
+
+
+def test_a_write_before_a_graph_break_is_not_seen_by_the_rerun(backend):
+    f = jit(write_then_branch, backend=backend)
+    for sign in (1.0, -1.0, 1.0, -1.0):
+        x, rx = np.full(6, sign), np.full(6, sign)
+        y = np.arange(3.0)
+        got, want = f(x, y), write_then_branch(rx, y)
+        assert_like_numpy(got, want)
+        assert_like_numpy(x, rx)
+
+
+def overlapping(A):
+    for _ in range(3):
+        A[1:-1] = A[:-2] + A[2:]  # numpy reads the whole right-hand side first
+    return A
+
+
+def interior(A, B):
+    for _ in range(2):
+        B[1:-1, 1:-1] = 0.25 * (A[1:-1, :-2] + A[1:-1, 2:] + A[:-2, 1:-1] + A[2:, 1:-1])
+        A[1:-1, 1:-1] = 0.25 * (B[1:-1, :-2] + B[1:-1, 2:] + B[:-2, 1:-1] + B[2:, 1:-1])
+
+
+def rows(C, A):
+    for i in range(C.shape[0]):
+        C[i, :i + 1] += A[:i + 1, :] @ A[i, :]
+
+
+@pytest.mark.parametrize("fn, make", [
+    (overlapping, lambda: (np.arange(20.0) ** 1.5,)),
+    (interior, lambda: (np.arange(42.0).reshape(6, 7) ** 0.5, np.ones((6, 7)))),  # strided slots
+    (rows, lambda: (np.arange(30.0).reshape(5, 6)[:, :5].copy(), np.arange(20.0).reshape(5, 4) / 7)),
+])
+def test_kernels_storing_into_a_slice_give_numpys_result(fn, make, backend):
+    _run_twice(jit(fn, backend=backend), fn, make)
+
+
+def test_a_kernel_stores_straight_into_a_contiguous_slot():
+    f = jit(jacobi, static_argnames=("steps",))
+    f(np.ones(9), np.ones(9), 2)
+    src = _entry(f).executable.source
+    assert "_t" in src and ".flags.c_contiguous" in src
+
+
+# ------------------------------------------------------- reductions over all axes
+
+def full_reductions(x, m):
+    b = (m > 0) & (m < 3)
+    i = (m * 3).astype(np.int32) if m.dtype.kind == "f" else m * 3
+    return (np.where(b, x, 0.0).sum() / b.sum(), x.max(), x.min(keepdims=True), (x * 2).sum(),
+            i.sum(), i.max(), i.min(), b.sum(), (x * 2).sum(keepdims=True))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")
+@pytest.mark.parametrize("shape", [(1,), (7,), (300,), (3, 5), (2, 3, 4), (1, 1), (5, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reductions_over_every_axis(shape, dtype, backend):
+    rng = np.random.default_rng(1)
+    f = jit(full_reductions, backend=backend)
+    for _ in range(2):
+        x = rng.standard_normal(shape).astype(dtype)
+        m = np.round(rng.uniform(-4, 4, shape))
+        # (float32 sums in another order differ by float32 ulps, also once divided into float64)
+        terms = float(np.abs(x).astype(np.float64).sum()) * 8 * float(np.finfo(dtype).eps)
+        assert_like_numpy(f(x, m), full_reductions(x, m), ulps=8, atol=terms)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])
+def test_integer_and_bool_sums_wrap_and_widen_as_numpy(dtype, backend):
+    def f(x):
+        return (x + x).sum(), x.sum(axis=-1), (x * 1).max() if dtype != np.bool_ else x.sum()
+    jf = jit(f, backend=backend)
+    big = np.iinfo(np.int32).max if dtype != np.bool_ else True
+    for x in (np.full((3, 4), big, dtype), np.arange(12).reshape(3, 4).astype(dtype)):
+        assert_like_numpy(jf(x), f(x))
+        assert_like_numpy(jf(x), f(x))
+
+
+def test_reductions_over_every_axis_fuse_with_their_producers():
+    def f(x, m):
+        return np.where(m > 0, x * 2.0, 0.0).sum(), (m > 0).sum()
+    jf = jit(f)
+    x = np.arange(10.0)
+    jf(x, x - 5)
+    text = jf.explain()
+    assert "row kernel" in text
+    not_fused = text.split("not fused:")[-1] if "not fused:" in text else ""
+    assert "sum" not in not_fused
+
+
+def test_an_empty_max_raises_as_numpy():
+    jf = jit(lambda x: (x * 2.0).max())
+    with pytest.raises(ValueError, match="zero-size"):
+        jf(np.zeros(0))
+    assert jf(np.ones(3)) == 2.0
+
+
+# ------------------------------------------- reductions over middle axes (batched columns)
+
+@pytest.mark.parametrize("axis", [(1,), (1, 2), (0, 1, 2), (2,), (0,)])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (3, 1, 2, 70), (1, 4, 4, 130), (2, 0, 3, 4), (2, 3, 4, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_reductions_over_axes_up_to_the_last(axis, shape, dtype, backend):
+    def f(x):
+        y = x * 2 + 1
+        out = [y.sum(axis=axis), y.sum(axis=axis, keepdims=True)]
+        if x.size:
+            out += [y.max(axis=axis), y.min(axis=axis)]
+        return out
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(2)
+    for _ in range(2):
+        x = (rng.standard_normal(shape) * 10).astype(dtype)
+        terms = float(np.abs(x).astype(np.float64).sum()) * 16 * (float(np.finfo(dtype).eps) if x.dtype.kind == "f" else 0)
+        assert_like_numpy(jf(x), f(x), ulps=16, atol=terms)
+
+
+def conv(x, w):
+    # NHWC valid convolution as numpy's users write it: one window product per output pixel
+    K = w.shape[0]
+    out = np.empty((x.shape[0], x.shape[1] - K + 1, x.shape[2] - K + 1, w.shape[3]), dtype=np.float32)
+    for i in range(out.shape[1]):
+        for j in range(out.shape[2]):
+            out[:, i, j, :] = np.sum(x[:, i:i + K, j:j + K, :, np.newaxis] * w[np.newaxis], axis=(1, 2, 3))
+    return out
+
+
+def test_a_convolution_window_sum_is_one_kernel_per_pixel(backend):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 7, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 3, 4)).astype(np.float32)
+    jf = jit(conv, backend=backend)
+    for _ in range(2):
+        assert_like_numpy(jf(x, w), conv(x, w), ulps=16, atol=1e-5)
+    if backend == "llvm":
+        assert "column reduction" in jf.explain()
