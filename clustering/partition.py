@@ -55,7 +55,8 @@ class Kernel:
 
     @property
     def column(self) -> bool:
-        """A column reduction kernel: it reduces over every axis but the last."""
+        """A column reduction kernel (is_column_reduction): it reduces over
+        the axes before the last, in a batch over the leading ones it keeps."""
         return any(is_column_reduction(n) for n in self.nodes)
 
 

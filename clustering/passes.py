@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
+from clustering.partition import ROW_REDUCTIONS
 from shapes.ir import Graph, Node, Value, make_attrs
 from shapes.ops import OPS, OPAQUE
 from shapes.verify import verify
@@ -104,9 +105,6 @@ def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
 
 # -------------------------------------------------------------------- rows
 
-FULL_REDUCTIONS = ("sum", "max", "min")
-
-
 def rows(g: Graph) -> Graph:
     """A sum, max or min over every axis of x becomes reductions over the
     last axis, one per dim (x.sum() = x.sum(-1).sum(-1)...): the first fuses
@@ -117,7 +115,7 @@ def rows(g: Graph) -> Graph:
     b = _Builder(g)
     for n in g.nodes:
         x = b.get(n.inputs[0]) if n.inputs else None
-        axis = n.attr("axis") if n.op in FULL_REDUCTIONS else ()
+        axis = n.attr("axis") if n.op in ROW_REDUCTIONS else ()
         if x is None or x.ndim == 0 or (axis is not None and tuple(axis) != tuple(range(x.ndim))) \
                 or {k for k, _ in n.attrs} - {"axis", "keepdims"}:
             b.keep(n)

@@ -236,7 +236,7 @@ _ALIASING = ops_returning(VIEW_OF_INPUT)
 _EXTERNAL = ops_returning(EXTERNAL)
 
 
-def _in_place_updates(graph, steps, outputs, may_stop: bool) -> set[int]:
+def _in_place_updates(steps, outputs, may_stop: bool, roots_owned) -> set[int]:
     """Output ids of the setitem steps that may write into their target's
     buffer instead of a copy: the target's memory was made by this
     executable (not a captured array or an eager op's result, which may be
@@ -244,7 +244,7 @@ def _in_place_updates(graph, steps, outputs, may_stop: bool) -> set[int]:
     when no step after the first write can stop the call (the caller then
     runs numpy on the arguments as they were), and no later step, output or
     write-back reads it, or a view of it, again."""
-    roots, owned = _roots(graph, steps)
+    roots, owned = roots_owned
     if not may_stop:
         owned |= {o.payload[0] for o in outputs if o.kind == "writeback"}
     reads = [_step_io(st)[0] for st in steps]
@@ -280,20 +280,19 @@ def _roots(graph, steps) -> tuple[dict[int, frozenset], set[int]]:
     return roots, owned
 
 
-def _stores_in_place(graph, steps, in_place: set[int], pooled, last_use) -> dict[int, Node]:
+def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots) -> dict[int, Node]:
     """Kernel outputs that a kernel may write straight into the slot of an
     in-place setitem (the step right after it) instead of a new array: its
     only reader, with the slot's shape and dtype, a basic index, and none of
     the kernel's operands a view of the target (then the kernel would read
     what it writes).  By output id: the setitem."""
-    roots, _ = _roots(graph, steps)
     out = {}
     for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
         if not (isinstance(st, KernelCall) and len(st.outputs) == 1 and not isinstance(nxt, KernelCall)
                 and nxt.op == "setitem" and nxt.out.id in in_place and len(nxt.inputs) == 2):
             continue
         vid, shape, dtype = st.outputs[0]
-        if (nxt.inputs[1].id != vid or vid in pooled or last_use.get(vid) != k + 1
+        if (nxt.inputs[1].id != vid or vid in pooled or last_use.get(vid) != k + 1 or not shape
                 or _slot_shape(nxt.attr("items"), nxt.inputs[0].shape) != tuple(shape)
                 or np.dtype(dtype) != nxt.out.dtype):
             continue
@@ -388,14 +387,17 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
     writebacks = [o.payload for o in outputs if o.kind == "writeback" and o.payload[0] != o.payload[1]]
     if writebacks:  # the graph does not see a write through an aliasing argument: numpy must run it
         arrays = [v for v in graph.inputs if not v.weak]
+        checked: set[int] = set()
         for target, _ in writebacks:
-            others = "".join(names[v.id] + ", " for v in arrays if v.id != target)
+            checked.add(target)  # (a pair of targets is checked once)
+            others = "".join(names[v.id] + ", " for v in arrays if v.id not in checked)
             if others:
                 lines.append(f"    if _aliased({names[target]}, ({others})): raise Aliased({names[target]!r})")
     may_stop = bool(dd_checks or dd_dims or any(o.kind == "check" for o in outputs)) or any(
         ("int", "errcell") in st.args if isinstance(st, KernelCall) else st.op == "eager" for st in steps)
-    in_place = _in_place_updates(graph, steps, outputs, may_stop)
-    direct = _stores_in_place(graph, steps, in_place, pooled, last_use)
+    roots_owned = _roots(graph, steps)
+    in_place = _in_place_updates(steps, outputs, may_stop, roots_owned)
+    direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0])
     bound, pending = set(symbols), list(dd_checks)
     checks: dict[int, list[tuple]] = {}  # value id -> the graph breaks it decides, checked once it exists
     for o in outputs:
@@ -500,14 +502,17 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
 
 def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) -> list[str]:
     """`into`: output id -> the source of a slot the output may be written
-    straight into (_stores_in_place), when that slot is C-contiguous."""
+    straight into (_stores_in_place), when that slot is C-contiguous and
+    writeable."""
     lines = []
     for vid, shape, dtype in kc.outputs:
         names[vid] = f"v{vid}"
         shp = "(" + "".join(to_python(d) + ", " for d in shape) + ")"
         if into and vid in into:
             lines.append(f"    _t{vid} = {into[vid]}")
-            lines.append(f"    v{vid} = _t{vid} if _t{vid}.flags.c_contiguous else _empty({shp}, {const(np.dtype(dtype))})")
+            # (a read-only slot too gets its own array: the assignment then raises numpy's error)
+            lines.append(f"    v{vid} = _t{vid} if _t{vid}.flags.c_contiguous and _t{vid}.flags.writeable "
+                         f"else _empty({shp}, {const(np.dtype(dtype))})")
         elif vid in pooled:
             lines.append(f"    v{vid} = _pool.get(_b, {vid}, {shp}, {const(np.dtype(dtype))})")
         else:

@@ -211,3 +211,19 @@ def test_a_convolution_window_sum_is_one_kernel_per_pixel(backend):
         assert_like_numpy(jf(x, w), conv(x, w), ulps=16, atol=1e-5)
     if backend == "llvm":
         assert "column reduction" in jf.explain()
+
+
+def test_a_read_only_slot_raises_numpys_error_and_is_not_written(backend):
+    def f(A, B):
+        B[1:-1] = 0.5 * (A[:-2] + A[2:])
+        return B
+    jf = jit(f, backend=backend)
+    A = np.arange(8.0)
+    jf(A, np.zeros(8))
+    jf(A, np.zeros(8))  # compiled
+    B = np.zeros(8)
+    B.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        jf(A, B)
+    assert not B.any()
+    assert_like_numpy(jf(A, np.zeros(8)), f(A, np.zeros(8)))  # still usable
