@@ -5,10 +5,12 @@ options, so it is also the content the compile cache hashes."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
+import sympy
 from llvmlite import ir
 
-from clustering.partition import Plan
+from clustering.partition import Kernel, Plan
 from codegen import gemm, support
 from codegen.artifact import Artifact, KernelInfo
 from codegen.kernels import KernelABI, KernelEmitter
@@ -35,7 +37,16 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
     emitted: dict = {}
-    abis = [_emit_once(module, k, producers, contiguous, checked, emitted) for k in kernels]
+    exact = [_structure(k, producers, contiguous, checked)[0] for k in kernels]
+    general = [_generalized(k) for k in kernels]
+    gkeys = [_structure(g, producers, contiguous, checked)[0] for g, _ in general]
+    variants = Counter(gk for gk, _ in {(_hashable(gk), _hashable(k)) for gk, k in zip(gkeys, exact)})
+    abis = []
+    for k, (g, sizes), gk in zip(kernels, general, gkeys):
+        if sizes and variants[_hashable(gk)] >= SHARE_SIZES:
+            abis.append(_concrete(_emit_once(module, g, producers, contiguous, checked, emitted), sizes))
+        else:
+            abis.append(_emit_once(module, k, producers, contiguous, checked, emitted))
     for a in {a.symbol: a for a in abis}.values():
         support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
     return str(module), abis, gemms
@@ -49,10 +60,7 @@ def _emit_once(module, k, producers, contiguous, checked, emitted: dict) -> Kern
     is, up to value ids: members, domain, inputs and outputs (dtype, shape,
     weak, C-contiguity, the constant or dim each scalar input folds)."""
     key, ids = _structure(k, producers, contiguous, checked)
-    try:
-        hash(key)
-    except TypeError:  # (an attribute numpy holds by identity: this kernel is not shared)
-        key = object()
+    key = _hashable(key)
     if key in emitted:
         abi, first_ids = emitted[key]
         rename = {a: b for a, b in zip(first_ids, ids)}
@@ -61,6 +69,61 @@ def _emit_once(module, k, producers, contiguous, checked, emitted: dict) -> Kern
     abi = KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit()
     emitted[key] = abi, ids
     return abi
+
+
+def _hashable(key):
+    try:
+        hash(key)
+    except TypeError:  # (an attribute numpy holds by identity: this kernel is not shared)
+        return object()
+    return key
+
+
+# A loop whose slices grow (`y[:k] += alpha * y[k - 1::-1]` for k in range(n))
+# traces one kernel per size: when at least this many kernels differ only in
+# their sizes, one function with the sizes as arguments serves them all.
+SHARE_SIZES = 3
+
+
+def _generalized(k: Kernel) -> tuple[Kernel, dict]:
+    """-> (k with each concrete extent above 1 of its domain and values
+    replaced by a symbol, {symbol: the extent}): one symbol per distinct
+    extent, numbered in order of appearance, so kernels that differ only in
+    their sizes have the same structure.  0 and 1 stay: they decide
+    emptiness and broadcasting."""
+    syms: dict[int, sympy.Symbol] = {}
+
+    def dim(d):
+        if type(d) is int and d > 1:
+            if d not in syms:
+                syms[d] = sympy.Symbol(f"_g{len(syms)}", integer=True, positive=True)
+            return syms[d]
+        return d
+    vals: dict[int, object] = {}
+
+    def val(v):
+        if v.id not in vals:
+            vals[v.id] = dataclasses.replace(v, shape=tuple(map(dim, v.shape)))
+        return vals[v.id]
+    domain = tuple(map(dim, k.domain))
+    g = dataclasses.replace(
+        k, domain=domain, inputs=list(map(val, k.inputs)),
+        nodes=[dataclasses.replace(n, inputs=tuple(map(val, n.inputs)), outputs=tuple(map(val, n.outputs)))
+               for n in k.nodes],
+        outputs=list(map(val, k.outputs)), matmul_inputs=list(map(val, k.matmul_inputs)))
+    return g, {s: d for d, s in syms.items()}
+
+
+def _concrete(abi: KernelABI, sizes: dict) -> KernelABI:
+    """The ABI of a size-generic function for one kernel: its sizes as the
+    int arguments and in the split of its work."""
+    def sub(e):
+        if not isinstance(e, sympy.Basic):
+            return e
+        e = sympy.sympify(e.xreplace(sizes))
+        return int(e) if e.is_Integer else e
+    return dataclasses.replace(abi, args=tuple(("int", sub(a[1])) if a[0] == "int" else a for a in abi.args),
+                               rows=sub(abi.rows), inner=sub(abi.inner))
 
 
 def _structure(k, producers, contiguous, checked) -> tuple[tuple, list[int]]:

@@ -54,6 +54,37 @@ def test_kernels_that_differ_are_not_shared():
     assert_like_numpy(jf(x), f(x))
 
 
+def growing(r, w, A):
+    """Slices that grow with the loop index: one kernel per size in the trace."""
+    y = np.empty_like(r)
+    y[0] = -r[0]
+    alpha = -r[0]
+    for k in range(1, r.shape[0]):
+        alpha = -(r[k] + np.flip(r[:k]) @ y[:k]) / (1.0 + alpha * alpha)
+        y[:k] += alpha * y[k - 1::-1]              # flat kernel, a reversed operand
+        y[k] = alpha
+        w[k] = (r[:k] * y[:k]).sum() + w[:k].max()   # row reductions of length k
+        A[:k, :k] *= 0.5                           # a 2-D strided slot of k x k
+        A[k, :k] -= A[:k, k] * y[:k]
+    return y, w, A
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernels_that_differ_only_in_sizes_share_one_function(backend, dtype):
+    f = jit(growing, backend=backend)
+    rng = np.random.default_rng(1)
+    r, w, A = (rng.random(90).astype(dtype) * 0.1, rng.random(90).astype(dtype),
+               rng.random((90, 90)).astype(dtype))
+    _run_twice(f, growing, lambda: (r.copy(), w.copy(), A.copy()))
+    if backend == "llvm":
+        abis = _entry(f).build.abis
+        assert len(abis) > 100
+        # one function per kind of kernel (the loop's first sizes, 1 and 2, have their own)
+        assert len({a.symbol for a in abis}) < 20
+        sizes = {a.args for a in abis}
+        assert len(sizes) > 100  # each call passes its own sizes
+
+
 def test_arguments_are_updated_in_place_and_written_back_right(backend):
     f = jit(jacobi, backend=backend, static_argnames=("steps",))
     a, b = np.arange(12.0), np.ones(12)
