@@ -646,26 +646,32 @@ def _memory_model(steps, outputs, symbols, pooled) -> str:
     for vid, k in last.items():
         if vid not in keep:
             dead_at.setdefault(k, []).append(vid)
-    live_int, live_sym, peaks, top_int = 0, sympy.Integer(0), {}, 0
+    # the symbolic live bytes as a multiset of sizes (no sympy per step: an
+    # unrolled loop has tens of thousands of steps)
+    live_int, live_sym, peaks, top_int = 0, {}, {}, 0
     for k, st in enumerate(steps):
         for vid in _step_io(st)[1]:
             n = sizes.get(vid, 0)
             if isinstance(n, int):
                 live_int += n
             else:
-                live_sym += n
-        if live_sym == 0:
+                live_sym[n] = live_sym.get(n, 0) + 1
+        if not live_sym:
             top_int = max(top_int, live_int)
         elif peaks is not None:
-            peaks.setdefault(sympy.expand(live_sym + live_int), None)
+            peaks.setdefault((live_int, frozenset(live_sym.items())), None)
             if len(peaks) > MAX_PEAK_TERMS:  # (an unrolled loop): every size at once bounds the peak
                 peaks = None
         for vid in dead_at.get(k, ()):
             n = sizes.get(vid, 0)
             if isinstance(n, int):
                 live_int -= n
+            elif live_sym[n] == 1:
+                del live_sym[n]
             else:
-                live_sym -= n
+                live_sym[n] -= 1
+    peaks = None if peaks is None else {
+        sympy.expand(sympy.Add(live, *(c * n for n, c in terms))): None for live, terms in peaks}
     # max() in Python: a sympy Max of many terms spends seconds simplifying
     if peaks is None:
         peaks = {sympy.expand(sympy.Add(*sizes.values())): None}

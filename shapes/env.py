@@ -62,6 +62,19 @@ class ShapeEnv:
     def simplify(self, e):
         if not isinstance(e, sympy.Basic):
             return int(e) if not isinstance(e, bool) else e
+        if e.is_Symbol:  # (the common case: no expand, a chain of replacements at most)
+            for _ in range(5):
+                r = self.replacements.get(e)
+                if r is None:
+                    return e
+                if not isinstance(r, sympy.Basic) or r.is_Integer:
+                    return int(r)
+                if not r.is_Symbol:
+                    return self.simplify(r)
+                e = r
+            return e
+        if e.is_Integer:
+            return int(e)
         if self.replacements:
             e = e.xreplace(self.replacements)
             # replacements may chain (s2 -> s1, s1 -> 768)
@@ -159,6 +172,17 @@ class ShapeEnv:
             lo = None if lo is None or a is None else lo + c * a
             hi = None if hi is None or b is None else hi + c * b
         return lo, hi
+
+    def compare(self, op: str, lhs, rhs, reason: str) -> bool:
+        """decide(lhs op rhs) without building the relation when both sides
+        are ints, or a symbol and an int (an index into a dim, in a loop)."""
+        lhs, rhs = self.simplify(lhs), self.simplify(rhs)
+        if isinstance(lhs, int) and isinstance(rhs, int):
+            return _COMPARE[op](lhs, rhs)
+        fast = self._decide_bound(op, lhs, rhs, reason)
+        if fast is not None:
+            return fast
+        return self.decide(_RELATION[op](lhs, rhs, evaluate=False), reason)
 
     def decide(self, cond, reason: str) -> bool:
         """The truth of `cond` for this trace: proved from ranges, or taken
@@ -322,6 +346,7 @@ def _negate(cond):
     return sympy.Not(cond)
 
 
+_RELATION = {"==": sympy.Eq, "!=": sympy.Ne, "<": sympy.Lt, "<=": sympy.Le, ">": sympy.Gt, ">=": sympy.Ge}
 _MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}  # k op s  <=>  s op' k
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,

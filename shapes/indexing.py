@@ -47,18 +47,19 @@ def normalize_index(env: ShapeEnv, shape: tuple, index, where: str):
 
 
 def _int_index(env, n, i, reason, ax):
-    i = env.simplify(i)
-    if env.decide(sympy.Lt(i, 0, evaluate=False), reason):
-        if env.decide(sympy.Lt(i + n, 0, evaluate=False), reason):
+    i, n = env.simplify(i), env.simplify(n)
+    if env.compare("<", i, 0, reason):
+        if env.compare("<", i + n, 0, reason):
             raise IndexError(f"index {env.hint(i)} is out of bounds for axis {ax} with size {env.hint(n)}")
         return env.simplify(i + n)
-    if env.decide(sympy.Ge(i, n, evaluate=False), reason):
+    if env.compare(">=", i, n, reason):
         raise IndexError(f"index {env.hint(i)} is out of bounds for axis {ax} with size {env.hint(n)}")
     return i
 
 
 def slice_params(env: ShapeEnv, n, s: slice, reason: str):
     """(start, step, length) of `s` applied to a dim of size n."""
+    n = env.simplify(n)
     step = 1 if s.step is None else env.simplify(s.step)
     if isinstance(step, sympy.Basic):
         step = env.hint(step) if env.decide(sympy.Eq(step, env.hint(step), evaluate=False), reason) else step
@@ -68,27 +69,27 @@ def slice_params(env: ShapeEnv, n, s: slice, reason: str):
         start = 0 if s.start is None else _clamp(env, n, s.start, 0, n, reason)
         stop = n if s.stop is None else _clamp(env, n, s.stop, 0, n, reason)
         span = env.simplify(stop - start)
-        if env.decide(sympy.Le(span, 0, evaluate=False), reason):
+        if env.compare("<=", span, 0, reason):
             return start, step, 0
         length = span if step == 1 else env.simplify(sympy.floor((span + step - 1) / sympy.Integer(step)))
         return start, step, length
     start = n - 1 if s.start is None else _clamp(env, n, s.start, -1, n - 1, reason)
     stop = -1 if s.stop is None else _clamp(env, n, s.stop, -1, n - 1, reason)
     span = env.simplify(start - stop)
-    if env.decide(sympy.Le(span, 0, evaluate=False), reason):
+    if env.compare("<=", span, 0, reason):
         return 0, step, 0
     length = span if step == -1 else env.simplify(sympy.floor((span - step - 1) / sympy.Integer(-step)))
     return env.simplify(start), step, length
 
 
 def _clamp(env, n, i, lo, hi, reason):
-    i = env.simplify(i)
-    if env.decide(sympy.Lt(i, 0, evaluate=False), reason):
+    i, n = env.simplify(i), env.simplify(n)
+    if env.compare("<", i, 0, reason):
         i = env.simplify(i + n)
-        if env.decide(sympy.Lt(i, lo, evaluate=False), reason):
+        if env.compare("<", i, lo, reason):
             return lo
         return i
-    if env.decide(sympy.Gt(i, hi, evaluate=False), reason):
+    if env.compare(">", i, hi, reason):
         return env.simplify(hi)
     return i
 
