@@ -35,6 +35,9 @@ class Value:
     def ndim(self) -> int:
         return len(self.shape)
 
+    def __reduce__(self):  # (pickled positionally: the dataclass default looks up its fields per object)
+        return Value, (self.id, self.dtype, self.shape, self.weak)
+
     def type_str(self) -> str:
         dims = ", ".join(str(d) for d in self.shape)
         weak = "weak " if self.weak else ""
@@ -73,6 +76,9 @@ class Node:
     attrs: tuple[tuple[str, Any], ...]
     outputs: tuple[Value, ...]
     loc: str = field(default="", compare=False)
+
+    def __reduce__(self):
+        return Node, (self.op, self.inputs, self.attrs, self.outputs, self.loc)
 
     def attr(self, name: str, default=None):
         for k, v in self.attrs:
