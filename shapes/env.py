@@ -182,20 +182,17 @@ class ShapeEnv:
         fast = self._decide_bound(op, lhs, rhs, reason)
         if fast is not None:
             return fast
-        return self.decide(_RELATION[op](lhs, rhs, evaluate=False), reason)
+        return self._decide(_RELATION[op](lhs, rhs, evaluate=False), reason)
 
     def decide(self, cond, reason: str) -> bool:
         """The truth of `cond` for this trace: proved from ranges, or taken
         from the hints and recorded as a guard."""
         cond = sympy.sympify(cond)
         if isinstance(cond, sympy.core.relational.Relational):
-            lhs, rhs = self.simplify(cond.lhs), self.simplify(cond.rhs)
-            if isinstance(lhs, int) and isinstance(rhs, int):  # (the common case in loops: no sympy)
-                return _COMPARE[cond.rel_op](lhs, rhs)
-            fast = self._decide_bound(cond.rel_op, lhs, rhs, reason)
-            if fast is not None:
-                return fast
-            cond = cond.func(lhs, rhs, evaluate=False)
+            return self.compare(cond.rel_op, cond.lhs, cond.rhs, reason)
+        return self._decide(cond, reason)
+
+    def _decide(self, cond, reason: str) -> bool:
         if cond in (sympy.true, sympy.false):
             return bool(cond)
         static = self._static_truth(cond)
