@@ -346,6 +346,9 @@ def summarize(rows, presets) -> list[str]:
         f"({100 * len(good) / max(n_k, 1):.0f}%): {', '.join(good) or '-'}",
         f"- geometric-mean speedup over numpy, shapejit, all timed cells ({len(timed)}): {fmt(g_all)}",
         f"- over the cells numba accepts ({len(both)}): shapejit {fmt(g_jit)}, numba {fmt(g_nb)}",
+        f"- first calls in all: shapejit {sum(r.get('jit_first', 0) for r in ran):.0f} s over {len(ran)} cells; "
+        f"over the cells numba accepts, shapejit {sum(r['jit_first'] for r in both):.0f} s, "
+        f"numba {sum(r.get('numba_first', 0) for r in both):.0f} s",
     ]
     wrong = [r for r in ran if not r.get("equal")]
     if wrong:

@@ -37,30 +37,31 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
     emitted: dict = {}
-    exact = [_structure(k, producers, contiguous, checked)[0] for k in kernels]
+    exact = [_structure(k, producers, contiguous, checked) for k in kernels]
     general = [_generalized(k) for k in kernels]
-    gkeys = [_structure(g, producers, contiguous, checked)[0] for g, _ in general]
-    variants = Counter(gk for gk, _ in {(_hashable(gk), _hashable(k)) for gk, k in zip(gkeys, exact)})
+    gen = [_structure(g, producers, contiguous, checked) for g, _ in general]
+    # (the distinct exact kernels of each general form)
+    variants = Counter(gk for gk, _ in {(g[0], e[0]) for g, e in zip(gen, exact)})
     abis = []
-    for k, (g, sizes), gk in zip(kernels, general, gkeys):
-        if sizes and variants[_hashable(gk)] >= SHARE_SIZES:
-            abis.append(_concrete(_emit_once(module, g, producers, contiguous, checked, emitted), sizes))
+    for k, e, (g, sizes), gs in zip(kernels, exact, general, gen):
+        if sizes and variants[gs[0]] >= SHARE_SIZES:
+            abis.append(_concrete(_emit_once(module, g, gs, producers, contiguous, checked, emitted), sizes))
         else:
-            abis.append(_emit_once(module, k, producers, contiguous, checked, emitted))
+            abis.append(_emit_once(module, k, e, producers, contiguous, checked, emitted))
     for a in {a.symbol: a for a in abis}.values():
         support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
     return str(module), abis, gemms
 
 
-def _emit_once(module, k, producers, contiguous, checked, emitted: dict) -> KernelABI:
+def _emit_once(module, k, structure, producers, contiguous, checked, emitted: dict) -> KernelABI:
     """k's ABI, from the function of an equal kernel emitted before when
     there is one: a Python loop unrolled into the trace repeats the same
     kernel over values with other ids, and LLVM compiles each distinct
     kernel once.  Two kernels are equal when everything the emitter reads
     is, up to value ids: members, domain, inputs and outputs (dtype, shape,
-    weak, C-contiguity, the constant or dim each scalar input folds)."""
-    key, ids = _structure(k, producers, contiguous, checked)
-    key = _hashable(key)
+    weak, C-contiguity, the constant or dim each scalar input folds):
+    `structure` is k's _structure."""
+    key, ids = structure
     if key in emitted:
         abi, first_ids = emitted[key]
         rename = {a: b for a, b in zip(first_ids, ids)}
@@ -69,14 +70,6 @@ def _emit_once(module, k, producers, contiguous, checked, emitted: dict) -> Kern
     abi = KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit()
     emitted[key] = abi, ids
     return abi
-
-
-def _hashable(key):
-    try:
-        hash(key)
-    except TypeError:  # (an attribute numpy holds by identity: this kernel is not shared)
-        return object()
-    return key
 
 
 # A loop whose slices grow (`y[:k] += alpha * y[k - 1::-1]` for k in range(n))
@@ -128,7 +121,8 @@ def _concrete(abi: KernelABI, sizes: dict) -> KernelABI:
 
 def _structure(k, producers, contiguous, checked) -> tuple[tuple, list[int]]:
     """(k with its value ids numbered in order of appearance, those ids): a
-    hashable key (shapes stay sympy expressions: printing them is slow)."""
+    hashable key (shapes stay sympy expressions: printing them is slow), or
+    a key equal to no other's."""
     order: dict[int, int] = {}
 
     def val(v) -> tuple:
@@ -144,6 +138,10 @@ def _structure(k, producers, contiguous, checked) -> tuple[tuple, list[int]]:
            tuple((val(v), v.id in contiguous, fold(v)) for v in k.inputs),
            tuple((n.op, tuple(map(val, n.inputs)), n.attrs, tuple(map(val, n.outputs))) for n in k.nodes),
            tuple(map(val, k.outputs)), tuple(map(val, k.matmul_inputs)))
+    try:
+        hash(key)
+    except TypeError:  # (an attribute numpy holds by identity: this kernel is not shared)
+        key = object()
     return key, list(order)
 
 

@@ -185,10 +185,8 @@ def _masked_reduction(ctx, name, a, attrs):
     if (read is None or name not in ("sum", "mean") or a.dtype.kind != "f" or set(attrs) - {"axis", "keepdims"}
             or attrs["axis"] not in (None, (0,))):
         return None
-    producers = {o.id: n for n in ctx.nodes for o in n.outputs}
-    eager = producers[a.value.id]
-    x, m = (Tracer(ctx, v, c) for v, c in zip(eager.inputs, _eager_concretes(ctx, eager, a)))
-    if x.value.id != read[0] or m.value.id != read[1] or m.dtype != np.bool_ or m.ndim != x.ndim:
+    x, m = read
+    if m.dtype != np.bool_ or m.ndim != x.ndim:
         return None
     for a_dim, b_dim in zip(m.value.shape, x.value.shape):  # (numpy requires it of a mask: a guard)
         ctx.env.unify(a_dim, b_dim, "a boolean mask's shape")
@@ -199,11 +197,6 @@ def _masked_reduction(ctx, name, a, attrs):
     count = ctx.emit("sum", [m], {"axis": None, "keepdims": bool(attrs["keepdims"])})
     with np.errstate(all="ignore"):
         return astype(ctx, ctx.emit("divide", [total, count], {}), a.dtype)
-
-
-def _eager_concretes(ctx, node, result):
-    """The concrete values of a mask read's operands (x and m)."""
-    return ctx.mask_concretes[result.value.id]
 
 
 def _reduction_handler(name):
@@ -382,8 +375,8 @@ def getitem(ctx, t, index):
         if adv is None:
             r = eager_call(ctx, operator.getitem, (t, index), {}, "getitem (boolean mask)")
             if len(items) == 1 and isinstance(items[0], Tracer) and isinstance(r, Tracer):
-                ctx.mask_reads[r.value.id] = (t.value.id, items[0].value.id)
-                ctx.mask_concretes[r.value.id] = (t.concrete, items[0].concrete)
+                # (detached Tracers: t may be written later; the read saw these values)
+                ctx.mask_reads[r.value.id] = tuple(Tracer(ctx, u.value, u.concrete) for u in (t, items[0]))
             return r
         norm, arrays = adv
         return ctx.emit("index", [t] + arrays, {"items": norm})
@@ -441,8 +434,7 @@ def _masked_update(ctx, t: Tracer, mask: Tracer, value: Tracer):
     """x[m] = f(x[m]) (and x[m] op= s) with f elementwise in x[m] and scalars:
     where(m, f(x), x), no data-dependent size (the mask read becomes dead).
     None when `value` is anything else."""
-    producers = {o.id: n for n in ctx.nodes for o in n.outputs}
-    memo: dict = {}
+    producers, memo = ctx.producers, {}
 
     def same(a: int, b: int) -> bool:  # (`x[x > 0] = f(x[x > 0])` computes its mask twice)
         pa, pb = producers.get(a), producers.get(b)
@@ -452,7 +444,7 @@ def _masked_update(ctx, t: Tracer, mask: Tracer, value: Tracer):
 
     def read_of_t(vid) -> bool:
         r = ctx.mask_reads.get(vid)
-        return r is not None and r[0] == t.value.id and same(r[1], mask.value.id)
+        return r is not None and r[0].value.id == t.value.id and same(r[1].value.id, mask.value.id)
 
     def rebuilt(vid):  # value vid recomputed over all of x, or None
         if vid in memo:

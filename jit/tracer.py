@@ -82,12 +82,12 @@ class TraceContext:
     def __init__(self, env: ShapeEnv):
         self.env = env
         self.nodes: list[Node] = []
+        self.producers: dict[int, Node] = {}  # the node that made each value, by value id
         self._next = 0
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
-        self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x's value id, m's value id)
-        self.mask_concretes: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) concrete
+        self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) as Tracers when read
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
         self._constant: dict[int, bool] = {}
 
@@ -161,8 +161,7 @@ class TraceContext:
             outs.append(Tracer(self, v, r))
             if not shape:
                 self.scalars[v.id] = r
-        self.nodes.append(Node(op, tuple(values), attrs_t, tuple(t.value for t in outs),
-                               loc=user_location()))
+        self._record(Node(op, tuple(values), attrs_t, tuple(t.value for t in outs), loc=user_location()))
         if track and opdef.category == VIEW and isinstance(result, np.ndarray) \
                 and isinstance(ins[0].concrete, np.ndarray) and np.may_share_memory(result, ins[0].concrete):
             outs[0].view_of(ins[0], (op, attrs))  # numpy made a view: writes through it reach ins[0]
@@ -219,14 +218,13 @@ class TraceContext:
         every call this trace serves (np.zeros(3) filled with constants)."""
         if v.id in self._constant:
             return self._constant[v.id]
-        producers = {o.id: n for n in self.nodes for o in n.outputs}
         stack, seen, ok = [v.id], set(), True
         while stack and ok:
             vid = stack.pop()
             if vid in seen:
                 continue
             seen.add(vid)
-            n = producers.get(vid)
+            n = self.producers.get(vid)
             if (n is None or n.op in ("dim", "eager") or (n.op == "const" and isinstance(n.attr("value"), ArrayConst))
                     or any(_symbolic(a) for _, a in n.attrs)):  # (np.arange(T): its size is a dim)
                 ok = False
@@ -244,9 +242,14 @@ class TraceContext:
                           for j, d in enumerate(np.shape(r)))
             v = self.new_value(np.asarray(r).dtype, shape)
             outs.append(Tracer(self, v, r))
-        self.nodes.append(Node("eager", tuple(t.value for t in ins), make_attrs(call=call),
-                               tuple(t.value for t in outs), loc=user_location()))
+        self._record(Node("eager", tuple(t.value for t in ins), make_attrs(call=call),
+                          tuple(t.value for t in outs), loc=user_location()))
         return outs
+
+    def _record(self, n: Node) -> None:
+        self.nodes.append(n)
+        for o in n.outputs:
+            self.producers[o.id] = n
 
 
 def _symbolic(a) -> bool:

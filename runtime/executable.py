@@ -246,7 +246,7 @@ def _in_place_updates(steps, outputs, may_stop: bool, roots_owned) -> set[int]:
     write-back reads it, or a view of it, again."""
     roots, owned = roots_owned
     if not may_stop:
-        owned |= {o.payload[0] for o in outputs if o.kind == "writeback"}
+        owned = owned | {o.payload[0] for o in outputs if o.kind == "writeback"}
     reads = [_step_io(st)[0] for st in steps]
     # the buffers read from step k on (and by the outputs), built from the end
     read_later: set = set().union(*(roots.get(o.value_id, frozenset()) for o in outputs if o.value_id is not None))
@@ -364,9 +364,11 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
     head = len(lines)
     hoisted: dict[str, str] = {}  # index source of the input dims only -> the name it is computed into once
 
+    input_dims = frozenset(symbols)
+
     def index_src(items, arrays) -> str:
         src = _index_source(items, arrays, const)
-        if arrays or not _symbols_of(items) <= set(symbols) or src.startswith("_k"):
+        if arrays or not _symbols_of(items) <= input_dims or src.startswith("_k"):
             return src
         return hoisted.setdefault(src, f"_ix{len(hoisted)}")
     # free each intermediate after its last use, as eager numpy would: keeping

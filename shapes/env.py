@@ -225,12 +225,7 @@ class ShapeEnv:
         if known is not None:
             return known
         value = _COMPARE[op](info.hint, k)
-        o = op if value else _NEGATED[op]
-        if o in (">=", ">"):
-            info.lo = k + (o == ">") if info.lo is None else max(info.lo, k + (o == ">"))
-        else:
-            info.hi = k - (o == "<") if info.hi is None else min(info.hi, k - (o == "<"))
-        info.range_reason = info.range_reason or reason
+        _tighten(info, op if value else _NEGATED[op], k, reason)
         return value
 
     def _narrow(self, guard, reason: str) -> bool:
@@ -248,16 +243,8 @@ class ShapeEnv:
         k = diff - c * sym
         if c not in (1, -1) or not k.is_Integer:
             return False
-        op = guard.rel_op if c == 1 else {">=": "<=", ">": "<", "<=": ">=", "<": ">"}[guard.rel_op]
-        bound = -int(k) * int(c)  # (c*s + k op 0  <=>  s op' -k/c)
-        info = self.symbols[sym]
-        if op in (">=", ">"):
-            lo = bound + (op == ">")
-            info.lo = lo if info.lo is None else max(info.lo, lo)
-        else:
-            hi = bound - (op == "<")
-            info.hi = hi if info.hi is None else min(info.hi, hi)
-        info.range_reason = info.range_reason or reason
+        # (c*s + k op 0  <=>  s op' -k/c, the relation mirrored for c = -1)
+        _tighten(self.symbols[sym], guard.rel_op if c == 1 else _MIRROR[guard.rel_op], -int(k) * int(c), reason)
         return True
 
     def specialize(self, e, value: int, reason: str) -> None:
@@ -337,10 +324,20 @@ class ShapeEnv:
 
 
 def _negate(cond):
-    flip = {"==": sympy.Ne, "!=": sympy.Eq, "<": sympy.Ge, "<=": sympy.Gt, ">": sympy.Le, ">=": sympy.Lt}
     if isinstance(cond, sympy.core.relational.Relational):
-        return flip[cond.rel_op](cond.lhs, cond.rhs, evaluate=False)
+        return _RELATION[_NEGATED[cond.rel_op]](cond.lhs, cond.rhs, evaluate=False)
     return sympy.Not(cond)
+
+
+def _tighten(info: SymInfo, op: str, k: int, reason: str) -> None:
+    """Narrow a symbol's range to `s op k` (an inequality)."""
+    if op in (">=", ">"):
+        lo = k + (op == ">")
+        info.lo = lo if info.lo is None else max(info.lo, lo)
+    else:
+        hi = k - (op == "<")
+        info.hi = hi if info.hi is None else min(info.hi, hi)
+    info.range_reason = info.range_reason or reason
 
 
 _RELATION = {"==": sympy.Eq, "!=": sympy.Ne, "<": sympy.Lt, "<=": sympy.Le, ">": sympy.Gt, ">=": sympy.Ge}
@@ -352,18 +349,13 @@ _COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a,
 
 def _decided(op: str, lo, hi) -> bool | None:
     """The truth of `d op 0` for every d in [lo, hi] (None bounds: unbounded), or None."""
-    if op in (">=", ">", "<=", "<"):
-        at_least = (lambda v: v >= 0) if op == ">=" else (lambda v: v > 0) if op == ">" else None
-        if op in (">=", ">"):
-            if lo is not None and at_least(lo):
-                return True
-            if hi is not None and not at_least(hi):
-                return False
-            return None
-        below = (lambda v: v <= 0) if op == "<=" else (lambda v: v < 0)
-        if hi is not None and below(hi):
+    if op in ("<", "<="):  # d < 0  <=>  -d > 0
+        return _decided(_MIRROR[op], None if hi is None else -hi, None if lo is None else -lo)
+    if op in (">", ">="):  # d >= least
+        least = 1 if op == ">" else 0
+        if lo is not None and lo >= least:
             return True
-        if lo is not None and not below(lo):
+        if hi is not None and hi < least:
             return False
         return None
     if lo is not None and lo == hi:

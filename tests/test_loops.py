@@ -81,8 +81,10 @@ def test_kernels_that_differ_only_in_sizes_share_one_function(backend, dtype):
         assert len(abis) > 100
         # one function per kind of kernel (the loop's first sizes, 1 and 2, have their own)
         assert len({a.symbol for a in abis}) < 20
-        sizes = {a.args for a in abis}
-        assert len(sizes) > 100  # each call passes its own sizes
+        from collections import Counter
+        shared, n = Counter(a.symbol for a in abis).most_common(1)[0]
+        sizes = {tuple(x for x in a.args if x[0] == "int") for a in abis if a.symbol == shared}
+        assert n > 50 and len(sizes) > 50  # each call of the shared function passes its own sizes
 
 
 def test_arguments_are_updated_in_place_and_written_back_right(backend):
