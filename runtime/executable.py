@@ -536,19 +536,29 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) ->
             args.append(f"float({names[a[1]]})")
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
     rows, inner = to_python(kc.rows), to_python(kc.inner)
-    lines.append(f"    _n = {rows}")
+    static = isinstance(kc.rows, (int, sympy.Integer)) and isinstance(kc.inner, (int, sympy.Integer))
     if kc.parallel in functions and native_pool() is not None:  # one native call, split over the cores
         fpar = const(functions[kc.parallel], ("kernel", kc.parallel))
         pool = const(native_pool(), ("pool",))
         chunk = f"max(1, {CHUNK_MIN_WORK} // max(1, {inner}))"
         n_front = sum(1 for a in kc.args if a[0] != "float")  # (arrays and ints come before the floats)
         par_args = args[:n_front] + [chunk, pool] + args[n_front:]
-        lines.append(f"    if _n * {inner} >= {PARALLEL_MIN_WORK}: {fpar}(0, _n, {', '.join(par_args)})")
+        par = lambda n: f"{fpar}(0, {n}, {', '.join(par_args)})"
+        min_work = PARALLEL_MIN_WORK
     else:
         chunk = f"max(1, {PY_CHUNK_MIN_WORK} // max(1, {inner}))"
         argt = "(" + "".join(x + ", " for x in args) + ")"
-        lines.append(f"    if _n * {inner} >= {PY_PARALLEL_MIN_WORK}: _par({fn}, 0, _n, {argt}, {chunk})")
-    lines.append(f"    elif _n > 0: {fn}(0, _n, {', '.join(args)})")
+        par = lambda n: f"_par({fn}, 0, {n}, {argt}, {chunk})"
+        min_work = PY_PARALLEL_MIN_WORK
+    serial = lambda n: f"{fn}(0, {n}, {', '.join(args)})"
+    if static:  # (an unrolled loop's steps: the choice is made here, not at every call)
+        n_rows, work = int(kc.rows), int(kc.rows) * int(kc.inner)
+        if n_rows > 0:
+            lines.append("    " + (par if work >= min_work else serial)(n_rows))
+    else:
+        lines.append(f"    _n = {rows}")
+        lines.append(f"    if _n * {inner} >= {min_work}: {par('_n')}")
+        lines.append(f"    elif _n > 0: {serial('_n')}")
     if checked:
         lines.append(f"    _check_bounds({kc.symbol!r})")
     if local:  # a prepared operand may be a copy: free it now, as any intermediate
