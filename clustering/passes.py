@@ -1,6 +1,7 @@
 """Graph passes: pure functions Graph -> Graph, run as one flat pipeline.
 
     decompose   mean/var/std into sum and elementwise ops (numpy's own formulas)
+    dots        a vector dot as multiply + sum
     rows        sum/max/min over every axis as reductions over the last axis
     simplify    local algebra: x*1, x+0, transpose∘transpose, reshape∘reshape
     cse         structurally equal nodes computed once
@@ -11,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from clustering.partition import ROW_REDUCTIONS
+from clustering.partition import KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC
 from shapes.ir import Graph, Node, Value, make_attrs
 from shapes.ops import OPS, OPAQUE
 from shapes.verify import verify
@@ -57,15 +58,37 @@ def _protected(g: Graph) -> set[int]:
 
 def decompose(g: Graph) -> Graph:
     """mean -> sum / n; var -> mean((x - mean(x))**2) with ddof; std -> sqrt(var).
-    These are numpy's own formulas (numpy/_core/_methods.py), in float dtypes."""
+    These are numpy's own formulas (numpy/_core/_methods.py), in float dtypes.
+    any(x) -> sum(x != 0) > 0 and all(x) -> sum(x == 0) == 0 (a count, so
+    they fuse with x's producers as sums do; NaN is nonzero, as in numpy),
+    for arrays kernels take that are not a few static elements."""
     b = _Builder(g)
     for n in g.nodes:
         x = b.get(n.inputs[0]) if n.inputs else None
         if n.op in ("mean", "var", "std") and x.dtype.kind == "f" and n.attr("dtype") is None:
             b.subst[n.out.id] = _decomposed(b, n, x)
             continue
+        if (n.op in ("any", "all") and x.dtype in KERNEL_DTYPES and not {k for k, _ in n.attrs} - {"axis", "keepdims"}
+                and not (isinstance(_count(x, None), int) and _count(x, None) <= TINY_STATIC)):
+            b.subst[n.out.id] = _counted(b, n, x)
+            continue
         b.keep(n)
     return b.finish()
+
+
+def _counted(b: _Builder, n: Node, x: Value) -> Value:
+    """any/all as a count of the elements that decide it."""
+    hit = "not_equal" if n.op == "any" else "equal"
+    if x.dtype == np.bool_ and n.op == "any":
+        flags = x
+    elif x.dtype == np.bool_:
+        flags = b.add("logical_not", [x], {}, np.bool_, x.shape, n.loc)
+    else:
+        flags = b.add(hit, [x, _scalar(b, 0, n.loc)], {}, np.bool_, x.shape, n.loc)
+    count = b.add("sum", [flags], {"axis": n.attr("axis"), "keepdims": n.attr("keepdims", False)},
+                  np.dtype(np.int_), n.out.shape, n.loc)
+    return b.add("greater" if n.op == "any" else "equal", [count, _scalar(b, 0, n.loc)], {},
+                 np.bool_, n.out.shape, n.loc)
 
 
 def _count(x: Value, axis) -> object:
@@ -101,6 +124,31 @@ def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
     if n.op == "std":
         v = b.add("sqrt", [v], {}, dt, n.out.shape, n.loc)
     return v
+
+
+# -------------------------------------------------------------------- dots
+
+def dots(g: Graph) -> Graph:
+    """a @ b of two float vectors becomes sum(a * b): a reduction whose
+    product fuses into one row kernel, reading each vector once as BLAS's
+    dot does, without numpy's matmul call (about 2 us, where a loop of
+    dots such as `x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]` makes one
+    call per step).  A dot of at most TINY_STATIC static elements stays a
+    matmul (numpy would run its product and sum as two calls).  Matrix-vector
+    products stay with BLAS, whose gemv reads a large matrix at about twice
+    the bandwidth of the row kernel on 2 cores.  The sum's order is not
+    BLAS's: a few ulp."""
+    b = _Builder(g)
+    for n in g.nodes:
+        x, y = (b.get(v) for v in n.inputs) if n.op == "matmul" and len(n.inputs) == 2 else (None, None)
+        if (x is None or y is None or x.ndim != 1 or y.ndim != 1 or n.attrs
+                or not (x.dtype == y.dtype == n.out.dtype) or n.out.dtype.kind != "f"
+                or isinstance(x.shape[0], (int, sympy.Integer)) and int(x.shape[0]) <= TINY_STATIC):
+            b.keep(n)
+            continue
+        p = b.add("multiply", [x, y], {}, n.out.dtype, x.shape, n.loc)
+        b.subst[n.out.id] = b.add("sum", [p], {"axis": (0,), "keepdims": False}, n.out.dtype, (), n.loc)
+    return b.finish()
 
 
 # -------------------------------------------------------------------- rows
@@ -253,7 +301,7 @@ def dce(g: Graph) -> Graph:
     return Graph(g.inputs, tuple(reversed(keep)), g.outputs)
 
 
-PIPELINE = [decompose, rows, simplify, cse, dce]
+PIPELINE = [decompose, dots, rows, simplify, cse, dce]
 
 
 def run_pipeline(g: Graph, checks: bool = False) -> Graph:
