@@ -25,7 +25,7 @@ UNARY = {"negative", "positive", "absolute", "fabs", "square", "sqrt", "reciproc
          "logical_not", "astype", "invert", "isnan", "isinf", "isfinite", "signbit"}
 BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "less",
           "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "power",
-          "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor"}
+          "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "arctan2", "hypot"}
 # what integer (int32/int64) kernels compute, with numpy's wraparound and division rules
 INT_OPS = {"negative", "positive", "absolute", "square", "sign", "invert", "add", "subtract", "multiply",
            "maximum", "minimum", "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
@@ -35,7 +35,7 @@ BOOL_OPS = {"logical_not", "invert", "logical_and", "logical_or", "logical_xor",
             "bitwise_xor", "where", "astype"} | FLOAT_PREDICATES
 NOT_FOR_FLOATS = {"floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
 TERNARY = {"where", "clip"}
-ROW_REDUCTIONS = {"sum", "max", "min"}
+ROW_REDUCTIONS = {"sum", "prod", "max", "min"}
 POWER_EXPONENTS = {2, 3, 4, 0.5, -1, 1}
 TINY_STATIC = 64  # elements: a fully static iteration space this small stays in numpy
 
@@ -118,7 +118,7 @@ def kernel_op_ok(n: Node, producers) -> str | None:
     if op in ROW_REDUCTIONS:
         x = n.inputs[0]
         if n.attr("dtype") is not None or x.dtype not in FLOAT_DTYPES | INT_DTYPES | (
-                {np.dtype(np.bool_)} if op == "sum" else set()):
+                {np.dtype(np.bool_)} if op in ("sum", "prod") else set()):
             return f"{op}: dtype"
         if not (is_row_reduction(n) or is_column_reduction(n)):
             return f"{op}: only reductions over the last axis, or over axes up to the last, fuse " \

@@ -37,7 +37,7 @@ LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
 DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40
 
-MATH = {"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan"}
+MATH = {"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "arctan2", "hypot"}
 INTRINSIC = {"sqrt": "llvm.sqrt", "absolute": "llvm.fabs", "fabs": "llvm.fabs", "floor": "llvm.floor",
              "ceil": "llvm.ceil", "trunc": "llvm.trunc", "rint": "llvm.rint",
              "maximum": "llvm.maximum", "minimum": "llvm.minimum"}
@@ -425,17 +425,17 @@ class KernelEmitter:
                 self._store(v, self.row, self._val(v, None, memo))
 
     def _combine(self, n: Node, acc, x, flags):
-        """acc op x for reduction n: floats by fadd / llvm.maximum (NaN
+        """acc op x for reduction n: floats by fadd, fmul or llvm.maximum (NaN
         propagates, as in numpy); ints and bools cast to the result's dtype
-        and added with wraparound, or compared."""
+        and added or multiplied with wraparound, or compared."""
         b = self.b
         if n.out.dtype.kind != "f":
             x = self._cast(x, self._in_type(n.inputs[0]), n.out.dtype)
-            if n.op == "sum":
-                return b.add(acc, x)
+            if n.op in ("sum", "prod"):
+                return (b.add if n.op == "sum" else b.mul)(acc, x)
             return b.select(b.icmp_signed(">" if n.op == "max" else "<", x, acc), x, acc)
-        if n.op == "sum":
-            return b.fadd(acc, x, flags=flags)
+        if n.op in ("sum", "prod"):
+            return (b.fadd if n.op == "sum" else b.fmul)(acc, x, flags=flags)
         return b.call(_intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2), [acc, x])
 
     def _add_block(self, n: Node) -> None:
@@ -670,7 +670,7 @@ class KernelEmitter:
             mn = _intrinsic(self.m, "llvm.minimum", t, 2)
             return b.call(mn, [b.call(mx, [xs[0], xs[1]]), xs[2]])
         if op in MATH:
-            return mathlib.emit(b, op, [xs[0]])
+            return mathlib.emit(b, op, xs)
         raise NotImplementedError(f"no emitter for {op}")
 
 
@@ -761,8 +761,8 @@ def _const(dt: np.dtype, c):
 
 def _identity(op, dtype):
     if dtype.kind == "f":
-        return {"sum": 0.0, "max": float("-inf"), "min": float("inf")}[op]
-    return {"sum": 0, "max": int(np.iinfo(dtype).min), "min": int(np.iinfo(dtype).max)}[op]
+        return {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[op]
+    return {"sum": 0, "prod": 1, "max": int(np.iinfo(dtype).min), "min": int(np.iinfo(dtype).max)}[op]
 
 
 def _float_sum(n: Node) -> bool:

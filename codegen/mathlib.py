@@ -22,7 +22,7 @@ API
 ``emit(builder, name, [x])`` emits ``name(x)`` for a ``float`` or ``double``
 scalar ``x`` and returns a value of the same type; ``SUPPORTED`` lists the
 names: exp, expm1, log, log1p, tanh, sigmoid (1/(1+exp(-x))), erf, sin, cos,
-arctan.
+arctan, and the two-argument arctan2(y, x) and hypot(x, y) (``BINARY``).
 
 Precision
 ---------
@@ -45,6 +45,8 @@ against long double / mpmath / math.erf):
     erf             1          1             1          1   (numpy: math.erf)
     arctan          1          1             2          1
     sin, cos        1          1             1          1
+    arctan2         -          -             1          1   (800,000 pairs)
+    hypot           -          -             0          1   (800,000 pairs)
 
 (float32 log: numpy's own AVX-512 logf is up to 4 ulp away from the correctly
 rounded result, this one is within 1.)  NaN gives NaN; infinities and signed
@@ -74,6 +76,15 @@ erf     |x| < 1: x + x F(x^2); 1 <= |x| < 6: 1 - exp(-x^2) g(1/x) with g a
 arctan  fdlibm's reduction (breakpoints 7/16, 11/16, 19/16, 39/16:
         t = (|x| - c)/(1 + c|x|) or -1/|x|) selected per lane, atan(c) as
         hi + lo, odd polynomial in t.
+arctan2 z = arctan(|y| / |x|) (0 when both are 0, pi/4 when both are inf),
+        pi - z when x's sign bit is set, with y's sign: C99's special cases
+        (signed zeros, infinities) fall out of these selects.
+hypot   sqrt(fma(a, a, b b)) of |x|, |y| scaled by 2^-600 or 2^600 when
+        the larger is above 2^500 or below 2^-500 (no overflow or
+        underflow in the squares), scaled back; inf when either is inf
+        (also with a NaN, as C99 says).
+float32 arctan2 and hypot run in double (the squares of any float are
+        exact there) and are rounded once.
 sin/cos x = j pi/2 + r with r as a double-double, sin/cos kernels for r, the
         quadrant picked with selects.  float64 |x| < 2^30: three-constant
         Cody-Waite reduction (exact first step, TwoSum for the second).
@@ -114,14 +125,15 @@ from llvmlite import ir
 
 __all__ = ["SUPPORTED", "emit"]
 
+BINARY: frozenset[str] = frozenset({"arctan2", "hypot"})  # two arguments
 SUPPORTED: frozenset[str] = frozenset(
     {"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "sin", "cos", "arctan"}
-)
+) | BINARY
 
 # float32 sin/cos are evaluated in double (the exact Payne-Hanek reduction of
 # any float argument is a double computation) and rounded once; every other
 # float32 function runs natively in float, at full SIMD width.
-_F32_VIA_DOUBLE = frozenset({"sin", "cos"})
+_F32_VIA_DOUBLE = frozenset({"sin", "cos", "arctan2", "hypot"})
 
 _INF = math.inf
 _NAN = math.nan
@@ -635,6 +647,32 @@ def _arctan(o: _Ops, x, P: _Prec):
     return o.keep_nan(x, o.copysign(y, x))
 
 
+_PI_HI, _PI_LO = math.pi, 1.2246467991473532e-16  # pi = _PI_HI + _PI_LO to ~2^-107
+
+
+def _arctan2(o: _Ops, y, x, P: _Prec):
+    a, b = o.fabs(y), o.fabs(x)
+    z = _arctan(o, o.div(a, b), P)  # NaN for 0/0 and inf/inf, and when either is NaN
+    inf = o.c(_INF)
+    z = o.select(o.b.and_(o.eq(a, o.c(0.0)), o.eq(b, o.c(0.0))), o.c(0.0), z)
+    z = o.select(o.b.and_(o.eq(a, inf), o.eq(b, inf)), o.c(math.pi / 4), z)
+    negative_x = o.b.icmp_signed("<", o.bits(x), o.ic(0))  # (-0.0 too: atan2(0, -0) = pi)
+    w = o.select(negative_x, o.add(o.sub(o.c(_PI_HI), z), o.c(_PI_LO)), z)
+    return o.copysign(w, y)
+
+
+def _hypot(o: _Ops, x, y, P: _Prec):
+    a, b = o.fabs(x), o.fabs(y)
+    m = o.select(o.gt(a, b), a, b)
+    big, small = o.gt(m, o.c(2.0 ** 500)), o.lt(m, o.c(2.0 ** -500))
+    down = o.select(big, o.c(2.0 ** -600), o.select(small, o.c(2.0 ** 600), o.c(1.0)))
+    up = o.select(big, o.c(2.0 ** 600), o.select(small, o.c(2.0 ** -600), o.c(1.0)))
+    sa, sb = o.mul(a, down), o.mul(b, down)  # (powers of two: exact)
+    r = o.mul(o._intrinsic("llvm.sqrt", 1, o.fma(sa, sa, o.mul(sb, sb))), up)
+    inf = o.c(_INF)
+    return o.select(o.b.or_(o.eq(a, inf), o.eq(b, inf)), inf, r)
+
+
 # ---------------------------------------------------------------------------
 # sin / cos
 # ---------------------------------------------------------------------------
@@ -813,31 +851,38 @@ _IMPLS = {
     "sin": _sin,
     "cos": _cos,
     "arctan": _arctan,
+    "arctan2": _arctan2,
+    "hypot": _hypot,
 }
 assert set(_IMPLS) == SUPPORTED
 
 
 def emit(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
-    """Emit ``name(args[0])`` at the builder's position and return the value.
+    """Emit ``name(*args)`` at the builder's position and return the value.
 
-    ``args`` holds exactly one ``float`` or ``double`` value; the result has the
-    same type.  The emitted code is branch-free (suitable for a vectorizable
-    loop body) and calls no library function.
+    ``args`` holds one ``float`` or ``double`` value (two of the same type
+    for the names in ``BINARY``); the result has the same type.  The emitted
+    code is branch-free (suitable for a vectorizable loop body) and calls no
+    library function.
     """
     if name not in SUPPORTED:
         raise ValueError(f"unsupported math function {name!r}; supported: {sorted(SUPPORTED)}")
-    if len(args) != 1:
-        raise TypeError(f"{name} takes exactly one argument, got {len(args)}")
-    (x,) = args
-    ty = x.type
+    arity = 2 if name in BINARY else 1
+    if len(args) != arity:
+        raise TypeError(f"{name} takes exactly {arity} argument(s), got {len(args)}")
+    ty = args[0].type
+    if any(a.type != ty for a in args):
+        raise TypeError(f"{name}: arguments of different types")
     impl = _IMPLS[name]
     if isinstance(ty, ir.DoubleType):
-        return impl(_Ops(builder, ty), x, _DOUBLE)
+        return impl(_Ops(builder, ty), *args, _DOUBLE)
     if isinstance(ty, ir.FloatType):
         if name not in _F32_VIA_DOUBLE:
-            return impl(_Ops(builder, ty), x, _SINGLE)
-        # evaluate in double with single-precision polynomials, round once
+            return impl(_Ops(builder, ty), *args, _SINGLE)
+        # evaluate in double, round once (sin/cos with single-precision
+        # polynomials; arctan2 and hypot in full double precision)
         dty = ir.DoubleType()
-        y = impl(_Ops(builder, dty), builder.fpext(x, dty), _SINGLE)
+        y = impl(_Ops(builder, dty), *(builder.fpext(a, dty) for a in args),
+                 _SINGLE if name not in BINARY else _DOUBLE)
         return builder.fptrunc(y, ty)
     raise TypeError(f"{name}: expected a float or double value, got {ty}")

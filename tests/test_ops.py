@@ -235,7 +235,7 @@ def test_unary_1d_large(dtype, backend, rng):
 BINARY = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
     "floor_divide": np.floor_divide, "mod": np.mod, "remainder": np.remainder, "power": np.power,
-    "maximum": np.maximum, "minimum": np.minimum,
+    "maximum": np.maximum, "minimum": np.minimum, "arctan2": np.arctan2, "hypot": np.hypot,
     "op_add": operator.add, "op_sub": operator.sub, "op_mul": operator.mul,
     "op_truediv": operator.truediv, "op_floordiv": operator.floordiv, "op_mod": operator.mod,
     "op_pow": operator.pow,
@@ -658,6 +658,26 @@ def test_reduction_of_integers_and_bools_promotes_like_numpy(backend, rng):
                 b.mean(), np.sum(b), b.any(axis=0), i8.argmin(axis=1), i8.max(axis=0))
     cases = [(rand(rng, s, np.int8), rand(rng, s, np.bool_)) for s in SHAPES_2D_NONEMPTY]
     check(fn, cases, backend)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_], ids=dtype_id)
+def test_prod_any_all_and_dots_run_in_kernels(dtype, backend, rng):
+    """prod is a kernel reduction; any and all are counts (sum(x != 0) > 0,
+    sum(x == 0) == 0) that fuse with their producers; a float dot of more
+    than a few elements is sum(a * b): none of them is a numpy step."""
+    def fn(x, v, w):
+        y = x * 2 if x.dtype != np.bool_ else ~x
+        return (np.prod(y, axis=-1), y.prod(axis=0), np.prod(y), y.any(axis=0), np.all(y, axis=1),
+                np.any(y), y.all(), (y > 1).any(axis=-1, keepdims=True), v @ w, (v * 2) @ w + 1.0)
+    cases = [(rand(rng, s, dtype, "prod"), rand(rng, (n,), np.float64), rand(rng, (n,), np.float64))
+             for s, n in [((9, 11), 70), ((13, 5), 100), ((0, 7), 90), ((6, 0), 0), ((8, 1), 200)]]
+    check(fn, cases, backend)
+    if backend == "llvm":  # (the plan of the entry for dynamic dims: 0 and 1 make static tiny spaces)
+        jf = jit(fn)
+        jf(*cases[0])
+        plan = jf.explain()
+        steps = [ln.strip() for ln in plan.splitlines() if ln.strip().startswith("numpy: ")]
+        assert not [s for s in steps if any(f" {op} " in s for op in ("prod", "any", "all", "matmul"))], plan
 
 
 @pytest.mark.parametrize("name", sorted(NO_IDENTITY))
