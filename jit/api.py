@@ -47,6 +47,10 @@ class Entry:
     last_dims: tuple | None = None  # memory figures are recomputed when the dims change
     bytes: int = 0
 
+    @property
+    def eager_nodes(self) -> int:
+        return len(self.trace.eager_nodes) if self.trace is not None else self.saved.eager_nodes
+
     def details(self) -> tuple[TraceResult, object]:
         """(trace, plan); a saved entry reads them from its record on first use."""
         if self.trace is None:
@@ -500,8 +504,7 @@ class JitFunction:
                 "cache_hits_memory": m.hits["memory"], "cache_hits_disk": m.hits["disk"],
                 "fallbacks": sum(m.fallbacks.values()), "eager_calls": m.eager_calls, "calls": m.calls,
                 "entries": self._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes,
-                "eager_nodes": sum(len(e.trace.eager_nodes) for s in self._keys.values() for e in s.entries
-                                   if e.trace is not None),
+                "eager_nodes": sum(e.eager_nodes for s in self._keys.values() for e in s.entries),
                 "graph_breaks": m.graph_breaks}
 
     def explain(self, file=None) -> str:

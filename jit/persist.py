@@ -30,7 +30,7 @@ from jit.fingerprint import Unstable, stable_text
 from runtime.cache import CorruptEntry, build_id, content_key, seal, unseal
 from shapes.guards import GuardSet
 
-FORMAT = "3"
+FORMAT = "4"
 MAX_SAVED = 32  # entries kept per (function, signature), as jit's default max_entries
 
 _write_lock = threading.Lock()
@@ -44,6 +44,7 @@ class SavedEntry:
     details: bytes  # pickle of (TraceResult without its result, Plan)
     held: tuple = ()      # paths of the held arrays it takes after the arguments (jit/held.py)
     held_key: tuple = ()  # their dtypes, shapes and layouts
+    eager_nodes: int = 0  # how many eager nodes its trace has (stats() reads it without the details)
 
 
 def enabled() -> bool:
@@ -64,7 +65,8 @@ def key_for(fingerprint: str, spec_key, options: str) -> str | None:
 def entry_of(trace, guards: GuardSet, build, held_key: tuple) -> SavedEntry:
     details = pickle.dumps((dataclasses.replace(trace, concrete=None, writes=[]), build.plan),
                            protocol=pickle.HIGHEST_PROTOCOL)
-    return SavedEntry(guards, trace.out_treedef, SavedBuild.of(build), details, tuple(trace.held), held_key)
+    return SavedEntry(guards, trace.out_treedef, SavedBuild.of(build), details, tuple(trace.held), held_key,
+                      len(trace.eager_nodes))
 
 
 def details(entry: SavedEntry):

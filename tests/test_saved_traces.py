@@ -194,3 +194,19 @@ def test_fingerprint_refuses_values_without_identity():
     with pytest.raises(Unstable):
         stable_text(((np.dtype("float32"), (-1, 3), True), (Thing, Thing())))
     assert stable_text((tuple, (None, None))) == stable_text((tuple, (None, None)))
+
+
+def test_stats_count_the_eager_nodes_of_a_loaded_entry(tmp_path):
+    """stats() reports a saved entry's eager nodes before explain() reads
+    its details (they are counted in the record)."""
+    model = """
+    import numpy as np
+
+    def fn(x):
+        return np.sort(x, axis=-1) * 2.0 + np.cumsum(x, axis=-1)
+    """
+    first = run(tmp_path, [7], model=model)
+    assert first["ok"] and first["traces"] == 1 and first["eager_nodes"] == 2
+    second = run(tmp_path, [9], model=model)
+    assert second["ok"] and second["traces"] == 0 and second["cache_hits_disk"] == 1
+    assert second["eager_nodes"] == 2
