@@ -458,6 +458,15 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             a, b = (names[v.id] for v in n.inputs)
             lines.append(f"    {outs} = {a} {_OPERATORS[n.op]} {b}")
             continue
+        if (n.op in ("maximum", "minimum") and n.out.ndim == 0
+                and all(v.ndim == 0 and not v.weak and v.dtype == n.out.dtype for v in n.inputs)):
+            # numpy's scalar rule (b on a tie, a NaN a propagates) without a ufunc call: a
+            # loop's np.maximum(table[i, j - 1], table[i + 1, j]); [()] makes a 0-d array's
+            # element a scalar of its own, as the ufunc's result is
+            a, b = (names[v.id] for v in n.inputs)
+            cmp = ">" if n.op == "maximum" else "<"
+            lines.append(f"    {outs} = ({a} if {a} {cmp} {b} or {a} != {a} else {b})[()]")
+            continue
         fn = const(OPS[n.op].ref, ("op", n.op))
         if n.op == "eager":
             lines.append(f"    _r = {const(n.attr('call'))}([{args}])")

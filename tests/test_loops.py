@@ -260,3 +260,36 @@ def test_a_read_only_slot_raises_numpys_error_and_is_not_written(backend):
         jf(A, B)
     assert not B.any()
     assert_like_numpy(jf(A, np.zeros(8)), f(A, np.zeros(8)))  # still usable
+
+
+def scalar_extremes(t, x, m0):
+    """A dynamic-programming step as loops write it: maximum/minimum of
+    elements, a 0-d argument, results returned and stored."""
+    n = t.shape[0]
+    best = np.maximum(m0, t[0, 0])
+    for i in range(1, n):
+        for j in range(1, n):
+            t[i, j] = np.maximum(t[i, j - 1], t[i - 1, j]) + np.minimum(x[i], x[j])
+        best = np.maximum(best, t[i, i])
+    return best, np.minimum(m0, t[0, 1]), np.maximum(m0, m0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.int64])
+def test_scalar_maximum_and_minimum_follow_numpy(dtype, backend):
+    """The executable picks between two scalars itself (no ufunc call): ties
+    of -0.0 and 0.0 give numpy's operand, NaN propagates, a 0-d argument is
+    never returned as itself."""
+    rng = np.random.default_rng(3)
+    for x in (rng.standard_normal(9), np.array([0.0, -0.0, np.nan, 1.0, -0.0, 0.0, 2.0, np.nan, -1.0])):
+        def make():
+            t = np.zeros((9, 9)) * np.array([-1.0, 1.0] * 4 + [-1.0])  # -0.0 and 0.0
+            if np.dtype(dtype).kind != "f":
+                return (np.round(t * 5).astype(dtype), np.nan_to_num(np.round(x * 5)).astype(dtype),
+                        np.array(-3, dtype))
+            return t.astype(dtype), x.astype(dtype), np.array(-0.0, dtype)
+        f = jit(scalar_extremes, backend=backend)
+        _run_twice(f, scalar_extremes, make)
+        args = make()
+        out = f(*args)
+        assert all(o is not args[2] for o in out)
+        assert [np.signbit(o) for o in out] == [np.signbit(o) for o in scalar_extremes(*make())]
