@@ -172,7 +172,7 @@ def _poolable(steps, outputs) -> set[int]:
 def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
-            "_matmul": np.matmul, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
+            "_matmul": np.matmul, "_WARMUP": _WARMUP, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
             "_aliased": _aliased, "_slice": _slice, "_copy": _copy, "BreakMismatch": BreakMismatch,
             "_outcome": OUTCOME, "_same": _same}
 
@@ -186,6 +186,14 @@ def _same(a, b) -> bool:
 
 
 # (not power: ndarray's ** takes np.square for an exponent of 2, another dtype for bools)
+# CPython 3.11 specializes a function's bytecode (LOAD_GLOBAL from a dict,
+# BINARY_SUBSCR of an array...) only after 8 calls or backward jumps: an
+# executable runs every line once a call, so an unrolled loop's thousands of
+# steps ran unspecialized (~40% slower) for its first 8 calls.  A loop of 8
+# empty turns at the top makes the first call specialize.  (3.12 and later
+# specialize from the start: the loop costs ~0.1 us.)
+_WARMUP = range(8)
+
 _OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
               "remainder": "%", "less": "<", "less_equal": "<=", "greater": ">",
               "greater_equal": ">=", "equal": "==", "not_equal": "!="}
@@ -354,7 +362,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             return "(" + "".join(attr_src(x) + ", " for x in a) + ")"
         return const(a)
 
-    lines = ["def run(inputs, dims):"]
+    lines = ["def run(inputs, dims):", "    for _ in _WARMUP: pass"]
     for k, v in enumerate(graph.inputs):
         names[v.id] = f"v{v.id}"
     if graph.inputs:
