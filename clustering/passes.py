@@ -2,7 +2,7 @@
 
     decompose   mean/var/std into sum and elementwise ops (numpy's own formulas)
     dots        a vector dot as multiply + sum
-    rows        sum/max/min over every axis as reductions over the last axis
+    rows        sum/prod/max/min over every axis as reductions over the last axis
     simplify    local algebra: x*1, x+0, transpose∘transpose, reshape∘reshape
     cse         structurally equal nodes computed once
     dce         nodes nobody uses removed
@@ -68,8 +68,9 @@ def decompose(g: Graph) -> Graph:
         if n.op in ("mean", "var", "std") and x.dtype.kind == "f" and n.attr("dtype") is None:
             b.subst[n.out.id] = _decomposed(b, n, x)
             continue
-        if (n.op in ("any", "all") and x.dtype in KERNEL_DTYPES and not {k for k, _ in n.attrs} - {"axis", "keepdims"}
-                and not (isinstance(_count(x, None), int) and _count(x, None) <= TINY_STATIC)):
+        size = _count(x, None) if n.op in ("any", "all") else None
+        if (size is not None and x.dtype in KERNEL_DTYPES and not {k for k, _ in n.attrs} - {"axis", "keepdims"}
+                and not (isinstance(size, int) and size <= TINY_STATIC)):
             b.subst[n.out.id] = _counted(b, n, x)
             continue
         b.keep(n)
@@ -78,13 +79,13 @@ def decompose(g: Graph) -> Graph:
 
 def _counted(b: _Builder, n: Node, x: Value) -> Value:
     """any/all as a count of the elements that decide it."""
-    hit = "not_equal" if n.op == "any" else "equal"
     if x.dtype == np.bool_ and n.op == "any":
         flags = x
     elif x.dtype == np.bool_:
         flags = b.add("logical_not", [x], {}, np.bool_, x.shape, n.loc)
     else:
-        flags = b.add(hit, [x, _scalar(b, 0, n.loc)], {}, np.bool_, x.shape, n.loc)
+        flags = b.add("not_equal" if n.op == "any" else "equal", [x, _scalar(b, 0, n.loc)], {}, np.bool_,
+                      x.shape, n.loc)
     count = b.add("sum", [flags], {"axis": n.attr("axis"), "keepdims": n.attr("keepdims", False)},
                   np.dtype(np.int_), n.out.shape, n.loc)
     return b.add("greater" if n.op == "any" else "equal", [count, _scalar(b, 0, n.loc)], {},
@@ -154,7 +155,7 @@ def dots(g: Graph) -> Graph:
 # -------------------------------------------------------------------- rows
 
 def rows(g: Graph) -> Graph:
-    """A sum, max or min over every axis of x becomes reductions over the
+    """A sum, prod, max or min over every axis of x becomes reductions over the
     last axis, one per dim (x.sum() = x.sum(-1).sum(-1)...): the first fuses
     with x's elementwise producers as a row kernel (clustering/partition.py),
     the last keeps its dim, and its element (or a reshape) is the result.

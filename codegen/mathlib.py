@@ -123,7 +123,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-__all__ = ["SUPPORTED", "emit"]
+__all__ = ["BINARY", "SUPPORTED", "emit"]
 
 BINARY: frozenset[str] = frozenset({"arctan2", "hypot"})  # two arguments
 SUPPORTED: frozenset[str] = frozenset(
