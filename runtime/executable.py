@@ -191,8 +191,11 @@ def _same(a, b) -> bool:
 # executable runs every line once a call, so an unrolled loop's thousands of
 # steps ran unspecialized (~40% slower) for its first 8 calls.  A loop of 8
 # empty turns at the top makes the first call specialize.  (3.12 and later
-# specialize from the start: the loop costs ~0.1 us.)
+# specialize from the start.)  The loop costs ~0.2 us a call: only
+# executables of WARMUP_STEPS steps or more (an unrolled loop, milliseconds a
+# call) have it; a short one reaches its 8 calls soon enough.
 _WARMUP = range(8)
+WARMUP_STEPS = 64
 
 _OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
               "remainder": "%", "less": "<", "less_equal": "<=", "greater": ">",
@@ -362,7 +365,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             return "(" + "".join(attr_src(x) + ", " for x in a) + ")"
         return const(a)
 
-    lines = ["def run(inputs, dims):", "    for _ in _WARMUP: pass"]
+    lines = ["def run(inputs, dims):"] + (["    for _ in _WARMUP: pass"] if len(steps) >= WARMUP_STEPS else [])
     for k, v in enumerate(graph.inputs):
         names[v.id] = f"v{v.id}"
     if graph.inputs:

@@ -2,10 +2,14 @@
 kernels store straight into the slot a slice assignment writes, arguments are
 updated in place when nothing can stop the call half way; and reductions
 over every axis are row kernels (ints and bools too)."""
+import dis
+import sys
+
 import numpy as np
 import pytest
 
 from jit import jit
+from runtime.executable import WARMUP_STEPS
 from tests.conftest import assert_like_numpy
 
 
@@ -300,16 +304,14 @@ def test_an_executable_runs_specialized_bytecode_from_its_first_run():
     (3.11) specializes bytecode only after 8 calls or backward jumps, so the
     executable opens with 8 empty turns: after one run its global loads are
     already specialized (they were not for 8 calls: ~40% slower)."""
-    import dis
-    import sys
-
     def steps(a):
         for i in range(1, a.shape[0]):
             a[i] = a[i] + a[i - 1] * 0.5
         return a
     f = jit(steps)
-    f(np.ones(12))  # traced (the trace's own result)
+    f(np.ones(40))  # traced (the trace's own result)
     e = _entry(f)
-    e.run([np.ones(12)], e.guards.check(((12,),)))  # the executable's first run
+    assert len(e.executable.steps) >= WARMUP_STEPS
+    e.run([np.ones(40)], e.guards.check(((40,),)))  # the executable's first run
     ops = {i.opname for i in dis.get_instructions(e.run, adaptive=True)}
     assert sys.version_info < (3, 11) or ops & {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN"}, sorted(ops)
