@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.report import cpu_description
+
 RESULTS = Path(__file__).resolve().parent / "results"
 ROW = "@@corpus-row "   # marks the worker's result lines on its stdout
 
@@ -373,7 +375,6 @@ def summarize(rows, presets) -> list[str]:
 
 
 def render(rows, a, seconds) -> str:
-    import platform
     try:
         import numba
         nb = numba.__version__
@@ -391,7 +392,7 @@ def render(rows, a, seconds) -> str:
     head = [
         "# shapejit on the NPBench-style corpus",
         "",
-        f"{time.strftime('%Y-%m-%d %H:%M')}, {commit}{platform.machine()}, {os.cpu_count()} cores, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, {commit}{cpu_description()}, {os.cpu_count()} cores, "
         f"numpy {np.__version__}, "
         f"numba {nb}; presets {','.join(a.presets)}, up to {a.repeats} steady calls per cell "
         f"(budget {a.budget:g} s), {seconds:.0f} s in all.",

@@ -278,16 +278,27 @@ def render(meta, steady_rows, peer_names, jit_stats, limits, stream, calls, tiny
     return "\n".join(p for p in parts if p)
 
 
-def machine_meta(mode, elapsed, versions, foreign_load):
-    cpu = platform.processor() or "?"
+def cpu_description() -> str:
+    """The CPU every figure is measured on: its model, LLVM's name for it,
+    and whether it has AVX-512 (the machines change; kernels choose by
+    the host's features)."""
+    model = platform.processor() or "?"
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
+                    model = line.split(":", 1)[1].strip()
                     break
     except OSError:
         pass
+    import llvmlite.binding as llvm  # (a runtime dependency of shapejit)
+    llvm.initialize_native_target()
+    avx512 = llvm.get_host_cpu_features().get("avx512f", False)
+    return f"{model} (LLVM: {llvm.get_host_cpu_name()}, {'with' if avx512 else 'no'} AVX-512)"
+
+
+def machine_meta(mode, elapsed, versions, foreign_load):
+    cpu = cpu_description()
     try:
         with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
             kib = int(f.read().strip().rstrip("K"))

@@ -48,7 +48,7 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
             abis.append(_concrete(_emit_once(module, g, gs, producers, contiguous, checked, emitted), sizes))
         else:
             abis.append(_emit_once(module, k, e, producers, contiguous, checked, emitted))
-    for a in {a.symbol: a for a in abis}.values():
+    for a in _distinct(abis):
         support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
     return str(module), abis, gemms
 
@@ -149,8 +149,13 @@ def entries(abis: list[KernelABI]) -> tuple:
     """(symbol, arrays, ints, floats, Python entry) of every kernel function
     the module exports: each kernel and its parallel entry (codegen/support.py),
     with their Python entries (codegen/pycall.py)."""
-    unique = {a.symbol: a for a in abis}.values()  # (kernels that share a function: _emit_once)
-    return support.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in unique), python=True)
+    return support.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in _distinct(abis)),
+                                 python=True)
+
+
+def _distinct(abis: list[KernelABI]):
+    """One ABI per function (kernels share functions: _emit_once, _concrete)."""
+    return {a.symbol: a for a in abis}.values()
 
 
 def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:

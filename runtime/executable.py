@@ -172,7 +172,8 @@ def _poolable(steps, outputs) -> set[int]:
 def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "_shape": np.shape, "_empty": np.empty,
             "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
-            "_matmul": np.matmul, "_WARMUP": _WARMUP, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
+            "_matmul": np.matmul, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
+            "_WARMUP": _WARMUP, "_maximum": _maximum, "_minimum": _minimum,
             "_aliased": _aliased, "_slice": _slice, "_copy": _copy, "BreakMismatch": BreakMismatch,
             "_outcome": OUTCOME, "_same": _same}
 
@@ -185,7 +186,6 @@ def _same(a, b) -> bool:
     return a == b or (a != a and b != b)  # NaN decides as NaN did
 
 
-# (not power: ndarray's ** takes np.square for an exponent of 2, another dtype for bools)
 # CPython 3.11 specializes a function's bytecode (LOAD_GLOBAL from a dict,
 # BINARY_SUBSCR of an array...) only after 8 calls or backward jumps: an
 # executable runs every line once a call, so an unrolled loop's thousands of
@@ -197,6 +197,25 @@ def _same(a, b) -> bool:
 _WARMUP = range(8)
 WARMUP_STEPS = 64
 
+
+def _maximum(a, b):
+    """np.maximum of two 0-d values of one dtype: two numpy scalars (a
+    loop's `np.maximum(t[i, j - 1], t[i + 1, j])`) are picked without a
+    ufunc call by numpy's own rule (b on a tie, so -0.0 and 0.0 come out as
+    numpy's; a NaN propagates); anything else goes to numpy."""
+    if type(a) is type(b) and isinstance(a, np.generic):
+        return a if a > b or a != a else b
+    return np.maximum(a, b)
+
+
+def _minimum(a, b):
+    """np.minimum as _maximum."""
+    if type(a) is type(b) and isinstance(a, np.generic):
+        return a if a < b or a != a else b
+    return np.minimum(a, b)
+
+
+# (not power: ndarray's ** takes np.square for an exponent of 2, another dtype for bools)
 _OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
               "remainder": "%", "less": "<", "less_equal": "<=", "greater": ">",
               "greater_equal": ">=", "equal": "==", "not_equal": "!="}
@@ -471,12 +490,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             continue
         if (n.op in ("maximum", "minimum") and n.out.ndim == 0
                 and all(v.ndim == 0 and not v.weak and v.dtype == n.out.dtype for v in n.inputs)):
-            # numpy's scalar rule (b on a tie, a NaN a propagates) without a ufunc call: a
-            # loop's np.maximum(table[i, j - 1], table[i + 1, j]); [()] makes a 0-d array's
-            # element a scalar of its own, as the ufunc's result is
-            a, b = (names[v.id] for v in n.inputs)
-            cmp = ">" if n.op == "maximum" else "<"
-            lines.append(f"    {outs} = ({a} if {a} {cmp} {b} or {a} != {a} else {b})[()]")
+            lines.append(f"    {outs} = _{n.op}({args})")  # (scalars picked without a ufunc call)
             continue
         fn = const(OPS[n.op].ref, ("op", n.op))
         if n.op == "eager":

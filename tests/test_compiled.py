@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from jit import jit
+from runtime.native import KernelOwner
 from tests.conftest import assert_like_numpy, run_in_threads
 
 F32 = np.float32
@@ -195,7 +196,6 @@ def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
     assert_like_numpy(f(x), np.exp(x) * 2.0)  # in bounds: no error
     exe = f._keys[next(iter(f._keys))].entries[0].executable
     (kc,) = [s for s in exe.steps if isinstance(s, rx.KernelCall)]
-    from runtime.native import KernelOwner
     fn = next(v for v in exe.run.__globals__.values() if isinstance(getattr(v, "__self__", None), KernelOwner))
     fence = np.full(2 * 8 + 64, -7.0, F32)  # the output, then memory it does not own
     small = fence[:16].reshape(2, 8)

@@ -4,6 +4,7 @@ updated in place when nothing can stop the call half way; and reductions
 over every axis are row kernels (ints and bools too)."""
 import dis
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -85,7 +86,6 @@ def test_kernels_that_differ_only_in_sizes_share_one_function(backend, dtype):
         assert len(abis) > 100
         # one function per kind of kernel (the loop's first sizes, 1 and 2, have their own)
         assert len({a.symbol for a in abis}) < 20
-        from collections import Counter
         shared, n = Counter(a.symbol for a in abis).most_common(1)[0]
         sizes = {tuple(x for x in a.args if x[0] == "int") for a in abis if a.symbol == shared}
         assert n > 50 and len(sizes) > 50  # each call of the shared function passes its own sizes
@@ -280,9 +280,9 @@ def scalar_extremes(t, x, m0):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.int64])
 def test_scalar_maximum_and_minimum_follow_numpy(dtype, backend):
-    """The executable picks between two scalars itself (no ufunc call): ties
-    of -0.0 and 0.0 give numpy's operand, NaN propagates, a 0-d argument is
-    never returned as itself."""
+    """The executable picks between two numpy scalars itself (no ufunc
+    call): ties of -0.0 and 0.0 give numpy's operand, NaN propagates; a 0-d
+    array argument goes to numpy (never returned as itself)."""
     rng = np.random.default_rng(3)
     for x in (rng.standard_normal(9), np.array([0.0, -0.0, np.nan, 1.0, -0.0, 0.0, 2.0, np.nan, -1.0])):
         def make():
