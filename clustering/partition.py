@@ -15,27 +15,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shapes.ir import Graph, Node, Value, format_node, value_names
+from shapes.ops import OPS, REDUCE, kernel_ops
 
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
 INT_DTYPES = {np.dtype(np.int32), np.dtype(np.int64)}
 KERNEL_DTYPES = FLOAT_DTYPES | INT_DTYPES | {np.dtype(np.bool_)}
 
-UNARY = {"negative", "positive", "absolute", "fabs", "square", "sqrt", "reciprocal", "sign", "exp",
-         "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor", "ceil", "trunc", "rint",
-         "logical_not", "astype", "invert", "isnan", "isinf", "isfinite", "signbit"}
-BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "less",
-          "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "power",
-          "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "arctan2", "hypot"}
-# what integer (int32/int64) kernels compute, with numpy's wraparound and division rules
-INT_OPS = {"negative", "positive", "absolute", "square", "sign", "invert", "add", "subtract", "multiply",
-           "maximum", "minimum", "floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
-           "where", "clip", "power", "astype"}
-FLOAT_PREDICATES = {"isnan", "isinf", "isfinite", "signbit"}  # float in, bool out
-BOOL_OPS = {"logical_not", "invert", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
-            "bitwise_xor", "where", "astype"} | FLOAT_PREDICATES
-NOT_FOR_FLOATS = {"floor_divide", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
-TERNARY = {"where", "clip"}
-ROW_REDUCTIONS = {"sum", "prod", "max", "min"}
+ROW_REDUCTIONS = kernel_ops(REDUCE)  # (over the last axis; or a column reduction: is_column_reduction)
+COMPARISONS = frozenset(n for n in kernel_ops() if OPS[n].compute == "promoted")
+FLOAT_PREDICATES = frozenset(n for n in kernel_ops() if OPS[n].compute == "operand")  # float in, bool out
 POWER_EXPONENTS = {2, 3, 4, 0.5, -1, 1}
 TINY_STATIC = 64  # elements: a fully static iteration space this small stays in numpy
 
@@ -91,10 +79,14 @@ class Plan:
         return "\n".join(lines)
 
 
+_KIND_REFUSAL = {"f": "not compiled for floats", "i": "integer math", "b": "bool math"}
+
+
 def kernel_op_ok(n: Node, producers) -> str | None:
     """None when n can be a kernel member, else the reason it cannot."""
     op = n.op
-    if op not in UNARY | BINARY | TERNARY | ROW_REDUCTIONS:
+    fact = OPS.get(op)
+    if fact is None or not fact.kernel:
         return f"{op}: no kernel emitter"
     if len(n.outputs) != 1 or n.out.ndim == 0:
         return f"{op}: scalar result"
@@ -123,23 +115,17 @@ def kernel_op_ok(n: Node, producers) -> str | None:
         if not (is_row_reduction(n) or is_column_reduction(n)):
             return f"{op}: only reductions over the last axis, or over axes up to the last, fuse " \
                    f"(axis={n.attr('axis')})"
-    if op in COMPARISONS:
+    if fact.compute == "promoted":
         return None if compare_dtype(n.inputs) in KERNEL_DTYPES else f"{op}: compares in {compare_dtype(n.inputs)}"
     if op == "astype":
         src = n.inputs[0].dtype if n.inputs[0].ndim or not n.inputs[0].weak else None
         if n.out.dtype in INT_DTYPES and (src is None or src.kind == "f"):
             return "astype: float to integer (numpy's out-of-range result depends on the CPU)"
         return None
-    dt = n.out.dtype
-    if op in FLOAT_PREDICATES and n.inputs[0].dtype not in FLOAT_DTYPES:
+    if fact.compute == "operand" and n.inputs[0].dtype not in FLOAT_DTYPES:
         return f"{op}: of a {n.inputs[0].dtype} operand"
-    if dt in FLOAT_DTYPES and op in NOT_FOR_FLOATS:
-        return f"{op}: not compiled for floats"
-    if dt in INT_DTYPES and op not in INT_OPS | ROW_REDUCTIONS:
-        return f"{op}: integer math"
-    if dt == np.bool_ and op not in BOOL_OPS:
-        return f"{op}: bool math"
-    return None
+    kind = n.out.dtype.kind
+    return None if kind in fact.kernel else f"{op}: {_KIND_REFUSAL[kind]}"
 
 
 def is_row_reduction(n: Node) -> bool:
@@ -152,9 +138,6 @@ def is_column_reduction(n: Node) -> bool:
     own kind."""
     x, axis = n.inputs[0], n.attr("axis")
     return n.op in ROW_REDUCTIONS and x.ndim >= 2 and bool(axis) and axis == tuple(range(axis[0], x.ndim - 1))
-
-
-COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 
 
 def compare_dtype(inputs) -> np.dtype:

@@ -24,10 +24,12 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from clustering.partition import FLOAT_PREDICATES, ROW_REDUCTIONS, Kernel, compare_dtype, is_column_reduction
-from codegen import mathlib
+from clustering.partition import ROW_REDUCTIONS, Kernel, compare_dtype, is_column_reduction
+from codegen.emitters import EMITTERS, MATH, REDUCERS
+from codegen.emitters import intrinsic as _intrinsic
 from codegen.llvm import for_range
 from shapes.ir import Node, Value
+from shapes.ops import OPS
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -37,17 +39,9 @@ LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
 DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40
 
-MATH = {"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "arctan2", "hypot"}
-INTRINSIC = {"sqrt": "llvm.sqrt", "absolute": "llvm.fabs", "fabs": "llvm.fabs", "floor": "llvm.floor",
-             "ceil": "llvm.ceil", "trunc": "llvm.trunc", "rint": "llvm.rint",
-             "maximum": "llvm.maximum", "minimum": "llvm.minimum"}
-FCMP = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
-        "greater_equal": ">="}
 REASSOC = ("reassoc", "nsz")
 SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
 COLUMN_BLOCK = 64  # columns a column reduction's work unit covers (a vector loop's worth, several times)
-BINOP = {"add": "fadd", "subtract": "fsub", "multiply": "fmul", "divide": "fdiv",
-         "logical_and": "and_", "logical_or": "or_", "logical_xor": "xor"}
 
 
 def array_field(b: ir.IRBuilder, obj, offset: int, ty):
@@ -425,18 +419,11 @@ class KernelEmitter:
                 self._store(v, self.row, self._val(v, None, memo))
 
     def _combine(self, n: Node, acc, x, flags):
-        """acc op x for reduction n: floats by fadd, fmul or llvm.maximum (NaN
-        propagates, as in numpy); ints and bools cast to the result's dtype
-        and added or multiplied with wraparound, or compared."""
-        b = self.b
+        """acc op x for reduction n (codegen/emitters.py REDUCERS): ints and
+        bools cast to the result's dtype first."""
         if n.out.dtype.kind != "f":
             x = self._cast(x, self._in_type(n.inputs[0]), n.out.dtype)
-            if n.op in ("sum", "prod"):
-                return (b.add if n.op == "sum" else b.mul)(acc, x)
-            return b.select(b.icmp_signed(">" if n.op == "max" else "<", x, acc), x, acc)
-        if n.op in ("sum", "prod"):
-            return (b.fadd if n.op == "sum" else b.fmul)(acc, x, flags=flags)
-        return b.call(_intrinsic(self.m, "llvm.maximum" if n.op == "max" else "llvm.minimum", x.type, 2), [acc, x])
+        return REDUCERS[n.op](self.b, self.m, acc, x, flags)
 
     def _add_block(self, n: Node) -> None:
         """total += the block's sum: exact enough in float64 for float32 sums;
@@ -602,143 +589,22 @@ class KernelEmitter:
         return b.fpext(x, t) if src.itemsize < dst.itemsize else b.fptrunc(x, t)
 
     def _node(self, n: Node, j, memo) -> ir.Value:
-        b, op = self.b, n.op
-        out = n.out.dtype
-        if op in FCMP or op in ("logical_and", "logical_or", "logical_xor", "logical_not"):
-            ctype = np.dtype(np.bool_) if op.startswith("logical") else compare_dtype(n.inputs)
-        elif op in FLOAT_PREDICATES:
-            ctype = n.inputs[0].dtype
-        else:
-            ctype = out
-        if op == "where":
-            c = self._cast(self._val(n.inputs[0], j, memo), self._in_type(n.inputs[0]), np.dtype(np.bool_))
-            x = self._cast(self._val(n.inputs[1], j, memo), self._in_type(n.inputs[1]), out)
-            y = self._cast(self._val(n.inputs[2], j, memo), self._in_type(n.inputs[2]), out)
-            return b.select(c, x, y)
-        if op == "power":
-            x = self._cast(self._val(n.inputs[0], j, memo), self._in_type(n.inputs[0]), out)
-            e = self.consts.get(n.inputs[1].id)
-            return _power(self, x, e)
-        xs = [self._cast(self._val(v, j, memo), self._in_type(v), ctype) for v in n.inputs]
-        if op == "astype":
-            return xs[0] if ctype == out else self._cast(xs[0], ctype, out)
-        if ctype.kind in "ib" and op in INT_EMIT:
-            return INT_EMIT[op](b, *xs)
-        if op in FLOAT_PREDICATES:
-            x = xs[0]
-            if op == "isnan":
-                return b.fcmp_unordered("uno", x, x)
-            if op == "signbit":
-                bits = I32 if x.type == F32 else I64
-                return b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0))
-            ax = b.call(_intrinsic(self.m, "llvm.fabs", x.type, 1), [x])
-            inf = ir.Constant(x.type, float("inf"))
-            return b.fcmp_ordered("==" if op == "isinf" else "<", ax, inf)
-        if op in FCMP:
-            if ctype == np.bool_:
-                return b.icmp_unsigned(FCMP[op], xs[0], xs[1])
-            if ctype.kind == "i":
-                return b.icmp_signed(FCMP[op], xs[0], xs[1])
-            if op == "not_equal":
-                return b.fcmp_unordered("!=", xs[0], xs[1])
-            return b.fcmp_ordered(FCMP[op], xs[0], xs[1])
+        """n's value: its operands cast to the dtype it computes in
+        (shapes/ops.py COMPUTE), then codegen/emitters.py's emitter."""
+        op, out = n.op, n.out.dtype
+        how = OPS[op].compute
+        ctype = (compare_dtype(n.inputs) if how == "promoted" else np.dtype(np.bool_) if how == "bool"
+                 else n.inputs[0].dtype if how == "operand" else out)
         if op == "divide" and n.out.id in self.recip:
-            return b.fmul(xs[0], self.recip[n.out.id])
-        if op in BINOP:
-            return getattr(b, BINOP[op])(xs[0], xs[1])
-        if op == "logical_not":
-            return b.xor(xs[0], ir.Constant(I1, 1))
-        t = LLTYPE[out]
-        if op == "negative":
-            return b.fneg(xs[0])
-        if op == "positive":
-            return xs[0]
-        if op == "square":
-            return b.fmul(xs[0], xs[0])
-        if op == "reciprocal":
-            return b.fdiv(ir.Constant(t, 1.0), xs[0])
-        if op == "sign":
-            x = xs[0]
-            one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
-            r = b.select(b.fcmp_ordered("==", x, x), zero, x)  # NaN stays NaN; -0 -> +0
-            r = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(t, -1.0), r)
-            return b.select(b.fcmp_ordered(">", x, zero), one, r)
-        if op in INTRINSIC:
-            return b.call(_intrinsic(self.m, INTRINSIC[op], t, len(xs)), xs)
-        if op == "clip":
-            mx = _intrinsic(self.m, "llvm.maximum", t, 2)
-            mn = _intrinsic(self.m, "llvm.minimum", t, 2)
-            return b.call(mn, [b.call(mx, [xs[0], xs[1]]), xs[2]])
-        if op in MATH:
-            return mathlib.emit(b, op, xs)
-        raise NotImplementedError(f"no emitter for {op}")
+            return self.b.fmul(self._operand(n.inputs[0], ctype, j, memo), self.recip[n.out.id])
+        if op == "power":  # (the exponent: the constant the partition checked)
+            return EMITTERS[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
+                                self.consts.get(n.inputs[1].id))
+        types = [np.dtype(np.bool_)] + [out] * 2 if how == "select" else [ctype] * len(n.inputs)
+        return EMITTERS[op](self.b, self.m, *(self._operand(v, t, j, memo) for v, t in zip(n.inputs, types)))
 
-
-# ------------------------------------------------------------ integers
-# numpy's integer semantics: arithmetic wraps around; x // 0 and x % 0 are 0;
-# floor division rounds toward -inf and the remainder takes the divisor's
-# sign; INT_MIN // -1 wraps to INT_MIN (the hardware division would trap, so
-# divisors 0 and -1 never reach it).
-
-def _idiv(b: ir.IRBuilder, x, y, want_remainder: bool):
-    zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
-    minus_one = ir.Constant(x.type, -1)
-    special = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, minus_one))
-    safe = b.select(special, one, y)
-    q, r = b.sdiv(x, safe), b.srem(x, safe)
-    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
-                                                                 b.icmp_signed("<", y, zero)))
-    if want_remainder:
-        r = b.select(adjust, b.add(r, y), r)
-        return b.select(special, zero, r)                           # x % -1 == 0, x % 0 == 0
-    q = b.select(adjust, b.sub(q, one), q)
-    neg = b.sub(zero, x)                                            # x // -1 == -x (wrapping)
-    return b.select(b.icmp_signed("==", y, zero), zero, b.select(b.icmp_signed("==", y, minus_one), neg, q))
-
-
-def _isign(b, x):
-    zero = ir.Constant(x.type, 0)
-    return b.sub(b.zext(b.icmp_signed(">", x, zero), x.type), b.zext(b.icmp_signed("<", x, zero), x.type))
-
-
-INT_EMIT = {  # ints, and bools where numpy's op is logical
-    "add": lambda b, x, y: b.add(x, y), "subtract": lambda b, x, y: b.sub(x, y),
-    "multiply": lambda b, x, y: b.mul(x, y),
-    "maximum": lambda b, x, y: b.select(b.icmp_signed(">=", x, y), x, y),
-    "minimum": lambda b, x, y: b.select(b.icmp_signed("<=", x, y), x, y),
-    "clip": lambda b, x, lo, hi: INT_EMIT["minimum"](b, INT_EMIT["maximum"](b, x, lo), hi),
-    "floor_divide": lambda b, x, y: _idiv(b, x, y, False), "remainder": lambda b, x, y: _idiv(b, x, y, True),
-    "bitwise_and": lambda b, x, y: b.and_(x, y), "bitwise_or": lambda b, x, y: b.or_(x, y),
-    "bitwise_xor": lambda b, x, y: b.xor(x, y),
-    "invert": lambda b, x: b.xor(x, ir.Constant(x.type, -1 if x.type != I1 else 1)),
-    "negative": lambda b, x: b.sub(ir.Constant(x.type, 0), x), "positive": lambda b, x: x,
-    "absolute": lambda b, x: b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)),
-                                      b.sub(ir.Constant(x.type, 0), x), x),
-    "square": lambda b, x: b.mul(x, x), "sign": _isign,
-}
-
-
-def _power(em: KernelEmitter, x, e):
-    b = em.b
-    mul = b.mul if isinstance(x.type, ir.IntType) else b.fmul
-    if e == 1:
-        return x
-    if e == 2:
-        return mul(x, x)
-    if e == 3:
-        return mul(mul(x, x), x)
-    if e == 4:
-        x2 = mul(x, x)
-        return mul(x2, x2)
-    if e == 0.5:
-        return b.call(_intrinsic(em.m, "llvm.sqrt", x.type, 1), [x])
-    if e == -1:
-        return b.fdiv(ir.Constant(x.type, 1.0), x)
-    raise NotImplementedError(f"power with exponent {e}")
-
-
-def _intrinsic(m: ir.Module, name: str, t, nargs: int):
-    return m.declare_intrinsic(name, [t], ir.FunctionType(t, [t] * nargs))
+    def _operand(self, v: Value, dtype: np.dtype, j, memo) -> ir.Value:
+        return self._cast(self._val(v, j, memo), self._in_type(v), dtype)
 
 
 def _const_dtype(c) -> np.dtype:

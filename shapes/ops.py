@@ -1,5 +1,9 @@
 """The op set: every op registered once with its category, shape rule, dtype
-rule and numpy reference implementation (the oracle and the eager fallback).
+rule, numpy reference implementation (the oracle and the eager fallback),
+what its result may alias, and what a fused kernel computes of it (the
+dtype kinds and the dtype it computes in).  Consumers own their tables,
+keyed by these names: the tracer's numpy-to-op map (jit/optable.py),
+codegen's emitters (codegen/emitters.py), the runtime's operators.
 
 Shape rules take the ShapeEnv (to unify dims and record guards), the input
 Values and the attrs, and return the output shapes.  Dtype rules follow
@@ -42,6 +46,32 @@ _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: 
               CREATION: FRESH_C, UPDATE: TARGET, GATHER: FRESH, NUMPY: FRESH, OPAQUE: EXTERNAL}
 
 
+# What a fused kernel computes (codegen/emitters.py holds the emitter of each
+# op named here, tests/test_fusion.py checks the two agree): the dtype kinds
+# of the results it computes the op for ("f": float32/float64, "i":
+# int32/int64, "b": bool) ...
+_KERNEL_KINDS = {
+    "f": ("sqrt", "reciprocal", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor",
+          "ceil", "trunc", "rint", "fabs", "divide", "arctan2", "hypot"),
+    "fi": ("negative", "positive", "absolute", "square", "sign", "add", "subtract", "multiply", "maximum",
+           "minimum", "power", "clip", "sum", "prod", "max", "min"),
+    "i": ("floor_divide", "remainder"),
+    "ib": ("bitwise_and", "bitwise_or", "bitwise_xor", "invert"),
+    "b": ("logical_not", "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "signbit",
+          "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"),
+    "fib": ("where", "astype"),
+}
+KERNEL_KINDS = {op: kinds for kinds, ops in _KERNEL_KINDS.items() for op in ops}
+# ... and the dtype it computes in, where that is not the result's: comparisons
+# in their operands' promotion, logical ops in bool, float predicates in
+# their operand's dtype, where's condition in bool and its choices in the result's
+_COMPUTE = {"promoted": ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"),
+            "bool": ("logical_not", "logical_and", "logical_or", "logical_xor"),
+            "operand": ("isnan", "isinf", "isfinite", "signbit"),
+            "select": ("where",)}
+COMPUTE = {op: how for how, ops in _COMPUTE.items() for op in ops}
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -50,6 +80,8 @@ class OpDef:
     shape_rule: Callable  # (env, inputs, attrs) -> list[shape]
     dtype_rule: Callable  # (inputs, attrs) -> list[np.dtype]
     result: str           # VIEW_OF_INPUT | FRESH | FRESH_C | TARGET | EXTERNAL
+    kernel: str = ""      # the result dtype kinds a fused kernel computes it for (KERNEL_KINDS); "": none
+    compute: str = "result"  # the dtype a kernel computes it in (COMPUTE)
 
 
 OPS: dict[str, OpDef] = {}
@@ -57,8 +89,13 @@ OPS: dict[str, OpDef] = {}
 
 def register(name, category, ref, shape_rule, dtype_rule=None, result=None):
     OPS[name] = OpDef(name, category, ref, shape_rule, dtype_rule or _dtype_by_numpy(ref),
-                      result or _RESULT_OF[category])
+                      result or _RESULT_OF[category], KERNEL_KINDS.get(name, ""), COMPUTE.get(name, "result"))
     return OPS[name]
+
+
+def kernel_ops(*categories: str) -> frozenset:
+    """Names of the ops a fused kernel computes (of `categories`, or any)."""
+    return frozenset(n for n, op in OPS.items() if op.kernel and (not categories or op.category in categories))
 
 
 def ops_returning(*kinds: str) -> frozenset:

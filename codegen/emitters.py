@@ -1,0 +1,198 @@
+"""Codegen's emitter table: the LLVM code of each op a fused kernel computes.
+
+`EMITTERS[op](b, m, xs)` returns the value of an elementwise op from its
+operands `xs`, already cast to the dtype the op computes in (shapes/ops.py
+COMPUTE: the result's, the comparison's promotion, bool, the operand's;
+where's condition as bool).  Integer and bool operands (LLVM integer types)
+get numpy's integer semantics, floats IEEE arithmetic with numpy's NaN rules.
+power's exponent arrives as the Python number the partition checked.
+
+`REDUCERS[op](b, m, acc, x, flags)` combines a reduction's accumulator with
+one more element of the result's type.
+
+The ops here are exactly the ones the registry says a kernel computes
+(shapes/ops.py KERNEL_KINDS); tests/test_fusion.py checks that, so an op
+cannot be half-added.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from codegen import mathlib
+
+I1 = ir.IntType(1)
+# the ops mathlib emits (dozens of instructions an element: worth keeping a result rather than recomputing)
+MATH = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "arctan2", "hypot"})
+
+
+def intrinsic(m: ir.Module, name: str, t, nargs: int):
+    return m.declare_intrinsic(name, [t], ir.FunctionType(t, [t] * nargs))
+
+
+def _is_int(x) -> bool:
+    return isinstance(x.type, ir.IntType)
+
+
+# ------------------------------------------------------------ integers
+# numpy's integer semantics: arithmetic wraps around; x // 0 and x % 0 are 0;
+# floor division rounds toward -inf and the remainder takes the divisor's
+# sign; INT_MIN // -1 wraps to INT_MIN (the hardware division would trap, so
+# divisors 0 and -1 never reach it).
+
+def _idiv(b: ir.IRBuilder, x, y, want_remainder: bool):
+    zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
+    minus_one = ir.Constant(x.type, -1)
+    special = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, minus_one))
+    safe = b.select(special, one, y)
+    q, r = b.sdiv(x, safe), b.srem(x, safe)
+    adjust = b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                                                 b.icmp_signed("<", y, zero)))
+    if want_remainder:
+        r = b.select(adjust, b.add(r, y), r)
+        return b.select(special, zero, r)                           # x % -1 == 0, x % 0 == 0
+    q = b.select(adjust, b.sub(q, one), q)
+    neg = b.sub(zero, x)                                            # x // -1 == -x (wrapping)
+    return b.select(b.icmp_signed("==", y, zero), zero, b.select(b.icmp_signed("==", y, minus_one), neg, q))
+
+
+def _max(b, m, x, y):
+    if _is_int(x):
+        return b.select(b.icmp_signed(">=", x, y), x, y)
+    return b.call(intrinsic(m, "llvm.maximum", x.type, 2), [x, y])  # (NaN propagates, as numpy's)
+
+
+def _min(b, m, x, y):
+    if _is_int(x):
+        return b.select(b.icmp_signed("<=", x, y), x, y)
+    return b.call(intrinsic(m, "llvm.minimum", x.type, 2), [x, y])
+
+
+def _sign(b, m, x):
+    if _is_int(x):
+        zero = ir.Constant(x.type, 0)
+        return b.sub(b.zext(b.icmp_signed(">", x, zero), x.type), b.zext(b.icmp_signed("<", x, zero), x.type))
+    one, zero = ir.Constant(x.type, 1.0), ir.Constant(x.type, 0.0)
+    r = b.select(b.fcmp_ordered("==", x, x), zero, x)  # NaN stays NaN; -0 -> +0
+    r = b.select(b.fcmp_ordered("<", x, zero), ir.Constant(x.type, -1.0), r)
+    return b.select(b.fcmp_ordered(">", x, zero), one, r)
+
+
+def _absolute(b, m, x):
+    if _is_int(x):
+        zero = ir.Constant(x.type, 0)
+        return b.select(b.icmp_signed("<", x, zero), b.sub(zero, x), x)
+    return b.call(intrinsic(m, "llvm.fabs", x.type, 1), [x])
+
+
+def _power(b, m, x, e):
+    mul = b.mul if _is_int(x) else b.fmul
+    if e == 1:
+        return x
+    if e == 2:
+        return mul(x, x)
+    if e == 3:
+        return mul(mul(x, x), x)
+    if e == 4:
+        x2 = mul(x, x)
+        return mul(x2, x2)
+    if e == 0.5:
+        return b.call(intrinsic(m, "llvm.sqrt", x.type, 1), [x])
+    if e == -1:
+        return b.fdiv(ir.Constant(x.type, 1.0), x)
+    raise NotImplementedError(f"power with exponent {e}")
+
+
+def _arith(int_op: str, float_op: str):
+    def emit(b, m, x, y):
+        return getattr(b, int_op)(x, y) if _is_int(x) else getattr(b, float_op)(x, y)
+    return emit
+
+
+def _compare(pred: str):
+    def emit(b, m, x, y):
+        if x.type == I1:
+            return b.icmp_unsigned(pred, x, y)
+        if _is_int(x):
+            return b.icmp_signed(pred, x, y)
+        # (x != NaN is true: the unordered predicate; the others are false for NaN)
+        return b.fcmp_unordered(pred, x, y) if pred == "!=" else b.fcmp_ordered(pred, x, y)
+    return emit
+
+
+def _float_intrinsic(name: str):
+    def emit(b, m, *xs):
+        return b.call(intrinsic(m, name, xs[0].type, len(xs)), list(xs))
+    return emit
+
+
+def _math(name: str):
+    def emit(b, m, *xs):
+        return mathlib.emit(b, name, list(xs))
+    return emit
+
+
+def _isinf_or_finite(pred: str):
+    def emit(b, m, x):
+        ax = b.call(intrinsic(m, "llvm.fabs", x.type, 1), [x])
+        return b.fcmp_ordered(pred, ax, ir.Constant(x.type, float("inf")))
+    return emit
+
+
+def _signbit(b, m, x):
+    bits = ir.IntType(32 if x.type == ir.FloatType() else 64)
+    return b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0))
+
+
+def _negative(b, m, x):
+    return b.sub(ir.Constant(x.type, 0), x) if _is_int(x) else b.fneg(x)
+
+
+def _invert(b, m, x):
+    return b.xor(x, ir.Constant(x.type, -1 if x.type != I1 else 1))
+
+
+EMITTERS = {
+    "add": _arith("add", "fadd"), "subtract": _arith("sub", "fsub"), "multiply": _arith("mul", "fmul"),
+    "divide": lambda b, m, x, y: b.fdiv(x, y),
+    "floor_divide": lambda b, m, x, y: _idiv(b, x, y, False),
+    "remainder": lambda b, m, x, y: _idiv(b, x, y, True),
+    "maximum": _max, "minimum": _min,
+    "clip": lambda b, m, x, lo, hi: _min(b, m, _max(b, m, x, lo), hi),
+    "power": _power,
+    "negative": _negative, "positive": lambda b, m, x: x,
+    "square": lambda b, m, x: (b.mul if _is_int(x) else b.fmul)(x, x),
+    "reciprocal": lambda b, m, x: b.fdiv(ir.Constant(x.type, 1.0), x),
+    "absolute": _absolute, "fabs": _float_intrinsic("llvm.fabs"), "sign": _sign,
+    "sqrt": _float_intrinsic("llvm.sqrt"), "floor": _float_intrinsic("llvm.floor"),
+    "ceil": _float_intrinsic("llvm.ceil"), "trunc": _float_intrinsic("llvm.trunc"),
+    "rint": _float_intrinsic("llvm.rint"),
+    **{name: _math(name) for name in MATH},
+    "bitwise_and": lambda b, m, x, y: b.and_(x, y), "bitwise_or": lambda b, m, x, y: b.or_(x, y),
+    "bitwise_xor": lambda b, m, x, y: b.xor(x, y), "invert": _invert,
+    "logical_and": lambda b, m, x, y: b.and_(x, y), "logical_or": lambda b, m, x, y: b.or_(x, y),
+    "logical_xor": lambda b, m, x, y: b.xor(x, y), "logical_not": lambda b, m, x: b.xor(x, ir.Constant(I1, 1)),
+    "isnan": lambda b, m, x: b.fcmp_unordered("uno", x, x),
+    "isinf": _isinf_or_finite("=="), "isfinite": _isinf_or_finite("<"), "signbit": _signbit,
+    "equal": _compare("=="), "not_equal": _compare("!="), "less": _compare("<"),
+    "less_equal": _compare("<="), "greater": _compare(">"), "greater_equal": _compare(">="),
+    "where": lambda b, m, c, x, y: b.select(c, x, y),
+    "astype": lambda b, m, x: x,  # (the cast to the result's dtype is the whole op)
+}
+
+
+def _reducer(int_op: str, float_op: str):
+    def combine(b, m, acc, x, flags):
+        return getattr(b, int_op)(acc, x) if _is_int(x) else getattr(b, float_op)(acc, x, flags=flags)
+    return combine
+
+
+# ints and bools arrive cast to the result's dtype, added or multiplied with
+# wraparound; floats by fadd/fmul (with the kernel's fast-math flags) or
+# llvm.maximum/minimum (NaN propagates, as in numpy)
+REDUCERS = {
+    "sum": _reducer("add", "fadd"), "prod": _reducer("mul", "fmul"),
+    "max": lambda b, m, acc, x, flags: (b.select(b.icmp_signed(">", x, acc), x, acc) if _is_int(x)
+                                        else _max(b, m, acc, x)),
+    "min": lambda b, m, acc, x, flags: (b.select(b.icmp_signed("<", x, acc), x, acc) if _is_int(x)
+                                        else _min(b, m, acc, x)),
+}
