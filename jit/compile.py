@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import llvmlite
 import llvmlite.binding as llvm
+import sympy
 
 from clustering import partition, run_pipeline
 from clustering.partition import Kernel, Plan
@@ -100,8 +101,10 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
                                     parallel=support.par_symbol(a.symbol)))
         elif s.op == "matmul" and s.out.id in gemms:
             a, prepare = gemms[s.out.id]
+            sizes = (sympy.Mul(*s.out.shape[:-1]), s.out.shape[-1], s.inputs[0].shape[-1])  # M, N, K
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
-                                    a.args, a.rows, a.inner, prepare, support.par_symbol(a.symbol)))
+                                    a.args, a.rows, a.inner, prepare, support.par_symbol(a.symbol),
+                                    (s.inputs[0].id, s.inputs[1].id, sizes)))
         else:
             steps.append(s)
     defined = {o.id for n in g.nodes for o in n.outputs}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ import sympy
 from shapes.ir import ArrayConst, Graph, Node
 from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, index_of, ops_returning
 from shapes.pyexpr import compile_source, exprs_source, to_python
+from runtime import gemmchoice
 from runtime.bufferpool import BufferPool
 from runtime.threadpool import native_pool, parallel_for
 
@@ -79,6 +81,8 @@ class KernelCall:
                            # view with unit-stride columns (or rows), or a copy when there is none
     parallel: str | None = None  # the kernel's parallel entry: its arguments with (chunk, native
                                  # pool address) after the ints, run on the native pool
+    blas: tuple = ()       # a product's (A value id, B value id, (M, N, K) exprs): numpy's matmul of
+                           # A and B computes the same output; runtime/gemmchoice.py picks one per host
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -175,7 +179,9 @@ def _base_namespace(pool) -> dict:
             "_matmul": np.matmul, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
             "_WARMUP": _WARMUP, "_maximum": _maximum, "_minimum": _minimum,
             "_aliased": _aliased, "_slice": _slice, "_copy": _copy, "BreakMismatch": BreakMismatch,
-            "_outcome": OUTCOME, "_same": _same}
+            "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
+            "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
+            "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter}
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
@@ -553,6 +559,7 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) ->
             lines.append(f"    v{vid} = _pool.get(_b, {vid}, {shp}, {const(np.dtype(dtype))})")
         else:
             lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
+    n_alloc = len(lines)
     args = []
     checked = ("int", "errcell") in kc.args
     local = {}
@@ -597,7 +604,32 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) ->
         lines.append(f"    _check_bounds({kc.symbol!r})")
     if local:  # a prepared operand may be a copy: free it now, as any intermediate
         lines.append("    del " + ", ".join(local.values()))
-    return lines
+    return lines if not kc.blas else _or_blas(kc, lines, n_alloc, names, const)
+
+
+def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const) -> list[str]:
+    """A product's lines (after the output's `n_alloc` allocation lines) as
+    the choice of runtime/gemmchoice.py: numpy's matmul into the output, or
+    the kernel; both in turns, timed, when the product's shape class is
+    undecided (the kernel last: its output is the call's)."""
+    a, b, sizes = kc.blas
+    out = names[kc.outputs[0][0]]
+    if all(isinstance(d, (int, sympy.Integer)) for d in sizes):
+        key = const(gemmchoice.shape_class(kc.outputs[0][2], *(int(d) for d in sizes)))
+        head = []
+    else:
+        key = "_gk"
+        head = [f"    _gk = _gemm_class({const(np.dtype(kc.outputs[0][2]))}, "
+                f"{', '.join(to_python(d) for d in sizes)})"]
+    blas = f"_matmul({names[a]}, {names[b]}, out={out})"
+    kernel = lines[n_alloc:]
+    race = ["        _tk, _tb = [], []", "        for _ in _ROUNDS:",
+            f"            _t0 = _clock(); {blas}; _t1 = _clock()"]
+    race += ["        " + x for x in kernel]
+    race += ["            _tb.append(_t1 - _t0); _tk.append(_clock() - _t1)", f"        _gemm_decide({key}, _tk, _tb)"]
+    return (lines[:n_alloc] + head + [f"    _g = _gemm_best.get({key})", f"    if _g: {blas}",
+                                      "    elif _g is not None:"] + ["    " + x for x in kernel]
+            + ["    else:"] + race)
 
 
 # bounds-checked kernels (SHAPEJIT_BOUNDS_CHECK=1) flag an out-of-bounds access here

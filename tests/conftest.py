@@ -20,6 +20,17 @@ def fresh_compile_cache(tmp_path, monkeypatch):
     reset_default_cache()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def products_on_the_kernel():
+    """Products whose shape class is decided run on the GEMM kernel (not
+    numpy's BLAS, whichever is faster here): the tests check its results.
+    tests/test_gemmchoice.py covers the choice itself."""
+    from runtime import gemmchoice
+    gemmchoice.PREFER = "kernel"
+    yield
+    gemmchoice.PREFER = None
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return request.param

@@ -1,0 +1,113 @@
+"""The per-host choice between the GEMM kernel and numpy's matmul for a
+compiled product (runtime/gemmchoice.py): the first call of a shape class
+runs both and returns the kernel's result, later calls run the one chosen,
+either one gives numpy's result, and each shape class is decided once for
+every function of the process."""
+import numpy as np
+import pytest
+
+from jit import jit
+from runtime import gemmchoice
+
+
+@pytest.fixture
+def matmuls(monkeypatch):
+    """Decide classes by time again, and count numpy's matmul calls (the
+    executables built during the test call this one)."""
+    calls = []
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(np, "matmul", spy)
+    monkeypatch.setattr(gemmchoice, "PREFER", None)
+    gemmchoice.forget()
+    yield calls
+    gemmchoice.forget()
+
+
+def linear(x, w, b):
+    return np.maximum(x @ w + b, 0.0)
+
+
+def inputs(rng, m, k=64, n=48, dtype=np.float32):
+    return (rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype),
+            rng.standard_normal(n).astype(dtype))
+
+
+def check(got, x, w, b):
+    want = np.maximum(x @ w + b, 0.0)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5 if want.dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_first_call_of_a_class_runs_both_and_decides(matmuls, dtype):
+    rng = np.random.default_rng(0)
+    f = jit(linear)
+    x, w, b = inputs(rng, 40, dtype=dtype)
+    check(f(x, w, b), x, w, b)  # (the trace: numpy's own matmul runs once)
+    matmuls.clear()
+    check(f(x, w, b), x, w, b)
+    key = gemmchoice.shape_class(dtype, 40, 48, 64)
+    assert key in gemmchoice.BEST
+    assert len(matmuls) == gemmchoice.ROUNDS  # numpy's matmul raced the kernel
+    for _ in range(3):
+        matmuls.clear()
+        check(f(x, w, b), x, w, b)
+        assert len(matmuls) == int(gemmchoice.BEST[key])
+
+
+@pytest.mark.parametrize("prefer", ["kernel", "blas"])
+def test_either_choice_gives_numpys_result_for_every_shape(matmuls, monkeypatch, prefer):
+    monkeypatch.setattr(gemmchoice, "PREFER", prefer)
+    rng = np.random.default_rng(1)
+    f = jit(linear)
+    for m in (2, 3, 17, 200, 3, 2):
+        x, w, b = inputs(rng, m)
+        for _ in range(2):
+            check(f(x, w, b), x, w, b)
+    assert f.stats()["compiles"] == 1
+    # one class per bit length of M; each decided as preferred
+    assert {k[1] for k in gemmchoice.BEST} == {2, 5, 8}
+    assert set(gemmchoice.BEST.values()) == {prefer == "blas"}
+    matmuls.clear()
+    x, w, b = inputs(rng, 17)
+    check(f(x, w, b), x, w, b)
+    assert len(matmuls) == (prefer == "blas")
+
+
+@pytest.mark.parametrize("prefer", ["kernel", "blas"])
+def test_batched_and_strided_operands_on_either_choice(matmuls, monkeypatch, prefer):
+    monkeypatch.setattr(gemmchoice, "PREFER", prefer)
+    rng = np.random.default_rng(2)
+
+    def attention_scores(q, k):
+        return (q @ k.transpose(0, 2, 1)) * 0.125
+
+    f = jit(attention_scores)
+    for s in (5, 9, 70):
+        q = rng.standard_normal((3, s, 32)).astype(np.float32)
+        k = rng.standard_normal((3, s, 32)).astype(np.float32)
+        want = attention_scores(q, k)
+        for _ in range(3):
+            np.testing.assert_allclose(f(q, k), want, rtol=1e-5, atol=1e-5)
+    x = rng.standard_normal((64, 80)).astype(np.float32)
+    g = jit(lambda a, b: a.T @ b)
+    for _ in range(3):
+        np.testing.assert_allclose(g(x, x[:, :16]), x.T @ x[:, :16], rtol=1e-5, atol=1e-4)
+
+
+def test_a_class_is_decided_once_for_every_function(matmuls):
+    rng = np.random.default_rng(3)
+    x, w, b = inputs(rng, 40)
+    f, g = jit(linear), jit(lambda x, w: x @ w)
+    f(x, w, b), f(x, w, b)
+    decided = dict(gemmchoice.BEST)
+    g(x, w)
+    matmuls.clear()
+    np.testing.assert_allclose(g(x, w), x @ w, rtol=1e-5, atol=1e-5)  # no race: the class is known
+    assert gemmchoice.BEST == decided
+    assert len(matmuls) == int(next(iter(decided.values())))
