@@ -338,6 +338,43 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots) -> dict
     return out
 
 
+def _updates_in_place(steps, in_place: set[int], outputs) -> dict[int, int]:
+    """numpy ufunc steps that may compute into one of their operands: the
+    operand is a basic-index view x[idx] read for this step only, and the
+    step's result is read only by the in-place setitem right after it that
+    stores back into x[idx] (`x[idx] op= y`, functionalized).  The step
+    then runs as numpy's own augmented assignment does, `op(x[idx], y,
+    out=x[idx])`, and the setitem has nothing left to copy.  By step index:
+    the operand's value id."""
+    uses: dict[int, int] = {}
+    for st in steps:
+        for vid in _step_io(st)[0]:
+            uses[vid] = uses.get(vid, 0) + 1
+    for o in outputs:
+        for vid in (o.value_id, o.payload[0] if o.kind == "writeback" else None):
+            if vid is not None:
+                uses[vid] = uses.get(vid, 0) + 2
+    views: dict[int, Node] = {}  # value id -> the basic getitem that made it
+    out = {}
+    for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
+        if isinstance(st, KernelCall):
+            continue
+        if st.op == "getitem" and all(it[0] in ("int", "slice") for it in st.attr("items")):
+            views[st.out.id] = st
+        if (isinstance(nxt, KernelCall) or nxt.op != "setitem" or nxt.out.id not in in_place
+                or len(nxt.inputs) != 2 or nxt.inputs[1].id != st.out.id or uses.get(st.out.id) != 1
+                or st.attrs or not isinstance(OPS[st.op].ref, np.ufunc) or len(st.outputs) != 1):
+            continue
+        for v in st.inputs:
+            g = views.get(v.id)
+            if (g is not None and uses.get(v.id) == 1 and v.ndim >= 1 and v.shape == st.out.shape
+                    and v.dtype == st.out.dtype == nxt.out.dtype and g.inputs[0].id == nxt.inputs[0].id
+                    and g.attr("items") == nxt.attr("items")):
+                out[k] = v.id
+                break
+    return out
+
+
 def _slot_shape(items, shape) -> tuple | None:
     """The shape x[items] has, for ints and slices (None for other items)."""
     out = []
@@ -436,6 +473,8 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
     roots_owned = _roots(graph, steps)
     in_place = _in_place_updates(steps, outputs, may_stop, roots_owned)
     direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0])
+    into_operand = _updates_in_place(steps, in_place, outputs)
+    stored = {steps[k + 1].out.id for k in into_operand}  # (setitems whose value is already in place)
     bound, pending = set(symbols), list(dd_checks)
     checks: dict[int, list[tuple]] = {}  # value id -> the graph breaks it decides, checked once it exists
     for o in outputs:
@@ -484,10 +523,15 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
                 v = names[n.inputs[1].id]
                 lines.append(f"    if {v} is not _t{n.inputs[1].id}: {x}[{idx}] = {v}")
                 lines.append(f"    {outs} = {x}; del _t{n.inputs[1].id}")
+            elif n.out.id in stored:
+                lines.append(f"    {outs} = {x}")
             elif n.out.id in in_place:
                 lines.append(f"    {x}[{idx}] = {names[n.inputs[1].id]}; {outs} = {x}")
             else:
                 lines.append(f"    {outs} = _copy({x}); {outs}[{idx}] = {names[n.inputs[1].id]}")
+            continue
+        if k in into_operand:  # (x[idx] op= y: into the view of the slot, as numpy's own)
+            lines.append(f"    {outs} = {const(OPS[n.op].ref, ('op', n.op))}({args}, out={names[into_operand[k]]})")
             continue
         if n.op in _OPERATORS and len(n.inputs) == 2 and not all(v.weak for v in n.inputs):
             # (numpy's own operator: the same ufunc, but numpy scalars take their fast path)

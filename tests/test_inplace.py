@@ -84,6 +84,25 @@ def test_augmented_operators(backend, dtype):
     check(f, lambda n: [np.arange(n, dtype=dtype) - 2, np.arange(n, dtype=dtype)[::-1] + 1], backend)
 
 
+def test_augmented_slice_updates_in_a_loop_compute_into_the_slot(backend):
+    """`C[i, :i + 1] *= beta` and `+= expr` on small static slices stay numpy
+    steps; each runs as numpy's own augmented assignment, into the view, also
+    where the other operand overlaps the slot; the results are numpy's."""
+    def syrk_like(C, A, beta, alpha):
+        for i in range(A.shape[0]):
+            C[i, :i + 1] *= beta
+            C[i, :i + 1] += alpha * (A[:i + 1] @ A[i])
+            C[i, 1:] = C[i, 1:] - C[i, :-1]   # (overlapping operand)
+            C[i, :2] = 0.5 * C[i, :2]         # (the slot is the second operand)
+        return C.sum()
+
+    rng = np.random.default_rng(0)
+    jf = check(syrk_like, lambda n: [rng.random((n, n + 2)), rng.random((n, 3)), 0.5, 2.0], backend,
+               sizes=[5, 5, 5])
+    source = next(iter(jf._keys.values())).entries[0].executable.source
+    assert source.count(", out=v") >= 2 * 5  # (at least the last two updates of each turn)
+
+
 def test_augmented_operator_casting_error_is_numpys(backend):
     def f(x):
         x += 1.5
