@@ -319,9 +319,12 @@ def _roots(graph, steps) -> tuple[dict[int, frozenset], set[int]]:
 def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots) -> dict[int, Node]:
     """Kernel outputs that a kernel may write straight into the slot of an
     in-place setitem (the step right after it) instead of a new array: its
-    only reader, with the slot's shape and dtype, a basic index, and none of
-    the kernel's operands a view of the target (then the kernel would read
-    what it writes).  By output id: the setitem."""
+    only reader, with the slot's shape and dtype, a basic index, and no
+    operand of the kernel a view of the target other than the slot itself
+    (`B[i] += y`: each element is read where it is written; another view,
+    `A[i, 1:-1] += A[i, 2:]`, would read what the kernel wrote).  By output
+    id: the setitem."""
+    views = _slot_views(steps)
     out = {}
     for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
         if not (isinstance(st, KernelCall) and len(st.outputs) == 1 and not isinstance(nxt, KernelCall)
@@ -333,9 +336,23 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots) -> dict
                 or np.dtype(dtype) != nxt.out.dtype):
             continue
         target = roots.get(nxt.inputs[0].id, frozenset())
-        if target and not any(roots.get(i, frozenset([i])) & target for i in st.inputs):
+        if target and all(not (roots.get(i, frozenset([i])) & target)
+                          or _is_slot(i, nxt, views) and views[i].out.shape == tuple(shape) for i in st.inputs):
             out[vid] = nxt
     return out
+
+
+def _slot_views(steps) -> dict[int, Node]:
+    """The values made by a basic getitem (ints and slices: a view), by
+    value id: the getitem."""
+    return {st.out.id: st for st in steps if not isinstance(st, KernelCall) and st.op == "getitem"
+            and all(it[0] in ("int", "slice") for it in st.attr("items"))}
+
+
+def _is_slot(vid: int, setitem: Node, views: dict[int, Node]) -> bool:
+    """Whether value `vid` is the view `setitem` writes: its target's, at its index."""
+    g = views.get(vid)
+    return g is not None and g.inputs[0].id == setitem.inputs[0].id and g.attr("items") == setitem.attr("items")
 
 
 def _updates_in_place(steps, in_place: set[int], outputs) -> dict[int, int]:
@@ -354,22 +371,17 @@ def _updates_in_place(steps, in_place: set[int], outputs) -> dict[int, int]:
         for vid in (o.value_id, o.payload[0] if o.kind == "writeback" else None):
             if vid is not None:
                 uses[vid] = uses.get(vid, 0) + 2
-    views: dict[int, Node] = {}  # value id -> the basic getitem that made it
+    views = _slot_views(steps)
     out = {}
     for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
-        if isinstance(st, KernelCall):
-            continue
-        if st.op == "getitem" and all(it[0] in ("int", "slice") for it in st.attr("items")):
-            views[st.out.id] = st
-        if (isinstance(nxt, KernelCall) or nxt.op != "setitem" or nxt.out.id not in in_place
-                or len(nxt.inputs) != 2 or nxt.inputs[1].id != st.out.id or uses.get(st.out.id) != 1
-                or st.attrs or not isinstance(OPS[st.op].ref, np.ufunc) or len(st.outputs) != 1):
+        if (isinstance(st, KernelCall) or isinstance(nxt, KernelCall) or nxt.op != "setitem"
+                or nxt.out.id not in in_place or len(nxt.inputs) != 2 or nxt.inputs[1].id != st.out.id
+                or uses.get(st.out.id) != 1 or st.attrs or not isinstance(OPS[st.op].ref, np.ufunc)
+                or len(st.outputs) != 1):
             continue
         for v in st.inputs:
-            g = views.get(v.id)
-            if (g is not None and uses.get(v.id) == 1 and v.ndim >= 1 and v.shape == st.out.shape
-                    and v.dtype == st.out.dtype == nxt.out.dtype and g.inputs[0].id == nxt.inputs[0].id
-                    and g.attr("items") == nxt.attr("items")):
+            if (_is_slot(v.id, nxt, views) and uses.get(v.id) == 1 and v.ndim >= 1 and v.shape == st.out.shape
+                    and v.dtype == st.out.dtype == nxt.out.dtype):
                 out[k] = v.id
                 break
     return out

@@ -103,6 +103,25 @@ def test_augmented_slice_updates_in_a_loop_compute_into_the_slot(backend):
     assert source.count(", out=v") >= 2 * 5  # (at least the last two updates of each turn)
 
 
+def test_a_kernel_updating_a_row_writes_into_it(backend):
+    """`B[i] += y` as a kernel (the row's width is symbolic) reads each
+    element where it writes it, so it stores straight into the row; a kernel
+    reading another view of the row (`A[i, 1:-1] += A[i, 2:] + ...`) must
+    not, or it would read what it wrote."""
+    def trmm_like(A, B, A2):
+        for i in range(3):
+            B[i, :] += A[i + 1:, i] @ B[i + 1:, :]
+            A2[i, 1:-1] += A2[i, 2:] + A2[i, :-2]
+        B *= 0.5
+
+    rng = np.random.default_rng(1)
+    jf = check(trmm_like, lambda n: [rng.random((5, 5)), rng.random((5, n)), rng.random((4, n))], backend,
+               sizes=[6, 9, 13])
+    if backend == "llvm":
+        source = next(iter(jf._keys.values())).entries[0].executable.source
+        assert source.count(" is not _t") == 3  # (B's rows: not A2's)
+
+
 def test_augmented_operator_casting_error_is_numpys(backend):
     def f(x):
         x += 1.5
