@@ -98,7 +98,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
             a = by_kernel[id(s)]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs),
                                     tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, a.rows, a.inner,
-                                    parallel=support.par_symbol(a.symbol)))
+                                    parallel=support.par_symbol(a.symbol), pointwise=True))
         elif s.op == "matmul" and s.out.id in gemms:
             a, prepare = gemms[s.out.id]
             sizes = (sympy.Mul(*s.out.shape[:-1]), s.out.shape[-1], s.inputs[0].shape[-1])  # M, N, K

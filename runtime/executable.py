@@ -83,6 +83,8 @@ class KernelCall:
                                  # pool address) after the ints, run on the native pool
     blas: tuple = ()       # a product's (A value id, B value id, (M, N, K) exprs): numpy's matmul of
                            # A and B computes the same output; runtime/gemmchoice.py picks one per host
+    pointwise: bool = False  # an operand of the output's shape is read only where the output is written
+                             # (a fused loop kernel; not a product, whose C[i, j] reads all of A's row i)
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -316,15 +318,15 @@ def _roots(graph, steps) -> tuple[dict[int, frozenset], set[int]]:
     return roots, owned
 
 
-def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots) -> dict[int, Node]:
+def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views) -> dict[int, Node]:
     """Kernel outputs that a kernel may write straight into the slot of an
     in-place setitem (the step right after it) instead of a new array: its
     only reader, with the slot's shape and dtype, a basic index, and no
-    operand of the kernel a view of the target other than the slot itself
-    (`B[i] += y`: each element is read where it is written; another view,
-    `A[i, 1:-1] += A[i, 2:]`, would read what the kernel wrote).  By output
-    id: the setitem."""
-    views = _slot_views(steps)
+    operand of the kernel a view of the target other than the slot itself,
+    read by a pointwise kernel (`B[i] += y`: each element is read where it
+    is written; another view, `A[i, 1:-1] += A[i, 2:]`, or a product,
+    `X[:4] = X[:4] @ W`, would read what the kernel wrote).  By output id:
+    the setitem."""
     out = {}
     for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
         if not (isinstance(st, KernelCall) and len(st.outputs) == 1 and not isinstance(nxt, KernelCall)
@@ -337,7 +339,8 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots) -> dict
             continue
         target = roots.get(nxt.inputs[0].id, frozenset())
         if target and all(not (roots.get(i, frozenset([i])) & target)
-                          or _is_slot(i, nxt, views) and views[i].out.shape == tuple(shape) for i in st.inputs):
+                          or st.pointwise and _is_slot(i, nxt, views) and views[i].out.shape == tuple(shape)
+                          for i in st.inputs):
             out[vid] = nxt
     return out
 
@@ -355,7 +358,7 @@ def _is_slot(vid: int, setitem: Node, views: dict[int, Node]) -> bool:
     return g is not None and g.inputs[0].id == setitem.inputs[0].id and g.attr("items") == setitem.attr("items")
 
 
-def _updates_in_place(steps, in_place: set[int], outputs) -> dict[int, int]:
+def _updates_in_place(steps, in_place: set[int], outputs, views) -> dict[int, int]:
     """numpy ufunc steps that may compute into one of their operands: the
     operand is a basic-index view x[idx] read for this step only, and the
     step's result is read only by the in-place setitem right after it that
@@ -371,7 +374,6 @@ def _updates_in_place(steps, in_place: set[int], outputs) -> dict[int, int]:
         for vid in (o.value_id, o.payload[0] if o.kind == "writeback" else None):
             if vid is not None:
                 uses[vid] = uses.get(vid, 0) + 2
-    views = _slot_views(steps)
     out = {}
     for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
         if (isinstance(st, KernelCall) or isinstance(nxt, KernelCall) or nxt.op != "setitem"
@@ -484,8 +486,9 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
         ("int", "errcell") in st.args if isinstance(st, KernelCall) else st.op == "eager" for st in steps)
     roots_owned = _roots(graph, steps)
     in_place = _in_place_updates(steps, outputs, may_stop, roots_owned)
-    direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0])
-    into_operand = _updates_in_place(steps, in_place, outputs)
+    views = _slot_views(steps)
+    direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0], views)
+    into_operand = _updates_in_place(steps, in_place, outputs, views)
     stored = {steps[k + 1].out.id for k in into_operand}  # (setitems whose value is already in place)
     bound, pending = set(symbols), list(dd_checks)
     checks: dict[int, list[tuple]] = {}  # value id -> the graph breaks it decides, checked once it exists

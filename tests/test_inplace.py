@@ -122,6 +122,22 @@ def test_a_kernel_updating_a_row_writes_into_it(backend):
         assert source.count(" is not _t") == 3  # (B's rows: not A2's)
 
 
+def test_a_product_into_its_own_operand_reads_it_before_writing():
+    """`Y[:40] = Y[:40] @ W` on the GEMM kernel: C's row i needs all of A's
+    row i, so the product must not store into the slot it reads."""
+    def f(x, w):
+        y = x * 2.0
+        y[:40] = y[:40] @ w
+        return y
+
+    rng = np.random.default_rng(3)
+    jf = jit(f)
+    for n in (48, 64, 80):
+        x, w = rng.standard_normal((60, n)), rng.standard_normal((n, n))
+        for _ in range(2):  # (the first call's result comes from the trace)
+            np.testing.assert_allclose(jf(x, w), f(x, w), rtol=1e-12, atol=1e-12)
+
+
 def test_augmented_operator_casting_error_is_numpys(backend):
     def f(x):
         x += 1.5
