@@ -19,10 +19,11 @@ from __future__ import annotations
 from llvmlite import ir
 
 from codegen import mathlib
+from shapes.ops import OPS
 
 I1 = ir.IntType(1)
 # the ops mathlib emits (dozens of instructions an element: worth keeping a result rather than recomputing)
-MATH = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "arctan2", "hypot"})
+MATH = frozenset(name for name in mathlib.SUPPORTED if name in OPS)
 
 
 def intrinsic(m: ir.Module, name: str, t, nargs: int):

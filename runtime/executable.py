@@ -673,13 +673,13 @@ def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const) -> li
     undecided (the kernel last: its output is the call's)."""
     a, b, sizes = kc.blas
     out = names[kc.outputs[0][0]]
+    char = np.dtype(kc.outputs[0][2]).char
     if all(isinstance(d, (int, sympy.Integer)) for d in sizes):
-        key = const(gemmchoice.shape_class(kc.outputs[0][2], *(int(d) for d in sizes)))
+        key = const(gemmchoice.shape_class(char, *(int(d) for d in sizes)))
         head = []
-    else:
+    else:  # (dims are Python ints at run time)
         key = "_gk"
-        head = [f"    _gk = _gemm_class({const(np.dtype(kc.outputs[0][2]))}, "
-                f"{', '.join(to_python(d) for d in sizes)})"]
+        head = [f"    _gk = _gemm_class({char!r}, {', '.join(to_python(d) for d in sizes)})"]
     blas = f"_matmul({names[a]}, {names[b]}, out={out})"
     kernel = lines[n_alloc:]
     race = ["        _tk, _tb = [], []", "        for _ in _ROUNDS:",

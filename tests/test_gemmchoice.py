@@ -51,7 +51,7 @@ def test_the_first_call_of_a_class_runs_both_and_decides(matmuls, dtype):
     check(f(x, w, b), x, w, b)  # (the trace: numpy's own matmul runs once)
     matmuls.clear()
     check(f(x, w, b), x, w, b)
-    key = gemmchoice.shape_class(dtype, 40, 48, 64)
+    key = gemmchoice.shape_class(np.dtype(dtype).char, 40, 48, 64)
     assert key in gemmchoice.BEST
     assert len(matmuls) == gemmchoice.ROUNDS  # numpy's matmul raced the kernel
     for _ in range(3):
