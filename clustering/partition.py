@@ -71,6 +71,8 @@ class Plan:
                 lines += ["    " + format_node(n, names) for n in s.nodes]
             elif s.op == "matmul" and s.out.id in self.compiled_matmuls:
                 lines.append("gemm kernel: " + format_node(s, names))
+            elif s.op == "loop":
+                lines.append("loop kernel: " + format_node(s, names))
             else:
                 lines.append("numpy: " + format_node(s, names))
         if self.refusals:
@@ -195,7 +197,8 @@ def partition(g: Graph) -> Plan:
 
 
 _QUIET = {"const", "dim", "reshape", "transpose", "getitem", "broadcast_to", "eager", "matmul", "full",
-          "arange", "concatenate", "einsum", "setitem", "index", "take_along_axis", "cholesky", "inv", "cov"}
+          "arange", "concatenate", "einsum", "setitem", "index", "take_along_axis", "cholesky", "inv", "cov",
+          "loop"}
 
 
 def _merge_refusal(g, union: set[int], succ) -> str | None:

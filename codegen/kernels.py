@@ -569,42 +569,54 @@ class KernelEmitter:
         return v.dtype
 
     def _cast(self, x, src: np.dtype, dst: np.dtype):
-        b = self.b
-        if src == dst:
-            return x
-        t = LLTYPE[dst]
-        if dst == np.bool_:
-            if src.kind == "f":
-                return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
-            return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
-        if dst.kind == "i":  # (from bool or a narrower/wider int: float to int is not compiled)
-            if src == np.bool_:
-                return b.zext(x, t)
-            return x if src.itemsize == dst.itemsize else (
-                b.sext(x, t) if src.itemsize < dst.itemsize else b.trunc(x, t))
-        if src == np.bool_:
-            return b.uitofp(x, t)
-        if src.kind in "iu":
-            return b.sitofp(x, t)
-        return b.fpext(x, t) if src.itemsize < dst.itemsize else b.fptrunc(x, t)
+        return cast(self.b, x, src, dst)
 
     def _node(self, n: Node, j, memo) -> ir.Value:
         """n's value: its operands cast to the dtype it computes in
         (shapes/ops.py COMPUTE), then codegen/emitters.py's emitter."""
         op, out = n.op, n.out.dtype
-        how = OPS[op].compute
-        ctype = (compare_dtype(n.inputs) if how == "promoted" else np.dtype(np.bool_) if how == "bool"
-                 else n.inputs[0].dtype if how == "operand" else out)
+        types = operand_dtypes(n)
         if op == "divide" and n.out.id in self.recip:
-            return self.b.fmul(self._operand(n.inputs[0], ctype, j, memo), self.recip[n.out.id])
+            return self.b.fmul(self._operand(n.inputs[0], types[0], j, memo), self.recip[n.out.id])
         if op == "power":  # (the exponent: the constant the partition checked)
             return EMITTERS[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
                                 self.consts.get(n.inputs[1].id))
-        types = [np.dtype(np.bool_)] + [out] * 2 if how == "select" else [ctype] * len(n.inputs)
         return EMITTERS[op](self.b, self.m, *(self._operand(v, t, j, memo) for v, t in zip(n.inputs, types)))
 
     def _operand(self, v: Value, dtype: np.dtype, j, memo) -> ir.Value:
         return self._cast(self._val(v, j, memo), self._in_type(v), dtype)
+
+
+def operand_dtypes(n: Node) -> list:
+    """The dtype each operand of elementwise node n is cast to before its
+    emitter runs: the one the op computes in (shapes/ops.py COMPUTE)."""
+    how, out = OPS[n.op].compute, n.out.dtype
+    if how == "select":
+        return [np.dtype(np.bool_), out, out]
+    ctype = (compare_dtype(n.inputs) if how == "promoted" else np.dtype(np.bool_) if how == "bool"
+             else n.inputs[0].dtype if how == "operand" else out)
+    return [ctype] * len(n.inputs)
+
+
+def cast(b: ir.IRBuilder, x, src: np.dtype, dst: np.dtype):
+    """x (an LLVM value of dtype src) as dtype dst, as numpy's astype (float to int is not compiled)."""
+    if src == dst:
+        return x
+    t = LLTYPE[dst]
+    if dst == np.bool_:
+        if src.kind == "f":
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if dst.kind == "i":  # (from bool or a narrower/wider int: float to int is not compiled)
+        if src == np.bool_:
+            return b.zext(x, t)
+        return x if src.itemsize == dst.itemsize else (
+            b.sext(x, t) if src.itemsize < dst.itemsize else b.trunc(x, t))
+    if src == np.bool_:
+        return b.uitofp(x, t)
+    if src.kind in "iu":
+        return b.sitofp(x, t)
+    return b.fpext(x, t) if src.itemsize < dst.itemsize else b.fptrunc(x, t)
 
 
 def _const_dtype(c) -> np.dtype:

@@ -15,27 +15,31 @@ from codegen import gemm, support
 from codegen.artifact import Artifact, KernelInfo
 from codegen.kernels import KernelABI, KernelEmitter
 from codegen.llvm import compile_ir
+from codegen.loops import emit_loop
 from shapes.ir import Node
 
 
 def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
-              ) -> tuple[str, list[KernelABI], dict[int, KernelABI]]:
+              ) -> tuple[str, list[KernelABI], dict[int, KernelABI], dict[int, KernelABI]]:
     """-> (module text, ABI of each kernel of the plan, (ABI, operands to
     prepare) of each matmul step that runs on the GEMM library kernel
-    (codegen/gemm.py), by its node's output id).  `checked`: every load and
+    (codegen/gemm.py), by its node's output id, ABI of each re-rolled loop
+    (codegen/loops.py), by its node's output id).  `checked`: every load and
     store of the loop kernels is bounds-checked against its array (slow; for
     tests; matmuls then stay in numpy).  The text is "" when the plan has no
-    kernel."""
+    kernel and no loop."""
     gemms = {}
     for s in plan.steps if not checked else ():
         if isinstance(s, Node) and gemm.compiles(s):
             (args, rows, inner), prepare = gemm.abi_of(s, contiguous)
             gemms[s.out.id] = (KernelABI(gemm.symbol_for(s.out.dtype), args, rows, inner), prepare)
     kernels = plan.kernels()
-    if not kernels:
-        return "", [], gemms
+    loop_nodes = [s for s in plan.steps if isinstance(s, Node) and s.op == "loop"]
+    if not kernels and not loop_nodes:
+        return "", [], gemms, {}
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
+    loops = {n.out.id: emit_loop(module, n, producers, f"sj_loop{k}") for k, n in enumerate(loop_nodes)}
     emitted: dict = {}
     exact = [_structure(k, producers, contiguous, checked) for k in kernels]
     general = [_generalized(k) for k in kernels]
@@ -48,9 +52,9 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
             abis.append(_concrete(_emit_once(module, g, gs, producers, contiguous, checked, emitted), sizes))
         else:
             abis.append(_emit_once(module, k, e, producers, contiguous, checked, emitted))
-    for a in _distinct(abis):
+    for a in _distinct(abis + list(loops.values())):
         support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
-    return str(module), abis, gemms
+    return str(module), abis, gemms, loops
 
 
 def _emit_once(module, k, structure, producers, contiguous, checked, emitted: dict) -> KernelABI:

@@ -16,6 +16,7 @@ import sympy
 
 from clustering import partition, run_pipeline
 from clustering.partition import Kernel, Plan
+from clustering.reroll import reroll
 from codegen import gemm, support
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
@@ -72,13 +73,16 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     t0 = time.perf_counter()
     g = run_pipeline(tr.graph, checks=checks_enabled())
     outputs = _remap_outputs(tr.outputs, g)
+    if not bounds_checked():
+        g = reroll(g)
     plan = partition(g)
     t1 = time.perf_counter()
     times["passes"] = t1 - t0
     contiguous = _contiguous_values(g, plan, input_contiguous)
     checked = bounds_checked()
-    text, abis, gemms = emit_plan(plan, contiguous, checked)
+    text, kernel_abis, gemms, loops = emit_plan(plan, contiguous, checked)
     plan.compiled_matmuls = set(gemms)
+    abis = kernel_abis + list(loops.values())
     t2 = time.perf_counter()
     times["codegen"] = t2 - t1
     functions, loaded, level, key = {}, None, None, None
@@ -91,7 +95,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
         _start_pools()
     t3 = time.perf_counter()
     times["llvm" if level is None else "load"] = t3 - t2
-    by_kernel = {id(k): a for k, a in zip(plan.kernels(), abis)}
+    by_kernel = {id(k): a for k, a in zip(plan.kernels(), kernel_abis)}
     steps = []
     for s in plan.steps:
         if isinstance(s, Kernel):
@@ -105,6 +109,10 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
                                     a.args, a.rows, a.inner, prepare, support.par_symbol(a.symbol),
                                     (s.inputs[0].id, s.inputs[1].id, sizes)))
+        elif s.op == "loop":  # (run in order on the calling thread: a trip reads what the one before stored)
+            a = loops[s.out.id]
+            steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
+                                    a.args, a.rows, a.inner, target=True))
         else:
             steps.append(s)
     defined = {o.id for n in g.nodes for o in n.outputs}

@@ -85,6 +85,8 @@ class KernelCall:
                            # A and B computes the same output; runtime/gemmchoice.py picks one per host
     pointwise: bool = False  # an operand of the output's shape is read only where the output is written
                              # (a fused loop kernel; not a product, whose C[i, j] reads all of A's row i)
+    target: bool = False   # a re-rolled loop: it updates its first input (in place when that is dead,
+                           # else a copy) into its one output, its trips [0, rows) in order on this thread
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -165,7 +167,8 @@ def _poolable(steps, outputs) -> set[int]:
     cands, ok = set(), {}
     for st in steps:
         if isinstance(st, KernelCall):
-            cands.update(o[0] for o in st.outputs)
+            if not st.target:
+                cands.update(o[0] for o in st.outputs)
         elif (st.op == "matmul" and st.out.dtype.kind == "f" and st.out.ndim >= 2
               and all(v.dtype == st.out.dtype for v in st.inputs)):
             cands.add(st.out.id)  # (a dot product stays numpy's scalar: 0-d array arithmetic is slow)
@@ -291,10 +294,10 @@ def _in_place_updates(steps, outputs, may_stop: bool, roots_owned) -> set[int]:
     out = set()
     for k in range(len(steps) - 1, -1, -1):
         st = steps[k]
-        if not isinstance(st, KernelCall) and st.op == "setitem":
-            target = roots.get(st.inputs[0].id, frozenset())
+        if isinstance(st, KernelCall) and st.target or not isinstance(st, KernelCall) and st.op == "setitem":
+            target = roots.get(_step_io(st)[0][0], frozenset())
             if target and target <= owned and not (read_later & target):
-                out.add(st.out.id)
+                out.add(_step_io(st)[1][0])
         for vid in reads[k]:
             read_later |= roots.get(vid, frozenset())
     return out
@@ -329,7 +332,7 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views) 
     the setitem."""
     out = {}
     for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
-        if not (isinstance(st, KernelCall) and len(st.outputs) == 1 and not isinstance(nxt, KernelCall)
+        if not (isinstance(st, KernelCall) and not st.target and len(st.outputs) == 1 and not isinstance(nxt, KernelCall)
                 and nxt.op == "setitem" and nxt.out.id in in_place and len(nxt.inputs) == 2):
             continue
         vid, shape, dtype = st.outputs[0]
@@ -509,7 +512,10 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
         if isinstance(n, KernelCall):
             into = {vid: f"{names[st.inputs[0].id]}[{index_src(st.attr('items'), [])}]"
                     for vid, _, _ in n.outputs if (st := direct.get(vid)) is not None}
-            lines += _kernel_lines(n, names, const, functions, pooled, into)
+            if n.target:
+                lines += _loop_lines(n, names, const, functions, n.outputs[0][0] in in_place)
+            else:
+                lines += _kernel_lines(n, names, const, functions, pooled, into)
             continue
         if n.out.id in pooled:  # matmul into a pooled buffer
             names[n.out.id] = f"v{n.out.id}"
@@ -664,6 +670,27 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) ->
     if local:  # a prepared operand may be a copy: free it now, as any intermediate
         lines.append("    del " + ", ".join(local.values()))
     return lines if not kc.blas else _or_blas(kc, lines, n_alloc, names, const)
+
+
+def _loop_lines(kc: KernelCall, names, const, functions, in_place: bool) -> list[str]:
+    """A re-rolled loop's call: into its first input's buffer when
+    `in_place` (nothing reads that value later) and the buffer is writeable
+    and shares no memory with another operand (which reads the value before
+    the loop), else into a copy."""
+    vid = kc.outputs[0][0]
+    names[vid] = f"v{vid}"
+    t = names[kc.inputs[0]]
+    arrays = {a[1] for a in kc.args if a[0] == "array"} - {vid}
+    others = "".join(names[i] + ", " for i in kc.inputs[1:] if i in arrays)
+    if in_place:
+        alias = f" and not _aliased({t}, ({others}))" if others else ""
+        lines = [f"    v{vid} = {t} if {t}.flags.writeable{alias} else _copy({t})"]
+    else:
+        lines = [f"    v{vid} = _copy({t})"]
+    args = [names[a[1]] if a[0] == "array" else to_python(a[1]) if a[0] == "int" else f"float({names[a[1]]})"
+            for a in kc.args]
+    fn = const(functions[kc.symbol], ("kernel", kc.symbol))
+    return lines + [f"    {fn}(0, {to_python(kc.rows)}, {', '.join(args)})"]
 
 
 def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const) -> list[str]:

@@ -22,6 +22,7 @@ import sympy
 
 from shapes.env import ShapeEnv
 from shapes.ir import Value
+from shapes.loop import run_loop
 
 ELEMENTWISE = "elementwise"
 REDUCE = "reduce"
@@ -31,6 +32,7 @@ CONCAT = "concat"
 CREATION = "creation"
 UPDATE = "update"
 GATHER = "gather"
+LOOP = "loop"    # a re-rolled Python loop (shapes/loop.py): updates its first operand
 NUMPY = "numpy"  # a numpy function with a shape rule, run as a numpy step (no kernel emitter)
 OPAQUE = "opaque"
 
@@ -43,7 +45,7 @@ TARGET = "target"          # its first operand's buffer, written, when that is d
 EXTERNAL = "external"      # not made by the executable: a captured array, a scalar, anything (eager)
 
 _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: FRESH_C, CONCAT: FRESH_C,
-              CREATION: FRESH_C, UPDATE: TARGET, GATHER: FRESH, NUMPY: FRESH, OPAQUE: EXTERNAL}
+              CREATION: FRESH_C, UPDATE: TARGET, LOOP: TARGET, GATHER: FRESH, NUMPY: FRESH, OPAQUE: EXTERNAL}
 
 
 # What a fused kernel computes (codegen/emitters.py holds the emitter of each
@@ -486,6 +488,11 @@ register("const", CREATION, _const, lambda env, i, a: [np.shape(_const(dict(a)["
          lambda inputs, attrs: [np.asarray(_const(dict(attrs)["value"])).dtype], result=EXTERNAL)
 register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [np.dtype(np.int64)],
          result=EXTERNAL)
+
+
+# -------------------------------------------------------------------- loop
+
+register("loop", LOOP, run_loop, lambda env, i, a: [i[0].shape], _same_dtype)
 
 
 # ------------------------------------------------------------------ opaque

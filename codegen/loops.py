@@ -1,0 +1,280 @@
+"""Lowering a re-rolled loop (clustering/reroll.py) to one LLVM function.
+
+ABI: the kernels' (codegen/kernels.py): `void k(i64 start, i64 stop, i8*
+arrays..., i64 ints..., double floats...)`; [start, stop) are the trips to
+run, in order (a loop is never split across threads: each trip reads what
+the one before stored).  The first array is the one the loop updates, in
+place; the others are the arrays it reads; ints are the symbolic extents and
+indices its body names, floats the runtime scalars it reads.
+
+A trip computes its body's nodes in order.  Scalars are LLVM values; a 1-D
+vector (a basic-index view, or elementwise math on views) is computed
+element by element where it is consumed (a dot product, a sum, a maximum or
+a minimum): nothing is materialized.  Loads and stores go through each
+array's data pointer and strides, at indices affine in the trip number.
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+from llvmlite import ir
+
+from shapes.loop import LoopBody, symbolic_rest
+from codegen.emitters import EMITTERS, REDUCERS
+from codegen.kernels import (DATA_OFFSET, F64, I1, I8, I64, LLTYPE, REASSOC, STRIDES_OFFSET, KernelABI,
+                             _const, _const_dtype, _identity, array_field, cast, operand_dtypes)
+from codegen.llvm import for_range
+from shapes.ir import Node
+
+_F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
+
+
+class _Vec:
+    """A 1-D vector: its length (an i64 value) and its element at an index."""
+
+    def __init__(self, length, at, dtype):
+        self.length, self.at, self.dtype = length, at, dtype
+
+
+def loop_abi(node: Node, producers: dict, symbol: str) -> tuple[list, list, list]:
+    """(arrays, ints, floats) the loop function takes: ("array", value id),
+    ("int", expr), ("float", value id); the updated array is passed as the
+    loop's output value."""
+    body: LoopBody = node.attr("body")
+    arrays = [("array", node.out.id)]
+    floats = []
+    ints: list = []
+    for v in node.inputs[1:]:
+        p = producers.get(v.id)
+        if v.ndim:
+            arrays.append(("array", v.id))
+        elif p is not None and p.op == "const":
+            continue
+        elif p is not None and p.op == "dim":
+            if p.attr("expr") not in ints:
+                ints.append(p.attr("expr"))
+        else:
+            floats.append(("float", v.id))
+    for n in body.nodes:
+        for e in _symbolic((n.attrs, n.out.shape)):
+            if e not in ints:
+                ints.append(e)
+    return arrays, [("int", e) for e in ints], floats
+
+
+def _symbolic(x) -> list:
+    """The symbolic sizes in x, and the symbolic parts of those a trip moves (symbolic_rest)."""
+    if type(x) is tuple:
+        return [e for y in x for e in _symbolic(y)]
+    if isinstance(x, sympy.Basic) and not x.is_Integer:
+        rest = symbolic_rest(x)
+        return [x] + ([rest] if rest is not None and not rest.is_Integer else [])
+    return []
+
+
+def emit_loop(module: ir.Module, node: Node, producers: dict, symbol: str) -> KernelABI:
+    arrays, ints, floats = loop_abi(node, producers, symbol)
+    _LoopEmitter(module, node, producers, symbol, arrays, ints, floats).emit()
+    body: LoopBody = node.attr("body")
+    return KernelABI(symbol, tuple(arrays + ints + floats), body.trips, len(body.nodes))
+
+
+class _LoopEmitter:
+    def __init__(self, module, node: Node, producers, symbol, arrays, ints, floats):
+        self.m, self.node, self.producers, self.symbol = module, node, producers, symbol
+        self.body: LoopBody = node.attr("body")
+        self.arrays, self.ints, self.floats = arrays, ints, floats
+
+    def emit(self) -> None:
+        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * len(self.arrays)
+                               + [I64] * len(self.ints) + [F64] * len(self.floats))
+        fn = ir.Function(self.m, fnty, self.symbol)
+        b = self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args = iter(fn.args)
+        start, stop = next(args), next(args)
+        node = self.node
+        # each array the loop reads, by the loop input it is (0: the updated one): data pointer, strides
+        by_id = {node.out.id: 0}
+        by_id.update({v.id: k for k, v in enumerate(node.inputs) if k and v.ndim})
+        self.data, self.strides = {}, {}
+        for _, vid in self.arrays:
+            obj = next(args)
+            k = by_id[vid]
+            v = node.inputs[k]
+            ty = LLTYPE[v.dtype] if v.dtype != np.bool_ else I8
+            self.data[k] = array_field(b, obj, DATA_OFFSET, ty.as_pointer())
+            strides = array_field(b, obj, STRIDES_OFFSET, I64.as_pointer())
+            self.strides[k] = [b.sdiv(b.load(b.gep(strides, [ir.Constant(I64, a)])),
+                                      ir.Constant(I64, v.dtype.itemsize)) for a in range(v.ndim)]
+        self.ext = {e: next(args) for _, e in self.ints}
+        self.scalar_in = {}
+        for k, v in enumerate(node.inputs):
+            p = self.producers.get(v.id)
+            if k == 0 or v.ndim:
+                continue
+            if p is not None and p.op == "const":
+                dt = _const_dtype(p.attr("value"))
+                self.scalar_in[k] = (_const(dt, p.attr("value")), dt)
+            elif p is not None and p.op == "dim":
+                self.scalar_in[k] = (self.ext[p.attr("expr")], _I64)
+        for _, vid in self.floats:
+            k = next(k for k, v in enumerate(node.inputs) if v.id == vid)
+            self.scalar_in[k] = (next(args), _F64)
+        with for_range(b, start, stop) as t:
+            self._trip(t)
+        b.ret_void()
+
+    # ------------------------------------------------------------ a trip
+    def _i64(self, x):
+        if isinstance(x, ir.Value):
+            return x
+        if isinstance(x, sympy.Basic) and not x.is_Integer:
+            return self.ext[x]
+        return ir.Constant(I64, int(x))
+
+    def _trip(self, t) -> None:
+        b = self.b
+        vals: dict[int, object] = {}  # body node -> (LLVM value, dtype) | _Vec
+        add = lambda x, y: b.add(self._i64(x), y)
+        mul = lambda s, tt: b.mul(ir.Constant(I64, s), tt)
+        for q, n in enumerate(self.body.nodes):
+            attrs, shape = self.body.attrs_at(q, t, add, mul)
+            attrs = dict(attrs)
+            ops = [self._operand(r, vals) for r in self.body.refs[q]]
+            if n.op == "getitem" and isinstance(ops[0], _Vec):
+                vals[q] = self._subvector(ops[0], attrs["items"], n)
+            elif n.op == "getitem":
+                vals[q] = self._getitem(self.body.refs[q][0], attrs["items"], n)
+            elif n.op == "setitem":
+                self._setitem(attrs["items"], ops[1], n)
+            elif n.op == "const":
+                dt = _const_dtype(attrs["value"])
+                vals[q] = (_const(dt, attrs["value"]), dt)
+            elif n.op == "matmul":
+                vals[q] = self._dot(ops[0], ops[1], n.out.dtype)
+            elif n.op in ("sum", "max", "min"):
+                vals[q] = self._reduce(n.op, ops[0], n.out.dtype)
+                if n.out.ndim:  # (keepdims: a vector of one element)
+                    x, dt = vals[q]
+                    vals[q] = _Vec(ir.Constant(I64, 1), lambda j, x=x: x, dt)
+            else:
+                vals[q] = self._elementwise(n, ops)
+
+    def _operand(self, r, vals):
+        if r[0] == "local":
+            return vals.get(r[1])  # (a store's output: the updated array, read through getitem)
+        if r[0] == "in" and r[1] in self.scalar_in:
+            return self.scalar_in[r[1]]
+        return None  # (an array: read through getitem)
+
+    def _array_of(self, r) -> int:
+        """The loop input an array operand is: 0, the updated array, for its versions."""
+        return r[1] if r[0] == "in" else 0
+
+    def _offset(self, k: int, items):
+        """(element offset of the items' corner, [(axis, step, length)] of the axes the result keeps)."""
+        b = self.b
+        off = ir.Constant(I64, 0)
+        keep = []
+        strides = self.strides[k]
+        for axis, it in enumerate(items):
+            if it[0] == "int":
+                off = b.add(off, b.mul(self._i64(it[1]), strides[axis]))
+            else:
+                _, start, step, length = it
+                off = b.add(off, b.mul(self._i64(start), strides[axis]))
+                keep.append((axis, step, length))
+        v = self.node.inputs[k]
+        keep += [(axis, 1, v.shape[axis]) for axis in range(len(items), v.ndim)]
+        return off, keep
+
+    def _getitem(self, r, items, n: Node):
+        b = self.b
+        k = self._array_of(r)
+        off, keep = self._offset(k, items)
+        dt = n.out.dtype
+        if n.out.ndim == 0:
+            return self._load(k, off, dt), dt
+        (axis, step, length), = keep
+        stride = b.mul(self._i64(step), self.strides[k][axis])
+        return _Vec(self._i64(length), lambda j: self._load(k, b.add(off, b.mul(j, stride)), dt), dt)
+
+    def _subvector(self, x: _Vec, items, n: Node):
+        """A basic index of a vector: an element, or a vector of its elements."""
+        (it,) = items
+        if it[0] == "int":
+            return x.at(self._i64(it[1])), x.dtype
+        _, start, step, length = it
+        b = self.b
+        return _Vec(self._i64(length), lambda j: x.at(b.add(self._i64(start), b.mul(j, self._i64(step)))), x.dtype)
+
+    def _load(self, k, off, dt):
+        x = self.b.load(self.b.gep(self.data[k], [off]))
+        return self.b.icmp_unsigned("!=", x, ir.Constant(I8, 0)) if dt == np.bool_ else x
+
+    def _setitem(self, items, value, n: Node) -> None:
+        b = self.b
+        off, _ = self._offset(0, items)
+        x, dt = value
+        x = cast(b, x, dt, n.out.dtype)
+        if n.out.dtype == np.bool_:
+            x = b.zext(x, I8)
+        b.store(x, b.gep(self.data[0], [off]))
+
+    def _elementwise(self, n: Node, ops):
+        b = self.b
+        types = operand_dtypes(n)
+        vecs = [x for x in ops if isinstance(x, _Vec)]
+        if not vecs:
+            return EMITTERS[n.op](b, self.m, *(cast(b, x, dt, t) for (x, dt), t in zip(ops, types))), n.out.dtype
+
+        def at(j):
+            xs = [cast(b, x.at(j), x.dtype, t) if isinstance(x, _Vec) else cast(b, x[0], x[1], t)
+                  for x, t in zip(ops, types)]
+            return EMITTERS[n.op](b, self.m, *xs)
+        return _Vec(vecs[0].length, at, n.out.dtype)
+
+    def _fold(self, vec: _Vec, init, step):
+        """Fold step(acc, element index) over the vector from init (an LLVM
+        value), the accumulator a phi (no stack slot in the trip loop)."""
+        b = self.b
+        fn = b.function
+        pre = b.block
+        header, body, done = (fn.append_basic_block(x) for x in ("fold", "fold.body", "fold.done"))
+        b.branch(header)
+        b.position_at_end(header)
+        j = b.phi(I64)
+        acc = b.phi(init.type)
+        j.add_incoming(ir.Constant(I64, 0), pre)
+        acc.add_incoming(init, pre)
+        b.cbranch(b.icmp_signed("<", j, vec.length), body, done)
+        b.position_at_end(body)
+        new = step(acc, j)
+        nxt = b.add(j, ir.Constant(I64, 1), flags=["nsw"])
+        latch = b.block
+        b.branch(header)
+        j.add_incoming(nxt, latch)
+        acc.add_incoming(new, latch)
+        b.position_at_end(done)
+        return acc
+
+    def _dot(self, x: _Vec, y: _Vec, dt):
+        b = self.b
+        acc_t = F64  # (float32 products summed in float64, rounded once)
+
+        def step(acc, j):
+            p = b.fmul(cast(b, x.at(j), x.dtype, _F64), cast(b, y.at(j), y.dtype, _F64))
+            return b.fadd(acc, p, flags=REASSOC)
+        r = self._fold(x, ir.Constant(acc_t, 0.0), step)
+        return cast(b, r, _F64, dt), dt
+
+    def _reduce(self, op: str, x: _Vec, dt):
+        b = self.b
+        if op == "sum" and dt.kind == "f":
+            r = self._fold(x, ir.Constant(F64, 0.0),
+                           lambda acc, j: b.fadd(acc, cast(b, x.at(j), x.dtype, _F64), flags=REASSOC))
+            return cast(b, r, _F64, dt), dt
+        init = ir.Constant(LLTYPE[dt], _identity(op, dt))
+        return self._fold(x, init, lambda acc, j: REDUCERS[op](b, self.m, acc, cast(b, x.at(j), x.dtype, dt),
+                                                               REASSOC)), dt

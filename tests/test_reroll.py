@@ -1,0 +1,177 @@
+"""Re-rolled loops (clustering/reroll.py, codegen/loops.py): a Python loop
+that tracing unrolled into scalar updates of one array becomes one native
+loop, and gives numpy's results: the array updated in place or into a copy
+as the graph's semantics need, other arguments and views of the array read
+as they were, read-only arrays raising numpy's error.  Each case runs the
+traced call and a compiled one on the llvm back end."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jit import jit
+from runtime.executable import KernelCall
+from shapes.ir import Graph, Value
+from tests.conftest import assert_like_numpy
+
+
+def _loops(f) -> int:
+    return sum(1 for state in f._keys.values() for e in state.entries for s in e.executable.steps
+               if isinstance(s, KernelCall) and s.target)
+
+
+def _like(got, want, rtol):
+    """numpy's dtype and shape; values to a few ulp, or to rtol where a
+    solve's cancellation amplifies the order a dot product sums in."""
+    if rtol is None or want is None:
+        return assert_like_numpy(got, want)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol)
+
+
+def _check(fn, make, sizes=(6, 11), loops=True, rtol=None):
+    f = jit(fn)
+    for n in sizes:
+        for _ in range(2):  # (the traced call, then the compiled entry)
+            args, ref = make(n), make(n)
+            got, want = f(*args), fn(*ref)
+            _like(got, want, rtol)
+            for a, r in zip(args, ref):
+                if isinstance(r, np.ndarray):
+                    _like(a, r, rtol)
+    assert (_loops(f) > 0) == loops, f._keys
+    return f
+
+
+def cholesky(A):
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[j, :j]
+            A[i, j] /= A[j, j]
+        A[i, i] = np.sqrt(A[i, i] - A[i, :i] @ A[i, :i])
+
+
+def _spd(n, dtype=np.float64):
+    rng = np.random.default_rng(n)
+    m = rng.standard_normal((n, n))
+    return (m @ m.T + n * np.eye(n)).astype(dtype)
+
+
+def test_cholesky_runs_its_inner_loops_natively():
+    # (float64: float32 cancels in A[i, j] - dot, where numpy's and our summation orders differ by ulps)
+    _check(cholesky, lambda n: (_spd(n),), rtol=1e-12)
+
+
+def forward(L, x, b):
+    for i in range(x.shape[0]):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+
+
+def test_a_solve_with_growing_dot_products_is_one_loop():
+    f = _check(forward, lambda n: (_spd(n), np.zeros(n), np.arange(n, dtype=np.float64)), rtol=1e-12)
+    assert _loops(f) == 2  # (one for each of the two sizes: range(x.shape[0]) specializes n)
+
+
+def backward(A, y):
+    x = np.zeros_like(y)
+    for i in range(y.shape[0] - 1, -1, -1):
+        x[i] = (y[i] - A[i, i + 1:] @ x[i + 1:]) / A[i, i]
+    return x
+
+
+def test_a_loop_counting_down():
+    _check(backward, lambda n: (_spd(n), np.linspace(1.0, 2.0, n)), rtol=1e-12)
+
+
+def recurrence(A, N):
+    for i in range(1, N - 1):
+        for j in range(1, N - 1):
+            A[i, j] = (A[i, j] + A[i, j - 1] + A[i - 1, j]) / 9.0
+    return A
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_scalar_recurrence_over_rows(dtype):
+    _check(recurrence, lambda n: (np.arange(n * n, dtype=dtype).reshape(n, n) % 7, n))
+
+
+def running_max(t, seq):
+    n = seq.shape[0]
+    for j in range(1, n):
+        t[j] = np.maximum(t[j - 1], seq[j] + (seq[j] % 3 == 0)) - np.max(seq[:j] - t[:j])
+    return t
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_loops_wrap_like_numpy(dtype):
+    _check(running_max, lambda n: (np.zeros(n, dtype), (np.arange(n, dtype=dtype) * 7919) % 23))
+
+
+def view_before(A):
+    row = A[0]                       # (a view of A: the loop must read it as it was)
+    for j in range(1, A.shape[1]):
+        A[1, j] = A[1, j - 1] + row[j]
+    return A
+
+
+def test_an_operand_sharing_the_updated_arrays_memory_makes_the_loop_work_on_a_copy():
+    _check(view_before, lambda n: (np.arange(2 * n, dtype=np.float64).reshape(2, n),))
+
+
+def keeps_input(x):
+    y = x.copy()
+    for i in range(1, x.shape[0]):
+        y[i] = y[i - 1] * 0.5 + x[i]
+    return y, x
+
+
+def test_the_arrays_old_value_read_later_is_kept():
+    _check(keeps_input, lambda n: (np.linspace(0.0, 1.0, n),))
+
+
+def test_a_read_only_array_raises_numpys_error_and_stays_unwritten():
+    f = jit(forward)
+    for _ in range(2):
+        L, x, b = _spd(8), np.zeros(8), np.ones(8)
+        x.setflags(write=False)
+        with pytest.raises(ValueError, match="read-only"):
+            forward(L, x, b)
+        with pytest.raises(ValueError, match="read-only"):
+            f(L, x, b)
+        assert not x.any()
+
+
+def not_a_loop(A):
+    for j in range(1, A.shape[0]):
+        A[j] = np.sort(A[j - 1:j + 1])[0] + 1.0   # (np.sort: not in a native loop's body)
+    return A
+
+
+def test_a_body_a_native_loop_does_not_compute_stays_unrolled_and_right():
+    _check(not_a_loop, lambda n: (np.linspace(3.0, 0.0, n),), loops=False)
+
+
+def test_the_pass_replaces_the_trips_by_one_loop_node():
+    from clustering.reroll import reroll
+    from shapes.ir import Node, make_attrs
+    x = Value(0, np.dtype(np.float64), (8,))
+    nodes, cur, vid = [], x, 1
+    for j in range(1, 8):
+        a = Value(vid, x.dtype, ())
+        b = Value(vid + 1, x.dtype, ())
+        s = Value(vid + 2, x.dtype, ())
+        out = Value(vid + 3, x.dtype, (8,))
+        nodes += [Node("getitem", (cur,), make_attrs(items=(("int", j - 1),), shape=()), (a,)),
+                  Node("getitem", (cur,), make_attrs(items=(("int", j),), shape=()), (b,)),
+                  Node("add", (a, b), (), (s,)),
+                  Node("setitem", (cur, s), make_attrs(items=(("int", j),)), (out,))]
+        cur, vid = out, vid + 4
+    g = reroll(Graph((x,), tuple(nodes), (cur,)))
+    (loop,) = g.nodes
+    assert loop.op == "loop" and loop.attr("body").trips == 7 and loop.out is cur
+    assert repr(loop.attr("body")) == "<7 trips of: getitem getitem add setitem>"
+    want = np.cumsum(np.arange(8.0))
+    from shapes.ops import OPS
+    assert_like_numpy(OPS["loop"].ref(np.arange(8.0), body=loop.attr("body")), want)
