@@ -72,7 +72,7 @@ class Plan:
             elif s.op == "matmul" and s.out.id in self.compiled_matmuls:
                 lines.append("gemm kernel: " + format_node(s, names))
             elif s.op == "loop":
-                lines.append("loop kernel: " + format_node(s, names))
+                lines.append("re-rolled loop: " + format_node(s, names))
             else:
                 lines.append("numpy: " + format_node(s, names))
         if self.refusals:

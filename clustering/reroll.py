@@ -13,8 +13,8 @@ the trip count.  codegen/loops.py compiles it to one native loop.
 
 The loop's body is what that native loop computes: scalars and 1-D vectors
 of basic indexing of arrays read by the loop (and of vectors), elementwise
-math on them, dot products and sums, maxima and minima of vectors, and scalar stores into the
-one array the loop updates (in place: every read of a version of that array
+math on them, dot products and sums, maxima and minima of vectors, and
+scalar stores into the one array the loop updates (in place: every read of a version of that array
 comes before the store that makes the next one).  Anything else stays
 unrolled, exactly as traced.
 """
@@ -189,8 +189,7 @@ def _loop(nodes, start: int, p: int, trips: int, users, producers) -> Node | Non
     outs = set()
     for k in range(start, end):
         for o in nodes[k].outputs:
-            later = [u for u in users.get(o.id, ()) if u >= end]
-            if later:
+            if any(u >= end for u in users.get(o.id, ())):
                 t, q = divmod(k - start, p)
                 if t != trips - 1:
                     return None
@@ -222,8 +221,7 @@ def _computable(lb: LoopBody, ins, producers) -> bool:
         return False
     for v in ins[1:]:  # (a scalar from outside: a constant, a dim, or a float passed as a double)
         p = producers.get(v.id)
-        folded = p is not None and (p.op == "dim" or p.op == "const" and isinstance(
-            p.attr("value"), (int, float, bool, np.bool_, np.integer, np.floating)))
+        folded = p is not None and (p.op == "dim" or p.op == "const" and is_scalar_const(p.attr("value")))
         if v.dtype not in LOOP_DTYPES or v.ndim == 0 and not (folded or v.dtype.kind == "f"):
             return False
     nodes = lb.nodes
@@ -261,8 +259,9 @@ def _computable(lb: LoopBody, ins, producers) -> bool:
             if versions[0] is not None:
                 reads.append((versions[0], evaluated.get(q, q)))
             continue
-        if any(v is not None for v in versions):
-            return False
+        if any(v is not None for v in versions) or any(
+                r[0] == "in" and v.ndim for r, v in zip(refs, n.inputs)):
+            return False  # (arrays are read through basic indexing only)
         if n.op == "matmul":
             a, b = n.inputs
             if not (a.ndim == b.ndim == 1 and a.dtype == b.dtype == n.out.dtype and n.out.dtype.kind == "f"):
@@ -273,8 +272,7 @@ def _computable(lb: LoopBody, ins, producers) -> bool:
                     or n.attr("axis") not in (None, 0, (0,), -1, (-1,))):
                 return False
         elif n.op == "const":
-            c = n.attr("value")
-            if not isinstance(c, (int, float, bool, np.bool_, np.integer, np.floating)):
+            if not is_scalar_const(n.attr("value")):
                 return False
         else:
             fact = OPS.get(n.op)
@@ -292,11 +290,16 @@ def _computable(lb: LoopBody, ins, producers) -> bool:
 
 def _version_of(r, lb: LoopBody):
     """The version of the updated array a ref names, or None when it is not one."""
-    if r[0] == "carry" or r[0] == "in" and r[1] == 0:
-        return ("carry",) if r[0] == "carry" else None
+    if r[0] == "carry":
+        return ("carry",)
     if r[0] == "local" and lb.nodes[r[1]].op == "setitem":
         return ("local", r[1])
     return None
+
+
+def is_scalar_const(c) -> bool:
+    """A constant codegen emits inline: a Python or numpy bool, int or float."""
+    return isinstance(c, (int, float, bool, np.bool_, np.integer, np.floating))
 
 
 def _basic(items) -> bool:

@@ -19,9 +19,10 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
+from clustering.reroll import is_scalar_const
 from shapes.loop import LoopBody, symbolic_rest
 from codegen.emitters import EMITTERS, REDUCERS
-from codegen.kernels import (DATA_OFFSET, F64, I1, I8, I64, LLTYPE, REASSOC, STRIDES_OFFSET, KernelABI,
+from codegen.kernels import (DATA_OFFSET, F64, I8, I64, LLTYPE, REASSOC, STRIDES_OFFSET, KernelABI,
                              _const, _const_dtype, _identity, array_field, cast, operand_dtypes)
 from codegen.llvm import for_range
 from shapes.ir import Node
@@ -37,29 +38,37 @@ class _Vec:
         self.length, self.at, self.dtype = length, at, dtype
 
 
-def loop_abi(node: Node, producers: dict, symbol: str) -> tuple[list, list, list]:
+def _roles(node: Node, producers: dict) -> list[tuple]:
+    """How each of the loop's inputs reaches it: ("array",) its data and
+    strides; ("const", value) inline; ("dim", expr) an int argument;
+    ("float",) a double argument."""
+    out = []
+    for k, v in enumerate(node.inputs):
+        p = producers.get(v.id)
+        if k == 0 or v.ndim:
+            out.append(("array",))
+        elif p is not None and p.op == "const" and is_scalar_const(p.attr("value")):
+            out.append(("const", p.attr("value")))
+        elif p is not None and p.op == "dim":
+            out.append(("dim", p.attr("expr")))
+        else:
+            out.append(("float",))
+    return out
+
+
+def loop_abi(node: Node, producers: dict) -> tuple[list, list, list]:
     """(arrays, ints, floats) the loop function takes: ("array", value id),
     ("int", expr), ("float", value id); the updated array is passed as the
     loop's output value."""
     body: LoopBody = node.attr("body")
-    arrays = [("array", node.out.id)]
-    floats = []
+    roles = _roles(node, producers)
+    arrays = [("array", node.out.id if k == 0 else v.id) for k, (v, r) in enumerate(zip(node.inputs, roles))
+              if r[0] == "array"]
+    floats = [("float", v.id) for v, r in zip(node.inputs, roles) if r[0] == "float"]
     ints: list = []
-    for v in node.inputs[1:]:
-        p = producers.get(v.id)
-        if v.ndim:
-            arrays.append(("array", v.id))
-        elif p is not None and p.op == "const":
-            continue
-        elif p is not None and p.op == "dim":
-            if p.attr("expr") not in ints:
-                ints.append(p.attr("expr"))
-        else:
-            floats.append(("float", v.id))
-    for n in body.nodes:
-        for e in _symbolic((n.attrs, n.out.shape)):
-            if e not in ints:
-                ints.append(e)
+    for e in [r[1] for r in roles if r[0] == "dim"] + [e for n in body.nodes for e in _symbolic((n.attrs, n.out.shape))]:
+        if e not in ints:
+            ints.append(e)
     return arrays, [("int", e) for e in ints], floats
 
 
@@ -74,7 +83,7 @@ def _symbolic(x) -> list:
 
 
 def emit_loop(module: ir.Module, node: Node, producers: dict, symbol: str) -> KernelABI:
-    arrays, ints, floats = loop_abi(node, producers, symbol)
+    arrays, ints, floats = loop_abi(node, producers)
     _LoopEmitter(module, node, producers, symbol, arrays, ints, floats).emit()
     body: LoopBody = node.attr("body")
     return KernelABI(symbol, tuple(arrays + ints + floats), body.trips, len(body.nodes))
@@ -109,18 +118,14 @@ class _LoopEmitter:
                                       ir.Constant(I64, v.dtype.itemsize)) for a in range(v.ndim)]
         self.ext = {e: next(args) for _, e in self.ints}
         self.scalar_in = {}
-        for k, v in enumerate(node.inputs):
-            p = self.producers.get(v.id)
-            if k == 0 or v.ndim:
-                continue
-            if p is not None and p.op == "const":
-                dt = _const_dtype(p.attr("value"))
-                self.scalar_in[k] = (_const(dt, p.attr("value")), dt)
-            elif p is not None and p.op == "dim":
-                self.scalar_in[k] = (self.ext[p.attr("expr")], _I64)
-        for _, vid in self.floats:
-            k = next(k for k, v in enumerate(node.inputs) if v.id == vid)
-            self.scalar_in[k] = (next(args), _F64)
+        for k, r in enumerate(_roles(node, self.producers)):
+            if r[0] == "const":
+                dt = _const_dtype(r[1])
+                self.scalar_in[k] = (_const(dt, r[1]), dt)
+            elif r[0] == "dim":
+                self.scalar_in[k] = (self.ext[r[1]], _I64)
+            elif r[0] == "float":
+                self.scalar_in[k] = (next(args), _F64)  # (the floats come last, in input order)
         with for_range(b, start, stop) as t:
             self._trip(t)
         b.ret_void()

@@ -73,13 +73,13 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     t0 = time.perf_counter()
     g = run_pipeline(tr.graph, checks=checks_enabled())
     outputs = _remap_outputs(tr.outputs, g)
-    if not bounds_checked():
+    checked = bounds_checked()
+    if not checked:  # (a re-rolled loop's loads and stores are not bounds-checked: checked runs keep the trips)
         g = reroll(g)
     plan = partition(g)
     t1 = time.perf_counter()
     times["passes"] = t1 - t0
     contiguous = _contiguous_values(g, plan, input_contiguous)
-    checked = bounds_checked()
     text, kernel_abis, gemms, loops = emit_plan(plan, contiguous, checked)
     plan.compiled_matmuls = set(gemms)
     abis = kernel_abis + list(loops.values())

@@ -6,10 +6,13 @@ as they were, read-only arrays raising numpy's error.  Each case runs the
 traced call and a compiled one on the llvm back end."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from jit import jit
+from bench.corpus.linalg import cholesky, trisolv as forward
+from jit import JitWarning, jit
 from runtime.executable import KernelCall
 from shapes.ir import Graph, Value
 from tests.conftest import assert_like_numpy
@@ -32,6 +35,7 @@ def _like(got, want, rtol):
 
 def _check(fn, make, sizes=(6, 11), loops=True, rtol=None):
     f = jit(fn)
+    warnings.simplefilter("error", JitWarning)  # (no fallback: pytest restores the filters after the test)
     for n in sizes:
         for _ in range(2):  # (the traced call, then the compiled entry)
             args, ref = make(n), make(n)
@@ -44,15 +48,6 @@ def _check(fn, make, sizes=(6, 11), loops=True, rtol=None):
     return f
 
 
-def cholesky(A):
-    n = A.shape[0]
-    for i in range(n):
-        for j in range(i):
-            A[i, j] -= A[i, :j] @ A[j, :j]
-            A[i, j] /= A[j, j]
-        A[i, i] = np.sqrt(A[i, i] - A[i, :i] @ A[i, :i])
-
-
 def _spd(n, dtype=np.float64):
     rng = np.random.default_rng(n)
     m = rng.standard_normal((n, n))
@@ -62,11 +57,6 @@ def _spd(n, dtype=np.float64):
 def test_cholesky_runs_its_inner_loops_natively():
     # (float64: float32 cancels in A[i, j] - dot, where numpy's and our summation orders differ by ulps)
     _check(cholesky, lambda n: (_spd(n),), rtol=1e-12)
-
-
-def forward(L, x, b):
-    for i in range(x.shape[0]):
-        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
 
 
 def test_a_solve_with_growing_dot_products_is_one_loop():
@@ -141,6 +131,30 @@ def test_a_read_only_array_raises_numpys_error_and_stays_unwritten():
         with pytest.raises(ValueError, match="read-only"):
             f(L, x, b)
         assert not x.any()
+
+
+def scaled_sums(y, x):
+    for i in range(1, y.shape[0]):
+        y[i] = np.sum(x * y[i - 1]) * 0.1   # (x whole: the loop reads arrays through indexing only)
+    return y
+
+
+def test_math_on_a_whole_argument_inside_a_loop_stays_unrolled_and_right():
+    _check(scaled_sums, lambda n: (np.ones(6), np.linspace(0.0, 1.0, n)), loops=False)
+
+
+def suffix_max(y, x):
+    for i in range(1, y.shape[0]):
+        y[i] = np.max(x[i:])
+    return y
+
+
+def test_a_maximum_of_a_slice_that_becomes_empty_raises_as_numpy():
+    f = _check(suffix_max, lambda n: (np.zeros(6), np.arange(float(n))), sizes=(7, 9))
+    with pytest.raises(ValueError, match="zero-size"):
+        suffix_max(np.zeros(6), np.arange(5.0))
+    with pytest.raises(ValueError, match="zero-size"):
+        f(np.zeros(6), np.arange(5.0))
 
 
 def not_a_loop(A):
