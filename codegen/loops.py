@@ -8,9 +8,10 @@ place; the others are the arrays it reads; ints are the symbolic extents and
 indices its body names, floats the runtime scalars it reads.
 
 A trip computes its body's nodes in order.  Scalars are LLVM values; a 1-D
-vector (a basic-index view, or elementwise math on views) is computed
-element by element where it is consumed (a dot product, a sum, a maximum or
-a minimum): nothing is materialized.  Loads and stores go through each
+vector (a basic-index view, or elementwise math on views, a matrix view
+times a vector) is computed element by element where it is consumed (a dot
+product, a sum, a maximum or a minimum, a store of a run of elements):
+nothing is materialized.  Loads and stores go through each
 array's data pointer and strides, at indices affine in the trip number.
 """
 from __future__ import annotations
@@ -38,10 +39,18 @@ class _Vec:
         self.length, self.at, self.dtype = length, at, dtype
 
 
+class _Mat:
+    """A 2-D view read by a product: its extents and its element at (row, column)."""
+
+    def __init__(self, rows, cols, at, dtype):
+        self.rows, self.cols, self.at, self.dtype = rows, cols, at, dtype
+
+
 def _roles(node: Node, producers: dict) -> list[tuple]:
     """How each of the loop's inputs reaches it: ("array",) its data and
     strides; ("const", value) inline; ("dim", expr) an int argument;
-    ("float",) a double argument."""
+    ("float",) a double argument (a float, or an integer or bool that a
+    double holds exactly: clustering/reroll.py admits no other)."""
     out = []
     for k, v in enumerate(node.inputs):
         p = producers.get(v.id)
@@ -76,6 +85,8 @@ def _symbolic(x) -> list:
     """The symbolic sizes in x, and the symbolic parts of those a trip moves (symbolic_rest)."""
     if type(x) is tuple:
         return [e for y in x for e in _symbolic(y)]
+    if type(x) is LoopBody:
+        return [e for n in x.nodes for e in _symbolic((n.attrs, n.out.shape))]
     if isinstance(x, sympy.Basic) and not x.is_Integer:
         rest = symbolic_rest(x)
         return [x] + ([rest] if rest is not None and not rest.is_Integer else [])
@@ -117,17 +128,20 @@ class _LoopEmitter:
             self.strides[k] = [b.sdiv(b.load(b.gep(strides, [ir.Constant(I64, a)])),
                                       ir.Constant(I64, v.dtype.itemsize)) for a in range(v.ndim)]
         self.ext = {e: next(args) for _, e in self.ints}
-        self.scalar_in = {}
+        env = []  # each loop input: ("array", its index) | ("scalar", (LLVM value, dtype))
         for k, r in enumerate(_roles(node, self.producers)):
-            if r[0] == "const":
+            if r[0] == "array":
+                env.append(("array", k))
+            elif r[0] == "const":
                 dt = _const_dtype(r[1])
-                self.scalar_in[k] = (_const(dt, r[1]), dt)
+                env.append(("scalar", (_const(dt, r[1]), dt)))
             elif r[0] == "dim":
-                self.scalar_in[k] = (self.ext[r[1]], _I64)
-            elif r[0] == "float":
-                self.scalar_in[k] = (next(args), _F64)  # (the floats come last, in input order)
+                env.append(("scalar", (self.ext[r[1]], _I64)))
+            else:  # (a scalar passed as a double: the floats come last, in input order)
+                dt, x = node.inputs[k].dtype, next(args)
+                env.append(("scalar", (b.fptosi(x, LLTYPE[dt]) if dt.kind == "i" else cast(b, x, _F64, dt), dt)))
         with for_range(b, start, stop) as t:
-            self._trip(t)
+            self._body(self.body, t, env, [None] * len(self.body.nodes))
         b.ret_void()
 
     # ------------------------------------------------------------ a trip
@@ -138,44 +152,67 @@ class _LoopEmitter:
             return self.ext[x]
         return ir.Constant(I64, int(x))
 
-    def _trip(self, t) -> None:
+    def _body(self, body: LoopBody, t, env, bases) -> None:
+        """One trip of `body` (trip t, an IR value): `env` says what each of
+        its inputs is, `bases` each node's integers before the trip moves
+        them (a nested loop's: as the outer trip moved them; None: as traced)."""
         b = self.b
-        vals: dict[int, object] = {}  # body node -> (LLVM value, dtype) | _Vec
-        add = lambda x, y: b.add(self._i64(x), y)
+        vals: dict[int, object] = {}  # body node -> (LLVM value, dtype) | _Vec | _Mat
+        add = lambda x, y: b.add(self._i64(x), self._i64(y))
         mul = lambda s, tt: b.mul(ir.Constant(I64, s), tt)
-        for q, n in enumerate(self.body.nodes):
-            attrs, shape = self.body.attrs_at(q, t, add, mul)
+        for q, n in enumerate(body.nodes):
+            refs = body.refs[q]
+            if n.op == "loop":
+                self._nested(n.attr("body"), body.moved_ints(q, t, add, mul, bases[q]),
+                             [self._env_of(body, r, env, vals) for r in refs])
+                continue
+            attrs, shape = body.attrs_at(q, t, add, mul, bases[q])
             attrs = dict(attrs)
-            ops = [self._operand(r, vals) for r in self.body.refs[q]]
+            ops = [self._operand(r, vals, env) for r in refs]
             if n.op == "getitem" and isinstance(ops[0], _Vec):
                 vals[q] = self._subvector(ops[0], attrs["items"], n)
             elif n.op == "getitem":
-                vals[q] = self._getitem(self.body.refs[q][0], attrs["items"], n)
+                vals[q] = self._getitem(self._array_of(refs[0], env), attrs["items"], n)
             elif n.op == "setitem":
-                self._setitem(attrs["items"], ops[1], n)
+                self._setitem(env[0][1], attrs["items"], ops[1], n)
             elif n.op == "const":
                 dt = _const_dtype(attrs["value"])
                 vals[q] = (_const(dt, attrs["value"]), dt)
             elif n.op == "matmul":
-                vals[q] = self._dot(ops[0], ops[1], n.out.dtype)
+                vals[q] = self._product(ops[0], ops[1], n.out.dtype)
             elif n.op in ("sum", "max", "min"):
                 vals[q] = self._reduce(n.op, ops[0], n.out.dtype)
                 if n.out.ndim:  # (keepdims: a vector of one element)
                     x, dt = vals[q]
                     vals[q] = _Vec(ir.Constant(I64, 1), lambda j, x=x: x, dt)
             else:
-                vals[q] = self._elementwise(n, ops)
+                vals[q] = self._elementwise(n, self._broadcast(body, q, ops), shape)
 
-    def _operand(self, r, vals):
+    def _nested(self, inner: LoopBody, ints, env) -> None:
+        """A loop inside a trip: its trips and its nodes' integers are the
+        loop node's, as the outer trip moved them."""
+        trips, bases = inner.split(ints)
+        with for_range(self.b, 0, self._i64(trips)) as t:
+            self._body(inner, t, env, bases)
+
+    def _env_of(self, body: LoopBody, r, env, vals):
+        """What a nested loop's input is, from its ref in the outer body."""
+        if r[0] in ("in", "carry"):
+            return env[r[1]]
+        if body.nodes[r[1]].op in ("setitem", "loop"):
+            return env[0]  # (a version of the updated array)
+        return ("scalar", vals[r[1]])
+
+    def _operand(self, r, vals, env):
         if r[0] == "local":
             return vals.get(r[1])  # (a store's output: the updated array, read through getitem)
-        if r[0] == "in" and r[1] in self.scalar_in:
-            return self.scalar_in[r[1]]
-        return None  # (an array: read through getitem)
+        e = env[r[1]]
+        return e[1] if e[0] == "scalar" else None  # (an array: read through getitem)
 
-    def _array_of(self, r) -> int:
-        """The loop input an array operand is: 0, the updated array, for its versions."""
-        return r[1] if r[0] == "in" else 0
+    def _array_of(self, r, env) -> int:
+        """The loop input (of the outermost loop) an array operand is: the
+        updated one (env[0]) for its versions."""
+        return (env[r[1]] if r[0] in ("in", "carry") else env[0])[1]
 
     def _offset(self, k: int, items):
         """(element offset of the items' corner, [(axis, step, length)] of the axes the result keeps)."""
@@ -194,16 +231,18 @@ class _LoopEmitter:
         keep += [(axis, 1, v.shape[axis]) for axis in range(len(items), v.ndim)]
         return off, keep
 
-    def _getitem(self, r, items, n: Node):
+    def _getitem(self, k: int, items, n: Node):
         b = self.b
-        k = self._array_of(r)
         off, keep = self._offset(k, items)
         dt = n.out.dtype
         if n.out.ndim == 0:
             return self._load(k, off, dt), dt
-        (axis, step, length), = keep
-        stride = b.mul(self._i64(step), self.strides[k][axis])
-        return _Vec(self._i64(length), lambda j: self._load(k, b.add(off, b.mul(j, stride)), dt), dt)
+        lengths = [self._i64(length) for _, _, length in keep]
+        strides = [b.mul(self._i64(step), self.strides[k][axis]) for axis, step, _ in keep]
+        if n.out.ndim == 1:
+            return _Vec(lengths[0], lambda j: self._load(k, b.add(off, b.mul(j, strides[0])), dt), dt)
+        return _Mat(*lengths, lambda i, j: self._load(
+            k, b.add(off, b.add(b.mul(i, strides[0]), b.mul(j, strides[1]))), dt), dt)
 
     def _subvector(self, x: _Vec, items, n: Node):
         """A basic index of a vector: an element, or a vector of its elements."""
@@ -218,29 +257,52 @@ class _LoopEmitter:
         x = self.b.load(self.b.gep(self.data[k], [off]))
         return self.b.icmp_unsigned("!=", x, ir.Constant(I8, 0)) if dt == np.bool_ else x
 
-    def _setitem(self, items, value, n: Node) -> None:
+    def _setitem(self, k: int, items, value, n: Node) -> None:
+        """A store of one element, or of a run along the one sliced axis
+        (from a vector, element by element as it is computed, or a scalar)."""
         b = self.b
-        off, _ = self._offset(0, items)
-        x, dt = value
-        x = cast(b, x, dt, n.out.dtype)
-        if n.out.dtype == np.bool_:
-            x = b.zext(x, I8)
-        b.store(x, b.gep(self.data[0], [off]))
+        off, keep = self._offset(k, items)
 
-    def _elementwise(self, n: Node, ops):
+        def store(x, dt, at):
+            x = cast(b, x, dt, n.out.dtype)
+            if n.out.dtype == np.bool_:
+                x = b.zext(x, I8)
+            b.store(x, b.gep(self.data[k], [at]))
+        if not keep:
+            store(*value, off)
+            return
+        (axis, step, length), = keep
+        stride = b.mul(self._i64(step), self.strides[k][axis])
+        with for_range(b, 0, self._i64(length)) as j:
+            at = b.add(off, b.mul(j, stride))
+            if isinstance(value, _Vec):
+                store(value.at(j), value.dtype, at)
+            else:
+                store(*value, at)
+
+    def _broadcast(self, body: LoopBody, q: int, ops):
+        """The operands of node q's elementwise math, a vector of one element
+        repeated (numpy's broadcasting) as that element."""
+        out = []
+        for r, x in zip(body.refs[q], ops):
+            if isinstance(x, _Vec) and body.broadcast(r[1], q):
+                x = (x.at(ir.Constant(I64, 0)), x.dtype)
+            out.append(x)
+        return out
+
+    def _elementwise(self, n: Node, ops, shape):
         b = self.b
         types = operand_dtypes(n)
-        vecs = [x for x in ops if isinstance(x, _Vec)]
-        if not vecs:
+        if not shape:
             return EMITTERS[n.op](b, self.m, *(cast(b, x, dt, t) for (x, dt), t in zip(ops, types))), n.out.dtype
 
         def at(j):
             xs = [cast(b, x.at(j), x.dtype, t) if isinstance(x, _Vec) else cast(b, x[0], x[1], t)
                   for x, t in zip(ops, types)]
             return EMITTERS[n.op](b, self.m, *xs)
-        return _Vec(vecs[0].length, at, n.out.dtype)
+        return _Vec(self._i64(shape[0]), at, n.out.dtype)
 
-    def _fold(self, vec: _Vec, init, step):
+    def _fold(self, length, init, step):
         """Fold step(acc, element index) over the vector from init (an LLVM
         value), the accumulator a phi (no stack slot in the trip loop)."""
         b = self.b
@@ -253,7 +315,7 @@ class _LoopEmitter:
         acc = b.phi(init.type)
         j.add_incoming(ir.Constant(I64, 0), pre)
         acc.add_incoming(init, pre)
-        b.cbranch(b.icmp_signed("<", j, vec.length), body, done)
+        b.cbranch(b.icmp_signed("<", j, length), body, done)
         b.position_at_end(body)
         new = step(acc, j)
         nxt = b.add(j, ir.Constant(I64, 1), flags=["nsw"])
@@ -264,22 +326,30 @@ class _LoopEmitter:
         b.position_at_end(done)
         return acc
 
-    def _dot(self, x: _Vec, y: _Vec, dt):
-        b = self.b
-        acc_t = F64  # (float32 products summed in float64, rounded once)
+    def _product(self, x, y, dt):
+        """x @ y: a dot product of vectors, or a vector (a matrix's rows or
+        columns dotted with a vector, each element where it is consumed)."""
+        if isinstance(x, _Mat):
+            return _Vec(x.rows, lambda i: self._dot(x.cols, lambda k: x.at(i, k), y.at, x.dtype, dt), dt)
+        if isinstance(y, _Mat):
+            return _Vec(y.cols, lambda j: self._dot(y.rows, x.at, lambda k: y.at(k, j), x.dtype, dt), dt)
+        return self._dot(x.length, x.at, y.at, x.dtype, dt), dt
 
-        def step(acc, j):
-            p = b.fmul(cast(b, x.at(j), x.dtype, _F64), cast(b, y.at(j), y.dtype, _F64))
+    def _dot(self, length, x, y, src, dt):
+        """sum of x(k) * y(k) over k < length: float32 products summed in float64, rounded once."""
+        b = self.b
+
+        def step(acc, k):
+            p = b.fmul(cast(b, x(k), src, _F64), cast(b, y(k), src, _F64))
             return b.fadd(acc, p, flags=REASSOC)
-        r = self._fold(x, ir.Constant(acc_t, 0.0), step)
-        return cast(b, r, _F64, dt), dt
+        return cast(b, self._fold(length, ir.Constant(F64, 0.0), step), _F64, dt)
 
     def _reduce(self, op: str, x: _Vec, dt):
         b = self.b
         if op == "sum" and dt.kind == "f":
-            r = self._fold(x, ir.Constant(F64, 0.0),
+            r = self._fold(x.length, ir.Constant(F64, 0.0),
                            lambda acc, j: b.fadd(acc, cast(b, x.at(j), x.dtype, _F64), flags=REASSOC))
             return cast(b, r, _F64, dt), dt
         init = ir.Constant(LLTYPE[dt], _identity(op, dt))
-        return self._fold(x, init, lambda acc, j: REDUCERS[op](b, self.m, acc, cast(b, x.at(j), x.dtype, dt),
+        return self._fold(x.length, init, lambda acc, j: REDUCERS[op](b, self.m, acc, cast(b, x.at(j), x.dtype, dt),
                                                                REASSOC)), dt

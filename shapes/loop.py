@@ -17,7 +17,8 @@ class LoopBody:
     trip: ("in", k) the loop's input k, ("local", q2) node q2's output in the
     same trip, ("carry", k, q2) the loop's input k in the first trip and node
     q2's output of the trip before in the others.  `steps[q]` is how much each
-    integer of node q (in ints_of order) moves per trip.  The loop's first input
+    integer of node q (in ints_of order) moves per trip; a node may be a
+    loop itself, whose integers (its trips, its nodes') move with this one's.  The loop's first input
     is the array it updates (its output: that array after the last trip)."""
 
     nodes: tuple
@@ -30,30 +31,59 @@ class LoopBody:
         ops = " ".join(n.op for n in self.nodes)
         return f"<{self.trips} trips of: {ops}>"
 
-    def attrs_at(self, q: int, trip, add=None, mul=None) -> tuple[tuple, tuple]:
-        """(attrs, output shape) of node q in `trip`: its integers (and the
-        integer terms of its symbolic sizes) moved by trip * step.  With
-        `add`/`mul` (codegen: `trip` an IR value) a moved integer is
-        add(int, mul(step, trip)) and a moved size add(rest, that): `rest` its
-        symbolic part; else sympy builds them."""
+    def moved_ints(self, q: int, trip, add=None, mul=None, base=None) -> list:
+        """Node q's integers (ints_of order: the integer terms of symbolic
+        sizes too) in `trip`, each moved by trip * step from its first
+        trip's value, or from base's (a nested loop: its values in the outer
+        loop's trip).  With `add`/`mul` (codegen: `trip` an IR value) a moved
+        integer is add(int, mul(step, trip)); else sympy builds it."""
         n = self.nodes[q]
-        moved = []
-        for x, s in zip(ints_of((n.attrs, n.out.shape)), self.steps[q]):
-            if s == 0:
-                moved.append(None)
-            elif add is None:
-                moved.append(x + s * trip)
-            else:
-                moved.append(add(x, mul(s, trip)))
+        out = []
+        for x, s in zip(ints_of((n.attrs, n.out.shape)) if base is None else base, self.steps[q]):
+            out.append(x if s == 0 else x + s * trip if add is None else add(x, mul(s, trip)))
+        return out
+
+    def attrs_at(self, q: int, trip, add=None, mul=None, base=None) -> tuple[tuple, tuple]:
+        """(attrs, output shape) of node q in `trip` (moved_ints's values; a
+        moved size is add(rest, its integer term): `rest` its symbolic part).
+        A nested loop's body is left as it is: moved_ints gives its integers."""
+        n = self.nodes[q]
+        moved = self.moved_ints(q, trip, add, mul, base)
+        if base is None:  # (unmoved: as they are)
+            moved = [None if s == 0 else x for x, s in zip(moved, self.steps[q])]
         join = (lambda rest, v: rest + v) if add is None else add
         return _put_ints((n.attrs, n.out.shape), iter(moved), join)
 
+    def split(self, ints) -> tuple[object, list]:
+        """(trips, each node's integers) of this body as a nested loop, from
+        the loop node's integers (ints_of order: the trips, then the nodes')."""
+        it = iter(ints)
+        trips = next(it)
+        return trips, [[next(it) for _ in ints_of((n.attrs, n.out.shape))] for n in self.nodes]
 
-def run_loop(*xs, body: LoopBody):
-    """The `loop` op's numpy reference: the trips, node by node."""
+    def in_any_trip(self, q: int) -> tuple[dict, tuple]:
+        """(attrs, output shape) of node q in trip TRIP (a sympy symbol): what
+        holds for these holds in every trip."""
+        attrs, shape = self.attrs_at(q, TRIP)
+        return dict(attrs), shape
+
+    def broadcast(self, q_in: int, q: int) -> bool:
+        """Whether node q_in's 1-D output reaches node q's elementwise math as
+        one element repeated (its length is 1 while q's is not, in some trip)."""
+        (n_in,), (n,) = self.in_any_trip(q_in)[1], self.in_any_trip(q)[1]
+        return n_in == 1 and n != 1
+
+
+TRIP = sympy.Symbol("trip", integer=True, nonnegative=True)
+
+
+def run_loop(*xs, body: LoopBody, base=None):
+    """The `loop` op's numpy reference: the trips, node by node (a nested
+    loop's integers as the outer trip moved them: `base`, the loop node's)."""
     from shapes.ops import OPS as ops  # (the registry is complete by the time a loop runs)
     prev: dict[int, object] = {}
-    for t in range(body.trips):
+    trips, bases = (body.trips, [None] * len(body.nodes)) if base is None else body.split(base)
+    for t in range(trips):
         cur: dict[int, object] = {}
         for q, n in enumerate(body.nodes):
             args = []
@@ -64,10 +94,13 @@ def run_loop(*xs, body: LoopBody):
                     args.append(cur[r[1]])
                 else:
                     args.append(xs[r[1]] if t == 0 else prev[r[2]])
-            attrs, _ = body.attrs_at(q, t)
-            cur[q] = ops[n.op].ref(*args, **dict(attrs))
+            if n.op == "loop":
+                cur[q] = run_loop(*args, body=n.attr("body"), base=body.moved_ints(q, t, base=bases[q]))
+            else:
+                attrs, _ = body.attrs_at(q, t, base=bases[q])
+                cur[q] = ops[n.op].ref(*args, **dict(attrs))
         prev = cur
-    return np.asarray(prev[body.result]) if body.trips else xs[0]
+    return np.asarray(prev[body.result]) if trips else xs[0]
 
 
 # ------------------------------------------------------------- integers
@@ -82,6 +115,10 @@ def ints_of(x) -> list[int]:
         if type(y) is tuple:
             for z in y:
                 walk(z)
+        elif type(y) is LoopBody:  # (a nested loop: its trips, then its nodes')
+            walk(y.trips)
+            for n in y.nodes:
+                walk((n.attrs, n.out.shape))
         elif type(y) is int:
             out.append(y)
         elif isinstance(y, sympy.Basic):
@@ -106,6 +143,10 @@ def _put_ints(x, it, join):
     unchanged); a symbolic size's by join(its rest, the new integer)."""
     if type(x) is tuple:
         return tuple(_put_ints(y, it, join) for y in x)
+    if type(x) is LoopBody:  # (its integers are the loop node's: moved_ints and split give them)
+        for _ in ints_of(x):
+            next(it)
+        return x
     if type(x) is int or isinstance(x, sympy.Integer):
         v = next(it)
         return x if v is None else v

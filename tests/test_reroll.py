@@ -1,6 +1,6 @@
 """Re-rolled loops (clustering/reroll.py, codegen/loops.py): a Python loop
-that tracing unrolled into scalar updates of one array becomes one native
-loop, and gives numpy's results: the array updated in place or into a copy
+that tracing unrolled into updates of one array (elements, or runs of a
+row) becomes one native loop, and gives numpy's results: the array updated in place or into a copy
 as the graph's semantics need, other arguments and views of the array read
 as they were, read-only arrays raising numpy's error.  Each case runs the
 traced call and a compiled one on the llvm back end."""
@@ -11,7 +11,9 @@ import warnings
 import numpy as np
 import pytest
 
-from bench.corpus.linalg import cholesky, trisolv as forward
+from bench.corpus.discrete import nussinov
+from bench.corpus.linalg import cholesky, syr2k, syrk, trisolv as forward, trmm
+from bench.corpus.stencils import deriche, seidel_2d
 from jit import JitWarning, jit
 from runtime.executable import KernelCall
 from shapes.ir import Graph, Value
@@ -54,9 +56,10 @@ def _spd(n, dtype=np.float64):
     return (m @ m.T + n * np.eye(n)).astype(dtype)
 
 
-def test_cholesky_runs_its_inner_loops_natively():
+def test_cholesky_runs_its_loops_natively_the_inner_inside_the_outer():
     # (float64: float32 cancels in A[i, j] - dot, where numpy's and our summation orders differ by ulps)
-    _check(cholesky, lambda n: (_spd(n),), rtol=1e-12)
+    f = _check(cholesky, lambda n: (_spd(n),), rtol=1e-12)
+    assert _loops(f) == 2  # (one native loop nest for each size)
 
 
 def test_a_solve_with_growing_dot_products_is_one_loop():
@@ -165,6 +168,120 @@ def not_a_loop(A):
 
 def test_a_body_a_native_loop_does_not_compute_stays_unrolled_and_right():
     _check(not_a_loop, lambda n: (np.linspace(3.0, 0.0, n),), loops=False)
+
+
+# ------------------------------------------------------- runs of a row
+
+def _pair(n, dtype=np.float64):
+    rng = np.random.default_rng(n)
+    return rng.standard_normal((n, n)).astype(dtype), rng.standard_normal((n, n)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_row_updates_from_products_of_a_matrix_view_and_a_row(dtype):
+    # (C[i, :i + 1] += alpha * (A[:i + 1, :] @ A[i, :]): a matrix view times a vector, stored as a run)
+    _check(syrk, lambda n: (1.5, 1.2, _pair(n, dtype)[0], _pair(n, dtype)[1]), rtol=1e-5)
+    _check(syr2k, lambda n: (1.5, 1.2, _pair(n, dtype)[0], *_pair(n, dtype)), rtol=1e-5)
+
+
+def test_a_row_update_reading_the_rows_below_it():
+    # (B[i, :] += A[i + 1:, i] @ B[i + 1:, :]: a vector times a matrix view of the array the loop updates)
+    _check(trmm, lambda n: (1.5, *_pair(n)), rtol=1e-12)
+
+
+def read_ahead(A):
+    for i in range(1, A.shape[0]):
+        A[i, 1:-1] = A[i, 2:] * 0.5 + A[i - 1, 1:-1]   # (each element read before the store reaches it)
+    return A
+
+
+def read_behind(A):
+    for i in range(1, A.shape[0]):
+        A[i, 1:-1] = A[i, :-2] * 0.5 + A[i - 1, 1:-1]   # (numpy reads the old row: a loop storing as it goes would not)
+    return A
+
+
+def read_reversed(A):
+    for i in range(1, A.shape[0]):
+        A[i, :] = A[i, ::-1] + A[i - 1, :]
+    return A
+
+
+def test_a_row_store_reading_its_own_row_ahead_is_a_loop():
+    _check(read_ahead, lambda n: (np.arange(n * 5.0).reshape(n, 5) % 7,))
+
+
+def rows_times(A, x):
+    for i in range(A.shape[0]):
+        A[i, :] = A[:, :] @ x * 0.5   # (element j needs row j whole: row i as it was)
+    return A
+
+
+@pytest.mark.parametrize("fn", [read_behind, read_reversed])
+def test_a_row_store_reading_what_it_already_stored_stays_unrolled_and_right(fn):
+    _check(fn, lambda n: (np.arange(n * 5.0).reshape(n, 5) % 7,), loops=False)
+
+
+def test_a_row_store_from_a_product_reading_the_row_stays_unrolled_and_right():
+    _check(rows_times, lambda n: (np.arange(n * n * 1.0).reshape(n, n) % 7, np.linspace(0.0, 1.0, n)), loops=False)
+
+
+def broadcasts(A):
+    for i in range(1, A.shape[0]):
+        A[i, :i] = A[i - 1, :i] + A[i - 1, i:i + 1]   # (a run of i elements plus one element, repeated)
+        A[i, i:] = 0.25
+    return A
+
+
+def test_one_element_repeated_and_a_scalar_filling_a_run():
+    _check(broadcasts, lambda n: (np.arange(n * n, dtype=np.float32).reshape(n, n) % 5,))
+
+
+# ------------------------------------------------------- loops in loops
+
+def test_three_loops_deep_with_row_stores_between_the_inner_loops():
+    # (seidel_2d: time steps, rows (a row store, then a loop along it), columns; the first
+    # row's inner loop is one trip shorter, the first time step's rows stay as traced)
+    f = _check(seidel_2d, lambda n: (4, n, np.arange(n * n, dtype=np.float64).reshape(n, n) % 11),
+               sizes=(7, 10))
+    steps = [len(e.executable.steps) for st in f._keys.values() for e in st.entries]
+    assert len(steps) == 2 and max(steps) < 25, steps   # (unrolled rows and columns: 60 to 90 steps)
+
+
+def test_a_nested_loop_whose_trips_grow_with_the_outer_one():
+    def lower(A):
+        for i in range(1, A.shape[0]):
+            for j in range(i):
+                A[i, j] = A[i, j] * 0.5 + A[i - 1, j] + A[i, j - 1]
+        return A
+    f = _check(lower, lambda n: (np.arange(n * n, dtype=np.float64).reshape(n, n) % 5,), sizes=(8, 12))
+    assert _loops(f) == 2
+
+
+# ------------------------------------------- what tracing computed once
+
+def test_reads_tracing_computed_once_and_reused_across_trips_and_after_the_loop():
+    # (imgIn[:, j - 1] in trip j is trip j - 1's imgIn[:, j]: the loop reads it again; the
+    # reads the loop along the other direction reuses are computed before the first loop)
+    _check(deriche, lambda n: (0.25, np.random.default_rng(n).standard_normal((n, n + 3))), rtol=1e-12)
+
+
+def test_integer_scalars_from_before_the_loop_and_reads_hoisted_out_of_it():
+    # (nussinov: seq[i] is read before the j loop, seq[j] once for all i and reused)
+    _check(nussinov, lambda n: (n, ((np.arange(n) * 7 + 1) % 4).astype(np.int32)))
+
+
+def add_first(t, x):
+    first = x[0]
+    for j in range(1, t.shape[0]):
+        t[j] = t[j - 1] + first
+    return t
+
+
+@pytest.mark.parametrize("dtype, loops", [(np.int32, True), (np.int64, False), (np.float32, True)])
+def test_scalars_from_before_the_loop_that_a_double_holds_exactly(dtype, loops):
+    big = np.iinfo(dtype).max // 64 if dtype != np.float32 else 1e30   # (n trips: no overflow)
+    _check(add_first, lambda n: (np.zeros(n, dtype), np.full(3, big, dtype)), loops=loops)
 
 
 def test_the_pass_replaces_the_trips_by_one_loop_node():
