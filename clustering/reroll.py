@@ -451,12 +451,17 @@ def _feeds_products(lb: LoopBody, q: int) -> bool:
 def _stored_after_read(lb: LoopBody, q_read: int, q_store: int, target) -> bool:
     """Whether the store q_store, writing its elements in order while it
     computes them, never writes an element the read q_read (evaluated
-    element by element inside that store) reads later: the two touch
-    disjoint elements, or the read is the store's slice or ahead of it."""
+    inside that store) reads later: the two touch disjoint elements, or
+    element j of the store reads only element j of the read (_in_step) and
+    the read is the store's slice or ahead of it."""
+    if lb.nodes[q_store].op != "setitem":
+        return False
     read = _full_items(lb.in_any_trip(q_read)[0]["items"], target.shape)
     store = lb.in_any_trip(q_store)[0]["items"]
     if any(_apart(r, w) for r, w in zip(read, store)):
         return True
+    if not _in_step(lb, q_read, q_store):
+        return False
     for r, w in zip(read, store):
         if r[0] != w[0]:
             return False
@@ -476,6 +481,25 @@ def _exact_in_double(dt) -> bool:
 
 def _positive_int(x) -> bool:
     return isinstance(x, (int, sympy.Integer)) and x > 0
+
+
+def _in_step(lb: LoopBody, q_read: int, q_store: int) -> bool:
+    """Whether element j of the value q_store stores depends on element j of
+    q_read's vector only: elementwise math all the way (a product reads a
+    whole vector per element; one element repeated is read by its
+    elementwise node, before the store)."""
+    stack = [q_read]
+    while stack:
+        q = stack.pop()
+        for u, rs in enumerate(lb.refs):
+            for j, r in enumerate(rs):
+                if r != ("local", q) or u == q_store and j == 1:
+                    continue
+                if OPS[lb.nodes[u].op].category != "elementwise":
+                    return False
+                if not lb.broadcast(q, u):
+                    stack.append(u)
+    return True
 
 
 def _full_items(items, shape) -> tuple:

@@ -20,8 +20,8 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from clustering.reroll import is_scalar_const
-from shapes.loop import LoopBody, symbolic_rest
+from clustering.reroll import UPDATES, is_scalar_const
+from shapes.loop import LoopBody, leaves, symbolic_rest
 from codegen.emitters import EMITTERS, REDUCERS
 from codegen.kernels import (DATA_OFFSET, F64, I8, I64, LLTYPE, REASSOC, STRIDES_OFFSET, KernelABI,
                              _const, _const_dtype, _identity, array_field, cast, operand_dtypes)
@@ -83,14 +83,12 @@ def loop_abi(node: Node, producers: dict) -> tuple[list, list, list]:
 
 def _symbolic(x) -> list:
     """The symbolic sizes in x, and the symbolic parts of those a trip moves (symbolic_rest)."""
-    if type(x) is tuple:
-        return [e for y in x for e in _symbolic(y)]
-    if type(x) is LoopBody:
-        return [e for n in x.nodes for e in _symbolic((n.attrs, n.out.shape))]
-    if isinstance(x, sympy.Basic) and not x.is_Integer:
-        rest = symbolic_rest(x)
-        return [x] + ([rest] if rest is not None and not rest.is_Integer else [])
-    return []
+    out = []
+    for y in leaves(x):
+        if isinstance(y, sympy.Basic) and not y.is_Integer:
+            rest = symbolic_rest(y)
+            out += [y] + ([rest] if rest is not None and not rest.is_Integer else [])
+    return out
 
 
 def emit_loop(module: ir.Module, node: Node, producers: dict, symbol: str) -> KernelABI:
@@ -199,7 +197,7 @@ class _LoopEmitter:
         """What a nested loop's input is, from its ref in the outer body."""
         if r[0] in ("in", "carry"):
             return env[r[1]]
-        if body.nodes[r[1]].op in ("setitem", "loop"):
+        if body.nodes[r[1]].op in UPDATES:
             return env[0]  # (a version of the updated array)
         return ("scalar", vals[r[1]])
 

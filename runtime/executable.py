@@ -625,21 +625,12 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) ->
         else:
             lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
     n_alloc = len(lines)
-    args = []
     checked = ("int", "errcell") in kc.args
     local = {}
     for vid, dims, unit_rows_ok in kc.prepare:
         local[vid] = f"_c{vid}"
         lines.append(f"    _c{vid} = _rows4({names[vid]}, {', '.join(to_python(d) for d in dims)}, {unit_rows_ok})")
-    for a in kc.args:
-        if a[0] == "array":
-            args.append(local.get(a[1], names[a[1]]))
-        elif a == ("int", "errcell"):
-            args.append(const(ctypes.addressof(_ERRCELL), ("errcell",)))
-        elif a[0] == "int":
-            args.append(to_python(a[1]))
-        else:
-            args.append(f"float({names[a[1]]})")
+    args = _arg_sources(kc, names, const, local)
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
     rows, inner = to_python(kc.rows), to_python(kc.inner)
     static = isinstance(kc.rows, (int, sympy.Integer)) and isinstance(kc.inner, (int, sympy.Integer))
@@ -687,10 +678,25 @@ def _loop_lines(kc: KernelCall, names, const, functions, in_place: bool) -> list
         lines = [f"    v{vid} = {t} if {t}.flags.writeable{alias} else _copy({t})"]
     else:
         lines = [f"    v{vid} = _copy({t})"]
-    args = [names[a[1]] if a[0] == "array" else to_python(a[1]) if a[0] == "int" else f"float({names[a[1]]})"
-            for a in kc.args]
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
-    return lines + [f"    {fn}(0, {to_python(kc.rows)}, {', '.join(args)})"]
+    return lines + [f"    {fn}(0, {to_python(kc.rows)}, {', '.join(_arg_sources(kc, names, const))})"]
+
+
+def _arg_sources(kc: KernelCall, names, const, local=None) -> list[str]:
+    """The source of each argument of a kernel's ABI (codegen/kernels.py
+    KernelABI): an array's name (`local`: a prepared copy's), an int's
+    expression or the error cell's address, a scalar as a double."""
+    out = []
+    for a in kc.args:
+        if a[0] == "array":
+            out.append((local or {}).get(a[1], names[a[1]]))
+        elif a == ("int", "errcell"):
+            out.append(const(ctypes.addressof(_ERRCELL), ("errcell",)))
+        elif a[0] == "int":
+            out.append(to_python(a[1]))
+        else:
+            out.append(f"float({names[a[1]]})")
+    return out
 
 
 def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const) -> list[str]:

@@ -105,27 +105,32 @@ def run_loop(*xs, body: LoopBody, base=None):
 
 # ------------------------------------------------------------- integers
 
-def ints_of(x) -> list[int]:
-    """The integers in nested tuples, depth first: ints (bools are not),
-    sympy integers, and the integer term of a symbolic size (-5 of s1 - 5,
-    0 of s1), so that sizes moving with a loop's trips move as ints do."""
-    out: list[int] = []
+def leaves(x):
+    """The leaves of nested tuples, depth first; a nested loop's body is its
+    trips, then each of its nodes' (attrs, output shape)."""
+    if type(x) is tuple:
+        for y in x:
+            yield from leaves(y)
+    elif type(x) is LoopBody:
+        yield x.trips
+        for n in x.nodes:
+            yield from leaves((n.attrs, n.out.shape))
+    else:
+        yield x
 
-    def walk(y):
-        if type(y) is tuple:
-            for z in y:
-                walk(z)
-        elif type(y) is LoopBody:  # (a nested loop: its trips, then its nodes')
-            walk(y.trips)
-            for n in y.nodes:
-                walk((n.attrs, n.out.shape))
-        elif type(y) is int:
+
+def ints_of(x) -> list[int]:
+    """The integers in x (leaves order): ints (bools are not), sympy
+    integers, and the integer term of a symbolic size (-5 of s1 - 5, 0 of
+    s1), so that sizes moving with a loop's trips move as ints do."""
+    out: list[int] = []
+    for y in leaves(x):
+        if type(y) is int:
             out.append(y)
         elif isinstance(y, sympy.Basic):
             c = y.as_coeff_Add()[0] if not y.is_Integer else y
             if c.is_Integer:
                 out.append(int(c))
-    walk(x)
     return out
 
 

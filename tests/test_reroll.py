@@ -222,8 +222,16 @@ def test_a_row_store_reading_what_it_already_stored_stays_unrolled_and_right(fn)
     _check(fn, lambda n: (np.arange(n * 5.0).reshape(n, 5) % 7,), loops=False)
 
 
+def row_through_a_product(A, B):
+    for i in range(A.shape[0]):
+        A[i, :] = B[i:i + A.shape[1], :] @ A[i, :] * 0.5   # (element j needs the row whole: as it was)
+    return A
+
+
 def test_a_row_store_from_a_product_reading_the_row_stays_unrolled_and_right():
     _check(rows_times, lambda n: (np.arange(n * n * 1.0).reshape(n, n) % 7, np.linspace(0.0, 1.0, n)), loops=False)
+    _check(row_through_a_product, lambda n: (np.arange(n * n * 1.0).reshape(n, n) % 7,
+                                             np.vstack([np.eye(n)[::-1]] * 2)), loops=False)
 
 
 def broadcasts(A):
