@@ -198,7 +198,7 @@ def partition(g: Graph) -> Plan:
 
 _QUIET = {"const", "dim", "reshape", "transpose", "getitem", "broadcast_to", "eager", "matmul", "full",
           "arange", "concatenate", "einsum", "setitem", "index", "take_along_axis", "cholesky", "inv", "cov",
-          "loop"}
+          "loop", "pyloop"}
 
 
 def _merge_refusal(g, union: set[int], succ) -> str | None:

@@ -16,6 +16,7 @@ from codegen.artifact import Artifact, KernelInfo
 from codegen.kernels import KernelABI, KernelEmitter
 from codegen.llvm import compile_ir
 from codegen.loops import emit_loop
+from codegen.pyloop import emit_pyloop, pyloop_abi
 from shapes.ir import Node
 
 
@@ -24,7 +25,8 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     """-> (module text, ABI of each kernel of the plan, (ABI, operands to
     prepare) of each matmul step that runs on the GEMM library kernel
     (codegen/gemm.py), by its node's output id, ABI of each re-rolled loop
-    (codegen/loops.py), by its node's output id).  `checked`: every load and
+    (codegen/loops.py) and lifted loop (codegen/pyloop.py), by its node's
+    first output's id).  `checked`: every load and
     store of the loop kernels is bounds-checked against its array (slow; for
     tests; matmuls then stay in numpy).  The text is "" when the plan has no
     kernel and no loop."""
@@ -34,12 +36,20 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
             (args, rows, inner), prepare = gemm.abi_of(s, contiguous)
             gemms[s.out.id] = (KernelABI(gemm.symbol_for(s.out.dtype), args, rows, inner), prepare)
     kernels = plan.kernels()
-    loop_nodes = [s for s in plan.steps if isinstance(s, Node) and s.op == "loop"]
+    loop_nodes = [s for s in plan.steps if isinstance(s, Node) and s.op in ("loop", "pyloop")]
     if not kernels and not loop_nodes:
         return "", [], gemms, {}
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
-    loops = {n.out.id: emit_loop(module, n, producers, f"sj_loop{k}") for k, n in enumerate(loop_nodes)}
+    loops, programs = {}, {}
+    for k, n in enumerate(loop_nodes):
+        if n.op == "loop":
+            loops[n.out.id] = emit_loop(module, n, producers, f"sj_loop{k}")
+            continue
+        prog = n.attr("program")  # (one function per program: a loop lifted again runs the same one)
+        if id(prog) not in programs:
+            programs[id(prog)] = emit_pyloop(module, n, f"sj_pyloop{k}")
+        loops[n.out.id] = dataclasses.replace(programs[id(prog)], args=pyloop_abi(n, programs[id(prog)].symbol).args)
     emitted: dict = {}
     exact = [_structure(k, producers, contiguous, checked) for k in kernels]
     general = [_generalized(k) for k in kernels]

@@ -101,6 +101,10 @@ class JitFunction:
         self._simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) \
             and not self.static_argnames
         self._n_params = len(params)
+        # the trailing defaults a positional call may leave out (the fast path binds them itself)
+        self._defaults = tuple(p.default for p in params if p.default is not p.empty) if self._simple else ()
+        if any(p.default is p.empty for p in params[self._n_params - len(self._defaults):]):
+            self._defaults = ()
         self._param_names = [p.name for p in params]
         unknown = set(self.dims) - set(self._param_names)
         if unknown:
@@ -121,6 +125,8 @@ class JitFunction:
         t0 = _now()
         if self._simple and not kwargs and len(args) == self._n_params:
             bound = args
+        elif self._defaults and not kwargs and self._n_params - len(self._defaults) <= len(args) < self._n_params:
+            bound = args + self._defaults[len(args) - self._n_params:]
         else:
             bound = self._bind(args, kwargs)
         leaves: list = []
@@ -386,7 +392,8 @@ class JitFunction:
 
     def _run_eagerly_once(self, err: RunEagerly, bound):
         why = {"eager_size_changed": "an eager op's output size changed",
-               "aliased_arguments": "an argument the function writes into shares memory with another"}
+               "aliased_arguments": "an argument the function writes into shares memory with another",
+               "lifted_loop": "a compiled loop met what Python or numpy raise or warn about"}
         self._count_fallback(err.reason, f"(one call) {why.get(err.reason, err.reason)}: {err}")
         return self._call_eager(bound)
 
@@ -531,6 +538,9 @@ class JitFunction:
                 if tr.breaks:
                     lines.append("    graph breaks (this entry serves calls that decide the same way):")
                     lines += ["      " + b.describe() for b in tr.breaks]
+                if tr.lift_refusals:
+                    lines.append("    loops traced as written (jit/lift.py could not compile them whole):")
+                    lines += ["      " + x for x in tr.lift_refusals]
                 lines.append("    graph:")
                 lines += ["      " + x for x in repr(tr.graph).splitlines()]
                 if plan is not None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
-from jit import pytree
+from jit import lift, pytree
 from jit.held import HeldObject, Lifter, Path, holder, user_file, user_module
 from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
 from shapes.env import Guard, ShapeEnv
@@ -32,6 +32,7 @@ class TraceResult:
     held: list = field(default_factory=list)  # paths of the held arrays, graph inputs after the arguments
     breaks: list = field(default_factory=list)  # graph breaks (jit/tracer.py Break), checked at run time
     dd_checks: list = field(default_factory=list)  # (condition, reason) on data-dependent sizes, checked at run time
+    lift_refusals: list = field(default_factory=list)  # loops left to the trace (jit/lift.py), and why
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects on the arguments it wrote into."""
@@ -171,7 +172,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
              if n.op == "eager" and any(o.id in live for o in n.outputs)]
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
-                       [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks)
+                       [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
+                       list(ctx.lift_refusals))
 
 
 def _writebacks(ctx: TraceContext, by_id: dict) -> dict:
@@ -410,11 +412,14 @@ class _Traceables:
                 continue
             w = self.value(v, Path(("cell", i)) if root else None)
             new_cells.append(c if w is v else types.CellType(w))
-        if not hits and all(a is b for a, b in zip(new_cells, cells)):
-            return fn
-        new = types.FunctionType(fn.__code__, {**g, **hits}, fn.__name__, fn.__defaults__,
-                                 tuple(new_cells) or None)
-        new.__kwdefaults__ = fn.__kwdefaults__
+        ctx = self.proxy._ctx
+        new = lift.traced_copy(fn, {**g, **hits}, tuple(new_cells), lambda r, f: lift.Hook(ctx, r, f))
+        if new is None:
+            if not hits and all(a is b for a, b in zip(new_cells, cells)):
+                return fn
+            new = types.FunctionType(fn.__code__, {**g, **hits}, fn.__name__, fn.__defaults__,
+                                     tuple(new_cells) or None)
+            new.__kwdefaults__ = fn.__kwdefaults__
         self.done[fn] = new
         return new
 

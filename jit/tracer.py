@@ -90,6 +90,7 @@ class TraceContext:
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) as Tracers when read
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
         self._constant: dict[int, bool] = {}
+        self.lift_refusals: list[str] = []  # loops jit/lift.py left to the trace, and why
 
     def new_value(self, dtype, shape, weak=False) -> Value:
         v = Value(self._next, np.dtype(dtype), tuple(shape), weak)
@@ -558,7 +559,10 @@ class Tracer:
     __neg__, __pos__, __abs__ = _unary("negative"), _unary("positive"), _unary("absolute")
     del _unary
 
-    def __invert__(self): return np.invert(self)
+    def __invert__(self):
+        if self.value.weak and self.dtype.kind == "i":  # (~ of a Python int stays a Python int)
+            return self.ctx.emit("invert", [self], {}, weak=True)
+        return np.invert(self)
 
     def _inplace(name):
         def f(self, other):

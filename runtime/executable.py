@@ -18,6 +18,7 @@ import sympy
 
 from shapes.ir import ArrayConst, Graph, Node
 from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, index_of, ops_returning
+from shapes.pyloop import ABORTS
 from shapes.pyexpr import compile_source, exprs_source, to_python
 from runtime import gemmchoice
 from runtime.bufferpool import BufferPool
@@ -54,6 +55,13 @@ class BreakMismatch(RunEagerly):
     reason = "graph_break"
 
 
+class LoopAbort(RunEagerly):
+    """A lifted loop met what Python or numpy raises or warns about (an
+    index out of range, an overflow, a division by zero): numpy runs the
+    call and does so."""
+    reason = "lifted_loop"
+
+
 class Aliased(RunEagerly):
     """An argument the function writes into shares memory with another
     argument: the functionalized graph would not see the write through it."""
@@ -87,6 +95,9 @@ class KernelCall:
                              # (a fused loop kernel; not a product, whose C[i, j] reads all of A's row i)
     target: bool = False   # a re-rolled loop: it updates its first input (in place when that is dead,
                            # else a copy) into its one output, its trips [0, rows) in order on this thread
+    lifted: tuple = ()     # a lifted Python loop: (input ids of the arrays it stores into, whose
+                           # copies are its first outputs; (value id, type) of each scalar input;
+                           # (value id, type) of each scalar output) (run_lifted)
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -167,7 +178,7 @@ def _poolable(steps, outputs) -> set[int]:
     cands, ok = set(), {}
     for st in steps:
         if isinstance(st, KernelCall):
-            if not st.target:
+            if not st.target and not st.lifted:
                 cands.update(o[0] for o in st.outputs)
         elif (st.op == "matmul" and st.out.dtype.kind == "f" and st.out.ndim >= 2
               and all(v.dtype == st.out.dtype for v in st.inputs)):
@@ -186,7 +197,7 @@ def _base_namespace(pool) -> dict:
             "_aliased": _aliased, "_slice": _slice, "_copy": _copy, "BreakMismatch": BreakMismatch,
             "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
-            "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter}
+            "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_run_lifted": run_lifted}
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
@@ -230,6 +241,13 @@ def _minimum(a, b):
 _OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
               "remainder": "%", "less": "<", "less_equal": "<=", "greater": ">",
               "greater_equal": ">=", "equal": "==", "not_equal": "!="}
+
+
+# Python's operators on Python ints (weak int operands): exact where numpy's int64 would wrap
+_PY_OPERATORS = {"add": "{} + {}", "subtract": "{} - {}", "multiply": "{} * {}", "floor_divide": "{} // {}",
+                 "remainder": "{} % {}", "bitwise_and": "{} & {}", "bitwise_or": "{} | {}",
+                 "bitwise_xor": "{} ^ {}", "left_shift": "{} << {}", "right_shift": "{} >> {}",
+                 "invert": "~{}", "negative": "-{}"}
 
 
 def _index_source(items, arrays: list[str], const) -> str:
@@ -332,7 +350,8 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views) 
     the setitem."""
     out = {}
     for k, (st, nxt) in enumerate(zip(steps, steps[1:])):
-        if not (isinstance(st, KernelCall) and not st.target and len(st.outputs) == 1 and not isinstance(nxt, KernelCall)
+        if not (isinstance(st, KernelCall) and not st.target and not st.lifted and len(st.outputs) == 1
+                and not isinstance(nxt, KernelCall)
                 and nxt.op == "setitem" and nxt.out.id in in_place and len(nxt.inputs) == 2):
             continue
         vid, shape, dtype = st.outputs[0]
@@ -514,6 +533,8 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
                     for vid, _, _ in n.outputs if (st := direct.get(vid)) is not None}
             if n.target:
                 lines += _loop_lines(n, names, const, functions, n.outputs[0][0] in in_place)
+            elif n.lifted:
+                lines += _lifted_lines(n, names, const, functions)
             else:
                 lines += _kernel_lines(n, names, const, functions, pooled, into)
             continue
@@ -558,6 +579,10 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             # (numpy's own operator: the same ufunc, but numpy scalars take their fast path)
             a, b = (names[v.id] for v in n.inputs)
             lines.append(f"    {outs} = {a} {_OPERATORS[n.op]} {b}")
+            continue
+        if n.op in _PY_OPERATORS and all(v.weak and v.dtype.kind in "iu" for v in n.inputs):
+            # (Python ints: Python's own operators, as the function's own code computes them)
+            lines.append(f"    {outs} = " + _PY_OPERATORS[n.op].format(*(names[v.id] for v in n.inputs)))
             continue
         if (n.op in ("maximum", "minimum") and n.out.ndim == 0
                 and all(v.ndim == 0 and not v.weak and v.dtype == n.out.dtype for v in n.inputs)):
@@ -680,6 +705,60 @@ def _loop_lines(kc: KernelCall, names, const, functions, in_place: bool) -> list
         lines = [f"    v{vid} = _copy({t})"]
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
     return lines + [f"    {fn}(0, {to_python(kc.rows)}, {', '.join(_arg_sources(kc, names, const))})"]
+
+
+def _lifted_lines(kc: KernelCall, names, const, functions) -> list[str]:
+    """A lifted loop's call (run_lifted): into copies of the arrays
+    it stores into (the loop may abort: the caller's arrays stay as they
+    were); its scalars through int64 buffers."""
+    written, scalars_in, scalars_out = kc.lifted
+    lines = []
+    for (vid, _, _), src in zip(kc.outputs, written):
+        names[vid] = f"v{vid}"
+        lines.append(f"    v{vid} = _copy({names[src]})")
+    for vid, _ in scalars_out:
+        names[vid] = f"v{vid}"
+    fn = const(functions[kc.symbol], ("kernel", kc.symbol))
+    arrays = "(" + "".join(names[a[1]] + ", " for a in kc.args if a[0] == "array" and type(a[1]) is int) + ")"
+    ins = "(" + "".join(names[vid] + ", " for vid, _ in scalars_in) + ")"
+    spec = const((tuple(t for _, t in scalars_in), tuple(t for _, t in scalars_out)))
+    call = f"_run_lifted({fn}, {arrays}, {ins}, {spec})"
+    outs = "".join(names[vid] + ", " for vid, _ in scalars_out)
+    lines.append(f"    {outs} = {call}" if outs else f"    {call}")
+    return lines
+
+
+def run_lifted(fn, arrays: tuple, scalars: tuple, spec: tuple) -> tuple:
+    """Run a lifted loop's function (codegen/pyloop.py ABI): its scalar
+    inputs packed into int64 slots by type (shapes/pyloop.py types), its
+    scalar outputs unpacked as Python or numpy scalars of their types."""
+    in_types, out_types = spec
+    ins = np.empty(max(1, len(scalars)), np.int64)
+    as_f64, as_u64 = ins.view(np.float64), ins.view(np.uint64)
+    for k, (x, t) in enumerate(zip(scalars, in_types)):
+        if t in ("float", "np.float64", "np.float32"):
+            as_f64[k] = x
+        elif t == "np.uint64":
+            as_u64[k] = x
+        elif -(1 << 63) <= int(x) < (1 << 63):
+            ins[k] = int(x)
+        else:  # (a Python int past 64 bits)
+            raise LoopAbort("a Python int past 64 bits")
+    outs = np.zeros(max(1, len(out_types)), np.int64)
+    status = np.zeros(1, np.int64)
+    fn(0, 1, *arrays, ins, outs, status)
+    if status[0]:
+        raise LoopAbort(ABORTS.get(int(status[0]), "an abort"))
+    f64, u64 = outs.view(np.float64), outs.view(np.uint64)
+    return tuple(_UNPACK[t](outs, f64, u64, k) for k, t in enumerate(out_types))
+
+
+_UNPACK = {"int": lambda i, f, u, k: int(i[k]), "bool": lambda i, f, u, k: bool(i[k]),
+           "float": lambda i, f, u, k: float(f[k]), "np.bool": lambda i, f, u, k: np.bool_(i[k]),
+           "np.float64": lambda i, f, u, k: f[k], "np.float32": lambda i, f, u, k: np.float32(f[k]),
+           "np.uint64": lambda i, f, u, k: u[k],
+           **{"np." + d: (lambda d: lambda i, f, u, k: np.dtype(d).type(i[k]))(d)
+              for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")}}
 
 
 def _arg_sources(kc: KernelCall, names, const, local=None) -> list[str]:

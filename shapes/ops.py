@@ -23,6 +23,7 @@ import sympy
 from shapes.env import ShapeEnv
 from shapes.ir import Value
 from shapes.loop import run_loop
+from shapes.pyloop import dtype_of, run_pyloop
 
 ELEMENTWISE = "elementwise"
 REDUCE = "reduce"
@@ -33,6 +34,7 @@ CREATION = "creation"
 UPDATE = "update"
 GATHER = "gather"
 LOOP = "loop"    # a re-rolled Python loop (shapes/loop.py): updates its first operand
+LIFTED = "lifted"  # a lifted Python loop (shapes/pyloop.py): new contents of the arrays it stores into, scalars
 NUMPY = "numpy"  # a numpy function with a shape rule, run as a numpy step (no kernel emitter)
 OPAQUE = "opaque"
 
@@ -45,7 +47,7 @@ TARGET = "target"          # its first operand's buffer, written, when that is d
 EXTERNAL = "external"      # not made by the executable: a captured array, a scalar, anything (eager)
 
 _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: FRESH_C, CONCAT: FRESH_C,
-              CREATION: FRESH_C, UPDATE: TARGET, LOOP: TARGET, GATHER: FRESH, NUMPY: FRESH, OPAQUE: EXTERNAL}
+              CREATION: FRESH_C, UPDATE: TARGET, LOOP: TARGET, LIFTED: FRESH, GATHER: FRESH, NUMPY: FRESH, OPAQUE: EXTERNAL}
 
 
 # What a fused kernel computes (codegen/emitters.py holds the emitter of each
@@ -493,6 +495,16 @@ register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [n
 # -------------------------------------------------------------------- loop
 
 register("loop", LOOP, run_loop, lambda env, i, a: [i[0].shape], _same_dtype)
+
+
+def _lifted_written(attrs) -> list:
+    prog = dict(attrs)["program"]
+    return [k for k, p in enumerate(p for p in prog.params if p[1] != "const") if p[1] == "written"]
+
+
+register("pyloop", LIFTED, run_pyloop,
+         lambda env, i, a: [i[k].shape for k in _lifted_written(a)] + [()] * len(dict(a)["program"].outputs),
+         lambda i, a: [i[k].dtype for k in _lifted_written(a)] + [dtype_of(t) for _, t in dict(a)["program"].outputs])
 
 
 # ------------------------------------------------------------------ opaque

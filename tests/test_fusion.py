@@ -6,7 +6,7 @@ from bench import workloads as W
 from clustering import partition, run_pipeline
 from clustering.passes import cse, dce, decompose, simplify
 from jit import jit
-from shapes.ops import OPS, OPAQUE, CREATION, VIEW, MATMUL, CONCAT, UPDATE, GATHER, NUMPY, LOOP
+from shapes.ops import OPS, OPAQUE, CREATION, VIEW, MATMUL, CONCAT, UPDATE, GATHER, NUMPY, LOOP, LIFTED
 from tests.conftest import assert_like_numpy
 
 
@@ -131,7 +131,7 @@ def test_every_op_has_an_emitter_or_is_eager_only():
     assert set(REDUCERS) == kernel_ops(REDUCE)
     assert set(EMITTERS) == kernel_ops() - kernel_ops(REDUCE)
     numpy_steps = {name for name, op in OPS.items()
-                   if op.category in (OPAQUE, CREATION, VIEW, MATMUL, CONCAT, UPDATE, GATHER, NUMPY, LOOP)}
+                   if op.category in (OPAQUE, CREATION, VIEW, MATMUL, CONCAT, UPDATE, GATHER, NUMPY, LOOP, LIFTED)}
     eager_only = set(OPS) - kernel_ops() - numpy_steps
     # documented: these elementwise ops and reductions run as numpy steps
     assert eager_only == {

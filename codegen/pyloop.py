@@ -1,0 +1,614 @@
+"""Lowering a lifted Python loop (shapes/pyloop.py) to one LLVM function.
+
+ABI: `void k(i64 start, i64 stop, i8* arrays...)` (the kernels' ABI with
+no ints and no floats; start and stop are not read): the arrays are numpy
+array objects, in order the written arrays (copies the loop stores into),
+the arrays it reads, then three int64 buffers: the scalar inputs, the scalar
+outputs (ints sign- or zero-extended, floats as doubles' bits, bools 0/1)
+and the status, 0 or an abort code (shapes/pyloop.py ABORTS).
+
+Variables live in stack slots, one per name and type (LLVM promotes them to
+registers).  Every index is wrapped and bounds-checked against the array's
+extent; every operation Python or numpy would refuse or report (an integer
+overflow, a division by zero, an inexact conversion, a math domain error)
+branches to an abort that sets the status and returns, before anything the
+caller can see is written."""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, KernelABI, array_field
+from shapes.ir import Node
+from shapes.pyloop import COMPARISONS, PyLoop, dtype_of, is_weak
+
+I1, I16, I32 = ir.IntType(1), ir.IntType(16), ir.IntType(32)
+F32 = ir.FloatType()
+_LL = {**LLTYPE, np.dtype(np.int8): I8, np.dtype(np.uint8): I8, np.dtype(np.int16): I16,
+       np.dtype(np.uint16): I16, np.dtype(np.uint32): I32, np.dtype(np.uint64): I64}
+_ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_LIBM = {"tan": "tan", "tanh": "tanh"}
+
+
+def lltype(t: str):
+    return _LL[dtype_of(t)]
+
+
+def kind(t: str) -> str:
+    """b | i | u | f of a type (a weak int is signed 64-bit)."""
+    return dtype_of(t).kind
+
+
+def pyloop_abi(node: Node, symbol: str) -> KernelABI:
+    prog: PyLoop = node.attr("program")
+    written = [p for p in prog.params if p[1] == "written"]
+    ins = [v for v, p in zip(node.inputs, [p for p in prog.params if p[1] != "const"])]
+    kinds = [p[1] for p in prog.params if p[1] != "const"]
+    args = [("array", o.id) for o in node.outputs[:len(written)]]
+    args += [("array", v.id) for v, k in zip(ins, kinds) if k == "array"]
+    args += [("array", "#in"), ("array", "#out"), ("array", "#status")]
+    return KernelABI(symbol, tuple(args), 1, 1)
+
+
+def emit_pyloop(module: ir.Module, node: Node, symbol: str) -> KernelABI:
+    abi = pyloop_abi(node, symbol)
+    prog = node.attr("program")
+    ndims = {p[0]: v.ndim for p, v in zip([p for p in prog.params if p[1] != "const"], node.inputs)}
+    _Emitter(module, prog, symbol, abi.n_arrays, ndims).emit()
+    return abi
+
+
+class _Emitter:
+    def __init__(self, module, prog: PyLoop, symbol: str, n_arrays: int, ndims: dict):
+        self.m, self.prog, self.ndims = module, prog, ndims
+        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * n_arrays)
+        self.fn = ir.Function(module, fnty, symbol)
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.slots: dict = {}
+        self.loops: list = []  # (continue block, break block) of the loops being emitted
+        self.aborts: dict = {}
+
+    # ------------------------------------------------------------ driver
+    def emit(self) -> None:
+        b, prog = self.b, self.prog
+        objs = list(self.fn.args[2:])
+        written = [p for p in prog.params if p[1] == "written"]
+        read = [p for p in prog.params if p[1] == "array"]
+        self.arrays = {}
+        for p, obj in zip(written + read, objs):
+            self.arrays[p[0]] = self._array(obj, p[2])
+        ins, outs, status = (b.bitcast(array_field(b, o, DATA_OFFSET, I8.as_pointer()), I64.as_pointer())
+                             for o in objs[-3:])
+        self.status = status
+        k = 0
+        for name, kind_, t, _ in prog.params:
+            if kind_ == "scalar":
+                raw = b.load(b.gep(ins, [ir.Constant(I64, k)]))
+                b.store(self._decode(raw, t), self.slot(name, t))
+                k += 1
+        self.block(prog.body)
+        for k, (name, t) in enumerate(prog.outputs):
+            b.store(self._encode(b.load(self.slot(name, t)), t), b.gep(outs, [ir.Constant(I64, k)]))
+        b.ret_void()
+
+    def _array(self, obj, t: str):
+        b = self.b
+        nd_dt = dtype_of(t)
+        data = array_field(b, obj, DATA_OFFSET, I8.as_pointer())
+        dims_p = array_field(b, obj, DIMS_OFFSET, I64.as_pointer())
+        strides_p = array_field(b, obj, STRIDES_OFFSET, I64.as_pointer())
+        return data, dims_p, strides_p, nd_dt
+
+    def slot(self, name: str, t: str):
+        key = (name, t)
+        if key not in self.slots:
+            with self.b.goto_entry_block():
+                self.slots[key] = self.b.alloca(lltype(t), name=f"{name}.{t}")
+        return self.slots[key]
+
+    def abort(self, cond, code: int) -> None:
+        """Branch to the abort of `code` when cond (i1) holds."""
+        if code not in self.aborts:
+            blk = self.fn.append_basic_block(f"abort{code}")
+            with self.b.goto_block(blk):
+                self.b.store(ir.Constant(I64, code), self.status)
+                self.b.ret_void()
+            self.aborts[code] = blk
+        ok = self.fn.append_basic_block("ok")
+        self.b.cbranch(cond, self.aborts[code], ok)
+        self.b.position_at_end(ok)
+
+    def _decode(self, raw, t: str):
+        b, k = self.b, kind(t)
+        if k == "b":
+            return b.icmp_unsigned("!=", raw, ir.Constant(I64, 0))
+        if k == "f":
+            d = b.bitcast(raw, F64)
+            return d if lltype(t) == F64 else b.fptrunc(d, F32)
+        ty = lltype(t)
+        return raw if ty == I64 else b.trunc(raw, ty)
+
+    def _encode(self, v, t: str):
+        b, k = self.b, kind(t)
+        if k == "b":
+            return b.zext(v, I64)
+        if k == "f":
+            return b.bitcast(v if v.type == F64 else b.fpext(v, F64), I64)
+        if v.type == I64:
+            return v
+        return b.sext(v, I64) if k == "i" else b.zext(v, I64)
+
+    # --------------------------------------------------------- statements
+    def block(self, stmts) -> None:
+        for s in stmts:
+            if self.b.block.is_terminated:
+                return
+            getattr(self, "s_" + s[0])(*s[1:])
+
+    def s_set(self, name, e):
+        self.b.store(self.expr(e), self.slot(name, e[1]))
+
+    def s_store(self, arr, idx, e):
+        v = self.expr(e)
+        ptr = self._element(arr, idx)
+        if kind(e[1]) == "b":
+            v = self.b.zext(v, I8)
+        self.b.store(v, ptr)
+
+    def s_if(self, c, then, orelse):
+        b = self.b
+        cond = self.expr(c)
+        t_blk, e_blk, end = (self.fn.append_basic_block(n) for n in ("then", "else", "endif"))
+        b.cbranch(cond, t_blk, e_blk)
+        for blk, stmts in ((t_blk, then), (e_blk, orelse)):
+            b.position_at_end(blk)
+            self.block(stmts)
+            if not b.block.is_terminated:
+                b.branch(end)
+        b.position_at_end(end)
+
+    def s_break(self):
+        self.b.branch(self.loops[-1][1])
+
+    def s_continue(self):
+        self.b.branch(self.loops[-1][0])
+
+    def s_for(self, counter, bounds, bodies):
+        b = self.b
+        start, stop, step = (self.expr(x) for x in bounds)
+        zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+        self.abort(b.icmp_signed("==", step, zero), 6)
+        # trips: ceil((stop - start) / step) when positive, in 128 bits (no overflow)
+        w = ir.IntType(128)
+        span = b.sub(b.sext(stop, w), b.sext(start, w))
+        st = b.sext(step, w)
+        up = b.icmp_signed(">", st, ir.Constant(w, 0))
+        adj = b.select(up, b.sub(st, ir.Constant(w, 1)), b.add(st, ir.Constant(w, 1)))
+        n = b.sdiv(b.add(span, adj), st)
+        n = b.select(b.icmp_signed(">", n, ir.Constant(w, 0)), n, ir.Constant(w, 0))
+        n = b.trunc(n, I64)
+        k = len(bodies) - 1
+        if k:
+            self.abort(b.icmp_signed("<", n, ir.Constant(I64, k)), 5)
+        end = self.fn.append_basic_block("for.end")
+        var = self.slot(counter, "int")
+        for t in range(k):  # (the trips whose types differ: peeled)
+            nxt = self.fn.append_basic_block(f"peel{t}.next")
+            b.store(b.add(start, b.mul(ir.Constant(I64, t), step)), var)
+            self.loops.append((nxt, end))
+            self.block(bodies[t])
+            self.loops.pop()
+            if not b.block.is_terminated:
+                b.branch(nxt)
+            b.position_at_end(nxt)
+        head, body, latch = (self.fn.append_basic_block(x) for x in ("for.head", "for.body", "for.latch"))
+        i_slot = self.slot("#trip" + str(id(bodies)), "int")
+        b.store(ir.Constant(I64, k), i_slot)
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.load(i_slot)
+        b.cbranch(b.icmp_signed("<", i, n), body, end)
+        b.position_at_end(body)
+        b.store(b.add(start, b.mul(i, step)), var)
+        self.loops.append((latch, end))
+        self.block(bodies[k])
+        self.loops.pop()
+        if not b.block.is_terminated:
+            b.branch(latch)
+        b.position_at_end(latch)
+        b.store(b.add(b.load(i_slot), one), i_slot)
+        b.branch(head)
+        b.position_at_end(end)
+
+    # -------------------------------------------------------- expressions
+    def expr(self, e):
+        return getattr(self, "e_" + e[0])(*e[1:])
+
+    def e_const(self, t, value):
+        ty = lltype(t)
+        if kind(t) == "f":
+            return ir.Constant(ty, float(value))
+        if kind(t) == "b":
+            return ir.Constant(I1, int(bool(value)))
+        v = int(value)
+        bits = ty.width
+        return ir.Constant(ty, v & ((1 << bits) - 1))
+
+    def e_var(self, t, name):
+        return self.b.load(self.slot(name, t))
+
+    def e_dim(self, t, arr, axis):
+        _, dims, _, _ = self.arrays[arr]
+        return self.b.load(self.b.gep(dims, [ir.Constant(I64, axis)]))
+
+    def _element(self, arr, idx):
+        return self._address(arr, [self.expr(ie) for ie in idx])
+
+    def _address(self, arr, idx, checked=True):
+        """The address of arr[idx] (i64 indices: negative ones wrap; out of
+        range aborts, as numpy raises IndexError)."""
+        b = self.b
+        data, dims, strides, dt = self.arrays[arr]
+        off = ir.Constant(I64, 0)
+        for axis, i in enumerate(idx):
+            if checked:
+                d = b.load(b.gep(dims, [ir.Constant(I64, axis)]))
+                i = b.select(b.icmp_signed("<", i, ir.Constant(I64, 0)), b.add(i, d), i)
+                self.abort(b.or_(b.icmp_signed("<", i, ir.Constant(I64, 0)), b.icmp_signed(">=", i, d)), 1)
+            s = b.load(b.gep(strides, [ir.Constant(I64, axis)]))
+            off = b.add(off, b.mul(i, s))
+        ty = I8 if dt.kind == "b" else _LL[dt]
+        return b.bitcast(b.gep(data, [off]), ty.as_pointer())
+
+    def _loaded(self, ptr, dt):
+        v = self.b.load(ptr)
+        return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if dt.kind == "b" else v
+
+    # ------------------------------------------------------------ vectors
+    def s_setview(self, hidden, arr, lo, hi, step):
+        """A 1-D slice's start, length and step, as Python's slice.indices."""
+        b = self.b
+        _, dims, _, _ = self.arrays[arr]
+        n = b.load(dims)
+        zero, one, m1 = ir.Constant(I64, 0), ir.Constant(I64, 1), ir.Constant(I64, -1)
+        st = one if step is None else self.expr(step)
+        self.abort(b.icmp_signed("==", st, zero), 6)
+        neg = b.icmp_signed("<", st, zero)
+
+        def bound(x, default_up, default_down):
+            if x is None:
+                return b.select(neg, default_down, default_up)
+            v = self.expr(x)
+            v = b.select(b.icmp_signed("<", v, zero), b.add(v, n), v)
+            low = b.select(neg, m1, zero)
+            high = b.select(neg, b.sub(n, one), n)
+            v = b.select(b.icmp_signed("<", v, zero), low, v)
+            return b.select(b.icmp_signed(">=", v, n), high, v)
+        start = bound(lo, zero, b.sub(n, one))
+        stop = bound(hi, n, m1)
+        up_len = b.add(b.sdiv(b.sub(b.sub(stop, start), one), st), one)
+        down_len = b.add(b.sdiv(b.sub(b.sub(start, stop), one), b.sub(zero, st)), one)
+        length = b.select(neg, b.select(b.icmp_signed("<", stop, start), down_len, zero),
+                          b.select(b.icmp_signed("<", start, stop), up_len, zero))
+        for part, v in (("start", start), ("len", length), ("step", st)):
+            b.store(v, self.slot(f"{hidden}#{part}", "int"))
+
+    def _vlen(self, v):
+        if v[0] == "view":
+            return self.b.load(self.slot(f"{v[2]}#len", "int"))
+        return self._vlen(v[3])  # (a gather: as long as its index vector)
+
+    def _velem(self, v, k):
+        """(element k of vector v, its dtype); k is in range."""
+        b = self.b
+        if v[0] == "view":
+            start, step = (b.load(self.slot(f"{v[2]}#{p}", "int")) for p in ("start", "step"))
+            dt = self.arrays[v[3]][3]
+            return self._loaded(self._address(v[3], [b.add(start, b.mul(k, step))], checked=False), dt), dt
+        i, idt = self._velem(v[3], k)
+        i = self._convert(i, "np." + idt.name, "int", "value")
+        dt = self.arrays[v[2]][3]
+        return self._loaded(self._address(v[2], [i]), dt), dt
+
+    def _vloop(self, n, body):
+        """body(k) for k in [0, n), in order."""
+        b = self.b
+        with b.goto_entry_block():
+            k_slot = b.alloca(I64)
+        b.store(ir.Constant(I64, 0), k_slot)
+        head, blk, end = (self.fn.append_basic_block(x) for x in ("v.head", "v.body", "v.end"))
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.load(k_slot)
+        b.cbranch(b.icmp_signed("<", k, n), blk, end)
+        b.position_at_end(blk)
+        body(k)
+        b.store(b.add(b.load(k_slot), ir.Constant(I64, 1)), k_slot)
+        b.branch(head)
+        b.position_at_end(end)
+
+    def _accumulate(self, t, n, step, init):
+        b = self.b
+        with b.goto_entry_block():
+            acc = b.alloca(lltype(t))
+        b.store(init, acc)
+        self._vloop(n, lambda k: b.store(step(b.load(acc), k), acc))
+        return b.load(acc)
+
+    def e_veclen(self, t, v):
+        return self._vlen(v)
+
+    def e_size(self, t, arr):
+        b = self.b
+        _, dims, _, dt = self.arrays[arr]
+        n = ir.Constant(I64, 1)
+        for axis in range(self.ndims[arr]):
+            n = b.mul(n, b.load(b.gep(dims, [ir.Constant(I64, axis)])))
+        return n
+
+    def e_dot(self, t, x, y):
+        b = self.b
+        n = self._vlen(x)
+        self.abort(b.icmp_signed("!=", n, self._vlen(y)), 7)
+
+        def step(acc, k):
+            (u, du), (w, dw) = self._velem(x, k), self._velem(y, k)
+            u, w = self._convert(u, "np." + du.name, t, "value"), self._convert(w, "np." + dw.name, t, "value")
+            return b.fadd(acc, b.fmul(u, w)) if kind(t) == "f" else b.add(acc, b.mul(u, w))
+        return self._accumulate(t, n, step, self.e_const(t, 0))
+
+    def e_reduce(self, t, op, v):
+        b = self.b
+        n = self._vlen(v)
+        f = kind(t) == "f"
+
+        def elem(k):
+            u, du = self._velem(v, k)
+            return self._convert(u, "np." + du.name, t, "value")
+        if op == "sum":
+            return self._accumulate(t, n, lambda acc, k: b.fadd(acc, elem(k)) if f else b.add(acc, elem(k)),
+                                    self.e_const(t, 0))
+        self.abort(b.icmp_signed("==", n, ir.Constant(I64, 0)), 7)  # (numpy: no identity)
+        cmp = ">" if op == "max" else "<"
+
+        def step(acc, k):
+            x = elem(k)
+            if f:
+                m = b.select(b.fcmp_ordered(cmp, x, acc), x, acc)
+                return b.select(b.fcmp_unordered("uno", x, x), x, m)  # (nan propagates, as numpy's)
+            better = (b.icmp_signed if kind(t) == "i" else b.icmp_unsigned)(cmp, x, acc)
+            return b.select(better, x, acc)
+        return self._accumulate(t, n, step, elem(ir.Constant(I64, 0)))
+
+    def e_load(self, t, arr, idx):
+        return self._loaded(self._element(arr, idx), dtype_of(t))
+
+    def e_truth(self, t, e):
+        v = self.expr(e)
+        if kind(e[1]) == "f":
+            return self.b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+        return self.b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+
+    def e_not(self, t, c):
+        return self.b.xor(self.expr(c), ir.Constant(I1, 1))
+
+    def _short(self, a, b_expr, is_and: bool):
+        b = self.b
+        x = self.expr(a)
+        start = b.block
+        rhs, end = self.fn.append_basic_block("sc.rhs"), self.fn.append_basic_block("sc.end")
+        if is_and:
+            b.cbranch(x, rhs, end)
+        else:
+            b.cbranch(x, end, rhs)
+        b.position_at_end(rhs)
+        y = self.expr(b_expr)
+        rhs_end = b.block
+        b.branch(end)
+        b.position_at_end(end)
+        phi = b.phi(I1)
+        phi.add_incoming(x, start)
+        phi.add_incoming(y, rhs_end)
+        return phi
+
+    def e_and(self, t, a, c):
+        return self._short(a, c, True)
+
+    def e_or(self, t, a, c):
+        return self._short(a, c, False)
+
+    def e_select(self, t, c, x, y):
+        b = self.b
+        cond = self.expr(c)
+        blks = [self.fn.append_basic_block(n) for n in ("sel.a", "sel.b", "sel.end")]
+        b.cbranch(cond, blks[0], blks[1])
+        vals = []
+        for blk, e in zip(blks[:2], (x, y)):
+            b.position_at_end(blk)
+            vals.append((self.expr(e), b.block))
+            b.branch(blks[2])
+        b.position_at_end(blks[2])
+        phi = b.phi(lltype(t))
+        for v, blk in vals:
+            phi.add_incoming(v, blk)
+        return phi
+
+    def e_cvt(self, t, e, mode):
+        return self._convert(self.expr(e), e[1], t, mode)
+
+    def _convert(self, v, s, t, mode):
+        """v (of type s) as a t (the module docstring of shapes/pyloop.py)."""
+        b = self.b
+        if s == t:
+            return v
+        ks, kt = kind(s), kind(t)
+        ty = lltype(t)
+        if ks == "b":
+            return v if kt == "b" else b.uitofp(v, ty) if kt == "f" else b.zext(v, ty)
+        if kt == "b":
+            return (b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0)) if ks == "f"
+                    else b.icmp_unsigned("!=", v, ir.Constant(v.type, 0)))
+        if ks == "f" and kt == "f":
+            return v if v.type == ty else b.fpext(v, ty) if ty == F64 else b.fptrunc(v, ty)
+        if ks == "f":  # to an integer, truncated: nan, inf and out of range abort
+            bits = ty.width
+            lo, hi = (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1)) if kt == "i" else (-1.0, 2.0 ** bits)
+            x = v if v.type == F64 else b.fpext(v, F64)
+            low_ok = (b.fcmp_ordered(">=", x, ir.Constant(F64, lo)) if kt == "i"
+                      else b.fcmp_ordered(">", x, ir.Constant(F64, lo)))
+            self.abort(b.not_(b.and_(low_ok, b.fcmp_ordered("<", x, ir.Constant(F64, hi)))), 2)
+            return b.fptosi(x, ty) if kt == "i" else b.fptoui(x, ty)
+        if kt == "f":  # an integer to a float
+            if mode == "exact":
+                lim = 1 << 53
+                big = (b.icmp_unsigned(">", v if ks == "u" else b.select(b.icmp_signed("<", v, ir.Constant(v.type, 0)),
+                                                                          b.neg(v), v), ir.Constant(v.type, lim))
+                       if v.type.width > 53 else ir.Constant(I1, 0))
+                self.abort(big, 2)
+            return b.sitofp(v, ty) if ks == "i" else b.uitofp(v, ty)
+        # integer to integer
+        sw, tw = v.type.width, ty.width
+        if is_weak(s) and not is_weak(t) or is_weak(t) and not is_weak(s) or mode == "exact":
+            self.abort(self._out_of_range(v, ks, kt, tw), 2)  # (Python's int: exact or an error)
+        if sw == tw:
+            return v
+        if sw > tw:
+            return b.trunc(v, ty)
+        return b.sext(v, ty) if ks == "i" else b.zext(v, ty)
+
+    def _out_of_range(self, v, ks, kt, tw):
+        """Whether integer v (kind ks) does not fit a kt integer of tw bits."""
+        b = self.b
+        w = ir.IntType(max(v.type.width, tw) + 1)
+        x = b.sext(v, w) if ks == "i" else b.zext(v, w)
+        lo, hi = (-(1 << (tw - 1)), (1 << (tw - 1)) - 1) if kt == "i" else (0, (1 << tw) - 1)
+        return b.or_(b.icmp_signed("<", x, ir.Constant(w, lo)), b.icmp_signed(">", x, ir.Constant(w, hi)))
+
+    def e_un(self, t, op, a):
+        b = self.b
+        v = self.expr(a)
+        k = kind(t)
+        if op == "invert":
+            return b.xor(v, ir.Constant(v.type, -1 if k != "b" else 1))
+        if k == "f":
+            return b.fneg(v) if op == "neg" else b.call(self.m.declare_intrinsic("llvm.fabs", [v.type]), [v])
+        zero = ir.Constant(v.type, 0)
+        if k == "u":
+            if op == "neg":
+                self.abort(b.icmp_unsigned("!=", v, zero), 2)
+                return zero
+            return v
+        self.abort(b.icmp_signed("==", v, ir.Constant(v.type, -(1 << (v.type.width - 1)))), 2)
+        neg = b.sub(zero, v)
+        return neg if op == "neg" else b.select(b.icmp_signed("<", v, zero), neg, v)
+
+    def e_call(self, t, name, args, flavor):
+        b = self.b
+        x = self.expr(args[0])
+        ty = x.type
+        f64 = ty == F64
+        if flavor == "math":
+            if name == "sqrt":
+                self.abort(b.fcmp_ordered("<", x, ir.Constant(ty, 0.0)), 4)
+            elif name == "log":
+                self.abort(b.fcmp_ordered("<=", x, ir.Constant(ty, 0.0)), 4)
+            elif name in ("sin", "cos", "tan"):
+                self.abort(b.fcmp_ordered("==", b.call(self.m.declare_intrinsic("llvm.fabs", [ty]), [x]),
+                                          ir.Constant(ty, float("inf"))), 4)
+        if name in _LIBM:
+            sym = _LIBM[name] + ("" if f64 else "f")
+            fn = self.m.globals.get(sym) or ir.Function(self.m, ir.FunctionType(ty, [ty]), sym)
+            r = b.call(fn, [x])
+        else:
+            r = b.call(self.m.declare_intrinsic(f"llvm.{name}", [ty]), [x])
+        if flavor == "math" and name == "exp":  # (OverflowError where the result overflows)
+            inf = ir.Constant(ty, float("inf"))
+            self.abort(b.and_(b.fcmp_ordered("==", r, inf), b.fcmp_ordered("!=", x, inf)), 2)
+        return r
+
+    def e_bin(self, t, op, a, c):
+        b = self.b
+        x, y = self.expr(a), self.expr(c)
+        k = kind(a[1])
+        if op in COMPARISONS:
+            if k == "f":
+                return (b.fcmp_unordered("!=", x, y) if op == "ne" else b.fcmp_ordered(_ICMP[op], x, y))
+            return (b.icmp_signed if k == "i" else b.icmp_unsigned)(_ICMP[op], x, y)
+        if op in ("min", "max"):
+            if k == "f":
+                better = b.fcmp_ordered("<" if op == "min" else ">", y, x)
+            else:
+                better = (b.icmp_signed if k == "i" else b.icmp_unsigned)("<" if op == "min" else ">", y, x)
+            return b.select(better, y, x)
+        if op in ("and", "or", "xor"):
+            return getattr(b, {"and": "and_", "or": "or_", "xor": "xor"}[op])(x, y)
+        if k == "f":
+            return self._float_bin(op, x, y, a[1])
+        return self._int_bin(op, x, y, k, is_weak(a[1]))
+
+    def _float_bin(self, op, x, y, t):
+        b = self.b
+        if op in ("add", "sub", "mul"):
+            return getattr(b, "f" + op)(x, y)
+        zero = ir.Constant(x.type, 0.0)
+        if op == "truediv":
+            if is_weak(t):
+                self.abort(b.fcmp_ordered("==", y, zero), 3)
+            return b.fdiv(x, y)
+        self.abort(b.fcmp_ordered("==", y, zero), 3)
+        # floordiv and mod as Python's float divmod (numpy's npy_divmod computes the same)
+        mod = b.frem(x, y)
+        div = b.fdiv(b.fsub(x, mod), y)
+        adjust = b.and_(b.fcmp_unordered("!=", mod, zero),
+                        b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
+        mod = b.select(adjust, b.fadd(mod, y), mod)
+        div = b.select(adjust, b.fsub(div, ir.Constant(x.type, 1.0)), div)
+        copysign = lambda m, s: b.call(self.m.declare_intrinsic("llvm.copysign", [x.type]), [m, s])
+        if op == "mod":
+            return b.select(b.fcmp_unordered("!=", mod, zero), mod, copysign(zero, y))
+        fl = b.call(self.m.declare_intrinsic("llvm.floor", [x.type]), [div])
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), ir.Constant(x.type, 0.5)),
+                      b.fadd(fl, ir.Constant(x.type, 1.0)), fl)
+        return b.select(b.fcmp_unordered("!=", div, zero), fl, copysign(zero, b.fdiv(x, y)))
+
+    def _int_bin(self, op, x, y, k, weak: bool):
+        b = self.b
+        ty = x.type
+        zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
+        signed = k == "i"
+        if op in ("add", "sub", "mul"):
+            f = self.m.declare_intrinsic(f"llvm.{'s' if signed else 'u'}{op}.with.overflow", [ty],
+                                         ir.FunctionType(ir.LiteralStructType([ty, I1]), [ty, ty]))
+            r = b.call(f, [x, y])
+            self.abort(b.extract_value(r, 1), 2)
+            return b.extract_value(r, 0)
+        if op in ("floordiv", "mod"):
+            self.abort(b.icmp_unsigned("==", y, zero), 3)
+            if not signed:
+                return b.udiv(x, y) if op == "floordiv" else b.urem(x, y)
+            minus_one = ir.Constant(ty, -1)
+            is_m1 = b.icmp_signed("==", y, minus_one)
+            if op == "floordiv":
+                self.abort(b.and_(is_m1, b.icmp_signed("==", x, ir.Constant(ty, -(1 << (ty.width - 1))))), 2)
+            ys = b.select(is_m1, one, y)  # (srem of MIN by -1 is undefined; x % -1 is 0)
+            q, r = b.sdiv(x, ys), b.srem(x, ys)
+            q = b.select(is_m1, b.sub(zero, x), q)
+            r = b.select(is_m1, zero, r)
+            adjust = b.and_(b.icmp_signed("!=", r, zero),
+                            b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
+            return b.select(adjust, b.sub(q, one), q) if op == "floordiv" else b.select(adjust, b.add(r, y), r)
+        if op in ("lshift", "rshift"):
+            self.abort(b.icmp_signed("<", y, zero) if signed else ir.Constant(I1, 0), 2)
+            wide = b.icmp_unsigned(">=", y, ir.Constant(ty, ty.width))
+            ys = b.select(wide, zero, y)
+            if op == "rshift":
+                r = b.ashr(x, ys) if signed else b.lshr(x, ys)
+                full = b.select(b.icmp_signed("<", x, zero), ir.Constant(ty, -1), zero) if signed else zero
+                return b.select(wide, full, r)
+            r = b.shl(x, ys)
+            if weak:  # (a Python int: the bits shifted out must not be lost)
+                lost = b.or_(b.and_(wide, b.icmp_signed("!=", x, zero)),
+                             b.icmp_signed("!=", b.ashr(r, ys), x))
+                self.abort(lost, 2)
+            return b.select(wide, zero, r)
+        raise ValueError(f"integer op {op}")

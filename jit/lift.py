@@ -1,0 +1,890 @@
+"""Lifting Python loops over scalars out of the trace (numba's loop
+lifting, for a tracing JIT).
+
+A loop such as CRC's `for byte in data: ... if crc & 1: crc = (crc >> 1) ^
+poly` decides on traced values at every trip: traced, it is a graph break
+per trip, past MAX_BREAKS the whole function runs eagerly.  Here the loop
+is typed from its source instead and becomes one `pyloop` node
+(shapes/pyloop.py), compiled whole.
+
+How: the function the trace runs is a copy compiled from its own source
+(checked to compile to the same bytecode as the function itself), in which
+each `for` loop that may lift reads
+
+    __sj_o__ = __sj_lift__(k)            # the loop, lifted: its names' values after it
+    if __sj_o__ is None:                 # not liftable in this trace
+        for ...: ...                     # the loop as written, traced as before
+    else:
+        (name, ...) = __sj_o__           # the names the loop assigns
+
+`__sj_lift__` looks at the values the loop would start from (the frame's
+locals: traced arrays, traced or Python scalars), types the loop's
+statements under numpy 2's rules (Python scalars weak), and when every
+statement and value has a type emits the node, its outputs the arrays it
+stores into and the scalars it leaves.  Anything it cannot type (a slice,
+a call it does not know, a variable whose type depends on the data) leaves
+the loop to the trace.  No user string is evaluated: the source compiled is
+the function's own, and only when it compiles to the function's bytecode."""
+from __future__ import annotations
+
+import ast
+import builtins
+import dis
+import inspect
+import linecache
+import math
+import operator
+import sys
+import types
+import warnings
+
+import numpy as np
+
+from jit.tracer import SymInt, Tracer, user_location
+from shapes.ir import Node, make_attrs
+from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
+
+HOOK, RESULT = "__sj_lift__", "__sj_o__"
+MAX_PEEL = 3  # trips a loop's types may take to settle
+STRICT = False  # an internal error while lifting raises (tests) instead of leaving the loop to the trace
+ENABLED = True  # (tests of the re-roll pass turn lifting off: their loops would lift)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_ELEMENT_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64".split())
+
+
+class Unsupported(Exception):
+    """The loop does not lift (it runs traced, as written)."""
+
+
+# ------------------------------------------------------------ the rewrite
+
+class Site:
+    """One loop that may lift: its statement and the names it assigns."""
+
+    def __init__(self, node: ast.For, outside_reads: set, filename: str):
+        self.node = node
+        self.assigned = sorted(_assigned(node))
+        self.outside_reads = outside_reads
+        self.filename = filename
+        self.refs: dict = {}  # (params, outputs) -> the loop as a Python function
+        self.programs: dict = {}  # what it starts from -> its PyLoop
+
+
+class Rewritten:
+    def __init__(self, code, sites: list[Site]):
+        self.code, self.sites = code, sites
+
+
+_rewritten: dict = {}
+
+
+def rewritten(fn) -> Rewritten | None:
+    """fn's code with its liftable loops rewritten (module docstring), or
+    None (no such loop, or no source that compiles to fn's code)."""
+    code = fn.__code__
+    if code not in _rewritten:
+        try:
+            _rewritten[code] = _rewrite(fn)
+        except (OSError, TypeError, SyntaxError, ValueError, IndexError):
+            _rewritten[code] = None
+    return _rewritten[code]
+
+
+def _rewrite(fn) -> Rewritten | None:
+    """The whole file is parsed and compiled (the compiler reads the module
+    around a function: `math.sqrt` compiles one way where the module
+    imports math); fn's definition is found by its name and first line."""
+    code = fn.__code__
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
+            or code.co_name == "<lambda>" or not any(i.opname == "FOR_ITER" for i in dis.get_instructions(code)):
+        return None
+    source = "".join(linecache.getlines(code.co_filename, fn.__globals__))
+    if not source:
+        return None
+    tree = ast.parse(source, code.co_filename)
+    fdef = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
+                 and (n.decorator_list[0].lineno if n.decorator_list else n.lineno) == code.co_firstlineno), None)
+    if fdef is None or not _same_code(_compile(tree, code), code):
+        return None
+    sites: list[Site] = []
+    _find_sites(fdef, fdef.body, sites, code.co_filename)
+    if not sites:
+        return None
+    for k, s in enumerate(sites):
+        _replace(fdef, s.node, _lifted(k, s))
+    ast.fix_missing_locations(tree)
+    return Rewritten(_compile(tree, code), sites)
+
+
+def _compile(tree: ast.Module, code):
+    """The code object of code's function (by name and first line) in the
+    compiled module `tree`."""
+    stack = [compile(tree, code.co_filename, "exec", dont_inherit=True)]
+    while stack:
+        c = stack.pop()
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                if k.co_name == code.co_name and k.co_firstlineno == code.co_firstlineno:
+                    return k
+                stack.append(k)
+    raise ValueError("function not found in its compiled source")
+
+
+def _same_code(a, b) -> bool:
+    if a.co_code != b.co_code or a.co_names != b.co_names or a.co_varnames != b.co_varnames \
+            or a.co_freevars != b.co_freevars or len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, types.CodeType) != isinstance(y, types.CodeType):
+            return False
+        if isinstance(x, types.CodeType) and not _same_code(x, y):
+            return False
+        if not isinstance(x, types.CodeType) and (type(x) is not type(y) or repr(x) != repr(y)):
+            return False
+    return True
+
+
+_STMTS = (ast.Assign, ast.AugAssign, ast.If, ast.For, ast.Break, ast.Continue, ast.Pass)
+_EXPRS = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Subscript,
+          ast.Call, ast.Attribute, ast.Tuple, ast.Slice, ast.Load, ast.Store, ast.operator, ast.unaryop, ast.boolop,
+          ast.cmpop, ast.expr_context, ast.keyword)
+
+
+def _candidate(loop: ast.For) -> bool:
+    """Whether the loop is made only of what the typer knows (it may still
+    refuse: types are known only in the trace)."""
+    for n in ast.walk(loop):
+        if isinstance(n, ast.stmt):
+            if not isinstance(n, _STMTS) or isinstance(n, ast.For) and (n.orelse or not isinstance(n.target, ast.Name)):
+                return False
+        elif not isinstance(n, _EXPRS):
+            return False
+    return True
+
+
+def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = False) -> None:
+    """The candidate loops of stmts not inside another loop: a loop inside
+    a loop the trace unrolls would become a node per outer trip (the
+    re-roll pass, clustering/reroll.py, serves those)."""
+    for s in stmts:
+        if isinstance(s, ast.For) and not in_loop and _candidate(s):
+            sites.append(Site(s, _reads_outside(fdef, s), filename))
+            continue
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        inner_loop = in_loop or isinstance(s, (ast.For, ast.While, ast.AsyncFor))
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(s, field, None)
+            if isinstance(inner, list):
+                _find_sites(fdef, inner, sites, filename, inner_loop)
+        for h in getattr(s, "handlers", ()):
+            _find_sites(fdef, h.body, sites, filename, inner_loop)
+
+
+def _assigned(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _reads_outside(fdef, loop) -> set:
+    inside = {id(n) for n in ast.walk(loop)}
+    return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and id(n) not in inside}
+
+
+def _lifted(k: int, s: Site) -> list:
+    loc = s.node
+    call = ast.Assign(targets=[ast.Name(RESULT, ast.Store())], value=ast.Call(
+        func=ast.Name(HOOK, ast.Load()), args=[ast.Constant(k)], keywords=[]))
+    if s.assigned:
+        unpack = ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in s.assigned], ast.Store())],
+                            value=ast.Name(RESULT, ast.Load()))
+    else:
+        unpack = ast.Pass()
+    branch = ast.If(test=ast.Compare(ast.Name(RESULT, ast.Load()), [ast.Is()], [ast.Constant(None)]),
+                    body=[loc], orelse=[unpack])
+    for n in (call, branch, unpack):
+        ast.copy_location(n, loc)
+    return [call, branch]
+
+
+def _replace(root, old, new: list) -> None:
+    for node in ast.walk(root):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and any(s is old for s in stmts):
+                i = next(i for i, s in enumerate(stmts) if s is old)
+                stmts[i:i + 1] = new
+                return
+    raise ValueError("loop not found")
+
+
+def traced_copy(fn, globals_: dict, closure, hook) -> types.FunctionType | None:
+    """fn's rewritten copy (globals_ and closure as the trace gives them,
+    plus the hook), or None when fn has no loop to lift."""
+    r = rewritten(fn) if ENABLED else None
+    if r is None:
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, closure or ()))
+    new = types.FunctionType(r.code, {**globals_, HOOK: hook(r, fn)}, fn.__name__, fn.__defaults__,
+                             tuple(cells[v] for v in r.code.co_freevars) or None)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
+
+
+# ------------------------------------------------------------ the hook
+
+class Hook:
+    """`__sj_lift__` of one traced function copy: lifts its loop k from the
+    caller's frame, or returns None."""
+
+    def __init__(self, ctx, r: Rewritten, fn):
+        self.ctx, self.r, self.fn = ctx, r, fn
+
+    def __call__(self, k: int):
+        frame = sys._getframe(1)
+        scope = dict(frame.f_locals)
+        del frame
+        site = self.r.sites[k]
+        try:
+            return _lift(self.ctx, site, scope, self.fn)
+        except Unsupported as e:
+            self.ctx.lift_refusals.append(f"{user_location()}: loop not compiled whole: {e}")
+            return None
+        except Exception as e:  # noqa: BLE001 - lifting is optional: the loop runs traced, as written
+            if STRICT:
+                raise
+            self.ctx.lift_refusals.append(f"{user_location()}: loop not compiled whole: internal error "
+                                          f"{type(e).__name__}: {e}")
+            return None
+
+
+def _lift(ctx, site: Site, scope: dict, fn):
+    loop = site.node
+    names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
+    callees = {n.func.id if isinstance(n.func, ast.Name) else n.func.value.id
+               for n in ast.walk(loop) if isinstance(n, ast.Call)
+               and isinstance(n.func, (ast.Name, ast.Attribute))
+               and (isinstance(n.func, ast.Name) or isinstance(n.func.value, ast.Name))}
+    written_arrays = {t.value.id for n in ast.walk(loop) for t in _store_targets(n)
+                      if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)}
+    params, inputs, arrays, env, prologue, resolved = [], [], {}, {}, [], {}
+    for name in sorted(names):
+        if name in scope:
+            v = scope[name]
+        elif name in site.assigned:
+            continue
+        else:
+            v = _global(fn, name)
+        if name in callees and (callable(v) or isinstance(v, types.ModuleType)) and not isinstance(v, Tracer):
+            resolved[name] = v
+            continue
+        if isinstance(v, types.ModuleType) or callable(v) and not isinstance(v, Tracer):
+            resolved[name] = v  # (np in np.float64: an attribute's base)
+            continue
+        if isinstance(v, Tracer) and v.ndim:
+            if v.dtype.name not in _ELEMENT_DTYPES:
+                raise Unsupported(f"array {name} of dtype {v.dtype}")
+            if name in site.assigned:
+                raise Unsupported(f"array {name} is rebound in the loop")
+            kind = "written" if name in written_arrays else "array"
+            if kind == "written" and (v._chain or not v.storage().writeable):
+                raise Unsupported(f"{name} is a view or read-only")
+            arrays[name] = (v.dtype, v.ndim)
+            params.append((name, kind, "np." + v.dtype.name, None))
+            inputs.append(v)
+            continue
+        if name in written_arrays:
+            raise Unsupported(f"{name} is stored into but is not a traced array")
+        t = _scalar_type(v)
+        if t is None:
+            raise Unsupported(f"{name} is a {type(v).__name__}")
+        if isinstance(v, (Tracer, SymInt)):
+            params.append((name, "scalar", t, None))
+            inputs.append(v)
+            env[name] = t
+        else:
+            if t == "int" and not _INT64[0] <= v <= _INT64[1]:
+                raise Unsupported(f"{name} = {v} does not fit 64 bits")
+            params.append((name, "const", t, v))
+            env[name] = t
+            prologue.append(("set", name, ("const", t, v)))
+    _no_aliasing(inputs, params)
+    key = (tuple((p[0], p[1], p[2], repr(p[3])) for p in params), tuple(n in scope for n in site.assigned),
+           tuple(sorted((k, id(v)) for k, v in resolved.items())))
+    if key not in site.programs:  # (a loop lifted again, in a helper called twice: one program, compiled once)
+        site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved)
+    program = site.programs[key]
+    outputs = program.outputs
+    concrete = []
+    for p in params:
+        if p[1] == "const":
+            continue
+        v = inputs[len(concrete)]
+        concrete.append(v.concrete if isinstance(v, Tracer) else ctx.hint(v.expr))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (a warning numpy would give: the loop runs as written, and gives it)
+            with np.errstate(all="raise"):
+                results = program.run(*concrete)
+    except Exception as e:  # noqa: BLE001 - the user's loop raises: as written, it raises again
+        raise Unsupported(f"the loop raises {type(e).__name__}: {e}") from None
+    n_written = sum(1 for p in params if p[1] == "written")
+    for (name, t), r in zip(outputs, results[n_written:]):
+        if type_of_value(r) != t:  # (the typer and Python disagree: a bug, never a wrong result)
+            raise RuntimeError(f"lifted loop: {name} is a {type(r).__name__} after the loop, typed {t}")
+    outs = _emit(ctx, program, inputs, params, outputs, results)
+    it = iter(outs[:n_written])
+    for (name, kind, _, _), v in zip([p for p in params if p[1] != "const"], inputs):
+        if kind == "written":
+            ctx.write(v, next(it))
+    by_name = dict(zip([o[0] for o in outputs], outs[n_written:]))
+    return tuple(by_name[n] if n in by_name else scope.get(n) for n in site.assigned)
+
+
+def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved) -> PyLoop:
+    body, after = _Typer(arrays, resolved).stmt(site.node, dict(env))
+    outputs = []
+    for name in site.assigned:
+        if name not in scope or name in arrays:
+            if name in site.outside_reads and name not in arrays:
+                raise Unsupported(f"{name} is first bound in the loop and read after it")
+            continue
+        if after is None or name not in after or after[name].startswith("view."):
+            raise Unsupported(f"the type of {name} after the loop depends on the data, or it is a view")
+        outputs.append((name, after[name]))
+    ref = _reference(site, fn, [p[0] for p in params], [o[0] for o in outputs], resolved)
+    return PyLoop(tuple(params), tuple(outputs), tuple(prologue) + tuple(body), ref, user_location())
+
+
+def _store_targets(n):
+    if isinstance(n, ast.Assign):
+        for t in n.targets:
+            yield from (t.elts if isinstance(t, ast.Tuple) else [t])
+    elif isinstance(n, ast.AugAssign):
+        yield n.target
+
+
+def _global(fn, name):
+    if name in fn.__code__.co_freevars:
+        cell = fn.__closure__[fn.__code__.co_freevars.index(name)]
+        try:
+            return cell.cell_contents
+        except ValueError:
+            raise Unsupported(f"{name} is not bound yet") from None
+    if name in fn.__globals__:
+        return fn.__globals__[name]
+    if hasattr(builtins, name):
+        return getattr(builtins, name)
+    raise Unsupported(f"{name} is not defined")
+
+
+def _scalar_type(v) -> str | None:
+    if isinstance(v, SymInt):
+        return "int"
+    if isinstance(v, Tracer):
+        if v.ndim or v.dtype.name not in _ELEMENT_DTYPES:
+            return None
+        if v.value.weak:
+            return {"b": "bool", "i": "int", "f": "float"}.get(v.dtype.kind)
+        return "np." + v.dtype.name
+    return type_of_value(v)
+
+
+def _no_aliasing(inputs, params) -> None:
+    """A written array shares its storage with no other array the loop
+    reads (under another name, or a view of it)."""
+    kinds = [p[1] for p in params if p[1] != "const"]
+    for i, (w, kw) in enumerate(zip(inputs, kinds)):
+        if kw != "written":
+            continue
+        for j, v in enumerate(inputs):
+            if j != i and isinstance(v, Tracer) and v.ndim and (
+                    v is w or v._storage is not None and v._storage is w._storage):
+                raise Unsupported("an array it stores into is also read through another name")
+
+
+def _reference(site: Site, fn, params: list, outputs: list, resolved: dict):
+    """The loop as a Python function of its parameters returning its
+    outputs: the user's own statements, compiled from their source."""
+    key = (tuple(params), tuple(outputs))
+    if key not in site.refs:
+        args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params], kwonlyargs=[],
+                             kw_defaults=[], defaults=[])
+        ret = ast.Return(ast.Tuple([ast.Name(o, ast.Load()) for o in outputs], ast.Load()))
+        fdef = ast.FunctionDef(name="lifted_loop", args=args, body=[site.node, ret], decorator_list=[],
+                               returns=None, type_comment=None)
+        for n in (fdef, ret):
+            ast.copy_location(n, site.node)
+        mod = ast.Module(body=[fdef], type_ignores=[])
+        ast.fix_missing_locations(mod)
+        ns = {**fn.__globals__, **resolved}
+        exec(compile(mod, site.filename, "exec", dont_inherit=True), ns)  # (the function's own source)
+        site.refs[key] = ns["lifted_loop"]
+    return site.refs[key]
+
+
+def _emit(ctx, program: PyLoop, inputs: list, params, outputs, results) -> list:
+    """Record the pyloop node; its outputs as Tracers holding `results`."""
+    ins = [ctx.operand(v) for v in inputs]
+    outs = []
+    written = [v for v, p in zip(inputs, [p for p in params if p[1] != "const"]) if p[1] == "written"]
+    for v, r in zip(written, results):
+        val = ctx.new_value(v.dtype, v.value.shape)
+        outs.append(Tracer(ctx, val, r))
+    for (name, t), r in zip(outputs, results[len(written):]):
+        val = ctx.new_value(dtype_of(t), (), weak=is_weak(t))
+        outs.append(Tracer(ctx, val, r))
+        ctx.scalars[val.id] = r
+    ctx._record(Node("pyloop", tuple(t.value for t in ins), make_attrs(program=program),
+                     tuple(t.value for t in outs), loc=program.loc))
+    return outs
+
+
+# ------------------------------------------------------------ typing
+
+def _sample(t: str):
+    return {"int": 1, "float": 1.0, "bool": True}[t] if is_weak(t) else dtype_of(t).type(1)
+
+
+def _type_of_result(r) -> str:
+    t = type_of_value(r)
+    if t is None:
+        raise Unsupported(f"a result of type {type(r).__name__}")
+    return t
+
+
+def _ask(f, *ts) -> str:
+    """The type of f's result on values of types ts, as Python and numpy give it."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _type_of_result(f(*[_sample(t) for t in ts]))
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError) as e:
+        raise Unsupported(f"{getattr(f, '__name__', f)} of {', '.join(ts)}: {e}") from None
+
+
+def _ask_arrays(f, *dts) -> str:
+    """The scalar type f gives on 1-D arrays of dtypes dts."""
+    try:
+        return _type_of_result(f(*[np.ones(2, np.dtype(d)) for d in dts]))
+    except (TypeError, ValueError) as e:
+        raise Unsupported(f"{f.__name__} of arrays of {', '.join(dts)}: {e}") from None
+
+
+def _is_vec(t: str) -> bool:
+    return t.startswith("vec.")
+
+
+_PYOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
+          ast.Mod: "mod", ast.LShift: "lshift", ast.RShift: "rshift", ast.BitAnd: "and", ast.BitOr: "or",
+          ast.BitXor: "xor", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq",
+          ast.NotEq: "ne"}
+_FUNCS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+          "floordiv": operator.floordiv, "mod": operator.mod, "lshift": operator.lshift,
+          "rshift": operator.rshift, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+          "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+          "ne": operator.ne}
+_INTS = ("int", "bool")
+
+
+def _is_int(t: str) -> bool:
+    return t in _INTS or not is_weak(t) and dtype_of(t).kind in "iu"
+
+
+def _boolish(t: str) -> bool:
+    return t in ("bool", "np.bool")
+
+
+class _Loop:
+    def __init__(self):
+        self.breaks, self.continues = [], []
+
+
+def _join(envs) -> dict | None:
+    envs = [e for e in envs if e is not None]
+    if not envs:
+        return None
+    out = dict(envs[0])
+    for e in envs[1:]:
+        for k in list(out):
+            if e.get(k) != out[k]:
+                del out[k]
+    return out
+
+
+class _Typer:
+    """Types a loop's statements (the module docstring of shapes/pyloop.py
+    says what they become); raises Unsupported for anything else."""
+
+    def __init__(self, arrays: dict, resolved: dict):
+        self.arrays, self.resolved = arrays, resolved
+        self.loops: list[_Loop] = []
+        self.n_hidden = 0
+        self.pending: list = []
+
+    # ---------------------------------------------------------- statements
+    def block(self, stmts, env) -> tuple[list, dict | None]:
+        out = []
+        for s in stmts:
+            if env is None:
+                break  # (unreachable: after a break or a continue)
+            saved, self.pending = self.pending, []  # (the views a statement's expressions slice, set first)
+            ops, env = self.stmt(s, env)
+            out += self.pending + ops
+            self.pending = saved
+        return out, env
+
+    def stmt(self, s, env) -> tuple[list, dict | None]:
+        if type(s) is tuple:  # (typed already: a loop over an array's element, ("set", name, load))
+            return [s], {**env, s[1]: s[2][1]}
+        if isinstance(s, ast.Pass):
+            return [], env
+        if isinstance(s, ast.Assign):
+            if len(s.targets) != 1:
+                raise Unsupported("chained assignment")
+            return self.assign(s.targets[0], s.value, env)
+        if isinstance(s, ast.AugAssign):
+            op = _PYOPS.get(type(s.op))
+            if op is None or op in COMPARISONS:
+                raise Unsupported(f"{type(s.op).__name__}=")
+            if isinstance(s.target, ast.Name):
+                e = self.binop(op, self.expr(ast.Name(s.target.id, ast.Load()), env), self.expr(s.value, env))
+                return [("set", s.target.id, e)], {**env, s.target.id: e[1]}
+            if isinstance(s.target, ast.Subscript):
+                arr, idx = self.element(s.target, env)
+                cur = ("load", strong(self.arrays[arr][0]), arr, idx)
+                e = self.binop(op, cur, self.expr(s.value, env))
+                return [("store", arr, idx, self.cvt(e, strong(self.arrays[arr][0])))], env
+            raise Unsupported("augmented assignment to this target")
+        if isinstance(s, ast.If):
+            c = self.truth(self.expr(s.test, env))
+            then, e1 = self.block(s.body, dict(env))
+            orelse, e2 = self.block(s.orelse, dict(env))
+            return [("if", c, tuple(then), tuple(orelse))], _join([e1, e2])
+        if isinstance(s, ast.For):
+            return self.for_(s, env)
+        if isinstance(s, (ast.Break, ast.Continue)):
+            if not self.loops:
+                raise Unsupported("break outside a loop")
+            (self.loops[-1].breaks if isinstance(s, ast.Break) else self.loops[-1].continues).append(env)
+            return [("break",) if isinstance(s, ast.Break) else ("continue",)], None
+        raise Unsupported(type(s).__name__)
+
+    def assign(self, target, value, env):
+        if isinstance(target, ast.Name):
+            if target.id in self.arrays or target.id in self.resolved:
+                raise Unsupported(f"{target.id} is rebound in the loop")
+            e = self.expr(value, env)
+            if e[0] == "view":  # (a name for a view: reads see the array's contents when they read)
+                return [], {**env, target.id: f"view.{e[1][4:]}.{e[2]}.{e[3]}"}
+            if _is_vec(e[1]):
+                raise Unsupported("a gathered array bound to a name")
+            return [("set", target.id, e)], {**env, target.id: e[1]}
+        if isinstance(target, ast.Subscript):
+            arr, idx = self.element(target, env)
+            e = self.cvt(self.expr(value, env), strong(self.arrays[arr][0]))
+            return [("store", arr, idx, e)], env
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
+                and all(isinstance(t, ast.Name) for t in target.elts):
+            es = [self.expr(v, env) for v in value.elts]  # (all read before any is bound)
+            out, env = [], dict(env)
+            tmps = []
+            for e in es:
+                self.n_hidden += 1
+                out.append(("set", f"#t{self.n_hidden}", e))
+                tmps.append(("var", e[1], f"#t{self.n_hidden}"))
+            for t, tv in zip(target.elts, tmps):
+                if t.id in self.arrays or t.id in self.resolved:
+                    raise Unsupported(f"{t.id} is rebound in the loop")
+                out.append(("set", t.id, tv))
+                env[t.id] = tv[1]
+            return out, env
+        raise Unsupported("assignment to this target")
+
+    def for_(self, s: ast.For, env):
+        var = s.target.id
+        if var in self.arrays or var in self.resolved:
+            raise Unsupported(f"{var} is rebound in the loop")
+        it = s.iter
+        if isinstance(it, ast.Name) and it.id in self.arrays:
+            dt, nd = self.arrays[it.id]
+            if nd != 1:
+                raise Unsupported("a loop over the rows of an array")
+            self.n_hidden += 1
+            k = f"#k{self.n_hidden}"
+            bounds = (("const", "int", 0), ("dim", "int", it.id, 0), ("const", "int", 1))
+            head = [("set", var, ("load", strong(dt), it.id, (("var", "int", k),)))]
+            var_t, counter = None, k
+        elif isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+                and self.resolved.get(it.func.id) is range and not it.keywords and 1 <= len(it.args) <= 3:
+            raw = [self.expr(a, env) for a in it.args]
+            if any(not _is_int(a[1]) for a in raw):
+                raise Unsupported("range() of a non-integer")
+            args = [self.cvt(a, "int") for a in raw]
+            bounds = ((("const", "int", 0), args[0], ("const", "int", 1)) if len(args) == 1 else
+                      (args[0], args[1], ("const", "int", 1)) if len(args) == 2 else tuple(args))
+            head, var_t, counter = [], "int", var
+        else:
+            raise Unsupported("a loop over something other than range() or a 1-D array")
+        keep = set(env)  # (names first bound in the loop are its own: their types do not carry over)
+        heads = [{k: t for k, t in env.items() if k in keep}]
+        bodies, exits = [], []
+        for _ in range(MAX_PEEL + 1):
+            h = dict(heads[-1])
+            if var_t is not None:
+                h[var] = var_t
+            else:
+                h[counter] = "int"
+            self.loops.append(_Loop())
+            ops, out = self.block(head + list(s.body), h)
+            lp = self.loops.pop()
+            back = _join([out] + lp.continues)
+            bodies.append(tuple(ops))
+            exits += lp.breaks
+            nxt = {k: t for k, t in (back or {}).items() if k in keep}
+            if back is None:
+                nxt = heads[-1]  # (every trip breaks: the loop runs at most one)
+            if nxt == heads[-1]:
+                break
+            heads.append(nxt)
+        else:
+            raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
+        after = _join([heads[-1]] + exits)
+        return [("for", counter, bounds, tuple(bodies[:len(heads)]))], after
+
+    def element(self, target: ast.Subscript, env):
+        if not isinstance(target.value, ast.Name) or target.value.id not in self.arrays:
+            raise Unsupported("indexing something other than an argument's array")
+        arr = target.value.id
+        sl = target.slice
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if len(items) != self.arrays[arr][1]:
+            raise Unsupported(f"{arr}[...] does not pick one element")
+        idx = []
+        for i in items:
+            e = self.expr(i, env)
+            if not _is_int(e[1]) or _boolish(e[1]):
+                raise Unsupported(f"an index of type {e[1]}")
+            idx.append(self.cvt(e, "int"))
+        return arr, tuple(idx)
+
+    # --------------------------------------------------------- expressions
+    def expr(self, e, env):
+        if isinstance(e, ast.Constant):
+            t = type_of_value(e.value)
+            if t is None or t == "int" and not _INT64[0] <= e.value <= _INT64[1]:
+                raise Unsupported(f"constant {e.value!r}")
+            return ("const", t, e.value)
+        if isinstance(e, ast.Name):
+            if e.id in env and env[e.id].startswith("view."):
+                _, dt, hidden, arr = env[e.id].split(".")
+                return ("view", "vec." + dt, hidden, arr)
+            if e.id in env:
+                return ("var", env[e.id], e.id)
+            raise Unsupported(f"{e.id} has no single type here" if e.id not in self.resolved else
+                              f"{e.id} is not a scalar")
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.MatMult):
+            return self.dot(self.expr(e.left, env), self.expr(e.right, env))
+        if isinstance(e, ast.Attribute) and e.attr == "size" and isinstance(e.value, ast.Name) \
+                and e.value.id in self.arrays:
+            return ("size", "int", e.value.id)
+        if isinstance(e, ast.BinOp):
+            op = _PYOPS.get(type(e.op))
+            if op is None:
+                raise Unsupported(type(e.op).__name__)
+            return self.binop(op, self.expr(e.left, env), self.expr(e.right, env))
+        if isinstance(e, ast.UnaryOp):
+            a = self.expr(e.operand, env)
+            if isinstance(e.op, ast.Not):
+                return ("not", "bool", self.truth(a))
+            if isinstance(e.op, ast.UAdd):
+                t = _ask(lambda x: +x, a[1])
+                return self.cvt(a, t)
+            name = "neg" if isinstance(e.op, ast.USub) else "invert"
+            t = _ask((lambda x: -x) if name == "neg" else (lambda x: ~x), a[1])
+            if name == "neg" and (t != a[1] and not (a[1] == "bool" and t == "int")):
+                raise Unsupported(f"-{a[1]}")
+            if name == "invert" and _boolish(a[1]) != _boolish(t):
+                raise Unsupported(f"~{a[1]}")
+            return ("un", t, name, self.cvt(a, t))
+        if isinstance(e, ast.Compare):
+            left = self.expr(e.left, env)
+            parts = []
+            for op, right in zip(e.ops, e.comparators):
+                r = self.expr(right, env)
+                name = _PYOPS.get(type(op))
+                if name not in COMPARISONS:
+                    raise Unsupported(type(op).__name__)
+                parts.append(self.binop(name, left, r))
+                left = r
+            out = parts[0]
+            for p in parts[1:]:
+                if p[1] != out[1]:
+                    raise Unsupported("a chained comparison of mixed types")
+                out = ("and", out[1], out, p)
+            return out
+        if isinstance(e, ast.BoolOp):
+            vals = [self.expr(v, env) for v in e.values]
+            if any(v[1] != vals[0][1] or not _boolish(v[1]) for v in vals):
+                raise Unsupported("and/or of values that are not all bools of one type")
+            out = vals[0]
+            for v in vals[1:]:
+                out = ("and" if isinstance(e.op, ast.And) else "or", out[1], out, v)
+            return out
+        if isinstance(e, ast.IfExp):
+            c = self.truth(self.expr(e.test, env))
+            a, b = self.expr(e.body, env), self.expr(e.orelse, env)
+            if a[1] != b[1]:
+                raise Unsupported("a conditional expression of two types")
+            return ("select", a[1], c, a, b)
+        if isinstance(e, ast.Subscript):
+            v = e.value
+            if isinstance(v, ast.Attribute) and v.attr == "shape" and isinstance(v.value, ast.Name) \
+                    and v.value.id in self.arrays and isinstance(e.slice, ast.Constant) \
+                    and type(e.slice.value) is int:
+                nd = self.arrays[v.value.id][1]
+                axis = e.slice.value
+                if not -nd <= axis < nd:
+                    raise Unsupported("shape index out of range")
+                return ("dim", "int", v.value.id, axis % nd)
+            if isinstance(v, ast.Name) and v.id in self.arrays and self.arrays[v.id][1] == 1:
+                if isinstance(e.slice, ast.Slice):
+                    return self.view(v.id, e.slice, env, e)
+                if not isinstance(e.slice, ast.Tuple):
+                    ix = self.expr(e.slice, env)
+                    if _is_vec(ix[1]):
+                        if not _is_int("np." + ix[1][4:]) or ix[1] == "vec.bool":
+                            raise Unsupported("an index array that is not of integers")
+                        return ("gather", "vec." + self.arrays[v.id][0].name, v.id, ix)
+            arr, idx = self.element(e, env)
+            return ("load", strong(self.arrays[arr][0]), arr, idx)
+        if isinstance(e, ast.Call):
+            return self.call(e, env)
+        raise Unsupported(type(e).__name__)
+
+    def call(self, e: ast.Call, env):
+        if e.keywords:
+            raise Unsupported("a call with keywords")
+        f = e.func
+        if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id in self.resolved):
+            v = self.expr(f.value, env)  # (a method of a vector)
+            if not _is_vec(v[1]) or f.attr not in ("sum", "max", "min") or e.args:
+                raise Unsupported(f"a call of .{f.attr}()")
+            return self.reduce(f.attr, v)
+        if isinstance(f, ast.Name) and f.id in self.resolved:
+            fn = self.resolved[f.id]
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                and isinstance(self.resolved.get(f.value.id), types.ModuleType):
+            fn = getattr(self.resolved[f.value.id], f.attr, None)
+        else:
+            raise Unsupported("a call of something other than a known function")
+        if fn is len and len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays:
+            return ("dim", "int", e.args[0].id, 0)
+        if fn is len and len(e.args) == 1:
+            v = self.expr(e.args[0], env)
+            if _is_vec(v[1]):
+                return ("veclen", "int", v)
+        args = [self.expr(a, env) for a in e.args]
+        if fn is np.dot and len(args) == 2:
+            return self.dot(*args)
+        if fn in (np.sum, np.max, np.min, np.amax, np.amin) and len(args) == 1 and _is_vec(args[0][1]):
+            return self.reduce({"amax": "max", "amin": "min"}.get(fn.__name__, fn.__name__), args[0])
+        if any(_is_vec(a[1]) for a in args):
+            raise Unsupported(f"{getattr(fn, '__name__', fn)}() of an array")
+        if fn in (min, max) and len(args) == 2:
+            if args[0][1] != args[1][1]:
+                raise Unsupported(f"{fn.__name__}() of two types")
+            return ("bin", args[0][1], fn.__name__, args[0], args[1])
+        if len(args) != 1:
+            raise Unsupported(f"{getattr(fn, '__name__', fn)}() of {len(args)} arguments")
+        a = args[0]
+        if fn is abs or fn is np.abs or fn is np.absolute:
+            t = _ask(abs, a[1]) if fn is abs else _ask(np.abs, a[1])
+            return ("un", t, "abs", self.cvt(a, t))
+        if fn in (int, float, bool):
+            t = fn.__name__
+            if fn is bool:
+                return ("not", "bool", ("not", "bool", self.truth(a)))
+            return self.cvt(a, t)
+        if isinstance(fn, type) and issubclass(fn, np.generic) and np.dtype(fn).name in _ELEMENT_DTYPES:
+            return self.cvt(a, strong(fn))
+        for name in MATH:
+            if fn is getattr(math, name, None):
+                t = _ask(fn, a[1])
+                x = ("call", "float", name, (self.cvt(a, "float"),), "math")
+                return self.cvt(x, "int") if t == "int" else x
+            if fn is getattr(np, name, None):
+                t = _ask(fn, a[1])
+                return ("call", t, name, (self.cvt(a, t),), "numpy")
+        raise Unsupported(f"a call of {getattr(fn, '__name__', fn)}")
+
+    def view(self, arr: str, sl: ast.Slice, env, node):
+        """arr[lo:hi:step] (1-D): its bounds set (as Python slices them) in
+        hidden variables named by the slice's place in the source."""
+        hidden = f"#v{node.lineno}_{node.col_offset}"
+        bounds = []
+        for b in (sl.lower, sl.upper, sl.step):
+            if b is None:
+                bounds.append(None)
+                continue
+            x = self.expr(b, env)
+            if not _is_int(x[1]) or _boolish(x[1]):
+                raise Unsupported("a slice bound that is not an integer")
+            bounds.append(self.cvt(x, "int"))
+        self.pending.append(("setview", hidden, arr, *bounds))
+        return ("view", "vec." + self.arrays[arr][0].name, hidden, arr)
+
+    def dot(self, a, b):
+        if not (_is_vec(a[1]) and _is_vec(b[1])) or "vec.bool" in (a[1], b[1]):
+            raise Unsupported("@ of something other than two vectors of numbers")
+        t = _ask_arrays(np.matmul, a[1][4:], b[1][4:])
+        return ("dot", t, a, b)
+
+    def reduce(self, op: str, v):
+        if v[1] == "vec.bool":
+            raise Unsupported(f"{op} of bools")
+        return ("reduce", _ask_arrays(getattr(np, op), v[1][4:]), op, v)  # (small ints sum in int64)
+
+    def truth(self, e):
+        if _is_vec(e[1]):
+            raise Unsupported("the truth of an array")
+        return e if _boolish(e[1]) else ("truth", "bool", e)
+
+    def binop(self, op: str, a, b):
+        ta, tb = a[1], b[1]
+        r = _ask(_FUNCS[op], ta, tb)
+        if op in COMPARISONS:
+            if is_weak(ta) and is_weak(tb):
+                c = "float" if "float" in (ta, tb) else "int"
+                return ("bin", r, op, self.cvt(a, c, "exact"), self.cvt(b, c, "exact"))
+            c = _ask(_FUNCS["add"], ta, tb) if not (_boolish(ta) and _boolish(tb)) else "np.bool"
+            if is_weak(ta) != is_weak(tb) and _is_int(c) and ("int" in (ta, tb)):
+                pass  # (a Python int outside the numpy int's range: the conversion aborts)
+            return ("bin", r, op, self.cvt(a, c), self.cvt(b, c))
+        if _boolish(r) and op not in ("and", "or", "xor"):
+            raise Unsupported(f"{op} of bools")
+        if op == "truediv" and is_weak(ta) and is_weak(tb):
+            return ("bin", r, op, self.cvt(a, r, "exact"), self.cvt(b, r, "exact"))
+        return ("bin", r, op, self.cvt(a, r), self.cvt(b, r))
+
+    def cvt(self, e, t: str, mode: str = "value"):
+        if e[1] == t:
+            return e
+        if e[0] == "const" and mode == "value":
+            v = _convert_const(e[2], t)
+            if v is not None:
+                return ("const", t, v)
+        return ("cvt", t, e, mode)
+
+
+def _convert_const(v, t: str):
+    """A constant converted at typing time when the conversion is exact."""
+    try:
+        with np.errstate(all="raise"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            w = {"int": int, "float": float, "bool": bool}[t](v) if is_weak(t) else dtype_of(t).type(v)
+    except (OverflowError, ValueError, FloatingPointError, RuntimeWarning, TypeError, DeprecationWarning):
+        return None
+    if type(v) is float and _is_int(t) and w != v:
+        return None  # (a float to an int truncates: the emitter does it with its checks)
+    return w

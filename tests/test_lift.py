@@ -1,0 +1,343 @@
+"""Lifted loops (jit/lift.py, codegen/pyloop.py): a Python loop over
+scalars and array elements is typed from its source and compiled whole; it
+gives what Python and numpy give — the same values, the same Python or
+numpy scalar types, the same writes into the caller's arrays — and where
+Python or numpy raise or warn (an index out of range, an overflow, a
+division by zero) the call runs eagerly and they do."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from bench.corpus.discrete import crc16
+from jit import JitWarning, jit
+from runtime.executable import KernelCall
+
+
+def _lifted(f) -> int:
+    return sum(1 for state in f._keys.values() for e in state.entries for s in e.executable.steps
+               if isinstance(s, KernelCall) and s.lifted)
+
+
+def _same(got, want):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+        return
+    assert type(got) is type(want), f"{type(got).__name__} != {type(want).__name__}"
+    if isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype and got.shape == want.shape
+    if np.asarray(want).dtype.kind == "f":  # (numpy sums in blocks, a compiled loop in order: a few ulp)
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(np.asarray(want).dtype).eps)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def _check(fn, make, sizes=(5, 9, 9), backend="llvm", lifted=True, strict=True):
+    """Each size: the jitted call (traced, then compiled) against the plain
+    call on the same inputs: results, types and the arguments' writes."""
+    f = jit(fn, backend=backend)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        if strict:
+            warnings.simplefilter("error", JitWarning)
+        for n in sizes:
+            seed = int(rng.integers(1 << 30))
+            args, ref = make(n, np.random.default_rng(seed)), make(n, np.random.default_rng(seed))
+            _same(f(*args), fn(*ref))
+            for a, r in zip(args, ref):
+                if isinstance(r, np.ndarray):
+                    _same(a, r)
+    if backend == "llvm":
+        assert (_lifted(f) > 0) == lifted, f.explain()
+    return f
+
+
+def test_crc16_compiles_whole(backend):
+    f = _check(crc16, lambda n, rng: (rng.integers(0, 256, n * 40, dtype=np.uint8),), backend=backend)
+    s = f.stats()
+    assert s["graph_breaks"] == 0 and s["eager_calls"] == 0 and s["compiles"] == 1
+
+
+def _histogram(a, counts):
+    for v in a:
+        counts[v] += 1
+    return counts.sum()
+
+
+def test_a_scatter_with_data_dependent_indices(backend):
+    _check(_histogram, lambda n, rng: (rng.integers(0, 8, n * 3, dtype=np.int32), np.zeros(8, np.int64)),
+           backend=backend)
+
+
+def test_an_index_out_of_range_raises_as_numpy():
+    f = jit(_histogram)
+    f(np.array([1, 2, 3], np.int32), np.zeros(8, np.int64))  # (traced)
+    counts = np.zeros(8, np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(IndexError):
+            f(np.array([1, 9, 3], np.int32), counts)
+        assert counts[1] == 1  # (numpy wrote the first element before it raised; nothing else did)
+    assert f(np.array([1, -1, 3], np.int32), np.zeros(8, np.int64)) == 3  # (-1 wraps, as numpy's)
+
+
+def _prefix(a):
+    for i in range(1, len(a)):
+        a[i] += a[i - 1]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float64, np.uint8])
+def test_in_place_prefix_sums(dtype):
+    _check(_prefix, lambda n, rng: ((rng.random(n * 3) * 3).astype(dtype),))  # (uint8: no overflow)
+
+
+def _total(a):
+    s = 0
+    for v in a:
+        s += v
+    return s
+
+
+def test_types_that_settle_after_a_trip():
+    """s is a Python int before the first trip and a numpy float64 after:
+    the first trip is compiled apart; a loop of no trips returns the int."""
+    _check(_total, lambda n, rng: (rng.random(n),))
+    f = jit(_total)
+    f(np.ones(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        out = f(np.ones(0))
+    assert type(out) is int and out == 0
+
+
+def _hash(a):
+    h = 7
+    for v in a:
+        h = h * 31 + int(v)
+    return h
+
+
+def test_a_python_int_past_64_bits_runs_eagerly():
+    f = jit(_hash)
+    small = np.arange(4, dtype=np.int64)
+    assert f(small) == _hash(small) and f(small + 1) == _hash(small + 1)
+    big = np.arange(40, dtype=np.int64)  # (31**40: a Python int of 200 bits)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = f(big)
+    assert got == _hash(big) and type(got) is int
+    assert any(issubclass(x.category, JitWarning) for x in w) or f.stats()["fallbacks"] > 0
+    assert _lifted(f)
+
+
+def _wrap_sum(a):
+    x = a[0]
+    for i in range(1, len(a)):
+        x = x + a[i]
+    return x
+
+
+def test_numpy_scalar_overflow_warns_as_numpy():
+    f = jit(_wrap_sum)
+    ok = np.array([1, 2, 3], np.uint8)
+    assert f(ok) == 6 and type(f(ok)) is np.uint8
+    over = np.array([200, 100, 3], np.uint8)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = f(over)
+    assert got == _wrap_sum(over) and type(got) is np.uint8
+    assert any(issubclass(x.category, RuntimeWarning) and "overflow" in str(x.message) for x in w)
+
+
+def _mean_gap(a, n):
+    total = 0
+    for i in range(len(a)):
+        total += int(a[i]) // n
+    return total
+
+
+def test_division_by_zero_raises_as_python():
+    f = jit(_mean_gap)
+    a = np.arange(6, dtype=np.int64)
+    assert f(a, 2) == _mean_gap(a, 2) and f(a, 3) == _mean_gap(a, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(ZeroDivisionError):
+            f(a, 0)
+    assert f(a, 4) == _mean_gap(a, 4)  # (still usable)
+
+
+def _control(a, limit):
+    found, skipped, i = -1, 0, -1
+    for i in range(len(a)):
+        if a[i] < 0:
+            skipped += 1
+            continue
+        for j in range(3):
+            if a[i] * j > limit:
+                found = i
+                break
+        if found >= 0:
+            break
+    return found, skipped, i
+
+
+def test_break_continue_and_nested_loops(backend):
+    _check(_control, lambda n, rng: (rng.standard_normal(n * 4), 1.5), backend=backend)
+
+
+def _fib_mod(n, m):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, (a + b) % m
+    return a
+
+
+def test_tuple_assignment_and_int_arguments():
+    f = jit(_fib_mod)
+    for n in (0, 1, 10, 90, 1000):
+        assert f(n, 1_000_007) == _fib_mod(n, 1_000_007)
+    assert _lifted(f)
+
+
+def _norms(x, out):
+    for i in range(x.shape[0]):
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += x[i, j] * x[i, j]
+        out[i] = math.sqrt(s) if s > 0 else -1.0
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_two_dimensional_reads_and_math(dtype, backend):
+    _check(_norms, lambda n, rng: (rng.standard_normal((n, 3)).astype(dtype), np.empty(n, dtype)),
+           backend=backend)
+
+
+def _sqrt_all(a):
+    t = 0.0
+    for v in a:
+        t += math.sqrt(v)
+    return t
+
+
+def test_math_domain_error_raises_as_python():
+    f = jit(_sqrt_all)
+    assert f(np.array([1.0, 4.0])) == 3.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(ValueError):
+            f(np.array([1.0, -4.0]))
+
+
+def _shift_read(a):
+    b = a
+    for i in range(1, len(a)):
+        a[i] = b[i - 1] + 1
+    return a
+
+
+def test_an_array_written_and_read_through_two_names_is_not_lifted():
+    _check(_shift_read, lambda n, rng: (rng.integers(0, 9, n),), lifted=False)
+
+
+def test_a_closure_over_a_scale():
+    scale = 3
+
+    def scaled(a):
+        t = 0
+        for v in a:
+            if v > 2:
+                t += scale * int(v)
+        return t
+    _check(scaled, lambda n, rng: (rng.integers(0, 6, n * 2),))
+
+
+def _last(a):
+    for i in range(len(a)):
+        last = a[i]
+    return last
+
+
+def test_a_name_first_bound_in_the_loop_and_read_after_is_left_to_the_trace():
+    _check(_last, lambda n, rng: (rng.random(n),), lifted=False)
+
+
+def _csr(indptr, indices, data, x):
+    y = np.empty(len(indptr) - 1, data.dtype)
+    for i in range(indptr.size - 1):
+        lo, hi = indptr[i], indptr[i + 1]
+        y[i] = data[lo:hi] @ x[indices[lo:hi]]
+    return y
+
+
+def _random_csr(n, rng):
+    nnz = n * 3
+    indptr = np.concatenate(([0], np.sort(rng.integers(0, nnz + 1, n - 1)), [nnz])).astype(np.uint32)
+    return indptr, rng.integers(-n, n, nnz).astype(np.int32), rng.random(nnz), rng.random(n)
+
+
+def test_slices_gathers_and_dot_products(backend):
+    """spmv's row: a slice of the values times x gathered at a slice of
+    the column indices (negative ones wrap, as numpy's), never materialized."""
+    _check(_csr, _random_csr, backend=backend)
+
+
+def test_a_gather_out_of_range_raises_as_numpy():
+    f = jit(_csr)
+    indptr, cols, vals, x = _random_csr(6, np.random.default_rng(1))
+    f(indptr, cols, vals, x)
+    cols[4] = 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(IndexError):
+            f(indptr, cols, vals, x)
+
+
+def _windows(a, lo, hi, step):
+    out = a[0] * 0.0  # (a numpy float64 from the start: a Python float would become one only where len(w))
+    for i in range(3):
+        w = a[lo + i:hi:step]
+        if len(w):
+            out += w.max() - np.sum(w) + w.min()
+    return out
+
+
+@pytest.mark.parametrize("lo, hi, step", [(0, 7, 1), (-5, -1, 2), (9, 1, -3), (2, 100, 1), (-100, 3, -1)])
+def test_slice_bounds_as_python(lo, hi, step):
+    f = _check(lambda a: _windows(a, lo, hi, step), lambda n, rng: (rng.standard_normal(n + 4),))
+    assert f.stats()["graph_breaks"] == 0
+
+
+def _int_sums(a):
+    t = 0
+    for i in range(len(a) - 2):
+        t += a[i:i + 3].sum() * (i % 3)
+    return t
+
+
+def test_sums_of_small_ints_in_numpys_int():
+    _check(_int_sums, lambda n, rng: (rng.integers(-100, 100, n * 2).astype(np.int8),))
+
+
+def _max_of_rows(a, starts):
+    best = -1.0
+    for s in starts:
+        best = max(best, a[s:s + 2].max())
+    return best
+
+
+def test_the_maximum_of_an_empty_slice_raises_as_numpy():
+    f = jit(_max_of_rows)
+    a = np.arange(6.0)
+    assert f(a, np.array([0, 2])) == 3.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(ValueError):
+            f(a, np.array([0, 6]))
