@@ -505,7 +505,8 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             if others:
                 lines.append(f"    if _aliased({names[target]}, ({others})): raise Aliased({names[target]!r})")
     may_stop = bool(dd_checks or dd_dims or any(o.kind == "check" for o in outputs)) or any(
-        ("int", "errcell") in st.args if isinstance(st, KernelCall) else st.op == "eager" for st in steps)
+        ("int", "errcell") in st.args or bool(st.lifted) if isinstance(st, KernelCall) else st.op == "eager"
+        for st in steps)
     roots_owned = _roots(graph, steps)
     in_place = _in_place_updates(steps, outputs, may_stop, roots_owned)
     views = _slot_views(steps)

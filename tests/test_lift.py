@@ -341,3 +341,22 @@ def test_the_maximum_of_an_empty_slice_raises_as_numpy():
         warnings.simplefilter("ignore", JitWarning)
         with pytest.raises(ValueError):
             f(a, np.array([0, 6]))
+
+
+def _bump_then_count(a, b, counts):
+    a += 1  # (the caller's array, read no more: numpy's update must not happen twice when the loop aborts)
+    for v in b:
+        counts[v] += 1
+    return counts
+
+
+def test_an_abort_after_an_update_of_an_argument_leaves_numpys_effects():
+    f = jit(_bump_then_count)
+    f(np.zeros(3), np.array([0, 1, 2], np.int64), np.zeros(8, np.int64))
+    a, counts = np.zeros(3), np.zeros(8, np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(IndexError):
+            f(a, np.array([1, 3, 9], np.int64), counts)
+    np.testing.assert_array_equal(a, [1, 1, 1])  # (once, as numpy did before it raised)
+    np.testing.assert_array_equal(counts, [0, 1, 0, 1, 0, 0, 0, 0])
