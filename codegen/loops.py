@@ -40,10 +40,12 @@ class _Vec:
 
 
 class _Mat:
-    """A 2-D view read by a product: its extents and its element at (row, column)."""
+    """A 2-D view read by a product: its extents and its element at (row,
+    column); `view` (array index, offset of (0, 0), row stride, column
+    stride: elements) says where it lies."""
 
-    def __init__(self, rows, cols, at, dtype):
-        self.rows, self.cols, self.at, self.dtype = rows, cols, at, dtype
+    def __init__(self, rows, cols, at, dtype, view=None):
+        self.rows, self.cols, self.at, self.dtype, self.view = rows, cols, at, dtype, view
 
 
 def _roles(node: Node, producers: dict) -> list[tuple]:
@@ -156,6 +158,7 @@ class _LoopEmitter:
         them (a nested loop's: as the outer trip moved them; None: as traced)."""
         b = self.b
         vals: dict[int, object] = {}  # body node -> (LLVM value, dtype) | _Vec | _Mat
+        outer_scratch, self.scratch = getattr(self, "scratch", None), []
         add = lambda x, y: b.add(self._i64(x), self._i64(y))
         mul = lambda s, tt: b.mul(ir.Constant(I64, s), tt)
         for q, n in enumerate(body.nodes):
@@ -173,9 +176,9 @@ class _LoopEmitter:
                 vals[q] = self._getitem(self._array_of(refs[0], env), attrs["items"], n)
             elif n.op == "setitem":
                 self._setitem(env[0][1], attrs["items"], ops[1], n)
-            elif n.op == "const":
-                dt = _const_dtype(attrs["value"])
-                vals[q] = (_const(dt, attrs["value"]), dt)
+            elif n.op == "const":  # (a Python int moving with the trips is an i64 value: `a[i] = i`)
+                dt, c = _const_dtype(n.attr("value")), attrs["value"]
+                vals[q] = (c if isinstance(c, ir.Value) else _const(dt, c), dt)
             elif n.op == "matmul":
                 vals[q] = self._product(ops[0], ops[1], n.out.dtype)
             elif n.op in ("sum", "max", "min"):
@@ -185,6 +188,13 @@ class _LoopEmitter:
                     vals[q] = _Vec(ir.Constant(I64, 1), lambda j, x=x: x, dt)
             else:
                 vals[q] = self._elementwise(n, self._broadcast(body, q, ops), shape)
+        for buf in self.scratch:  # (the trip's materialized products)
+            b.call(self._libc("free", ir.VoidType(), [I8.as_pointer()]), [buf])
+        self.scratch = outer_scratch
+
+    def _libc(self, name: str, ret, args):
+        fn = self.m.globals.get(name)
+        return fn if fn is not None else ir.Function(self.m, ir.FunctionType(ret, args), name)
 
     def _nested(self, inner: LoopBody, ints, env) -> None:
         """A loop inside a trip: its trips and its nodes' integers are the
@@ -240,7 +250,7 @@ class _LoopEmitter:
         if n.out.ndim == 1:
             return _Vec(lengths[0], lambda j: self._load(k, b.add(off, b.mul(j, strides[0])), dt), dt)
         return _Mat(*lengths, lambda i, j: self._load(
-            k, b.add(off, b.add(b.mul(i, strides[0]), b.mul(j, strides[1]))), dt), dt)
+            k, b.add(off, b.add(b.mul(i, strides[0]), b.mul(j, strides[1]))), dt), dt, (k, off, *strides))
 
     def _subvector(self, x: _Vec, items, n: Node):
         """A basic index of a vector: an element, or a vector of its elements."""
@@ -330,8 +340,51 @@ class _LoopEmitter:
         if isinstance(x, _Mat):
             return _Vec(x.rows, lambda i: self._dot(x.cols, lambda k: x.at(i, k), y.at, x.dtype, dt), dt)
         if isinstance(y, _Mat):
-            return _Vec(y.cols, lambda j: self._dot(y.rows, x.at, lambda k: y.at(k, j), x.dtype, dt), dt)
+            return self._vector_matrix(x, y, dt)
         return self._dot(x.length, x.at, y.at, x.dtype, dt), dt
+
+    def _vector_matrix(self, x: _Vec, y: _Mat, dt) -> _Vec:
+        """x @ y computed once, row by row of y into a buffer (each row read
+        in order, as its memory runs; a dot product per column would walk
+        down the columns, a cache line per element), in float64, then read
+        from the buffer where it is consumed.  Where no buffer can be had,
+        each element is a dot product down its column."""
+        b = self.b
+        buf8 = b.call(self._libc("malloc", I8.as_pointer(), [I64]),
+                      [b.mul(b.add(y.cols, ir.Constant(I64, 1)), ir.Constant(I64, 8))])
+        ok = b.icmp_unsigned("!=", buf8, ir.Constant(I8.as_pointer(), None))
+        buf = b.bitcast(buf8, F64.as_pointer())
+        self.scratch.append(buf8)  # (freed at the trip's end; free(NULL) does nothing)
+        def rows(element):
+            with for_range(b, 0, y.rows) as k:
+                xk = cast(b, x.at(k), x.dtype, _F64)
+                with for_range(b, 0, y.cols) as j:
+                    p = b.gep(buf, [j])
+                    b.store(b.fadd(b.load(p), b.fmul(xk, cast(b, element(k, j), y.dtype, _F64))), p)
+        with b.if_then(ok):
+            with for_range(b, 0, y.cols) as j:
+                b.store(ir.Constant(F64, 0.0), b.gep(buf, [j]))
+            if y.view is None:
+                rows(y.at)
+            else:  # (unit column stride, the common case, as its own loop: it vectorizes)
+                a, off, s0, s1 = y.view
+                with b.if_else(b.icmp_signed("==", s1, ir.Constant(I64, 1))) as (unit, strided):
+                    with unit:
+                        rows(lambda k, j: self._load(a, b.add(b.add(off, b.mul(k, s0)), j), y.dtype))
+                    with strided:
+                        rows(y.at)
+
+        def at(j):
+            with b.if_else(ok) as (then, otherwise):
+                with then:
+                    v1, blk1 = cast(b, b.load(b.gep(buf, [j])), _F64, dt), b.block
+                with otherwise:
+                    v2, blk2 = self._dot(y.rows, x.at, lambda k: y.at(k, j), x.dtype, dt), b.block
+            phi = b.phi(v1.type)
+            phi.add_incoming(v1, blk1)
+            phi.add_incoming(v2, blk2)
+            return phi
+        return _Vec(y.cols, at, dt)
 
     def _dot(self, length, x, y, src, dt):
         """sum of x(k) * y(k) over k < length: float32 products summed in float64, rounded once."""

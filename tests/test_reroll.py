@@ -323,3 +323,20 @@ def test_the_pass_replaces_the_trips_by_one_loop_node():
     want = np.cumsum(np.arange(8.0))
     from shapes.ops import OPS
     assert_like_numpy(OPS["loop"].ref(np.arange(8.0), body=loop.attr("body")), want)
+
+
+def column_products(A, out):
+    for i in range(A.shape[1]):
+        out[i, i:] = A[:, i] @ A[:, i:]  # (covariance's row: down the columns of A)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_vector_times_a_matrix_read_down_its_columns(dtype):
+    """x @ M sums down M's columns: computed row by row of M into a buffer
+    (a unit column stride, and any other)."""
+    data = lambda n: np.random.default_rng(n).standard_normal((n + 3, n)).astype(dtype)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    _check(column_products, lambda n: (data(n), np.zeros((n, n), dtype)), rtol=rtol)
+    wide = lambda n: np.repeat(data(n), 2, axis=1)[:, ::2]  # (a view: its columns 2 elements apart)
+    _check(column_products, lambda n: (wide(n), np.zeros((n, n), dtype)), rtol=rtol)
