@@ -466,10 +466,11 @@ class _Emitter:
                        if v.type.width > 53 else ir.Constant(I1, 0))
                 self.abort(big, 2)
             return b.sitofp(v, ty) if ks == "i" else b.uitofp(v, ty)
-        # integer to integer
+        # integer to integer: a cast, except where Python's int (or numpy's store into a signed
+        # array, which goes through one) must hold the value exactly
         sw, tw = v.type.width, ty.width
-        if is_weak(s) and not is_weak(t) or is_weak(t) and not is_weak(s) or mode == "exact":
-            self.abort(self._out_of_range(v, ks, kt, tw), 2)  # (Python's int: exact or an error)
+        if is_weak(s) != is_weak(t) or mode == "exact" or mode == "store" and kt == "i":
+            self.abort(self._out_of_range(v, ks, kt, tw), 2)
         if sw == tw:
             return v
         if sw > tw:
@@ -563,7 +564,8 @@ class _Emitter:
                         b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
         mod = b.select(adjust, b.fadd(mod, y), mod)
         div = b.select(adjust, b.fsub(div, ir.Constant(x.type, 1.0)), div)
-        copysign = lambda m, s: b.call(self.m.declare_intrinsic("llvm.copysign", [x.type]), [m, s])
+        copysign = lambda m, s: b.call(self.m.declare_intrinsic(
+            "llvm.copysign", [x.type], ir.FunctionType(x.type, [x.type, x.type])), [m, s])
         if op == "mod":
             return b.select(b.fcmp_unordered("!=", mod, zero), mod, copysign(zero, y))
         fl = b.call(self.m.declare_intrinsic("llvm.floor", [x.type]), [div])

@@ -82,12 +82,13 @@ def rewritten(fn) -> Rewritten | None:
     """fn's code with its liftable loops rewritten (module docstring), or
     None (no such loop, or no source that compiles to fn's code)."""
     code = fn.__code__
-    if code not in _rewritten:
+    key = (code, code.co_filename)  # (code objects compare equal across files)
+    if key not in _rewritten:
         try:
-            _rewritten[code] = _rewrite(fn)
+            _rewritten[key] = _rewrite(fn)
         except (OSError, TypeError, SyntaxError, ValueError, IndexError):
-            _rewritten[code] = None
-    return _rewritten[code]
+            _rewritten[key] = None
+    return _rewritten[key]
 
 
 def _rewrite(fn) -> Rewritten | None:
@@ -323,12 +324,14 @@ def _lift(ctx, site: Site, scope: dict, fn):
         concrete.append(v.concrete if isinstance(v, Tracer) else ctx.hint(v.expr))
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # (a warning numpy would give: the loop runs as written, and gives it)
+            warnings.simplefilter("error")  # (a warning numpy would give: the loop is left to the trace)
             with np.errstate(all="raise"):
                 results = program.run(*concrete)
     except Exception as e:  # noqa: BLE001 - the user's loop raises: as written, it raises again
         raise Unsupported(f"the loop raises {type(e).__name__}: {e}") from None
     n_written = sum(1 for p in params if p[1] == "written")
+    if not n_written and not outputs:  # (it may still raise: traced, its decisions are checked)
+        raise Unsupported("the loop leaves nothing the function reads")
     for (name, t), r in zip(outputs, results[n_written:]):
         if type_of_value(r) != t:  # (the typer and Python disagree: a bug, never a wrong result)
             raise RuntimeError(f"lifted loop: {name} is a {type(r).__name__} after the loop, typed {t}")
@@ -406,7 +409,7 @@ def _no_aliasing(inputs, params) -> None:
 def _reference(site: Site, fn, params: list, outputs: list, resolved: dict):
     """The loop as a Python function of its parameters returning its
     outputs: the user's own statements, compiled from their source."""
-    key = (tuple(params), tuple(outputs))
+    key = (tuple(params), tuple(outputs), id(fn.__globals__), tuple(sorted((k, id(v)) for k, v in resolved.items())))
     if key not in site.refs:
         args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params], kwonlyargs=[],
                              kw_defaults=[], defaults=[])
@@ -448,7 +451,7 @@ def _sample(t: str):
 
 def _type_of_result(r) -> str:
     t = type_of_value(r)
-    if t is None:
+    if t is None or not is_weak(t) and dtype_of(t).name not in _ELEMENT_DTYPES:
         raise Unsupported(f"a result of type {type(r).__name__}")
     return t
 
@@ -554,7 +557,7 @@ class _Typer:
                 arr, idx = self.element(s.target, env)
                 cur = ("load", strong(self.arrays[arr][0]), arr, idx)
                 e = self.binop(op, cur, self.expr(s.value, env))
-                return [("store", arr, idx, self.cvt(e, strong(self.arrays[arr][0])))], env
+                return [("store", arr, idx, self.cvt(e, strong(self.arrays[arr][0]), "store"))], env
             raise Unsupported("augmented assignment to this target")
         if isinstance(s, ast.If):
             c = self.truth(self.expr(s.test, env))
@@ -582,7 +585,7 @@ class _Typer:
             return [("set", target.id, e)], {**env, target.id: e[1]}
         if isinstance(target, ast.Subscript):
             arr, idx = self.element(target, env)
-            e = self.cvt(self.expr(value, env), strong(self.arrays[arr][0]))
+            e = self.cvt(self.expr(value, env), strong(self.arrays[arr][0]), "store")
             return [("store", arr, idx, e)], env
         if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
                 and all(isinstance(t, ast.Name) for t in target.elts):
@@ -870,7 +873,7 @@ class _Typer:
     def cvt(self, e, t: str, mode: str = "value"):
         if e[1] == t:
             return e
-        if e[0] == "const" and mode == "value":
+        if e[0] == "const" and mode in ("value", "store"):
             v = _convert_const(e[2], t)
             if v is not None:
                 return ("const", t, v)
@@ -887,4 +890,6 @@ def _convert_const(v, t: str):
         return None
     if type(v) is float and _is_int(t) and w != v:
         return None  # (a float to an int truncates: the emitter does it with its checks)
+    if t == "int" and not _INT64[0] <= w <= _INT64[1]:
+        return None  # (a Python int past 64 bits: the emitter's conversion aborts)
     return w

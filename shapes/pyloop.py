@@ -11,8 +11,10 @@ so the emitter chooses no semantics of its own.
 Expressions (tuples):
     ("const", T, value)
     ("var", T, name)                   a variable holding a T (one slot per name and type)
-    ("cvt", T, e, mode)                e converted to T as numpy and Python convert ("value"), or
-                                       only where exact ("exact"); where Python or numpy would raise
+    ("cvt", T, e, mode)                e converted to T as numpy and Python convert ("value"), as
+                                       numpy's setitem stores ("store": into a signed integer array
+                                       only a value it holds), or only where exact ("exact");
+                                       where Python or numpy would raise
                                        (or warn), or an exact conversion is not, the loop aborts
     ("dim", "int", array, axis)        an array's extent
     ("size", "int", array)             its number of elements
