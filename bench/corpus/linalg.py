@@ -400,7 +400,10 @@ KERNELS = [
     kernel("lu", lu, _init_spd, {"T": dict(N=5), "S": dict(N=60), "M": dict(N=220)}, mutates=(0,), family=F),
     kernel("ludcmp", ludcmp, _init_ludcmp, {"T": dict(N=5), "S": dict(N=60), "M": dict(N=220)},
            mutates=(0,), family=F),
-    kernel("durbin", durbin, _init_durbin, {"T": dict(N=6), "S": dict(N=1000), "M": dict(N=6000)}, family=F),
+    # (the Levinson recursion amplifies rounding: at N=6000 numpy's own y is 1.4e-8 of max|y| from the
+    # long double one, shapejit's, summing its dot products in another order, 7.6e-8)
+    kernel("durbin", durbin, _init_durbin, {"T": dict(N=6), "S": dict(N=1000), "M": dict(N=6000)},
+           family=F, rtol={"M": 1e-6}),
     kernel("gramschmidt", gramschmidt, _init_gramschmidt, {"T": dict(M=6, N=4), "S": dict(M=70, N=60),
                                                            "M": dict(M=220, N=180)}, mutates=(0,), family=F),
     kernel("correlation", correlation, _init_correlation, {"T": dict(M=4, N=6), "S": dict(M=500, N=600),
