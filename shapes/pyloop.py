@@ -53,10 +53,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# binary ops by name: Python's operator for each
-BINOPS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "lshift": "<<",
-          "rshift": ">>", "and": "&", "or": "|", "xor": "^", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-          "eq": "==", "ne": "!=", "min": "min", "max": "max"}
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 MATH = ("sqrt", "exp", "log", "sin", "cos", "tan", "tanh", "floor", "ceil", "fabs")
 
