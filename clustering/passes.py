@@ -293,12 +293,12 @@ def cse(g: Graph) -> Graph:
 # -------------------------------------------------------------------- dce
 
 def dce(g: Graph) -> Graph:
-    """Nodes nothing reads are dropped, except lifted loops: one may raise
-    (an index out of range), and then the call does."""
+    """Nodes nothing reads are dropped, except ops that may raise (a lifted
+    loop's index out of range): then the call does."""
     live = {v.id for v in g.outputs}
     keep = []
     for n in reversed(g.nodes):
-        if any(o.id in live for o in n.outputs) or n.op == "pyloop":
+        if any(o.id in live for o in n.outputs) or OPS[n.op].raises:
             keep.append(n)
             live.update(v.id for v in n.inputs)
     return Graph(g.inputs, tuple(reversed(keep)), g.outputs)

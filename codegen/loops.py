@@ -44,7 +44,7 @@ class _Mat:
     column); `view` (array index, offset of (0, 0), row stride, column
     stride: elements) says where it lies."""
 
-    def __init__(self, rows, cols, at, dtype, view=None):
+    def __init__(self, rows, cols, at, dtype, view):
         self.rows, self.cols, self.at, self.dtype, self.view = rows, cols, at, dtype, view
 
 
@@ -105,6 +105,7 @@ class _LoopEmitter:
         self.m, self.node, self.producers, self.symbol = module, node, producers, symbol
         self.body: LoopBody = node.attr("body")
         self.arrays, self.ints, self.floats = arrays, ints, floats
+        self.scratch: list = []  # buffers the trip being emitted allocates (freed at its end)
 
     def emit(self) -> None:
         fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * len(self.arrays)
@@ -158,7 +159,7 @@ class _LoopEmitter:
         them (a nested loop's: as the outer trip moved them; None: as traced)."""
         b = self.b
         vals: dict[int, object] = {}  # body node -> (LLVM value, dtype) | _Vec | _Mat
-        outer_scratch, self.scratch = getattr(self, "scratch", None), []
+        outer_scratch, self.scratch = self.scratch, []
         add = lambda x, y: b.add(self._i64(x), self._i64(y))
         mul = lambda s, tt: b.mul(ir.Constant(I64, s), tt)
         for q, n in enumerate(body.nodes):
@@ -364,15 +365,13 @@ class _LoopEmitter:
         with b.if_then(ok):
             with for_range(b, 0, y.cols) as j:
                 b.store(ir.Constant(F64, 0.0), b.gep(buf, [j]))
-            if y.view is None:
-                rows(y.at)
-            else:  # (unit column stride, the common case, as its own loop: it vectorizes)
-                a, off, s0, s1 = y.view
-                with b.if_else(b.icmp_signed("==", s1, ir.Constant(I64, 1))) as (unit, strided):
-                    with unit:
-                        rows(lambda k, j: self._load(a, b.add(b.add(off, b.mul(k, s0)), j), y.dtype))
-                    with strided:
-                        rows(y.at)
+            # (a unit column stride, the common case, in a loop of its own: LLVM may vectorize it)
+            a, off, s0, s1 = y.view
+            with b.if_else(b.icmp_signed("==", s1, ir.Constant(I64, 1))) as (unit, strided):
+                with unit:
+                    rows(lambda k, j: self._load(a, b.add(b.add(off, b.mul(k, s0)), j), y.dtype))
+                with strided:
+                    rows(y.at)
 
         def at(j):
             with b.if_else(ok) as (then, otherwise):

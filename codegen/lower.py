@@ -41,15 +41,16 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
         return "", [], gemms, {}
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
-    loops, programs = {}, {}
+    loops, programs = {}, {}  # (programs: one function per program, a loop lifted again runs the same one)
     for k, n in enumerate(loop_nodes):
         if n.op == "loop":
             loops[n.out.id] = emit_loop(module, n, producers, f"sj_loop{k}")
             continue
-        prog = n.attr("program")  # (one function per program: a loop lifted again runs the same one)
+        prog = n.attr("program")
         if id(prog) not in programs:
-            programs[id(prog)] = emit_pyloop(module, n, f"sj_pyloop{k}")
-        loops[n.out.id] = dataclasses.replace(programs[id(prog)], args=pyloop_abi(n, programs[id(prog)].symbol).args)
+            programs[id(prog)] = f"sj_pyloop{k}"
+            emit_pyloop(module, n, programs[id(prog)])
+        loops[n.out.id] = pyloop_abi(n, programs[id(prog)])
     emitted: dict = {}
     exact = [_structure(k, producers, contiguous, checked) for k in kernels]
     general = [_generalized(k) for k in kernels]

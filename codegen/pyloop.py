@@ -3,9 +3,9 @@
 ABI: `void k(i64 start, i64 stop, i8* arrays...)` (the kernels' ABI with
 no ints and no floats; start and stop are not read): the arrays are numpy
 array objects, in order the written arrays (copies the loop stores into),
-the arrays it reads, then three int64 buffers: the scalar inputs, the scalar
-outputs (ints sign- or zero-extended, floats as doubles' bits, bools 0/1)
-and the status, 0 or an abort code (shapes/pyloop.py ABORTS).
+the arrays it reads, then one int64 buffer: the status (0 or an abort code,
+shapes/pyloop.py ABORTS), the scalar inputs, the scalar outputs (ints sign-
+or zero-extended, floats as doubles' bits, bools 0/1).
 
 Variables live in stack slots, one per name and type (LLVM promotes them to
 registers).  Every index is wrapped and bounds-checked against the array's
@@ -19,6 +19,7 @@ import numpy as np
 from llvmlite import ir
 
 from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, KernelABI, array_field
+from codegen.llvm import for_range
 from shapes.ir import Node
 from shapes.pyloop import COMPARISONS, PyLoop, dtype_of, is_weak
 
@@ -27,7 +28,7 @@ F32 = ir.FloatType()
 _LL = {**LLTYPE, np.dtype(np.int8): I8, np.dtype(np.uint8): I8, np.dtype(np.int16): I16,
        np.dtype(np.uint16): I16, np.dtype(np.uint32): I32, np.dtype(np.uint64): I64}
 _ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_LIBM = {"tan": "tan", "tanh": "tanh"}
+_LIBM = ("tan", "tanh")  # (no LLVM intrinsic: libm's, f-suffixed for float32)
 
 
 def lltype(t: str):
@@ -41,21 +42,16 @@ def kind(t: str) -> str:
 
 def pyloop_abi(node: Node, symbol: str) -> KernelABI:
     prog: PyLoop = node.attr("program")
-    written = [p for p in prog.params if p[1] == "written"]
-    ins = [v for v, p in zip(node.inputs, [p for p in prog.params if p[1] != "const"])]
-    kinds = [p[1] for p in prog.params if p[1] != "const"]
-    args = [("array", o.id) for o in node.outputs[:len(written)]]
-    args += [("array", v.id) for v, k in zip(ins, kinds) if k == "array"]
-    args += [("array", "#in"), ("array", "#out"), ("array", "#status")]
+    args = [("array", o.id) for o in node.outputs[:len(prog.written)]]
+    args += [("array", v.id) for v, p in zip(node.inputs, prog.inputs) if p[1] == "array"]
+    args.append(("array", "#io"))  # (not a graph value: runtime/executable.py run_lifted makes it)
     return KernelABI(symbol, tuple(args), 1, 1)
 
 
-def emit_pyloop(module: ir.Module, node: Node, symbol: str) -> KernelABI:
-    abi = pyloop_abi(node, symbol)
+def emit_pyloop(module: ir.Module, node: Node, symbol: str) -> None:
     prog = node.attr("program")
-    ndims = {p[0]: v.ndim for p, v in zip([p for p in prog.params if p[1] != "const"], node.inputs)}
-    _Emitter(module, prog, symbol, abi.n_arrays, ndims).emit()
-    return abi
+    ndims = {p[0]: v.ndim for p, v in zip(prog.inputs, node.inputs)}
+    _Emitter(module, prog, symbol, pyloop_abi(node, symbol).n_arrays, ndims).emit()
 
 
 class _Emitter:
@@ -67,6 +63,7 @@ class _Emitter:
         self.slots: dict = {}
         self.loops: list = []  # (continue block, break block) of the loops being emitted
         self.aborts: dict = {}
+        self.n_loops = 0  # (names the trip counters: the module text is the compile cache's key)
 
     # ------------------------------------------------------------ driver
     def emit(self) -> None:
@@ -77,18 +74,14 @@ class _Emitter:
         self.arrays = {}
         for p, obj in zip(written + read, objs):
             self.arrays[p[0]] = self._array(obj, p[2])
-        ins, outs, status = (b.bitcast(array_field(b, o, DATA_OFFSET, I8.as_pointer()), I64.as_pointer())
-                             for o in objs[-3:])
-        self.status = status
-        k = 0
-        for name, kind_, t, _ in prog.params:
-            if kind_ == "scalar":
-                raw = b.load(b.gep(ins, [ir.Constant(I64, k)]))
-                b.store(self._decode(raw, t), self.slot(name, t))
-                k += 1
+        self.status = b.bitcast(array_field(b, objs[-1], DATA_OFFSET, I8.as_pointer()), I64.as_pointer())
+        io = lambda k: b.gep(self.status, [ir.Constant(I64, k)])
+        scalars = [(name, t) for name, kind_, t, _ in prog.params if kind_ == "scalar"]
+        for k, (name, t) in enumerate(scalars):
+            b.store(self._decode(b.load(io(1 + k)), t), self.slot(name, t))
         self.block(prog.body)
         for k, (name, t) in enumerate(prog.outputs):
-            b.store(self._encode(b.load(self.slot(name, t)), t), b.gep(outs, [ir.Constant(I64, k)]))
+            b.store(self._encode(b.load(self.slot(name, t)), t), io(1 + len(scalars) + k))
         b.ret_void()
 
     def _array(self, obj, t: str):
@@ -202,7 +195,8 @@ class _Emitter:
                 b.branch(nxt)
             b.position_at_end(nxt)
         head, body, latch = (self.fn.append_basic_block(x) for x in ("for.head", "for.body", "for.latch"))
-        i_slot = self.slot("#trip" + str(id(bodies)), "int")
+        self.n_loops += 1
+        i_slot = self.slot(f"#trip{self.n_loops}", "int")
         b.store(ir.Constant(I64, k), i_slot)
         b.branch(head)
         b.position_at_end(head)
@@ -310,29 +304,14 @@ class _Emitter:
         dt = self.arrays[v[2]][3]
         return self._loaded(self._address(v[2], [i]), dt), dt
 
-    def _vloop(self, n, body):
-        """body(k) for k in [0, n), in order."""
-        b = self.b
-        with b.goto_entry_block():
-            k_slot = b.alloca(I64)
-        b.store(ir.Constant(I64, 0), k_slot)
-        head, blk, end = (self.fn.append_basic_block(x) for x in ("v.head", "v.body", "v.end"))
-        b.branch(head)
-        b.position_at_end(head)
-        k = b.load(k_slot)
-        b.cbranch(b.icmp_signed("<", k, n), blk, end)
-        b.position_at_end(blk)
-        body(k)
-        b.store(b.add(b.load(k_slot), ir.Constant(I64, 1)), k_slot)
-        b.branch(head)
-        b.position_at_end(end)
-
     def _accumulate(self, t, n, step, init):
+        """step(acc, k) folded over k in [0, n), in order, from init."""
         b = self.b
         with b.goto_entry_block():
             acc = b.alloca(lltype(t))
         b.store(init, acc)
-        self._vloop(n, lambda k: b.store(step(b.load(acc), k), acc))
+        with for_range(b, 0, n) as k:
+            b.store(step(b.load(acc), k), acc)
         return b.load(acc)
 
     def e_veclen(self, t, v):
@@ -392,46 +371,30 @@ class _Emitter:
     def e_not(self, t, c):
         return self.b.xor(self.expr(c), ir.Constant(I1, 1))
 
-    def _short(self, a, b_expr, is_and: bool):
+    def _either(self, cond, then, otherwise, ty):
+        """then() where cond (i1) holds, else otherwise(): only one of them runs."""
         b = self.b
-        x = self.expr(a)
-        start = b.block
-        rhs, end = self.fn.append_basic_block("sc.rhs"), self.fn.append_basic_block("sc.end")
-        if is_and:
-            b.cbranch(x, rhs, end)
-        else:
-            b.cbranch(x, end, rhs)
-        b.position_at_end(rhs)
-        y = self.expr(b_expr)
-        rhs_end = b.block
-        b.branch(end)
-        b.position_at_end(end)
-        phi = b.phi(I1)
-        phi.add_incoming(x, start)
-        phi.add_incoming(y, rhs_end)
+        blocks = [self.fn.append_basic_block(n) for n in ("if.a", "if.b", "if.end")]
+        b.cbranch(cond, blocks[0], blocks[1])
+        phi_in = []
+        for blk, make in zip(blocks[:2], (then, otherwise)):
+            b.position_at_end(blk)
+            phi_in.append((make(), b.block))
+            b.branch(blocks[2])
+        b.position_at_end(blocks[2])
+        phi = b.phi(ty)
+        for v, blk in phi_in:
+            phi.add_incoming(v, blk)
         return phi
 
     def e_and(self, t, a, c):
-        return self._short(a, c, True)
+        return self._either(self.expr(a), lambda: self.expr(c), lambda: ir.Constant(I1, 0), I1)
 
     def e_or(self, t, a, c):
-        return self._short(a, c, False)
+        return self._either(self.expr(a), lambda: ir.Constant(I1, 1), lambda: self.expr(c), I1)
 
     def e_select(self, t, c, x, y):
-        b = self.b
-        cond = self.expr(c)
-        blks = [self.fn.append_basic_block(n) for n in ("sel.a", "sel.b", "sel.end")]
-        b.cbranch(cond, blks[0], blks[1])
-        vals = []
-        for blk, e in zip(blks[:2], (x, y)):
-            b.position_at_end(blk)
-            vals.append((self.expr(e), b.block))
-            b.branch(blks[2])
-        b.position_at_end(blks[2])
-        phi = b.phi(lltype(t))
-        for v, blk in vals:
-            phi.add_incoming(v, blk)
-        return phi
+        return self._either(self.expr(c), lambda: self.expr(x), lambda: self.expr(y), lltype(t))
 
     def e_cvt(self, t, e, mode):
         return self._convert(self.expr(e), e[1], t, mode)
@@ -517,7 +480,7 @@ class _Emitter:
                 self.abort(b.fcmp_ordered("==", b.call(self.m.declare_intrinsic("llvm.fabs", [ty]), [x]),
                                           ir.Constant(ty, float("inf"))), 4)
         if name in _LIBM:
-            sym = _LIBM[name] + ("" if f64 else "f")
+            sym = name + ("" if f64 else "f")
             fn = self.m.globals.get(sym) or ir.Function(self.m, ir.FunctionType(ty, [ty]), sym)
             r = b.call(fn, [x])
         else:

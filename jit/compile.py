@@ -113,17 +113,13 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
             a = loops[s.out.id]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
                                     a.args, a.rows, a.inner, target=True))
-        elif s.op == "pyloop":  # (its scalars pass through int64 buffers: runtime/executable.py)
+        elif s.op == "pyloop":  # (its scalars pass through an int64 buffer: runtime/executable.py)
             a, prog = loops[s.out.id], s.attr("program")
-            written = [p for p in prog.params if p[1] == "written"]
-            scalars = [(v.id, p[2]) for v, p in zip(s.inputs, [p for p in prog.params if p[1] != "const"])
-                       if p[1] == "scalar"]
-            outs = tuple((o.id, t) for o, (_, t) in zip(s.outputs[len(written):], prog.outputs))
+            scalars = tuple((v.id, p[2]) for v, p in zip(s.inputs, prog.inputs) if p[1] == "scalar")
+            outs = tuple((o.id, t) for o, (_, t) in zip(s.outputs[len(prog.written):], prog.outputs))
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs),
                                     tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, 1, 1,
-                                    lifted=(tuple(v.id for v, p in zip(s.inputs, (p for p in prog.params
-                                                                                   if p[1] != "const"))
-                                                  if p[1] == "written"), tuple(scalars), outs)))
+                                    lifted=(tuple(s.inputs[k].id for k in prog.written), scalars, outs)))
         else:
             steps.append(s)
     defined = {o.id for n in g.nodes for o in n.outputs}

@@ -21,9 +21,9 @@ each `for` loop that may lift reads
 locals: traced arrays, traced or Python scalars), types the loop's
 statements under numpy 2's rules (Python scalars weak), and when every
 statement and value has a type emits the node, its outputs the arrays it
-stores into and the scalars it leaves.  Anything it cannot type (a slice,
-a call it does not know, a variable whose type depends on the data) leaves
-the loop to the trace.  No user string is evaluated: the source compiled is
+stores into and the scalars it leaves.  Anything it cannot type (a 2-D
+slice, a call it does not know, a variable whose type depends on the data)
+leaves the loop to the trace.  No user string is evaluated: the source compiled is
 the function's own, and only when it compiles to the function's bytecode."""
 from __future__ import annotations
 
@@ -219,14 +219,15 @@ def _replace(root, old, new: list) -> None:
     raise ValueError("loop not found")
 
 
-def traced_copy(fn, globals_: dict, closure, hook) -> types.FunctionType | None:
+def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
     """fn's rewritten copy (globals_ and closure as the trace gives them,
-    plus the hook), or None when fn has no loop to lift."""
+    plus the hook lifting into ctx's trace), or None when fn has no loop to
+    lift."""
     r = rewritten(fn) if ENABLED else None
     if r is None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
-    new = types.FunctionType(r.code, {**globals_, HOOK: hook(r, fn)}, fn.__name__, fn.__defaults__,
+    new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn)}, fn.__name__, fn.__defaults__,
                              tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
@@ -254,8 +255,10 @@ class Hook:
         except Exception as e:  # noqa: BLE001 - lifting is optional: the loop runs traced, as written
             if STRICT:
                 raise
-            self.ctx.lift_refusals.append(f"{user_location()}: loop not compiled whole: internal error "
-                                          f"{type(e).__name__}: {e}")
+            why = f"{user_location()}: loop not compiled whole: internal error {type(e).__name__}: {e}"
+            self.ctx.lift_refusals.append(why)
+            from jit.api import JitWarning  # (jit.api imports this module)
+            warnings.warn(f"shapejit: {why}; it runs traced, as written", JitWarning, stacklevel=2)
             return None
 
 
@@ -309,7 +312,7 @@ def _lift(ctx, site: Site, scope: dict, fn):
             params.append((name, "const", t, v))
             env[name] = t
             prologue.append(("set", name, ("const", t, v)))
-    _no_aliasing(inputs, params)
+    _no_aliasing(inputs, [p[1] for p in params if p[1] != "const"])
     key = (tuple((p[0], p[1], p[2], repr(p[3])) for p in params), tuple(n in scope for n in site.assigned),
            tuple(sorted((k, id(v)) for k, v in resolved.items())))
     if key not in site.programs:  # (a loop lifted again, in a helper called twice: one program, compiled once)
@@ -329,17 +332,15 @@ def _lift(ctx, site: Site, scope: dict, fn):
                 results = program.run(*concrete)
     except Exception as e:  # noqa: BLE001 - the user's loop raises: as written, it raises again
         raise Unsupported(f"the loop raises {type(e).__name__}: {e}") from None
-    n_written = sum(1 for p in params if p[1] == "written")
+    n_written = len(program.written)
     if not n_written and not outputs:  # (it may still raise: traced, its decisions are checked)
         raise Unsupported("the loop leaves nothing the function reads")
     for (name, t), r in zip(outputs, results[n_written:]):
         if type_of_value(r) != t:  # (the typer and Python disagree: a bug, never a wrong result)
             raise RuntimeError(f"lifted loop: {name} is a {type(r).__name__} after the loop, typed {t}")
-    outs = _emit(ctx, program, inputs, params, outputs, results)
-    it = iter(outs[:n_written])
-    for (name, kind, _, _), v in zip([p for p in params if p[1] != "const"], inputs):
-        if kind == "written":
-            ctx.write(v, next(it))
+    outs = _emit(ctx, program, inputs, results)
+    for k, new in zip(program.written, outs):
+        ctx.write(inputs[k], new)
     by_name = dict(zip([o[0] for o in outputs], outs[n_written:]))
     return tuple(by_name[n] if n in by_name else scope.get(n) for n in site.assigned)
 
@@ -393,10 +394,9 @@ def _scalar_type(v) -> str | None:
     return type_of_value(v)
 
 
-def _no_aliasing(inputs, params) -> None:
+def _no_aliasing(inputs, kinds) -> None:
     """A written array shares its storage with no other array the loop
     reads (under another name, or a view of it)."""
-    kinds = [p[1] for p in params if p[1] != "const"]
     for i, (w, kw) in enumerate(zip(inputs, kinds)):
         if kw != "written":
             continue
@@ -426,15 +426,13 @@ def _reference(site: Site, fn, params: list, outputs: list, resolved: dict):
     return site.refs[key]
 
 
-def _emit(ctx, program: PyLoop, inputs: list, params, outputs, results) -> list:
+def _emit(ctx, program: PyLoop, inputs: list, results) -> list:
     """Record the pyloop node; its outputs as Tracers holding `results`."""
     ins = [ctx.operand(v) for v in inputs]
     outs = []
-    written = [v for v, p in zip(inputs, [p for p in params if p[1] != "const"]) if p[1] == "written"]
-    for v, r in zip(written, results):
-        val = ctx.new_value(v.dtype, v.value.shape)
-        outs.append(Tracer(ctx, val, r))
-    for (name, t), r in zip(outputs, results[len(written):]):
+    for k, r in zip(program.written, results):
+        outs.append(Tracer(ctx, ctx.new_value(inputs[k].dtype, inputs[k].value.shape), r))
+    for (name, t), r in zip(program.outputs, results[len(program.written):]):
         val = ctx.new_value(dtype_of(t), (), weak=is_weak(t))
         outs.append(Tracer(ctx, val, r))
         ctx.scalars[val.id] = r
@@ -629,8 +627,7 @@ class _Typer:
             head, var_t, counter = [], "int", var
         else:
             raise Unsupported("a loop over something other than range() or a 1-D array")
-        keep = set(env)  # (names first bound in the loop are its own: their types do not carry over)
-        heads = [{k: t for k, t in env.items() if k in keep}]
+        heads = [dict(env)]  # (names first bound in the loop are its own: their types do not carry over)
         bodies, exits = [], []
         for _ in range(MAX_PEEL + 1):
             h = dict(heads[-1])
@@ -644,7 +641,7 @@ class _Typer:
             back = _join([out] + lp.continues)
             bodies.append(tuple(ops))
             exits += lp.breaks
-            nxt = {k: t for k, t in (back or {}).items() if k in keep}
+            nxt = {k: t for k, t in (back or {}).items() if k in env}
             if back is None:
                 nxt = heads[-1]  # (every trip breaks: the loop runs at most one)
             if nxt == heads[-1]:
@@ -805,10 +802,7 @@ class _Typer:
             t = _ask(abs, a[1]) if fn is abs else _ask(np.abs, a[1])
             return ("un", t, "abs", self.cvt(a, t))
         if fn in (int, float, bool):
-            t = fn.__name__
-            if fn is bool:
-                return ("not", "bool", ("not", "bool", self.truth(a)))
-            return self.cvt(a, t)
+            return ("truth", "bool", a) if fn is bool else self.cvt(a, fn.__name__)
         if isinstance(fn, type) and issubclass(fn, np.generic) and np.dtype(fn).name in _ELEMENT_DTYPES:
             return self.cvt(a, strong(fn))
         for name in MATH:
@@ -860,9 +854,8 @@ class _Typer:
             if is_weak(ta) and is_weak(tb):
                 c = "float" if "float" in (ta, tb) else "int"
                 return ("bin", r, op, self.cvt(a, c, "exact"), self.cvt(b, c, "exact"))
+            # (a Python int outside the numpy int's range: the conversion aborts)
             c = _ask(_FUNCS["add"], ta, tb) if not (_boolish(ta) and _boolish(tb)) else "np.bool"
-            if is_weak(ta) != is_weak(tb) and _is_int(c) and ("int" in (ta, tb)):
-                pass  # (a Python int outside the numpy int's range: the conversion aborts)
             return ("bin", r, op, self.cvt(a, c), self.cvt(b, c))
         if _boolish(r) and op not in ("and", "or", "xor"):
             raise Unsupported(f"{op} of bools")

@@ -412,8 +412,7 @@ class _Traceables:
                 continue
             w = self.value(v, Path(("cell", i)) if root else None)
             new_cells.append(c if w is v else types.CellType(w))
-        ctx = self.proxy._ctx
-        new = lift.traced_copy(fn, {**g, **hits}, tuple(new_cells), lambda r, f: lift.Hook(ctx, r, f))
+        new = lift.traced_copy(fn, {**g, **hits}, tuple(new_cells), self.proxy._ctx)
         if new is None:
             if not hits and all(a is b for a, b in zip(new_cells, cells)):
                 return fn

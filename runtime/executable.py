@@ -711,7 +711,7 @@ def _loop_lines(kc: KernelCall, names, const, functions, in_place: bool) -> list
 def _lifted_lines(kc: KernelCall, names, const, functions) -> list[str]:
     """A lifted loop's call (run_lifted): into copies of the arrays
     it stores into (the loop may abort: the caller's arrays stay as they
-    were); its scalars through int64 buffers."""
+    were); its scalars through an int64 buffer."""
     written, scalars_in, scalars_out = kc.lifted
     lines = []
     for (vid, _, _), src in zip(kc.outputs, written):
@@ -730,35 +730,34 @@ def _lifted_lines(kc: KernelCall, names, const, functions) -> list[str]:
 
 
 def run_lifted(fn, arrays: tuple, scalars: tuple, spec: tuple) -> tuple:
-    """Run a lifted loop's function (codegen/pyloop.py ABI): its scalar
-    inputs packed into int64 slots by type (shapes/pyloop.py types), its
-    scalar outputs unpacked as Python or numpy scalars of their types."""
+    """Run a lifted loop's function (codegen/pyloop.py ABI): one int64
+    buffer holds its status, its scalar inputs packed by type
+    (shapes/pyloop.py types) and its scalar outputs, unpacked as Python or
+    numpy scalars of their types."""
     in_types, out_types = spec
-    ins = np.empty(max(1, len(scalars)), np.int64)
-    as_f64, as_u64 = ins.view(np.float64), ins.view(np.uint64)
-    for k, (x, t) in enumerate(zip(scalars, in_types)):
-        if t in ("float", "np.float64", "np.float32"):
-            as_f64[k] = x
-        elif t == "np.uint64":
-            as_u64[k] = x
-        elif -(1 << 63) <= int(x) < (1 << 63):
-            ins[k] = int(x)
-        else:  # (a Python int past 64 bits)
-            raise LoopAbort("a Python int past 64 bits")
-    outs = np.zeros(max(1, len(out_types)), np.int64)
-    status = np.zeros(1, np.int64)
-    fn(0, 1, *arrays, ins, outs, status)
-    if status[0]:
-        raise LoopAbort(ABORTS.get(int(status[0]), "an abort"))
-    f64, u64 = outs.view(np.float64), outs.view(np.uint64)
-    return tuple(_UNPACK[t](outs, f64, u64, k) for k, t in enumerate(out_types))
+    io = np.zeros(1 + len(in_types) + len(out_types), np.int64)
+    f64 = io.view(np.float64)
+    for k, (x, t) in enumerate(zip(scalars, in_types), 1):
+        if t in _FLOATS:
+            f64[k] = x
+        else:
+            v = int(x)
+            if not -(1 << 63) <= v < (1 << 64 if t == "np.uint64" else 1 << 63):
+                raise LoopAbort("a Python int past 64 bits")
+            io[k] = v - (1 << 64) if v >= 1 << 63 else v  # (a uint64 past 2**63: its bits)
+    fn(0, 1, *arrays, io)
+    if io[0]:
+        raise LoopAbort(ABORTS.get(int(io[0]), "an abort"))
+    base = 1 + len(in_types)
+    return tuple(_UNPACK[t](io, f64, base + k) for k, t in enumerate(out_types))
 
 
-_UNPACK = {"int": lambda i, f, u, k: int(i[k]), "bool": lambda i, f, u, k: bool(i[k]),
-           "float": lambda i, f, u, k: float(f[k]), "np.bool": lambda i, f, u, k: np.bool_(i[k]),
-           "np.float64": lambda i, f, u, k: f[k], "np.float32": lambda i, f, u, k: np.float32(f[k]),
-           "np.uint64": lambda i, f, u, k: u[k],
-           **{"np." + d: (lambda d: lambda i, f, u, k: np.dtype(d).type(i[k]))(d)
+_FLOATS = ("float", "np.float64", "np.float32")
+_UNPACK = {"int": lambda i, f, k: int(i[k]), "bool": lambda i, f, k: bool(i[k]),
+           "float": lambda i, f, k: float(f[k]), "np.bool": lambda i, f, k: np.bool_(i[k]),
+           "np.float64": lambda i, f, k: f[k], "np.float32": lambda i, f, k: np.float32(f[k]),
+           "np.uint64": lambda i, f, k: np.uint64(int(i[k]) & ((1 << 64) - 1)),
+           **{"np." + d: (lambda d: lambda i, f, k: np.dtype(d).type(i[k]))(d)
               for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")}}
 
 

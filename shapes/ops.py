@@ -86,14 +86,16 @@ class OpDef:
     result: str           # VIEW_OF_INPUT | FRESH | FRESH_C | TARGET | EXTERNAL
     kernel: str = ""      # the result dtype kinds a fused kernel computes it for (KERNEL_KINDS); "": none
     compute: str = "result"  # the dtype a kernel computes it in (COMPUTE)
+    raises: bool = False  # may raise at run time where numpy would: kept though nothing reads it
 
 
 OPS: dict[str, OpDef] = {}
 
 
-def register(name, category, ref, shape_rule, dtype_rule=None, result=None):
+def register(name, category, ref, shape_rule, dtype_rule=None, result=None, raises=False):
     OPS[name] = OpDef(name, category, ref, shape_rule, dtype_rule or _dtype_by_numpy(ref),
-                      result or _RESULT_OF[category], KERNEL_KINDS.get(name, ""), COMPUTE.get(name, "result"))
+                      result or _RESULT_OF[category], KERNEL_KINDS.get(name, ""), COMPUTE.get(name, "result"),
+                      raises)
     return OPS[name]
 
 
@@ -497,14 +499,10 @@ register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [n
 register("loop", LOOP, run_loop, lambda env, i, a: [i[0].shape], _same_dtype)
 
 
-def _lifted_written(attrs) -> list:
-    prog = dict(attrs)["program"]
-    return [k for k, p in enumerate(p for p in prog.params if p[1] != "const") if p[1] == "written"]
-
-
 register("pyloop", LIFTED, run_pyloop,
-         lambda env, i, a: [i[k].shape for k in _lifted_written(a)] + [()] * len(dict(a)["program"].outputs),
-         lambda i, a: [i[k].dtype for k in _lifted_written(a)] + [dtype_of(t) for _, t in dict(a)["program"].outputs])
+         lambda env, i, a: [i[k].shape for k in dict(a)["program"].written] + [()] * len(dict(a)["program"].outputs),
+         lambda i, a: [i[k].dtype for k in dict(a)["program"].written]
+         + [dtype_of(t) for _, t in dict(a)["program"].outputs], raises=True)
 
 
 # ------------------------------------------------------------------ opaque

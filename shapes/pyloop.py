@@ -68,8 +68,8 @@ class PyLoop:
     """`params`: (name, kind, T, value) of each name the loop starts from,
     kind "array" (read), "written" (an array the loop stores into: the node
     outputs its new contents first, in this order), "scalar" (the node's
-    inputs are these three kinds' values, in order) or "const" (`value`, a
-    Python or numpy scalar, set in the loop's prologue); `outputs`:
+    inputs, `inputs`, are these three kinds' values, in order) or "const"
+    (`value`, a Python or numpy scalar, set in the loop's prologue); `outputs`:
     (name, T) of the scalars the loop leaves (after the written arrays).
     `ref(*params)` runs the loop in Python and returns the written arrays'
     and the scalars' final values; written arrays are copied first."""
@@ -86,6 +86,16 @@ class PyLoop:
     def __reduce__(self):  # (a saved trace's copy, for explain(): without the Python function)
         return PyLoop, (self.params, self.outputs, self.body, None, self.loc)
 
+    @property
+    def inputs(self) -> tuple:
+        """The params the node takes as inputs (not the constants), in order."""
+        return tuple(p for p in self.params if p[1] != "const")
+
+    @property
+    def written(self) -> tuple:
+        """The positions among the node's inputs of the arrays it stores into."""
+        return tuple(k for k, p in enumerate(self.inputs) if p[1] == "written")
+
     def run(self, *xs):
         """The loop on the node's inputs `xs` (the constants are the program's)."""
         if self.fn is None:
@@ -94,8 +104,7 @@ class PyLoop:
         args = [p[3] if p[1] == "const" else np.array(next(it), copy=True) if p[1] == "written" else next(it)
                 for p in self.params]
         scalars = self.fn(*args)
-        written = [a for a, p in zip(args, self.params) if p[1] == "written"]
-        return (*written, *scalars)
+        return (*(a for a, p in zip(args, self.params) if p[1] == "written"), *scalars)
 
 
 def run_pyloop(*xs, program: PyLoop):
