@@ -14,6 +14,7 @@ import numpy as np
 
 from jit import persist, pytree
 from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved
+from jit.declare import check_constraints, check_dims, dim_names
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import fetch_all, key_of
 from jit.signature import Signature, classify_call
@@ -86,8 +87,6 @@ class JitFunction:
             fn = _as_function(fn)  # a ufunc or builtin: its signature's defaults are not passable
         self.fn = fn
         self.dynamic = dynamic
-        self.dims = dict(dims or {})
-        self.constraints = tuple(constraints)
         self.static_argnames = frozenset((static_argnames,) if isinstance(static_argnames, str)
                                          else static_argnames)
         self.max_entries = max_entries
@@ -106,9 +105,8 @@ class JitFunction:
         if any(p.default is p.empty for p in params[self._n_params - len(self._defaults):]):
             self._defaults = ()
         self._param_names = [p.name for p in params]
-        unknown = set(self.dims) - set(self._param_names)
-        if unknown:
-            raise ValueError(f"dims= names {sorted(unknown)}, which are not parameters of {self.__name__}")
+        self.dims = check_dims(dims, self._param_names, self.__name__)
+        self.constraints = check_constraints(constraints, dim_names(self.dims))
         self._keys: dict = {}
         self._lock = threading.RLock()
         self._n_entries = 0

@@ -10,6 +10,7 @@ import numpy as np
 import sympy
 
 from jit import lift, pytree
+from jit.declare import dim_names, parse_constraint
 from jit.held import HeldObject, Lifter, Path, holder, user_file, user_module
 from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
 from shapes.env import Guard, ShapeEnv
@@ -59,9 +60,10 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     the bound tuple back to (args, kwargs).  `held`: (paths, arrays) of the
     held arrays earlier traces found (jit/held.py), graph inputs after the
     arguments' in that order; arrays this trace reaches are added after them."""
-    env = ShapeEnv()
+    env = ShapeEnv(reserved=dim_names(user_dims or {}))
     ctx = TraceContext(env)
     named: dict[str, sympy.Symbol] = {}
+    fixed: dict[str, sympy.Integer] = {}  # dims named in dims= that are not symbols here (0, 1, static)
     input_dims: list[InputDim] = []
     traced_leaves, inputs = [], []
     concrete_of: dict[int, np.ndarray] = {}  # input value id -> the caller's array
@@ -108,6 +110,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                     continue
                 if d < 2 or dynamic is False:
                     shape.append(d)
+                    if name is not None:  # (a constraint on it is decided now)
+                        fixed.setdefault(name, sympy.Integer(d))
                     continue
                 if dynamic == "auto" and (n_arrays, axis) not in dynamic_dims and name is None:
                     shape.append(d)
@@ -129,7 +133,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             n_arrays += 1
         inputs.append(v)
         traced_leaves.append(Tracer(ctx, v, leaf))
-    _apply_constraints(env, named, constraints)
+    _apply_constraints(env, {**fixed, **named}, constraints)
     for path, array in zip(*held):
         lifter.lift(path, array)
 
@@ -199,28 +203,26 @@ def _find(ctx, vid, inputs) -> Value:
 
 
 def _apply_constraints(env: ShapeEnv, named: dict, constraints) -> None:
+    """`named`: {dim name: its symbol, or its value where it is not one}."""
     for text in constraints:
-        try:
-            cond = sympy.sympify(text, locals=dict(named))
-        except (sympy.SympifyError, SyntaxError) as e:
-            raise DeclarationError(f"constraint {text!r}: {e}") from None
-        unknown = cond.free_symbols - set(named.values())
-        if unknown:
-            raise DeclarationError(f"constraint {text!r} names {sorted(map(str, unknown))}, "
-                             f"which are not dims named in dims=")
-        hint = {s: sympy.Integer(env.symbols[s].hint) for s in cond.free_symbols}
-        if not bool(cond.xreplace(hint)):
-            vals = ", ".join(f"{s}={env.symbols[s].hint} ({env.symbols[s].source})" for s in cond.free_symbols)
-            raise DeclarationError(f"constraint {text!r} is violated: {vals}")
-        if (isinstance(cond, sympy.core.relational.Relational) and isinstance(cond.lhs, sympy.Symbol)
-                and cond.rhs.is_Integer and cond.rel_op in ("<=", "<", ">=", ">")):
-            b = int(cond.rhs)
-            lo = {">=": b, ">": b + 1}.get(cond.rel_op)
-            hi = {"<=": b, "<": b - 1}.get(cond.rel_op)
-            env.constrain(cond.lhs, lo=lo, hi=hi)
-        else:
-            from shapes.env import Guard
-            env.guards.append(Guard(cond, f"constraint {text!r}"))
+        for cond in parse_constraint(text, named):
+            if cond in (sympy.true, sympy.false):
+                if cond is sympy.false:
+                    raise DeclarationError(f"constraint {text!r} is violated: "
+                                           + ", ".join(f"{n}={v}" for n, v in named.items() if v.is_Integer))
+                continue
+            hint = {s: sympy.Integer(env.symbols[s].hint) for s in cond.free_symbols}
+            if not bool(cond.xreplace(hint)):
+                vals = ", ".join(f"{s}={env.symbols[s].hint} ({env.symbols[s].source})" for s in cond.free_symbols)
+                raise DeclarationError(f"constraint {text!r} is violated: {vals}")
+            if (isinstance(cond, sympy.core.relational.Relational) and isinstance(cond.lhs, sympy.Symbol)
+                    and cond.rhs.is_Integer and cond.rel_op in ("<=", "<", ">=", ">")):
+                b = int(cond.rhs)
+                lo = {">=": b, ">": b + 1}.get(cond.rel_op)
+                hi = {"<=": b, "<": b - 1}.get(cond.rel_op)
+                env.constrain(cond.lhs, lo=lo, hi=hi)
+            else:
+                env.guards.append(Guard(cond, f"constraint {text!r}"))
 
 
 def _finalize(graph: Graph, env: ShapeEnv, outputs):

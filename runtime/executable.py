@@ -19,7 +19,7 @@ import sympy
 from shapes.ir import ArrayConst, Graph, Node
 from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, index_of, ops_returning
 from shapes.pyloop import ABORTS
-from shapes.pyexpr import compile_source, exprs_source, to_python
+from shapes.pyexpr import compile_source, exprs_source, ident, to_python
 from runtime import gemmchoice
 from runtime.bufferpool import BufferPool
 from runtime.threadpool import native_pool, parallel_for
@@ -469,7 +469,7 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
     if graph.inputs:
         lines.append("    " + "".join(f"{names[v.id]}, " for v in graph.inputs) + "= inputs")
     if symbols:
-        lines.append("    " + "".join(f"{s.name}, " for s in symbols) + "= dims")
+        lines.append("    " + "".join(f"{ident(s)}, " for s in symbols) + "= dims")
     head = len(lines)
     hoisted: dict[str, str] = {}  # index source of the input dims only -> the name it is computed into once
 
@@ -596,10 +596,10 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
             lines.append(f"    {outs}{',' if len(n.outputs) == 1 else ''} = _r")
             for o in n.outputs:
                 for d in dd_by_value.get(o.id, []):
-                    lines.append(f"    {d.symbol.name} = _shape({names[o.id]})[{d.axis}]")
+                    lines.append(f"    {ident(d.symbol)} = _shape({names[o.id]})[{d.axis}]")
                     bound.add(d.symbol)
                     if d.expr != d.symbol:
-                        lines.append(f"    if {d.symbol.name} != {to_python(d.expr)}: "
+                        lines.append(f"    if {ident(d.symbol)} != {to_python(d.expr)}: "
                                      f"raise ShapeMismatch({str(d.symbol) + ' != ' + str(d.expr)!r})")
             for c in [c for c in pending if c[0].free_symbols <= bound]:  # decisions the trace took on them
                 pending.remove(c)

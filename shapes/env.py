@@ -38,13 +38,18 @@ class ShapeEnv:
     dd_guards: list[Guard] = field(default_factory=list)  # decisions on data-dependent sizes
     # data-dependent symbols that were unified: checked right after binding
     deferred: list[tuple[sympy.Symbol, sympy.Expr]] = field(default_factory=list)
+    reserved: frozenset = frozenset()  # the names dims= gives: no generated name takes one
 
     # ------------------------------------------------------------ symbols
     def new_symbol(self, hint: int, source: str, *, lo: int | None = 2, hi: int | None = None,
                    data_dependent: bool = False, name: str | None = None) -> sympy.Symbol:
         if name is None:
             prefix = "u" if data_dependent else "s"
-            name = f"{prefix}{sum(1 for i in self.symbols.values() if i.data_dependent == data_dependent)}"
+            k = sum(1 for i in self.symbols.values() if i.data_dependent == data_dependent)
+            taken = self.reserved | {s.name for s in self.symbols}
+            while f"{prefix}{k}" in taken:
+                k += 1
+            name = f"{prefix}{k}"
         # (lo None: an int argument, automatic dynamic: no sign assumption, its sign is a guard)
         sym = sympy.Symbol(name, integer=True, nonnegative=True) if lo is not None else \
             sympy.Symbol(name, integer=True)
@@ -130,7 +135,7 @@ class ShapeEnv:
         if any(self.symbols[s].lo is None for s in diff.free_symbols):
             return None
         for s in diff.free_symbols:
-            t = sympy.Symbol(f"_t_{s}", integer=True, nonnegative=True)
+            t = sympy.Dummy(f"t_{s}", integer=True, nonnegative=True)
             shift[s] = self.symbols[s].lo + t
         d = sympy.expand(diff.xreplace(shift))
         lo_nonneg, lo_pos = d.is_nonnegative, d.is_positive

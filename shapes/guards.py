@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import sympy
 
 from shapes.env import ShapeEnv
-from shapes.pyexpr import to_python
+from shapes.pyexpr import ident, to_python
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class GuardSet:
             expr = env.simplify(d.symbol)
             ref = f"sh[{d.arg}][{d.axis}]"
             if isinstance(expr, sympy.Symbol) and expr not in local:
-                name = str(expr)
+                name = ident(expr)
                 local[expr] = name
                 self.symbols.append(expr)
                 bind_lines.append(f"{name} = {ref}")
@@ -52,9 +52,9 @@ class GuardSet:
                 # what the key guarantees: a dim is >= 2 (0 and 1 are in the key); an int argument, nothing
                 floor = 2 if expr.is_nonnegative else None
                 if lo is not None and (floor is None or lo > floor):
-                    self.checks.append(Check(f"{name} >= {lo}", f"{name} >= {lo}", why))
+                    self.checks.append(Check(f"{name} >= {lo}", f"{expr} >= {lo}", why))
                 if hi is not None:
-                    self.checks.append(Check(f"{name} <= {hi}", f"{name} <= {hi}", why))
+                    self.checks.append(Check(f"{name} <= {hi}", f"{expr} <= {hi}", why))
                 continue
             self.checks.append(Check(
                 f"{ref} == {to_python(expr)}", f"{d.source} == {expr}",
@@ -102,7 +102,7 @@ class GuardSet:
         if self.checks:
             body.append("    if not (" + " and ".join(f"({c.code})" for c in self.checks) + "):")
             body.append("        return None")
-        body.append("    return (" + "".join(f"{s}, " for s in self.symbols) + ")")
+        body.append("    return (" + "".join(f"{ident(s)}, " for s in self.symbols) + ")")
         return "\n".join(body) + "\n"
 
     def failure(self, shapes) -> str | None:

@@ -74,7 +74,7 @@ class LoopBody:
         return n_in == 1 and n != 1
 
 
-TRIP = sympy.Symbol("trip", integer=True, nonnegative=True)
+TRIP = sympy.Symbol("_trip", integer=True, nonnegative=True)  # (dim names never begin with _)
 
 
 def run_loop(*xs, body: LoopBody, base=None):

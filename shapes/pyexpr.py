@@ -3,10 +3,21 @@
 sympy is for compile time only: every guard and size expression becomes
 Python source once, evaluated on the hot path without sympy.  Division only
 appears inside floor/ceiling/Mod and prints as `//`, so results stay exact.
+
+A symbol is never printed as its name: a user names dims (`dims=`), and a
+name such as `lambda`, `min`, `sh` or `v0` would be a syntax error or take
+the place of a name of the generated code.  It prints as `ident(symbol)`,
+its name behind the prefix `d_`, which no other name in generated source
+begins with.
 """
 from __future__ import annotations
 
 import sympy
+
+
+def ident(sym) -> str:
+    """The Python identifier of a dim symbol in generated source."""
+    return "d_" + sym.name
 
 
 def to_python(e) -> str:
@@ -21,7 +32,7 @@ def to_python(e) -> str:
     if isinstance(e, sympy.Integer):
         return str(int(e))
     if isinstance(e, sympy.Symbol):
-        return e.name
+        return ident(e)
     if isinstance(e, sympy.Add):
         return "(" + " + ".join(to_python(a) for a in e.args) + ")"
     if isinstance(e, sympy.Mul):
@@ -60,7 +71,7 @@ def to_python(e) -> str:
 def exprs_source(exprs, symbols) -> str:
     """One function of the symbol values returning the tuple of exprs, as
     source (a lambda, plain text; compile_source makes the function)."""
-    args = ", ".join(s.name for s in symbols)
+    args = ", ".join(map(ident, symbols))
     body = ", ".join(to_python(e) for e in exprs)
     return f"lambda {args}: ({body}{',' if len(exprs) == 1 else ''})"
 
