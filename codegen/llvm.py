@@ -30,6 +30,8 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from shapes import config
+
 from .artifact import Artifact, ArtifactError, KernelInfo
 
 __all__ = [
@@ -88,10 +90,10 @@ def _llvm_version() -> str:
 
 
 def _dump(stage: str, name: str, text: str) -> None:
-    dest = os.environ.get("SHAPEJIT_DUMP_LLVM", "")
-    if dest in ("", "0", "false", "False", "no"):
+    dest = config.get("SHAPEJIT_DUMP_LLVM")
+    if dest is None:
         return
-    if dest in ("1", "true", "True", "yes", "stderr", "-"):
+    if dest == "stderr":
         bar = "=" * 20
         print(f"{bar} shapejit LLVM IR {name} ({stage}) {bar}\n{text}", file=sys.stderr)
         return

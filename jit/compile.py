@@ -4,7 +4,6 @@ into fused kernels, compiles them to one artifact and links it."""
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecu
 from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
+from shapes import config
 from shapes.ir import ArrayConst, Graph
 from shapes.ops import FRESH_C, ops_returning
 from shapes.verify import checks_enabled
@@ -130,7 +130,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
 
 def bounds_checked() -> bool:
     """SHAPEJIT_BOUNDS_CHECK=1: kernels check every access (tests)."""
-    return os.environ.get("SHAPEJIT_BOUNDS_CHECK", "") not in ("", "0")
+    return config.get("SHAPEJIT_BOUNDS_CHECK")
 
 
 def build_saved(saved: SavedBuild) -> Build | None:

@@ -17,7 +17,6 @@ counted, dropped and ignored.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pickle
 import sys
 import threading
@@ -28,6 +27,7 @@ import numpy as np
 from jit.compile import SavedBuild
 from jit.fingerprint import Unstable, stable_text
 from runtime.cache import CorruptEntry, build_id, content_key, seal, unseal
+from shapes import config
 from shapes.guards import GuardSet
 
 FORMAT = "4"
@@ -48,7 +48,7 @@ class SavedEntry:
 
 
 def enabled() -> bool:
-    return os.environ.get("SHAPEJIT_TRACE_CACHE", "1") not in ("0", "false", "off", "")
+    return config.get("SHAPEJIT_TRACE_CACHE")
 
 
 def key_for(fingerprint: str, spec_key, options: str) -> str | None:

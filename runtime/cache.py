@@ -1,18 +1,37 @@
 """The compile cache: object code by content key, in memory and on disk.
 
-The disk level is a diskcache.Cache shared by every process on the machine:
-default under the user's cache directory, moved by SHAPEJIT_CACHE_DIR, off
-with SHAPEJIT_CACHE=0, bounded by SHAPEJIT_CACHE_SIZE (bytes, default 1 GiB)
-with least-recently-used eviction.  Entries are Artifact bytes with their own
-checksum and version header: a corrupt, truncated or foreign entry is
-counted, dropped and recompiled, never executed.  An unusable directory
-degrades to memory only, with one warning.
+The disk level is a diskcache.Cache shared by every process of the user on
+the machine: under the user's cache directory by default (SHAPEJIT_CACHE_DIR
+moves it, SHAPEJIT_CACHE=0 turns it off, SHAPEJIT_CACHE_SIZE bounds it, least
+recently used entries evicted).
+
+What it trusts (README, "Compile cache"):
+
+* Records are plain bytes: a header our code parses (JSON: function,
+  signature, kind, time, build) and the payload.  diskcache stores bytes as
+  they are; its pickled rows (which shapejit never writes) are refused by
+  `_BytesOnly`, never unpickled, also when `python -m jit cache` lists.
+* Every record is bound to its key: its digest covers the key, the header
+  and the payload, so a record copied under another key (two functions'
+  object code swapped) is a mismatch: dropped, counted, recompiled.
+* The directory is created private (0700); an existing one owned by another
+  user, or writable by group or others, is refused with a warning (the
+  cache runs in memory only): whoever can write the directory could make
+  this process run their code.
+* With SHAPEJIT_CACHE_SECRET set, the digest is an HMAC-SHA256 under that
+  secret: a record without a valid one is never loaded (counted, warned
+  once, recompiled).  Without a secret the digest is a sha256 that detects
+  damage, not forgery: the directory's permissions are the protection.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
+import json
 import os
+import stat
+import struct
 import threading
 import time
 import warnings
@@ -20,10 +39,15 @@ from dataclasses import dataclass
 
 import diskcache
 
-DEFAULT_SIZE = 1 << 30
+from shapes import config
+
 SHAPEJIT_VERSION = "0.1.0"
 _PACKAGES = ("jit", "shapes", "clustering", "codegen", "runtime")
 _SEAL = b"SJSEAL1\0"
+_RECORD = b"SJREC2\0\0"
+_HEAD = struct.Struct("<8sB32sI")  # magic, scheme (0 sha256, 1 hmac-sha256), digest, header length
+_SHA, _HMAC = 0, 1
+_MAX_HEADER = 1 << 16
 
 
 class CacheWarning(UserWarning):
@@ -84,9 +108,16 @@ class CacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     misses: int = 0
-    corrupt: int = 0
+    corrupt: int = 0   # records dropped: damaged, pickled, bound to another key (rejected says which)
     writes: int = 0
     write_errors: int = 0
+
+    def __post_init__(self):
+        self.rejected: dict[str, int] = {}
+
+    def reject(self, reason: str) -> None:
+        self.corrupt += 1
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
 
 @dataclass
@@ -99,31 +130,137 @@ class Entry:
     kind: str = "artifact"  # "artifact" (a function's object code) | "library" (a shared kernel) | "trace"
 
 
+class Rejected(Exception):
+    """A disk record that is not loaded; `reason` says why."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+class _BytesOnly(diskcache.Disk):
+    """diskcache's storage, keys as text and values as bytes only: a row
+    stored pickled (shapejit writes none) is refused, never unpickled."""
+
+    def put(self, key):
+        if type(key) is not str:
+            raise TypeError("cache keys are str")
+        return super().put(key)
+
+    def get(self, key, raw):
+        if not raw:
+            raise Rejected("pickled", "a pickled key")
+        return super().get(key, raw)
+
+    def store(self, value, read, key=diskcache.core.UNKNOWN):
+        if type(value) is not bytes:
+            raise TypeError("cache values are bytes")
+        return super().store(value, read, key=key)
+
+    def fetch(self, mode, filename, value, read):
+        if mode not in (diskcache.core.MODE_RAW, diskcache.core.MODE_BINARY):  # (bytes in the row, or a file)
+            raise Rejected("pickled" if mode == diskcache.core.MODE_PICKLE else "damaged", "not a bytes record")
+        return super().fetch(mode, filename, value, read)
+
+
+def _secret() -> bytes | None:
+    text = config.get("SHAPEJIT_CACHE_SECRET")
+    return text.encode() if text else None
+
+
+def _digest(scheme: int, secret: bytes | None, key: str, header: bytes, payload: bytes) -> bytes:
+    parts = (key.encode(), b"\0", struct.pack("<I", len(header)), header, payload)
+    h = hmac.new(secret, digestmod=hashlib.sha256) if scheme == _HMAC else hashlib.sha256()
+    for part in parts:
+        h.update(part)
+    return h.digest()
+
+
+def pack_record(key: str, payload: bytes, info: dict, secret: bytes | None) -> bytes:
+    """The disk record of `payload` under `key`: header, digest over both
+    and the key (an HMAC under `secret` when there is one)."""
+    header = json.dumps(info, sort_keys=True).encode()
+    scheme = _HMAC if secret else _SHA
+    return _HEAD.pack(_RECORD, scheme, _digest(scheme, secret, key, header, payload), len(header)) + header + payload
+
+
+def record_header(blob) -> dict:
+    """A record's header, without checking it (for listings)."""
+    if type(blob) is not bytes or len(blob) < _HEAD.size or not blob.startswith(_RECORD):
+        raise Rejected("damaged", "not a shapejit record")
+    n = _HEAD.unpack_from(blob)[3]
+    if n > _MAX_HEADER or _HEAD.size + n > len(blob):
+        raise Rejected("damaged", "header length")
+    try:
+        info = json.loads(blob[_HEAD.size:_HEAD.size + n])
+    except ValueError:
+        raise Rejected("damaged", "header") from None
+    if not isinstance(info, dict):
+        raise Rejected("damaged", "header")
+    return info
+
+
+def unpack_record(key: str, blob, secret: bytes | None) -> tuple[dict, bytes]:
+    """(header, payload) of a record read under `key`, or Rejected: damaged,
+    bound to another key, or (with a secret) without a valid signature."""
+    info = record_header(blob)
+    _, scheme, digest, n = _HEAD.unpack_from(blob)
+    header, payload = blob[_HEAD.size:_HEAD.size + n], blob[_HEAD.size + n:]
+    if secret is not None and scheme != _HMAC:
+        raise Rejected("unsigned", "a record without a signature (SHAPEJIT_CACHE_SECRET is set)")
+    if scheme == _HMAC and secret is None:
+        raise Rejected("unverifiable", "a signed record (SHAPEJIT_CACHE_SECRET is not set)")
+    if scheme not in (_SHA, _HMAC):
+        raise Rejected("damaged", "digest scheme")
+    if not hmac.compare_digest(digest, _digest(scheme, secret, key, header, payload)):
+        raise Rejected("bad_signature" if scheme == _HMAC else "damaged",
+                       "its digest does not match its key and contents")
+    return info, payload
+
+
+def private_directory(path: str) -> None:
+    """Create `path` private to this user (0700), or check that an existing
+    one is this user's and writable by no one else; OSError otherwise."""
+    try:
+        os.makedirs(path, mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(path)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise PermissionError(f"owned by uid {st.st_uid}, not by this user (uid {os.getuid()})")
+    if st.st_mode & 0o022:
+        raise PermissionError(f"writable by {'group and others' if st.st_mode & 0o002 else 'its group'} "
+                              f"(mode {stat.S_IMODE(st.st_mode):o})")
+
+
 class ArtifactCache:
     """get(key) -> (bytes, level) | (None, None); put(key, bytes, info)."""
 
     def __init__(self, directory: str | None = None, enabled: bool | None = None,
                  size_limit: int | None = None):
         if enabled is None:
-            enabled = os.environ.get("SHAPEJIT_CACHE", "1") not in ("0", "false", "off", "")
-        self.directory = directory or os.environ.get("SHAPEJIT_CACHE_DIR") or default_dir()
-        self.size_limit = size_limit or int(os.environ.get("SHAPEJIT_CACHE_SIZE", DEFAULT_SIZE))
+            enabled = config.get("SHAPEJIT_CACHE")
+        self.directory = directory or config.get("SHAPEJIT_CACHE_DIR") or default_dir()
+        self.size_limit = size_limit or config.get("SHAPEJIT_CACHE_SIZE")
         self.stats = CacheStats()
         self._memory: dict[str, bytes] = {}
         self._lock = threading.Lock()
         self._disk = None
+        self._warned: set[str] = set()
         self.disk_error: str | None = None
         if enabled:
             self._open()
 
     def _open(self) -> None:
         try:
-            os.makedirs(self.directory, exist_ok=True)
+            private_directory(self.directory)
             probe = os.path.join(self.directory, f".probe-{os.getpid()}")
             with open(probe, "w") as f:
                 f.write("ok")
             os.remove(probe)
-            self._disk = diskcache.Cache(self.directory, size_limit=self.size_limit,
+            self._disk = diskcache.Cache(self.directory, size_limit=self.size_limit, disk=_BytesOnly,
                                          eviction_policy="least-recently-used", timeout=60)
         except Exception as e:  # noqa: BLE001 - any failure means: memory only
             self._disk = None
@@ -145,18 +282,18 @@ class ArtifactCache:
             return b, "memory"
         if self._disk is not None:
             try:
-                rec = self._disk.get(key)
-            except Exception:  # noqa: BLE001 - a damaged cache database is a miss
-                rec = None
-                self.stats.corrupt += 1
-            if isinstance(rec, dict) and isinstance(rec.get("artifact"), bytes):
-                if memory:
-                    with self._lock:
-                        self._memory[key] = rec["artifact"]
-                self.stats.disk_hits += 1
-                return rec["artifact"], "disk"
-            if rec is not None:
-                self.reject(key)
+                blob = self._disk.get(key)
+                if blob is not None:
+                    _, payload = unpack_record(key, blob, _secret())
+                    if memory:
+                        with self._lock:
+                            self._memory[key] = payload
+                    self.stats.disk_hits += 1
+                    return payload, "disk"
+            except Rejected as e:
+                self.reject(key, e.reason, str(e), drop=e.reason != "unverifiable")
+            except Exception as e:  # noqa: BLE001 - a damaged cache database is a miss
+                self.reject(key, "damaged", f"{type(e).__name__}: {e}")
         self.stats.misses += 1
         return None, None
 
@@ -167,10 +304,10 @@ class ArtifactCache:
                 self._memory[key] = artifact
         if self._disk is None:
             return
-        rec = {"artifact": artifact, "function": function, "signature": signature, "time": time.time(),
-               "version": build_id(), "kind": kind}
+        info = {"function": function, "signature": signature, "time": time.time(), "version": build_id(),
+                "kind": kind}
         try:
-            self._disk.set(key, rec)
+            self._disk.set(key, pack_record(key, artifact, info, _secret()))
             self.stats.writes += 1
         except Exception as e:  # noqa: BLE001 - a full or read-only disk degrades to memory
             self.stats.write_errors += 1
@@ -178,10 +315,17 @@ class ArtifactCache:
                 warnings.warn(f"shapejit: cannot write the compile cache ({type(e).__name__}: {e})",
                               CacheWarning, stacklevel=3)
 
-    def reject(self, key: str) -> None:
-        """A record that failed its checks: counted and dropped (never used)."""
-        self.stats.corrupt += 1
-        self.drop(key)
+    def reject(self, key: str, reason: str = "damaged", detail: str = "", drop: bool = True) -> None:
+        """A record that failed its checks: counted and (unless another
+        process's secret may verify it) dropped; never used.  Warned once
+        per reason."""
+        self.stats.reject(reason)
+        if reason not in self._warned and reason != "damaged":
+            self._warned.add(reason)
+            warnings.warn(f"shapejit: a compile cache record was not loaded ({detail or reason}); "
+                          f"it is compiled again", CacheWarning, stacklevel=3)
+        if drop:
+            self.drop(key)
 
     def drop(self, key: str) -> None:
         """Forget a bad entry at both levels."""
@@ -198,13 +342,19 @@ class ArtifactCache:
         if self._disk is None:
             return out
         now = time.time()
-        for key in list(self._disk.iterkeys()):
-            rec = self._disk.get(key)
-            if not isinstance(rec, dict):
-                out.append(Entry(key, 0, 0.0, "?", "corrupt"))
-                continue
-            out.append(Entry(key, len(rec.get("artifact", b"")), now - rec.get("time", now),
-                             rec.get("function", "?"), rec.get("signature", ""), rec.get("kind", "artifact")))
+        try:
+            keys = list(self._disk.iterkeys())
+        except Exception:  # noqa: BLE001 - a pickled key (never ours): listed as corrupt, never loaded
+            keys = [None]
+        for key in keys:
+            try:
+                blob = self._disk.get(key)
+                info = record_header(blob)
+                out.append(Entry(key, len(blob) - _HEAD.size, now - float(info.get("time", now)),
+                                 str(info.get("function", "?")), str(info.get("signature", "")),
+                                 str(info.get("kind", "artifact"))))
+            except Exception:  # noqa: BLE001 - listed, never loaded
+                out.append(Entry(str(key), 0, 0.0, "?", "", "corrupt"))
         return out
 
     def volume(self) -> int:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import threading
 import weakref
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from shapes import config
 
 LATENCY_BOUNDS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
                   0.25, 0.5, 1.0, 2.5)
@@ -136,6 +137,11 @@ class ShapejitCollector:
                                 value=len(cache))
         yield GaugeMetricFamily("shapejit_cache_bytes", "Bytes of the persistent compile cache on disk",
                                 value=cache.volume())
+        rejected = CounterMetricFamily("shapejit_cache_rejected", "Cache records not loaded (damaged, pickled, "
+                                       "bound to another key, unsigned or badly signed)", labels=["reason"])
+        for reason, n in sorted(cache.stats.rejected.items()):
+            rejected.add_metric([reason], n)
+        yield rejected
         from runtime.bufferpool import pool_bytes
         yield GaugeMetricFamily("shapejit_pool_bytes", "Bytes held by the intermediate-buffer pools",
                                 value=pool_bytes())
@@ -168,7 +174,7 @@ def wsgi_app(registry: CollectorRegistry | None = None):
 # -------------------------------------------------------------- logging
 
 def log_topics() -> frozenset:
-    return frozenset(t.strip() for t in os.environ.get("SHAPEJIT_LOG", "").split(",") if t.strip())
+    return frozenset(config.get("SHAPEJIT_LOG"))
 
 
 def logger_for(topic: str):

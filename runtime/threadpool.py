@@ -42,6 +42,8 @@ import os
 import queue
 import threading
 
+from shapes import config
+
 __all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown", "install_native_pool",
            "native_pool"]
 
@@ -66,14 +68,7 @@ def set_spin_wait(fn) -> None:
 
 
 def _configured_threads() -> int:
-    env = os.environ.get("SHAPEJIT_NUM_THREADS", "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ValueError(f"SHAPEJIT_NUM_THREADS must be an integer, got {env!r}")
-        return max(1, n)
-    return max(1, os.cpu_count() or 1)
+    return config.get("SHAPEJIT_NUM_THREADS") or max(1, os.cpu_count() or 1)
 
 
 class _Job:

@@ -2,8 +2,7 @@
 rule.  Runs after every pass when SHAPEJIT_CHECKS=1, and always in tests."""
 from __future__ import annotations
 
-import os
-
+from shapes import config
 from shapes.ir import Graph
 from shapes.ops import OPAQUE, OPS
 
@@ -13,7 +12,7 @@ class VerifyError(AssertionError):
 
 
 def checks_enabled() -> bool:
-    return os.environ.get("SHAPEJIT_CHECKS", "") not in ("", "0")
+    return config.get("SHAPEJIT_CHECKS")
 
 
 def verify(g: Graph) -> Graph:

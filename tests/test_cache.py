@@ -66,11 +66,9 @@ def test_corrupt_entries_are_dropped_and_recompiled(tmp_path):
     keys = list(c._disk.iterkeys())
     assert keys
     for k, key in enumerate(keys):
-        rec = c._disk.get(key)
-        blob = rec["artifact"]
+        blob = c._disk.get(key)
         bad = blob[: len(blob) // 2] if k % 2 == 0 else blob[:100] + bytes(b ^ 0x5A for b in blob[100:200]) + blob[200:]
-        rec["artifact"] = bad
-        c._disk.set(key, rec)
+        c._disk.set(key, bad)
     again = run_script(tmp_path, 33, cache_dir)
     assert again["ok"] and again["compiles"] == 1 and again["cache_hits_disk"] == 0
     third = run_script(tmp_path, 41, cache_dir)  # the recompiled entry replaced the bad one

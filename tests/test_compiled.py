@@ -8,6 +8,7 @@ import pytest
 
 from jit import jit
 from runtime.native import KernelOwner
+from shapes import config
 from tests.conftest import assert_like_numpy, run_in_threads
 
 F32 = np.float32
@@ -48,7 +49,7 @@ def make_params(rng):
 
 
 def n_calls(full: int, bounded: int) -> int:
-    return full if os.environ.get("SHAPEJIT_STRESS") == "full" or not os.environ.get("CI") else bounded
+    return full if config.get("SHAPEJIT_STRESS") == "full" or not os.environ.get("CI") else bounded
 
 
 @pytest.mark.stress

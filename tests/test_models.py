@@ -6,7 +6,6 @@ GPT-2 and Llama (prefill and the decode loop) compile whole — no eager node,
 no graph break, at most two compiles; ``test_compile_facts`` prints stats()
 and explain()'s reasons (set SHAPEJIT_MODELS_FACTS=FILE to have them written there).
 """
-import os
 import warnings
 
 import numpy as np
@@ -16,6 +15,7 @@ from bench.models import facts, format_facts
 from bench.models import gpt2 as G
 from bench.models import llama as L
 from jit import JitWarning, jit
+from shapes import config
 
 LENGTHS = [1, 2, 7, 16, 33]
 PROMPT, STEPS = 5, 6
@@ -194,8 +194,8 @@ def test_compile_facts(gpt2_params, llama_params, capsys):
     text = "\n\n".join(format_facts(name, f) for name, f in found.items())
     with capsys.disabled():
         print("\n" + text)
-    if os.environ.get("SHAPEJIT_MODELS_FACTS"):
-        with open(os.environ["SHAPEJIT_MODELS_FACTS"], "w") as f:
+    if config.get("SHAPEJIT_MODELS_FACTS"):
+        with open(config.get("SHAPEJIT_MODELS_FACTS"), "w") as f:
             f.write(text + "\n")
     pico = jfs["gpt2_pico"].stats()
     assert pico["eager_nodes"] == 0 and pico["fallbacks"] == 0 and pico["traces"] == len(LENGTHS)

@@ -140,12 +140,10 @@ def test_a_damaged_trace_record_is_dropped_and_traced_again(tmp_path):
     assert run(tmp_path, [30])["traces"] == 1
     c = ArtifactCache(str(tmp_path / "cache"))
     damaged = 0
-    for key in list(c._disk.iterkeys()):
-        rec = c._disk.get(key)
-        if rec.get("kind") == "trace":
-            blob = rec["artifact"]
-            rec["artifact"] = blob[:60] + bytes(b ^ 0x33 for b in blob[60:90]) + blob[90:]
-            c._disk.set(key, rec)
+    for e in c.entries():
+        if e.kind == "trace":
+            blob = c._disk.get(e.key)
+            c._disk.set(e.key, blob[:-90] + bytes(b ^ 0x33 for b in blob[-90:-60]) + blob[-60:])  # (the payload)
             damaged += 1
     assert damaged == 1
     again = run(tmp_path, [31])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from examples.service import Encoder, make_server
+from shapes import config
 
 ALLOWED_LABELS = {"function", "reason", "level", "stage", "le", "endpoint", "status"}
 
@@ -92,7 +93,7 @@ def test_soak_memory_stays_flat(tmp_path):
     try:
         url = proc.stdout.readline().split()[2]
         rng = np.random.default_rng(1)
-        full = os.environ.get("SHAPEJIT_STRESS") == "full"
+        full = config.get("SHAPEJIT_STRESS") == "full"
         warm, total = (300, 5000) if full else (200, 1200)
         lengths = rng.integers(1, 513, total)
         # during warm-up: the largest shape (buffers reach their size) and length 1
