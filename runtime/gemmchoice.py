@@ -20,7 +20,17 @@ from __future__ import annotations
 
 import threading
 
-ROUNDS = 2
+ROUNDS = 1
+# Only products of fewer rows than this are raced.  The race is not free: the
+# first BLAS call starts OpenBLAS's threads, which then spin on the cores the
+# kernels around it need, and a class's first product runs twice.  On the
+# AMD EPYC above, with every class raced, the first pass of a stream of
+# bert_layer calls (40 calls, S random in 1..512, /tmp script) took 150-195 ms
+# a call against 100-115 ms in the passes after it, where the kernel won
+# every class; at M >= 128 the kernel ran at 0.7-1.0x of OpenBLAS there (and
+# faster with AVX-512), never the 1/MARGIN that would send a class to BLAS.
+# Issue 12's calibrated dispatch replaces this bound.
+RACE_ROWS = 128
 # numpy's matmul takes a class only when it ran in less than 1/MARGIN of the
 # kernel's time.  Measured alone, a BLAS product looks faster than it is in a
 # jitted call, whose kernels then compete with OpenBLAS's spinning threads for
@@ -40,8 +50,12 @@ _lock = threading.Lock()
 
 
 def shape_class(char: str, m: int, n: int, k: int) -> tuple:
-    """The class of an (m x k) @ (k x n) product of dtype `char` (np.dtype.char)."""
-    return char, m.bit_length(), n.bit_length(), k.bit_length()
+    """The class of an (m x k) @ (k x n) product of dtype `char` (np.dtype.char);
+    one of RACE_ROWS rows or more is decided for the kernel on sight."""
+    key = char, m.bit_length(), n.bit_length(), k.bit_length()
+    if m >= RACE_ROWS and key not in BEST and PREFER != "blas":
+        BEST[key] = False
+    return key
 
 
 def decide(key: tuple, kernel_seconds: list, blas_seconds: list) -> None:
