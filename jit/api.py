@@ -16,7 +16,7 @@ from jit import persist, pytree
 from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved
 from jit.declare import check_constraints, check_dims, dim_names
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
-from jit.held import fetch_all, key_of
+from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
 from jit.signature import Signature, classify_call
 from jit.trace import DeclarationError, TraceResult, trace
 from jit.tracer import Fallback
@@ -105,6 +105,9 @@ class JitFunction:
         if any(p.default is p.empty for p in params[self._n_params - len(self._defaults):]):
             self._defaults = ()
         self._param_names = [p.name for p in params]
+        # a generator's (or coroutine's) values are made after the call returns: it runs in numpy
+        self._generator = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) \
+            or inspect.iscoroutinefunction(fn)
         self.dims = check_dims(dims, self._param_names, self.__name__)
         self.constraints = check_constraints(constraints, dim_names(self.dims))
         self._keys: dict = {}
@@ -116,6 +119,10 @@ class JitFunction:
         self._saving: str | None = None  # why traces are not saved, when they are not
         self._dyn_ints: frozenset = frozenset()  # leaf indices of int arguments that are symbols
         self._held_paths: list = []  # where the arrays the program holds are (jit/held.py)
+        self._value_paths: list = []  # where the other values traces read are: their tokens are keyed
+        self._values = ValueKeys((), fn)  # reads them
+        self._last_values: dict = {}  # path -> the token its value had at the last trace
+        self._unguarded: list = []  # values traces read that no token describes (warned once)
         self._int_changes: str | None = None
 
     # ----------------------------------------------------------------- call
@@ -131,9 +138,9 @@ class JitFunction:
         treedef = pytree.flatten(bound, leaves)
         key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
         full, run_inputs = key, runtime
-        if self._held_paths:  # arrays the program holds: fetched again at every call
-            held = fetch_all(self._held_paths, self.fn, leaves)
-            full, run_inputs = (None, None) if held is None else (key + (key_of(held),), runtime + held)
+        if self._held_paths or self._value_paths:  # what the program holds: fetched again at every call
+            full, held = self._extend(key, leaves)
+            run_inputs = None if held is None else runtime + held
         state = self._keys.get(full)
         if state is not None and state.eager_reason is None:
             shapes = tuple([a.shape for a in arrays])
@@ -191,26 +198,56 @@ class JitFunction:
         return tuple(args), kwargs
 
     # ------------------------------------------------------------- slow path
-    def _held(self, key, leaves):
-        """(key with the held arrays' part, their arrays) for this call; a
-        path that no longer reaches an array is dropped (traces find them)."""
-        held = fetch_all(self._held_paths, self.fn, leaves) if self._held_paths else []
+    def _extend(self, key, leaves):
+        """(key with the held arrays' part and the tokens of the values
+        traces read, the held arrays), or (None, None) when a held path no
+        longer reaches an array."""
+        if not self._held_paths:
+            return key + (self._values.tokens(leaves),), []
+        held = fetch_all(self._held_paths, self.fn, leaves)
         if held is None:
-            self._held_paths, held = [], []
-        return (key + (key_of(held),) if held else key), held
+            return None, None
+        return key + (key_of(held), self._values.tokens(leaves)), held
 
-    def _rekey(self, state: KeyState, full, key, leaves, base_runtime, paths):
-        """After a trace (or a saved entry) reached more held arrays than
-        were known: key them too.  -> (state, full key, runtime inputs)."""
-        if len(paths) <= len(self._held_paths):
+    def _held(self, key, leaves):
+        """(the full key, the held arrays) for this call; a path that no
+        longer reaches an array is dropped (traces find them)."""
+        if not (self._held_paths or self._value_paths):
+            return key, []
+        full, held = self._extend(key, leaves)
+        if full is None:
+            self._held_paths = []
+            full, held = self._extend(key, leaves)
+        return full, held
+
+    def _rekey(self, state: KeyState, full, key, leaves, base_runtime, paths, values=()):
+        """After a trace (or a saved entry) reached more held arrays, or
+        read more values, than were known: key them too.  -> (state, full
+        key, runtime inputs)."""
+        new_values = [p for p in values if p not in self._value_paths]
+        if len(paths) <= len(self._held_paths) and not new_values:
             return state, full, base_runtime + self._held(key, leaves)[1]
-        self._held_paths = list(paths)
+        if len(paths) > len(self._held_paths):
+            self._held_paths = list(paths)
+        self._value_paths = self._value_paths + new_values
+        self._values = ValueKeys(self._value_paths, self.fn)
         if not state.entries:
             del self._keys[full]
         full, held = self._held(key, leaves)
         new = self._keys.setdefault(full, state)
         new.signature = state.signature
         return new, full, base_runtime + held
+
+    def _note_values(self, tr: TraceResult, leaves) -> None:
+        """Remember the values the traces read (a later change names them
+        as the reason of the retrace); warn once of those no token describes."""
+        self._last_values = dict(zip(self._value_paths, self._values.tokens(leaves)))
+        new = [p for p in tr.unguarded if p not in self._unguarded]
+        if new:
+            self._unguarded += new
+            warnings.warn(f"shapejit: {self.__name__} reads {', '.join(new)}, which it cannot key on (an object "
+                          f"of a library's class, or a container of more than {MAX_ITEMS} values or of "
+                          f"objects): a change to it after this trace is not seen", JitWarning, stacklevel=4)
 
     def _miss(self, key, bound, leaves, treedef, arrays, runtime):
         """`key` and `runtime` without the held arrays' part."""
@@ -244,9 +281,14 @@ class JitFunction:
             m.misses["memory"] += 1
             sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic, self._dyn_ints)
             state.signature = sig
-            if sig.unsupported:
-                return self._fall_back(state, "unsupported_input", sig.unsupported, bound)
+            if sig.unsupported or self._generator:
+                return self._fall_back(state, "unsupported_input", sig.unsupported or "a generator (or coroutine) "
+                                       "function: its values are made after the call returns", bound)
             reason, category = None, "signature"
+            changed = [str(p) for p, t in zip(self._value_paths, self._values.tokens(leaves))
+                       if self._last_values.get(p, t) != t]
+            if changed:
+                reason, category = f"{', '.join(changed)} changed (read by the trace)", "value_changed"
             if self._int_changes:
                 reason, category = f"int argument {self._int_changes} changed: now a symbol", "auto_dynamic"
                 self._int_changes = None
@@ -276,7 +318,8 @@ class JitFunction:
                 found = self._load_saved(state, pkey, shapes, leaves)
                 if found is not None:
                     entry, dims = found
-                    state, full, runtime = self._rekey(state, full, key, leaves, base_runtime, entry.saved.held)
+                    state, full, runtime = self._rekey(state, full, key, leaves, base_runtime, entry.saved.held,
+                                                       entry.saved.guarded)
                     state.entries.append(entry)
                     self._n_entries += 1
                     m.slow_calls += 1
@@ -305,7 +348,8 @@ class JitFunction:
             m.compile_seconds["trace"].observe(_now() - t0)
             m.traces += 1
             m.graph_breaks += len(tr.breaks)
-            state, full, runtime = self._rekey(state, full, key, leaves, base_runtime, tr.held)
+            state, full, runtime = self._rekey(state, full, key, leaves, base_runtime, tr.held, tr.guarded)
+            self._note_values(tr, leaves)
             try:
                 entry = self._build(tr, runtime, sig.describe())
             except Exception as e:  # noqa: BLE001 - an internal error never reaches the user
@@ -431,6 +475,9 @@ class JitFunction:
                 held = fetch_all(s.held, self.fn, leaves)
                 if held is None or key_of(held) != s.held_key:
                     continue
+            if s.values and any(t is not None and t != now for (_, t), now in
+                                zip(s.values, ValueKeys(s.guarded, self.fn).tokens(leaves))):
+                continue  # traced when a value it read was another
             del state.saved[i]
             b = build_saved(s.build)
             if b is None:  # its object code was evicted: trace and compile as usual
@@ -544,6 +591,11 @@ class JitFunction:
                 if plan is not None:
                     lines.append("    clusters (after passes):")
                     lines += ["      " + x for x in plan.describe().splitlines()]
+        if self._value_paths:
+            lines.append("\nvalues the traces read (each call's key holds them: a change traces again): "
+                         + ", ".join(map(str, self._value_paths)))
+        if self._unguarded:
+            lines.append("read but not keyed (a change to them is not seen): " + ", ".join(self._unguarded))
         if self._saving:
             lines.append(f"\n{self._saving}")
         if self.log:

@@ -6,7 +6,15 @@ fetches again along its path (`self.cache_k[3]`), so a rebound attribute is
 never served stale, and writes are copied back into the array the path
 reaches, as numpy would have made them.  The key holds each held array's
 dtype, exact shape and layout (weights and caches have fixed shapes: their
-dims are static in the code)."""
+dims are static in the code).
+
+Any other value the trace reads along such a path (a float global, an int
+attribute of `self`, a list of numbers in a closure, a helper function
+bound to a global) is a constant of the trace: its token (below) is part of
+every call's key, so a changed value is a new key (a retrace, the old entry
+kept) and never a stale result.  A value no token describes (an object of a
+library's class, a list of a thousand numbers) is listed, and the function
+warns once that a change to it is not seen."""
 from __future__ import annotations
 
 import os
@@ -20,6 +28,81 @@ from jit.tracer import _PKG_DIRS, Fallback, Tracer, user_location
 
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, types.ModuleType,
           types.FunctionType, types.BuiltinFunctionType, type)
+_VALUES = (int, bool, str, bytes, type(None))
+_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, np.ufunc, type)
+MAX_ITEMS = 64  # the longest list, tuple or dict of values a key holds (longer ones are not guarded)
+MISSING = ("missing",)
+
+
+def token(v):
+    """A hashable token equal for two values exactly when a trace that read
+    one serves the other (floats by their bits: -0.0 is not 0.0, nan is
+    nan), or None for a value shapejit does not guard."""
+    t = type(v)
+    if t is float:
+        return float, v.hex()
+    if t in _VALUES:
+        return t, v
+    if t is complex:
+        return complex, v.real.hex(), v.imag.hex()
+    if isinstance(v, np.generic):
+        return t, v.tobytes()
+    if t in (list, tuple) and len(v) <= MAX_ITEMS:
+        items = tuple([token(x) for x in v])
+        return None if None in items else (t, items)
+    if t is dict and len(v) <= MAX_ITEMS:
+        items = tuple([(token(k), token(x)) for k, x in v.items()])
+        return None if any(None in kv for kv in items) else (t, items)
+    if isinstance(v, _BY_IDENTITY):
+        return "is", v
+    return None
+
+
+class ValueKeys:
+    """The tokens of the values `paths` reach, read at every call: a global
+    or closure variable through a getter made once, and the token of a value
+    that is the same object as last time (and not a container) reused, so
+    a float global costs a dictionary lookup and an identity test."""
+
+    _FETCH_ERRORS = (AttributeError, IndexError, KeyError, TypeError, ValueError)
+
+    def __init__(self, paths, fn):
+        self.paths = list(paths)
+        self._get = [_getter(p, fn) for p in self.paths]
+        self._last = ((MISSING,) * len(self.paths), tuple([MISSING] * len(self.paths)))  # (values, tokens)
+
+    def tokens(self, leaves) -> tuple:
+        try:
+            objs = tuple([get(leaves) for get in self._get])
+        except self._FETCH_ERRORS:
+            return self._read_each(leaves)
+        last, tokens = self._last  # (one read: the pair another thread stores is stored whole)
+        for a, b in zip(objs, last):
+            if a is not b or type(a) in (list, dict, tuple):
+                tokens = tuple([token(x) for x in objs])
+                self._last = objs, tokens
+                break
+        return tokens
+
+    def _read_each(self, leaves) -> tuple:
+        out = []
+        for get in self._get:
+            try:
+                out.append(token(get(leaves)))
+            except self._FETCH_ERRORS:
+                out.append(MISSING)
+        return tuple(out)
+
+
+def _getter(p: Path, fn):
+    """A function of the call's leaves reading the value at `p`."""
+    if not p.steps and p.root[0] == "global":
+        g, k = _function(fn).__globals__, p.root[1]
+        return lambda leaves: g[k]
+    if not p.steps and p.root[0] == "cell":
+        c = _function(fn).__closure__[p.root[1]]
+        return lambda leaves: c.cell_contents
+    return lambda leaves: p.fetch(fn, leaves)
 
 
 @dataclass(frozen=True)
@@ -106,6 +189,8 @@ class Lifter:
         self.ctx = ctx
         self.paths: list[Path] = []
         self.tracers: dict[Path, Tracer] = {}
+        self.guarded: dict[Path, tuple] = {}   # values read along paths -> their tokens
+        self.unguarded: list[str] = []         # paths of values read that no token describes
         self._make_input = make_input  # (array, path text) -> Tracer (a new graph input)
         self.traceable = lambda f: f     # a user function as the trace runs it (jit/trace.py)
 
@@ -129,7 +214,20 @@ class Lifter:
             return HeldMapping(self, path, x)
         if holder(x):
             return HeldObject(self, path, x)
+        self.guard(path, x)
         return x
+
+    def guard(self, path: Path, x) -> None:
+        """Record a value the trace read at `path` (modules are not: a module
+        global is rebound by no one)."""
+        if path in self.guarded or isinstance(x, types.ModuleType):
+            return
+        t = token(x)
+        if t is None:
+            if str(path) not in self.unguarded:
+                self.unguarded.append(str(path))
+        else:
+            self.guarded[path] = t
 
 
 class HeldObject:

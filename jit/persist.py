@@ -45,6 +45,13 @@ class SavedEntry:
     held: tuple = ()      # paths of the held arrays it takes after the arguments (jit/held.py)
     held_key: tuple = ()  # their dtypes, shapes and layouts
     eager_nodes: int = 0  # how many eager nodes its trace has (stats() reads it without the details)
+    # the other values its trace read: (path, token), the token None for one compared by identity
+    # (a function: the fingerprint in the record's key covers it)
+    values: tuple = ()
+
+    @property
+    def guarded(self) -> list:
+        return [p for p, _ in self.values]
 
 
 def enabled() -> bool:
@@ -65,8 +72,9 @@ def key_for(fingerprint: str, spec_key, options: str) -> str | None:
 def entry_of(trace, guards: GuardSet, build, held_key: tuple) -> SavedEntry:
     details = pickle.dumps((dataclasses.replace(trace, concrete=None, writes=[]), build.plan),
                            protocol=pickle.HIGHEST_PROTOCOL)
+    values = tuple((p, None if t[0] == "is" else t) for p, t in trace.guarded.items())
     return SavedEntry(guards, trace.out_treedef, SavedBuild.of(build), details, tuple(trace.held), held_key,
-                      len(trace.eager_nodes))
+                      len(trace.eager_nodes), values)
 
 
 def details(entry: SavedEntry):

@@ -23,6 +23,9 @@ class IntDim:
         self.shape = (value,)
 
 
+_INT64 = 2 ** 63
+
+
 def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
     """-> (key, arrays, runtime inputs).  The hot path: keep it lean.
     `dyn_ints`: leaf indices of int arguments that are symbols, not keys."""
@@ -31,7 +34,7 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
     runtime = []
     for k, x in enumerate(leaves):
         t = type(x)
-        if t is int and k in dyn_ints:
+        if t is int and k in dyn_ints and -_INT64 <= x < _INT64:
             arrays.append(IntDim(x))
             key.append(int)
             continue
@@ -45,11 +48,11 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
         elif t is float:
             runtime.append(x)
             key.append(float)
-        elif isinstance(x, _ndarray):  # a subclass: treated as its base class
+        elif isinstance(x, _ndarray):  # a subclass: a memmap computes as its base class, another runs in numpy
             x = np.asarray(x)
             arrays.append(x)
             runtime.append(x)
-            key.append((x.dtype, x.shape if dynamic is False else
+            key.append((t, x.dtype, x.shape if dynamic is False else
                         tuple([d if d < 2 else -1 for d in x.shape]), x.flags.c_contiguous))
         elif isinstance(x, _generic):
             runtime.append(x)
@@ -73,10 +76,15 @@ class Signature:
     def of(leaves, treedef, paths, dynamic, dyn_ints=frozenset()) -> "Signature":
         specs, text, bad = [], [], None
         for k, (x, path) in enumerate(zip(leaves, paths)):
-            if type(x) is int and k in dyn_ints:
+            if type(x) is int and not -_INT64 <= x < _INT64 and bad is None:
+                bad = f"argument {path} is an int beyond int64 (numpy decides what it becomes)"
+            if type(x) is int and k in dyn_ints and -_INT64 <= x < _INT64:
                 specs.append(InputSpec("int", path))
                 text.append(f"{path}: int")
             elif isinstance(x, _ndarray):
+                if type(x) not in (_ndarray, np.memmap) and bad is None:
+                    bad = (f"argument {path} is a {type(x).__module__}.{type(x).__name__} (an ndarray subclass: "
+                           f"its own methods and result type are numpy's)")
                 x = np.asarray(x)
                 if x.dtype.kind in "OSUVMm" and bad is None:
                     bad = f"argument {path} has unsupported dtype {x.dtype}"

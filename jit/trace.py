@@ -34,6 +34,8 @@ class TraceResult:
     breaks: list = field(default_factory=list)  # graph breaks (jit/tracer.py Break), checked at run time
     dd_checks: list = field(default_factory=list)  # (condition, reason) on data-dependent sizes, checked at run time
     lift_refusals: list = field(default_factory=list)  # loops left to the trace (jit/lift.py), and why
+    guarded: dict = field(default_factory=dict)  # path -> token of the other values it read (jit/held.py)
+    unguarded: list = field(default_factory=list)  # paths of values it read that no token describes
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects on the arguments it wrote into."""
@@ -177,7 +179,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
-                       list(ctx.lift_refusals))
+                       list(ctx.lift_refusals), dict(lifter.guarded), list(lifter.unguarded))
 
 
 def _writebacks(ctx: TraceContext, by_id: dict) -> dict:
@@ -430,12 +432,15 @@ class _Traceables:
         if v is np:
             return self.proxy
         if isinstance(v, types.FunctionType):
+            if path is not None:
+                self.lifter.guard(path, v)  # (rebinding a helper is a new key)
             return self.function(v)
         if isinstance(v, types.ModuleType) and user_module(v):
             return _UserModule(self, v)
-        if path is not None and (type(v) is np.ndarray or holder(v)
-                                 or type(v) in (list, tuple, dict) and _holds(v)):
-            return self.lifter.wrap(path, v)
+        if path is not None:
+            if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and _holds(v):
+                return self.lifter.wrap(path, v)
+            self.lifter.guard(path, v)
         return v
 
 

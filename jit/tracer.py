@@ -108,6 +108,8 @@ class TraceContext:
             return x
         if isinstance(x, SymInt):
             return self.emit("dim", [], {"expr": x.expr})
+        if type(x) is int and not -2 ** 63 <= x < 2 ** 63:
+            raise Fallback(f"the Python int {x} is beyond int64 (numpy decides what it becomes)", user_location())
         if type(x) in _PY_SCALARS:  # not np.float64, a float subclass but strongly typed
             # keyed by repr: 0.0 == -0.0 (and nan != nan), yet they are different constants
             key = (type(x), repr(x))

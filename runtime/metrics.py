@@ -21,7 +21,7 @@ from shapes import config
 LATENCY_BOUNDS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
                   0.25, 0.5, 1.0, 2.5)
 COMPILE_BOUNDS = (1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-RECOMPILE_REASONS = ("guard", "signature", "auto_dynamic", "graph_break")
+RECOMPILE_REASONS = ("guard", "signature", "auto_dynamic", "graph_break", "value_changed")
 FALLBACK_REASONS = ("data_dependent", "unsupported_input", "max_entries", "eager_size_changed",
                     "compile_failed", "aliased_arguments", "internal_error", "graph_break_outcomes",
                     "lifted_loop")

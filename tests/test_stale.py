@@ -1,0 +1,156 @@
+"""Never silently stale: values a trace reads from globals, closures and
+`self` are part of every call's key (jit/held.py token); a change traces
+again, the reason in explain(); values shapejit cannot key on are named in
+one warning.  Generators, ndarray subclasses and ints beyond int64 get
+numpy's result."""
+import warnings
+
+import numpy as np
+import pytest
+
+from jit import JitWarning, jit
+from tests.conftest import assert_like_numpy
+
+SCALE = 2.0
+TABLE = [1.0, 2.0, 3.0]
+OPTIONS = {"eps": 1e-5, "mode": "add"}
+
+
+def scaled(x):
+    return x * SCALE
+
+
+def helper(x):
+    return x + 1.0
+
+
+def uses_helper(x):
+    return helper(x) * 2.0
+
+
+def test_a_changed_global_traces_again(backend):
+    global SCALE
+    f = jit(scaled, backend=backend)
+    x = np.arange(4.0)
+    try:
+        assert_like_numpy(f(x), x * 2.0)
+        SCALE = 3.0
+        assert_like_numpy(f(x), x * 3.0)
+        SCALE = -0.0  # (not 0.0: the sign of zero reaches the result)
+        assert_like_numpy(f(x), scaled(x))
+        SCALE = 2.0
+        assert_like_numpy(f(x), x * 2.0)
+    finally:
+        SCALE = 2.0
+    assert f.stats()["traces"] == 3  # 2.0's entry served again
+    assert "SCALE changed (read by the trace)" in f.explain()
+
+
+def test_a_changed_global_function_traces_again():
+    global helper
+    f = jit(uses_helper)
+    x = np.arange(3.0)
+    old = helper
+    try:
+        assert_like_numpy(f(x), (x + 1.0) * 2.0)
+        helper = lambda x: x - 1.0  # noqa: E731
+        assert_like_numpy(f(x), (x - 1.0) * 2.0)
+    finally:
+        helper = old
+
+
+def test_closures_lists_and_dicts():
+    coef = [1.0, 2.0]
+    opts = dict(OPTIONS)
+    k = 3
+
+    def f(x):
+        y = x * coef[1] + k
+        return y + opts["eps"] if opts["mode"] == "add" else y - opts["eps"]
+
+    jf = jit(f)
+    x = np.ones(3)
+    assert_like_numpy(jf(x), f(x))
+    coef[1] = 10.0
+    assert_like_numpy(jf(x), f(x))
+    opts["mode"] = "sub"
+    assert_like_numpy(jf(x), f(x))
+    k = 7  # noqa: F841 - read through the closure
+    assert_like_numpy(jf(x), f(x))
+    assert jf.stats()["traces"] == 4
+
+
+class Layer:
+    def __init__(self):
+        self.scale = 2.0
+        self.bias = np.ones(3)
+        self.cfg = {"act": "relu"}
+
+    @jit
+    def __call__(self, x):
+        y = x * self.scale + self.bias
+        return np.maximum(y, 0.0) if self.cfg["act"] == "relu" else y
+
+
+def test_self_attributes():
+    layer = Layer()
+    x = np.linspace(-2, 2, 3)
+    assert_like_numpy(layer(x), np.maximum(x * 2.0 + 1.0, 0.0))
+    layer.scale = 5.0
+    assert_like_numpy(layer(x), np.maximum(x * 5.0 + 1.0, 0.0))
+    layer.cfg["act"] = "none"
+    assert_like_numpy(layer(x), x * 5.0 + 1.0)
+    layer.bias = np.zeros(3)  # a held array: fetched again at every call
+    assert_like_numpy(layer(x), x * 5.0)
+
+
+def test_a_value_it_cannot_key_on_is_named_once():
+    big = list(range(200))
+    f = jit(lambda x: x * big[3])
+    with pytest.warns(JitWarning, match="reads <closure 0>, which it cannot key on"):
+        f(np.ones(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(np.ones(5))
+    assert "read but not keyed (a change to them is not seen): <closure 0>" in f.explain()
+
+
+def test_a_generator_runs_in_numpy():
+    def gen(x):
+        for i in range(3):
+            yield x * i
+
+    f = jit(gen)
+    with pytest.warns(JitWarning, match="generator"):
+        out = list(f(np.ones(2)))
+    for got, want in zip(out, gen(np.ones(2))):
+        assert_like_numpy(got, want)
+
+
+@pytest.mark.parametrize("k", [2 ** 63, 2 ** 70, -2 ** 70])
+def test_python_ints_beyond_int64_get_numpy_results(k):
+    f = jit(lambda x, k: x + k)
+    g = jit(lambda x: x * k)
+    x = np.ones(3, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        assert_like_numpy(f(x, k), x + k)
+        assert_like_numpy(g(x), x * k)
+        with pytest.raises(OverflowError):
+            f(np.ones(3, np.int64), k)
+    assert_like_numpy(f(x, 5), x + 5)  # still usable
+
+
+def test_ndarray_subclasses_keep_their_type():
+    f = jit(lambda x: x * 2)
+    a = np.ones((2, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (JitWarning, PendingDeprecationWarning))
+        m = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+        assert_like_numpy(f(a), a * 2)
+        out = f(m)
+        assert type(out) is np.matrix and (out == m * 2).all()
+        masked = np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0])
+        out = f(masked)
+        assert type(out) is np.ma.MaskedArray and out.mask.tolist() == [False, True, False]
+    assert_like_numpy(f(a), a * 2)
