@@ -22,6 +22,7 @@ from jit.trace import DeclarationError, TraceResult, trace
 from jit.tracer import Fallback
 from runtime.cache import default_cache
 from runtime.executable import BreakMismatch, Executable, RunEagerly
+from shapes.config import parse_size
 from shapes.guards import GuardSet
 from shapes.verify import verify
 from runtime.metrics import FunctionMetrics, logger_for
@@ -78,7 +79,7 @@ class KeyState:
 
 class JitFunction:
     def __init__(self, fn, *, dynamic=True, dims=None, constraints=(), static_argnames=(),
-                 max_entries=32, backend="llvm", name=None):
+                 max_entries=32, backend="llvm", name=None, pool_bytes=None):
         if dynamic not in (True, False, "auto"):
             raise ValueError(f"dynamic must be True, False or 'auto', not {dynamic!r}")
         if backend not in BACKENDS:
@@ -90,6 +91,10 @@ class JitFunction:
         self.static_argnames = frozenset((static_argnames,) if isinstance(static_argnames, str)
                                          else static_argnames)
         self.max_entries = max_entries
+        try:  # the bytes of pooled intermediates this function's executables keep between calls
+            self.pool_bytes = None if pool_bytes is None else parse_size(pool_bytes)
+        except ValueError as e:
+            raise ValueError(f"pool_bytes={pool_bytes!r}: {e}") from None
         self.backend = backend
         self.__name__ = getattr(fn, "__name__", "jitted")
         self.__qualname__ = name or getattr(fn, "__qualname__", self.__name__)
@@ -123,6 +128,7 @@ class JitFunction:
         self._values = ValueKeys((), fn)  # reads them
         self._last_values: dict = {}  # path -> the token its value had at the last trace
         self._unguarded: list = []  # values traces read that no token describes (warned once)
+        self._changed: list = []  # values a traced run changed itself (not keyed)
         self._int_changes: str | None = None
 
     # ----------------------------------------------------------------- call
@@ -242,6 +248,7 @@ class JitFunction:
         """Remember the values the traces read (a later change names them
         as the reason of the retrace); warn once of those no token describes."""
         self._last_values = dict(zip(self._value_paths, self._values.tokens(leaves)))
+        self._changed += [p for p in tr.changed if p not in self._changed]
         new = [p for p in tr.unguarded if p not in self._unguarded]
         if new:
             self._unguarded += new
@@ -489,6 +496,7 @@ class JitFunction:
             if lg:
                 lg.info("%s: loaded a saved trace (%s) in %.1f ms", self.__qualname__,
                         state.signature.describe(), b.seconds["load"] * 1e3)
+            b.executable.pool.budget = self.pool_bytes
             return Entry(s.guards, b.executable.run, s.out_treedef, b.executable, b, saved=s), dims
         return None
 
@@ -517,6 +525,7 @@ class JitFunction:
             lg.info("%s: built %s (%s) in %s", self.__qualname__, sig,
                     f"cache hit: {b.cache_level}" if b.cache_level else "compiled",
                     ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in b.seconds.items()))
+        b.executable.pool.budget = self.pool_bytes
         return Entry(guards, b.executable.run, tr.out_treedef, b.executable, b, trace=tr)
 
     def _count_fallback(self, category: str, text: str) -> None:
@@ -596,6 +605,9 @@ class JitFunction:
                          + ", ".join(map(str, self._value_paths)))
         if self._unguarded:
             lines.append("read but not keyed (a change to them is not seen): " + ", ".join(self._unguarded))
+        if self._changed:
+            lines.append("changed by the function while it was traced (its Python side effects run only then; "
+                         "not keyed): " + ", ".join(self._changed))
         if self._saving:
             lines.append(f"\n{self._saving}")
         if self.log:
@@ -674,15 +686,18 @@ def _changed_dims(entry: Entry, shapes) -> frozenset:
 
 
 def jit(fn=None, *, dynamic=True, dims=None, constraints=(), static_argnames=(), max_entries=32,
-        backend="llvm", name=None):
+        backend="llvm", name=None, pool_bytes=None):
     """Compile a numpy function for every input shape from one trace.
 
     `@jit` or `@jit(dynamic=True | "auto" | False, dims={"x": ("B", "S", 768)},
     constraints=["S <= 4096"], static_argnames=("mode",), max_entries=32, backend="llvm",
-    name="encoder")`; `name` labels the metrics (default: the function's qualified name)."""
+    name="encoder", pool_bytes="64MiB")`; `name` labels the metrics (default: the function's
+    qualified name); `pool_bytes` bounds the pooled intermediates its executables keep between
+    calls (SHAPEJIT_POOL_BYTES bounds the whole process's)."""
     def wrap(f):
         jf = JitFunction(f, dynamic=dynamic, dims=dims, constraints=constraints,
-                         static_argnames=static_argnames, max_entries=max_entries, backend=backend, name=name)
+                         static_argnames=static_argnames, max_entries=max_entries, backend=backend, name=name,
+                         pool_bytes=pool_bytes)
         jf.__module__ = getattr(f, "__module__", None)
         return jf
     return wrap if fn is None else wrap(fn)

@@ -11,7 +11,7 @@ import sympy
 
 from jit import lift, pytree
 from jit.declare import dim_names, parse_constraint
-from jit.held import HeldObject, Lifter, Path, holder, user_file, user_module
+from jit.held import HeldObject, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
 from shapes.env import Guard, ShapeEnv
 from shapes.guards import InputDim
@@ -36,6 +36,7 @@ class TraceResult:
     lift_refusals: list = field(default_factory=list)  # loops left to the trace (jit/lift.py), and why
     guarded: dict = field(default_factory=dict)  # path -> token of the other values it read (jit/held.py)
     unguarded: list = field(default_factory=list)  # paths of values it read that no token describes
+    changed: list = field(default_factory=list)  # paths of values the traced run itself changed (not keyed)
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects on the arguments it wrote into."""
@@ -142,6 +143,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     bound = pytree.unflatten(arg_treedef, iter(traced_leaves))
     args, kwargs = rebind(bound) if rebind is not None else (bound, {})
     result = _traceable(fn, ctx, lifter)(*args, **kwargs)
+    guarded, changed = _still_read(lifter, fn, leaves)
 
     out_leaves: list = []
     out_def = pytree.flatten(result, out_leaves)
@@ -179,7 +181,25 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
-                       list(ctx.lift_refusals), dict(lifter.guarded), list(lifter.unguarded))
+                       list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed)
+
+
+def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
+    """({path: token} of the values the trace read, [paths of those the
+    traced run itself changed]).  A list the function appends to (a log, a
+    counter) is state it writes, not a constant it reads: keyed, every call
+    would trace again; its Python side effects run only while tracing."""
+    keep, changed = {}, []
+    for p, t in lifter.guarded.items():
+        try:
+            now = token(p.fetch(fn, leaves))
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+            now = None
+        if now == t:
+            keep[p] = t
+        else:
+            changed.append(str(p))
+    return keep, changed
 
 
 def _writebacks(ctx: TraceContext, by_id: dict) -> dict:
