@@ -4,23 +4,37 @@ A value that never leaves the executable (not returned, read only by kernels
 and numpy ops that make new arrays) gets its storage from a slot of the
 call's buffer set that keeps the largest buffer it has needed.  Large fresh
 allocations are mmap'd and page-faulted on every call; a warm pool has none,
-and its size is bounded by the largest shape seen (times the calls that ran
-at once), so memory stays flat under shape variation.
+and memory stays flat under shape variation.
+
+Bounded: the sets kept between calls hold at most SHAPEJIT_POOL_BYTES in
+the whole process (and a function's `jit(pool_bytes=)` in its own pools).
+Calls that run at once each need a set; when one returns while the sets
+hold more than the budget, its set is dropped instead of kept, and so is a
+set no call took for IDLE_SECONDS.  Buffers are mapped memory, not malloc's:
+a dropped one goes back to the system at once (glibc keeps freed blocks in
+the arena of the thread that made them, and a service's RSS stayed at
+1.7 GB after a burst of 50 concurrent clients).
 """
 from __future__ import annotations
 
+import mmap
 import threading
+import time
 import weakref
 
 import numpy as np
 
+from shapes import config
+
 POOL_MIN_BYTES = 1 << 18  # smaller arrays come from malloc's free lists anyway
-_ALIGN = 64
 
 _pools: "weakref.WeakSet[BufferPool]" = weakref.WeakSet()
 
 
 MAX_SETS = 8  # free buffer sets a pool keeps (one per call that ran at once with others)
+IDLE_SECONDS = 10.0  # a free set no call took for this long is dropped
+_total = 0  # bytes of every pool's sets, free or in use
+_total_lock = threading.Lock()
 
 
 class BufferPool:
@@ -28,18 +42,23 @@ class BufferPool:
     a new one) and gives it back when it returns.  Concurrent calls never
     share a set, and a server that starts a thread per request reuses the
     same one (sets were per thread before: each new thread's calls built a
-    set of their own, up to eight, and memory grew with thread churn)."""
+    set of their own, up to eight, and memory grew with thread churn).
+    `budget`: the bytes this pool's sets may hold between calls (None: the
+    process budget only)."""
 
-    def __init__(self):
-        self._free: list[dict] = []
+    def __init__(self, budget: int | None = None):
+        self.budget = budget
+        self.limit = config.get("SHAPEJIT_POOL_BYTES")  # (read once: release is on every call's path)
+        self._free: list[tuple[float, _Set]] = []  # (when it was given back, the set)
         self._held: "weakref.WeakSet[_Set]" = weakref.WeakSet()  # every live set, for held_bytes
+        self._bytes = 0  # of this pool's sets
         self._lock = threading.Lock()
         _pools.add(self)
 
     # (list.pop and list.append are atomic: a call's hit takes no lock)
     def acquire(self) -> "_Set":
         try:
-            return self._free.pop()
+            return self._free.pop()[1]
         except IndexError:
             bufs = _Set()
             with self._lock:
@@ -47,8 +66,34 @@ class BufferPool:
             return bufs
 
     def release(self, bufs: "_Set") -> None:
-        if len(self._free) < MAX_SETS:
-            self._free.append(bufs)
+        now = time.monotonic()
+        if (len(self._free) < MAX_SETS and _total <= self.limit
+                and (self.budget is None or self._bytes <= self.budget)):
+            self._free.append((now, bufs))
+            if now - self._free[0][0] < IDLE_SECONDS:
+                return
+            bufs = None  # (the oldest free set idled out: drop it below)
+        dropped = [bufs] if bufs is not None else []
+        with self._lock:
+            try:
+                while now - self._free[0][0] >= IDLE_SECONDS:
+                    dropped.append(self._free.pop(0)[1])
+            except IndexError:  # (empty, or a call took the last one meanwhile)
+                pass
+        if dropped:
+            self._drop(dropped)
+
+    def _drop(self, sets: list) -> None:
+        global _total
+        n = 0
+        with self._lock:
+            for bufs in sets:
+                n += sum(e[0].nbytes for e in bufs.slots.values())
+                bufs.slots.clear()
+                self._held.discard(bufs)
+            self._bytes -= n
+        with _total_lock:
+            _total -= n
 
     def get(self, bufs: "_Set", slot: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
         entry = bufs.slots.get(slot)
@@ -60,15 +105,27 @@ class BufferPool:
         if n < POOL_MIN_BYTES:
             return np.empty(shape, dtype)
         raw = entry[0] if entry is not None else None
-        if raw is None or raw.nbytes < n + _ALIGN:
-            raw = np.empty(n + _ALIGN, np.uint8)
-            off = (-raw.__array_interface__["data"][0]) % _ALIGN
+        if raw is None or raw.nbytes < n:
+            grown = n - (raw.nbytes if raw is not None else 0)
+            # mapped, not malloc'd: a dropped buffer goes back to the system at once (glibc keeps
+            # freed blocks in the arena of the thread that made them: 32 threads calling at once
+            # left 120 MB behind that malloc_trim did not return)
+            raw = np.frombuffer(mmap.mmap(-1, n), np.uint8)
+            off = 0  # (page-aligned)
+            self._grow(grown)
         else:
             off = entry[1]
         view = raw[off:off + n].view(dtype).reshape(shape)
         with self._lock:  # (held_bytes iterates the sets from a metrics thread)
             bufs.slots[slot] = (raw, off, shape, view)
         return view
+
+    def _grow(self, n: int) -> None:
+        global _total
+        with _total_lock:
+            _total += n
+        with self._lock:
+            self._bytes += n
 
     @property
     def held_bytes(self) -> int:

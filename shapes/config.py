@@ -40,6 +40,8 @@ VARS = {v.name: v for v in [
     Var("SHAPEJIT_CACHE_SECRET", "text", "", "sign cache records with HMAC-SHA256 under this secret; "
                                              "records without a valid signature are never loaded"),
     Var("SHAPEJIT_TRACE_CACHE", "bool", True, "saved traces: a new process reuses another's trace"),
+    Var("SHAPEJIT_POOL_BYTES", "size", 512 << 20, "the bytes of pooled intermediates kept between calls, in "
+                                                   "the whole process"),
     Var("SHAPEJIT_NUM_THREADS", "count", None, "threads of the native pool (default: the CPU count)"),
     Var("SHAPEJIT_LOG", "list", (), "log topics as they happen: recompiles, fallbacks, compile, all"),
     Var("SHAPEJIT_DUMP_LLVM", "dump", None, "LLVM IR before and after optimization: 1 for stderr, or a "
