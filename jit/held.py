@@ -34,10 +34,11 @@ MAX_ITEMS = 64  # the longest list, tuple or dict of values a key holds (longer 
 MISSING = ("missing",)
 
 
-def token(v):
+def token(v, depth: int = 0):
     """A hashable token equal for two values exactly when a trace that read
     one serves the other (floats by their bits: -0.0 is not 0.0, nan is
-    nan), or None for a value shapejit does not guard."""
+    nan), or None for a value shapejit does not guard (containers nested
+    deeper than 4, one holding itself among them)."""
     t = type(v)
     if t is float:
         return float, v.hex()
@@ -47,11 +48,13 @@ def token(v):
         return complex, v.real.hex(), v.imag.hex()
     if isinstance(v, np.generic):
         return t, v.tobytes()
-    if t in (list, tuple) and len(v) <= MAX_ITEMS:
-        items = tuple([token(x) for x in v])
+    if t in (list, tuple, dict) and (len(v) > MAX_ITEMS or depth >= 4):
+        return None
+    if t in (list, tuple):
+        items = tuple([token(x, depth + 1) for x in v])
         return None if None in items else (t, items)
-    if t is dict and len(v) <= MAX_ITEMS:
-        items = tuple([(token(k), token(x)) for k, x in v.items()])
+    if t is dict:
+        items = tuple([(token(k, depth + 1), token(x, depth + 1)) for k, x in v.items()])
         return None if any(None in kv for kv in items) else (t, items)
     if isinstance(v, _BY_IDENTITY):
         return "is", v

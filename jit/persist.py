@@ -11,7 +11,7 @@ the function's fingerprint (its code and everything it may read,
 jit/fingerprint.py), the call's specialization key, the jit options and
 shapejit's build id, so a changed function, option or compiler is a miss.
 A loaded entry serves only shapes its guards accept, exactly like an entry
-traced in this process.  Records are sealed with a checksum; a damaged one is
+traced in this process.  Records are checked by the cache (runtime/cache.py); a damaged one is
 counted, dropped and ignored.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from jit.compile import SavedBuild
 from jit.fingerprint import Unstable, stable_text
-from runtime.cache import CorruptEntry, build_id, content_key, seal, unseal
+from runtime.cache import CorruptEntry, build_id, content_key
 from shapes import config
 from shapes.guards import GuardSet
 
@@ -87,7 +87,7 @@ def load(cache, key: str) -> list[SavedEntry]:
     if blob is None:
         return []
     try:
-        entries = pickle.loads(unseal(blob))
+        entries = pickle.loads(blob)  # (the record's digest, over its key too, was checked by cache.get)
         if not (isinstance(entries, list) and all(isinstance(e, SavedEntry) for e in entries)):
             raise CorruptEntry("not a list of saved entries")
         return entries
@@ -106,7 +106,7 @@ def save(cache, key: str, make_entry, function: str, signature: str) -> str | No
     with _write_lock:  # read-modify-write; other processes may race, the last write wins
         entries = load(cache, key)[-(MAX_SAVED - 1):]
         try:
-            blob = seal(pickle.dumps(entries + [entry], protocol=pickle.HIGHEST_PROTOCOL))
+            blob = pickle.dumps(entries + [entry], protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # noqa: BLE001
             return f"{type(e).__name__}: {e}"
         cache.put(key, blob, function, signature, kind="trace", memory=False)

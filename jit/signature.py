@@ -76,9 +76,11 @@ class Signature:
     def of(leaves, treedef, paths, dynamic, dyn_ints=frozenset()) -> "Signature":
         specs, text, bad = [], [], None
         for k, (x, path) in enumerate(zip(leaves, paths)):
-            if type(x) is int and not -_INT64 <= x < _INT64 and bad is None:
-                bad = f"argument {path} is an int beyond int64 (numpy decides what it becomes)"
-            if type(x) is int and k in dyn_ints and -_INT64 <= x < _INT64:
+            if type(x) is int and not -_INT64 <= x < _INT64:
+                bad = bad or f"argument {path} is an int beyond int64 (numpy decides what it becomes)"
+                specs.append(InputSpec("static", path))
+                text.append(f"{path}={x!r}")
+            elif type(x) is int and k in dyn_ints:
                 specs.append(InputSpec("int", path))
                 text.append(f"{path}: int")
             elif isinstance(x, _ndarray):

@@ -28,13 +28,18 @@ from shapes import config
 
 POOL_MIN_BYTES = 1 << 18  # smaller arrays come from malloc's free lists anyway
 
-_pools: "weakref.WeakSet[BufferPool]" = weakref.WeakSet()
 
 
 MAX_SETS = 8  # free buffer sets a pool keeps (one per call that ran at once with others)
 IDLE_SECONDS = 10.0  # a free set no call took for this long is dropped
-_total = 0  # bytes of every pool's sets, free or in use
+_total = 0  # bytes of every live pool's sets, free or in use
 _total_lock = threading.Lock()
+
+
+def _count(n: int) -> None:
+    global _total
+    with _total_lock:
+        _total += n
 
 
 class BufferPool:
@@ -50,25 +55,21 @@ class BufferPool:
         self.budget = budget
         self.limit = config.get("SHAPEJIT_POOL_BYTES")  # (read once: release is on every call's path)
         self._free: list[tuple[float, _Set]] = []  # (when it was given back, the set)
-        self._held: "weakref.WeakSet[_Set]" = weakref.WeakSet()  # every live set, for held_bytes
-        self._bytes = 0  # of this pool's sets
+        self._bytes = [0]  # of this pool's sets (a cell: the pool's finalizer takes them off the total)
+        weakref.finalize(self, lambda cell: _count(-cell[0]), self._bytes)
         self._lock = threading.Lock()
-        _pools.add(self)
 
     # (list.pop and list.append are atomic: a call's hit takes no lock)
     def acquire(self) -> "_Set":
         try:
             return self._free.pop()[1]
         except IndexError:
-            bufs = _Set()
-            with self._lock:
-                self._held.add(bufs)
-            return bufs
+            return _Set()
 
     def release(self, bufs: "_Set") -> None:
         now = time.monotonic()
         if (len(self._free) < MAX_SETS and _total <= self.limit
-                and (self.budget is None or self._bytes <= self.budget)):
+                and (self.budget is None or self._bytes[0] <= self.budget)):
             self._free.append((now, bufs))
             if now - self._free[0][0] < IDLE_SECONDS:
                 return
@@ -80,25 +81,14 @@ class BufferPool:
                     dropped.append(self._free.pop(0)[1])
             except IndexError:  # (empty, or a call took the last one meanwhile)
                 pass
-        if dropped:
-            self._drop(dropped)
-
-    def _drop(self, sets: list) -> None:
-        global _total
-        n = 0
-        with self._lock:
-            for bufs in sets:
-                n += sum(e[0].nbytes for e in bufs.slots.values())
-                bufs.slots.clear()
-                self._held.discard(bufs)
-            self._bytes -= n
-        with _total_lock:
-            _total -= n
+        for bufs in dropped:  # (no call holds them: their buffers go when the slots do)
+            self._grow(-sum(raw.nbytes for raw, _, _ in bufs.slots.values()))
+            bufs.slots.clear()
 
     def get(self, bufs: "_Set", slot: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
         entry = bufs.slots.get(slot)
-        if entry is not None and entry[2] == shape:
-            return entry[3]  # the same shape again (the common case); a slot's dtype never changes
+        if entry is not None and entry[1] == shape:
+            return entry[2]  # the same shape again (the common case); a slot's dtype never changes
         n = dtype.itemsize
         for d in shape:
             n *= d
@@ -106,40 +96,33 @@ class BufferPool:
             return np.empty(shape, dtype)
         raw = entry[0] if entry is not None else None
         if raw is None or raw.nbytes < n:
-            grown = n - (raw.nbytes if raw is not None else 0)
             # mapped, not malloc'd: a dropped buffer goes back to the system at once (glibc keeps
             # freed blocks in the arena of the thread that made them: 32 threads calling at once
-            # left 120 MB behind that malloc_trim did not return)
+            # left 120 MB behind that malloc_trim did not return); page-aligned
+            self._grow(n - (raw.nbytes if raw is not None else 0))
             raw = np.frombuffer(mmap.mmap(-1, n), np.uint8)
-            off = 0  # (page-aligned)
-            self._grow(grown)
-        else:
-            off = entry[1]
-        view = raw[off:off + n].view(dtype).reshape(shape)
-        with self._lock:  # (held_bytes iterates the sets from a metrics thread)
-            bufs.slots[slot] = (raw, off, shape, view)
+        view = raw[:n].view(dtype).reshape(shape)
+        bufs.slots[slot] = (raw, shape, view)
         return view
 
     def _grow(self, n: int) -> None:
-        global _total
-        with _total_lock:
-            _total += n
         with self._lock:
-            self._bytes += n
+            self._bytes[0] += n
+        _count(n)
 
     @property
     def held_bytes(self) -> int:
-        with self._lock:
-            return sum(e[0].nbytes for bufs in list(self._held) for e in bufs.slots.values())
+        return self._bytes[0]
 
 
 class _Set:
-    """One call's buffers: slot -> (raw bytes, aligned offset, shape, the view last handed out)."""
-    __slots__ = ("slots", "__weakref__")
+    """One call's buffers: slot -> (raw bytes, shape, the view last handed out)."""
+    __slots__ = ("slots",)
 
     def __init__(self):
         self.slots: dict = {}
 
 
 def pool_bytes() -> int:
-    return sum(p.held_bytes for p in list(_pools))
+    """The bytes of every live pool's sets."""
+    return _total

@@ -43,7 +43,6 @@ from shapes import config
 
 SHAPEJIT_VERSION = "0.1.0"
 _PACKAGES = ("jit", "shapes", "clustering", "codegen", "runtime")
-_SEAL = b"SJSEAL1\0"
 _RECORD = b"SJREC2\0\0"
 _HEAD = struct.Struct("<8sB32sI")  # magic, scheme (0 sha256, 1 hmac-sha256), digest, header length
 _SHA, _HMAC = 0, 1
@@ -74,21 +73,6 @@ def build_id() -> str:
     return f"{SHAPEJIT_VERSION}+{h.hexdigest()[:16]}"
 
 
-def seal(payload: bytes) -> bytes:
-    """Bytes with a header and checksum, for records that are not Artifacts."""
-    return _SEAL + hashlib.sha256(payload).digest() + payload
-
-
-def unseal(blob: bytes) -> bytes:
-    n = len(_SEAL)
-    if not blob.startswith(_SEAL) or len(blob) < n + 32:
-        raise CorruptEntry("not a sealed record")
-    digest, payload = blob[n:n + 32], blob[n + 32:]
-    if hashlib.sha256(payload).digest() != digest:
-        raise CorruptEntry("checksum mismatch")
-    return payload
-
-
 def default_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "shapejit")
@@ -108,15 +92,13 @@ class CacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     misses: int = 0
-    corrupt: int = 0   # records dropped: damaged, pickled, bound to another key (rejected says which)
     writes: int = 0
     write_errors: int = 0
 
     def __post_init__(self):
-        self.rejected: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}  # records not loaded, by reason
 
     def reject(self, reason: str) -> None:
-        self.corrupt += 1
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
 

@@ -147,4 +147,4 @@ def test_the_model_finds_the_race_without_the_close():
     claimed) and then job 2's NCHUNKS claims a chunk of job 2 on the
     unpublished ticket."""
     found, _ = explore((1, 2), 1, close=False)
-    assert found is not None and "job 2's fields" in found or "it has" in found, found
+    assert found is not None and ("job 2's fields" in found or "it has" in found), found
