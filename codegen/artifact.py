@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 __all__ = ["Artifact", "ArtifactError", "KernelInfo", "FORMAT_VERSION", "MAGIC"]
 
 MAGIC = b"SHJITART"
-FORMAT_VERSION = 2  # 2: kernels have a Python entry symbol
+FORMAT_VERSION = 3  # 2: kernels have a Python entry symbol; 3: the key symbol
 
 _PREFIX = struct.Struct("<8sIQ32s")  # magic, version, payload length, sha256
 _U32 = struct.Struct("<I")
@@ -75,6 +75,9 @@ class Artifact:
     llvm_version: str
     llvmlite_version: str
     metadata: dict = field(default_factory=dict, hash=False)
+    # an exported symbol named from the cache key the object code was compiled for ("" for none):
+    # the loader requires it, so object code stored under another key is never run in its place
+    key_symbol: str = ""
 
     def kernel(self, symbol: str) -> KernelInfo:
         for k in self.kernels:
@@ -96,6 +99,7 @@ class Artifact:
             "llvm_version": self.llvm_version,
             "llvmlite_version": self.llvmlite_version,
             "metadata": self.metadata,
+            "key_symbol": self.key_symbol,
         }
         try:
             header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
@@ -146,6 +150,7 @@ class Artifact:
                 llvm_version=str(header["llvm_version"]),
                 llvmlite_version=str(header["llvmlite_version"]),
                 metadata=dict(header["metadata"]),
+                key_symbol=str(header["key_symbol"]),
             )
         except (ValueError, TypeError, KeyError, struct.error) as e:
             # json.JSONDecodeError and UnicodeDecodeError are ValueErrors.

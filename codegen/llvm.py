@@ -22,6 +22,7 @@ import contextlib
 import functools
 import itertools
 import os
+import re
 import sys
 import threading
 from typing import Iterable, Iterator, Sequence
@@ -164,6 +165,7 @@ def compile_ir(
     kernels: Iterable[KernelInfo],
     metadata: dict | None = None,
     optimize: bool = True,
+    key_symbol: str = "",
 ) -> Artifact:
     """Compile LLVM IR text for the host into an :class:`Artifact`.
 
@@ -172,8 +174,15 @@ def compile_ir(
     skips the IR optimization pipeline (code generation still runs at -O3):
     for IR written already vectorized and unrolled, such as the GEMM's,
     which then compiles in a third of the time into code as fast.
+    ``key_symbol`` names an exported byte the object code carries, named
+    from the cache key it is compiled for (runtime/cache.py key_symbol).
     """
     kernels = tuple(kernels)
+    if key_symbol:
+        if not re.fullmatch(r"sj_key_[0-9a-f]+", key_symbol):
+            raise ArtifactError(f"malformed key symbol {key_symbol!r}")
+        llvm_ir_text += f'\n@"{key_symbol}" = constant i8 1\n'
+
     with _compile_lock:
         tm = host_target()
         mod = _parse_and_optimize(llvm_ir_text, tm, _dump_name(kernels), optimize)
@@ -188,6 +197,7 @@ def compile_ir(
         llvm_version=_llvm_version(),
         llvmlite_version=llvmlite.__version__,
         metadata=dict(metadata or {}),
+        key_symbol=key_symbol,
     )
 
 

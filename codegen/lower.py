@@ -173,5 +173,5 @@ def _distinct(abis: list[KernelABI]):
     return {a.symbol: a for a in abis}.values()
 
 
-def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None) -> Artifact:
-    return compile_ir(text, [KernelInfo(*k) for k in entries(abis)], metadata or {})
+def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None, key_symbol: str = "") -> Artifact:
+    return compile_ir(text, [KernelInfo(*k) for k in entries(abis)], metadata or {}, key_symbol=key_symbol)

@@ -44,21 +44,24 @@ class Entry:
     out_treedef: object
     executable: Executable
     build: Build
-    trace: TraceResult | None = None  # None for an entry another process saved, until details()
+    trace: TraceResult | None = None  # None for an entry another process saved
     saved: persist.SavedEntry | None = None  # set: loaded from the disk cache, not traced here
     last_dims: tuple | None = None  # memory figures are recomputed when the dims change
     bytes: int = 0
+    _summary: persist.Summary | None = None
 
     @property
     def eager_nodes(self) -> int:
         return len(self.trace.eager_nodes) if self.trace is not None else self.saved.eager_nodes
 
-    def details(self) -> tuple[TraceResult, object]:
-        """(trace, plan); a saved entry reads them from its record on first use."""
-        if self.trace is None:
-            self.trace, plan = persist.details(self.saved)
-            self.build.plan = plan
-        return self.trace, self.build.plan
+    def summary(self) -> persist.Summary:
+        """What explain() and dynamic="auto" read of the trace and plan (a
+        saved entry's comes from its record)."""
+        if self.saved is not None:
+            return self.saved.summary
+        if self._summary is None:
+            self._summary = persist.Summary.of(self.trace, self.build.plan)
+        return self._summary
 
     def account(self, dims, m) -> None:
         self.bytes, peak = self.executable.memory(*dims)
@@ -301,7 +304,7 @@ class JitFunction:
                 self._int_changes = None
             if broke is not None:
                 state.break_retraces += 1
-                where = ", ".join(b.loc for b in broke.details()[0].breaks)
+                where = ", ".join(loc for loc, _ in broke.summary().breaks)
                 if state.break_retraces > MAX_BREAK_RETRACES:
                     return self._fall_back(state, "graph_break_outcomes",
                                            f"data-dependent Python decisions at {where} took more than "
@@ -384,7 +387,7 @@ class JitFunction:
             if pkey is not None and entry.build.plan is not None:  # (not after a fallback to the reference)
                 held_key = key_of(held)
                 why = persist.save(default_cache(), pkey,
-                                   lambda: persist.entry_of(tr, entry.guards, entry.build, held_key),
+                                   lambda: persist.entry_of(tr, entry.guards, entry.build, held_key, entry.summary()),
                                    self.__qualname__, sig.describe())
                 if why:
                     self._saving = f"trace not saved: {why}"
@@ -475,7 +478,7 @@ class JitFunction:
             state.saved = persist.load(default_cache(), pkey)
         m = self.metrics
         for i, s in enumerate(state.saved):
-            dims = s.guards.check(shapes)
+            dims = s.guard_set.check(shapes)
             if dims is None:
                 continue
             if s.held:
@@ -497,7 +500,7 @@ class JitFunction:
                 lg.info("%s: loaded a saved trace (%s) in %.1f ms", self.__qualname__,
                         state.signature.describe(), b.seconds["load"] * 1e3)
             b.executable.pool.budget = self.pool_bytes
-            return Entry(s.guards, b.executable.run, s.out_treedef, b.executable, b, saved=s), dims
+            return Entry(s.guard_set, b.executable.run, s.out_treedef, b.executable, b, saved=s), dims
         return None
 
     def _build(self, tr: TraceResult, runtime, sig: str) -> Entry:
@@ -579,27 +582,25 @@ class JitFunction:
             for k, e in enumerate(state.entries):
                 lines.append(f"  entry {k}:" + (" (a saved trace from the disk cache: not traced in this process)"
                                                 if e.saved is not None else ""))
-                tr, plan = e.details()
+                sm = e.summary()
                 lines.append("    guards:" + ("" if e.guards.checks else " none (every shape of this signature)"))
                 lines += ["      " + g for g in e.guards.describe()]
-                syms = tr.env.symbols
-                if syms:
-                    lines.append("    dims: " + ", ".join(
-                        f"{s} = {i.source}" for s, i in syms.items() if s not in tr.env.replacements))
-                if tr.eager_nodes:
+                if sm.dims:
+                    lines.append("    dims: " + ", ".join(sm.dims))
+                if sm.eager_nodes:
                     lines.append("    eager nodes (run in numpy between traced segments):")
-                    lines += ["      " + x for x in tr.eager_nodes]
-                if tr.breaks:
+                    lines += ["      " + x for x in sm.eager_nodes]
+                if sm.breaks:
                     lines.append("    graph breaks (this entry serves calls that decide the same way):")
-                    lines += ["      " + b.describe() for b in tr.breaks]
-                if tr.lift_refusals:
+                    lines += ["      " + text for _, text in sm.breaks]
+                if sm.lift_refusals:
                     lines.append("    loops traced as written (jit/lift.py could not compile them whole):")
-                    lines += ["      " + x for x in tr.lift_refusals]
+                    lines += ["      " + x for x in sm.lift_refusals]
                 lines.append("    graph:")
-                lines += ["      " + x for x in repr(tr.graph).splitlines()]
-                if plan is not None:
+                lines += ["      " + x for x in sm.graph.splitlines()]
+                if sm.plan is not None:
                     lines.append("    clusters (after passes):")
-                    lines += ["      " + x for x in plan.describe().splitlines()]
+                    lines += ["      " + x for x in sm.plan.splitlines()]
         if self._value_paths:
             lines.append("\nvalues the traces read (each call's key holds them: a change traces again): "
                          + ", ".join(map(str, self._value_paths)))
@@ -677,12 +678,7 @@ def _aliasing(arrays) -> bool:
 
 
 def _changed_dims(entry: Entry, shapes) -> frozenset:
-    changed = set()
-    for d in entry.details()[0].input_dims:
-        expr = d.symbol
-        if getattr(expr, "is_Integer", False) and shapes[d.arg][d.axis] != int(expr):
-            changed.add((d.arg, d.axis))
-    return frozenset(changed)
+    return frozenset((arg, axis) for arg, axis, size in entry.summary().specialized if shapes[arg][axis] != size)
 
 
 def jit(fn=None, *, dynamic=True, dims=None, constraints=(), static_argnames=(), max_entries=32,

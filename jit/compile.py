@@ -22,7 +22,7 @@ from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
 from codegen.llvm import compile_ir, host_target
 from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult
-from runtime.cache import build_id, content_key, default_cache
+from runtime.cache import build_id, content_key, default_cache, key_symbol
 from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable
 from runtime.loader import LoadError, load
 from runtime import threadpool
@@ -52,7 +52,7 @@ class Build:
 @dataclass(frozen=True)
 class SavedBuild:
     """What a new process needs to rebuild the Executable without tracing,
-    passes, code generation or sympy (jit/persist.py pickles it): plain data."""
+    passes, code generation or sympy (jit/persist.py saves it): plain data."""
     executable: PortableExecutable
     kernels: tuple        # (symbol, n_arrays, n_ints, n_floats) of each kernel
     artifact_key: str | None
@@ -191,7 +191,8 @@ def library_function(symbol: str):
         found = _cached(cache, key, symbols)
         if found is None:
             # (written vectorized and unrolled by hand: no IR optimization, as fast and 3x quicker to compile)
-            artifact = compile_ir(make(), [KernelInfo(*k) for k in kernels], {"function": "library"}, optimize=False)
+            artifact = compile_ir(make(), [KernelInfo(*k) for k in kernels], {"function": "library"}, optimize=False,
+                                  key_symbol=key_symbol(key))
             cache.put(key, artifact.to_bytes(), "(library)", name, kind="library")
             found = load(artifact), None
         _libraries.update(_functions(found[0], kernels, (DATA_OFFSET, STRIDES_OFFSET)))  # (they keep their code)
@@ -223,15 +224,16 @@ def _artifact(text: str, abis, checked: bool, name: str, signature: str):
     found = _cached(cache, key, [k[0] for k in entries(abis)])
     if found is not None:
         return key, found[0], found[1]
-    artifact = compile_module(text, abis, {"function": name})
+    artifact = compile_module(text, abis, {"function": name}, key_symbol(key))
     cache.put(key, artifact.to_bytes(), name, signature)
     return key, load(artifact), None
 
 
 def _cached(cache, key: str, symbols: list):
     """(loaded, level) for a valid cached artifact with exactly these kernels;
-    checksum, versions and host are verified before anything is linked, and
-    a bad entry is counted and dropped."""
+    checksum, versions, host and the key it was compiled for (a symbol named
+    from it, which the loader requires) are verified before anything runs,
+    and a bad entry is counted and dropped."""
     blob, level = cache.get(key)
     if blob is None:
         return None
@@ -239,6 +241,8 @@ def _cached(cache, key: str, symbols: list):
         artifact = Artifact.from_bytes(blob)
         if [k.symbol for k in artifact.kernels] != symbols:
             raise ArtifactError("kernel list does not match")
+        if artifact.key_symbol != key_symbol(key):
+            raise ArtifactError("object code compiled for another key")
         return load(artifact), level
     except (ArtifactError, LoadError):
         cache.reject(key)

@@ -4,6 +4,7 @@ an opaque eager node (`eager_call`), so every program still runs."""
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 
 import numpy as np
 import sympy
@@ -16,12 +17,18 @@ from shapes.ops import ELEMENTWISE, OPS
 
 # ------------------------------------------------------------------ eager
 
+@dataclass(eq=False)  # identity semantics: two eager calls are never "the same node"
 class EagerCall:
     """An opaque numpy call with Tracer leaves replaced at run time."""
+    fn: object
+    treedef: object
+    leaves: tuple
+    slots: tuple
+    name: str
 
-    def __init__(self, fn, treedef, leaves, slots, name):
-        self.fn, self.treedef, self.leaves, self.slots, self.name = fn, treedef, leaves, slots, name
-        self.__name__ = name
+    @property
+    def __name__(self) -> str:
+        return self.name
 
     def __call__(self, xs):
         leaves = list(self.leaves)
@@ -35,10 +42,6 @@ class EagerCall:
 
     def __repr__(self):
         return self.name
-
-    # identity semantics: two eager calls are never "the same node"
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
 
 
 def _fn_name(fn) -> str:

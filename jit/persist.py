@@ -5,19 +5,21 @@ start).
 
 A saved entry is its guards, the output tree, the built executable as plain
 data (runtime/executable.py PortableExecutable) with the cache key of its
-object code, and, pickled apart and read only by explain() and
-dynamic="auto", the trace and the plan.  It is stored under a key made of
-the function's fingerprint (its code and everything it may read,
-jit/fingerprint.py), the call's specialization key, the jit options and
-shapejit's build id, so a changed function, option or compiler is a miss.
-A loaded entry serves only shapes its guards accept, exactly like an entry
-traced in this process.  Records are checked by the cache (runtime/cache.py); a damaged one is
-counted, dropped and ignored.
+object code, and a Summary of its trace and plan (what explain() and
+dynamic="auto" read).  It is stored under a key made of the function's
+fingerprint (its code and everything it may read, jit/fingerprint.py), the
+call's specialization key, the jit options and shapejit's build id, so a
+changed function, option or compiler is a miss.  A loaded entry serves only
+shapes its guards accept, exactly like an entry traced in this process.
+
+Records are plain data (runtime/plain.py: parsed, never unpickled), checked
+by the cache (runtime/cache.py: a digest over key and payload, signed under
+SHAPEJIT_CACHE_SECRET); a damaged one is counted, dropped and ignored.  An
+entry holding a value with no plain form (an eager step calling a user's
+function, say) is not saved, and explain() says why.
 """
 from __future__ import annotations
 
-import dataclasses
-import pickle
 import sys
 import threading
 from dataclasses import dataclass
@@ -26,22 +28,48 @@ import numpy as np
 
 from jit.compile import SavedBuild
 from jit.fingerprint import Unstable, stable_text
-from runtime.cache import CorruptEntry, build_id, content_key
+from jit.held import Path
+from jit.optable import EagerCall
+from runtime import plain
+from runtime.cache import build_id, content_key
+from runtime.executable import PortableExecutable
 from shapes import config
-from shapes.guards import GuardSet
+from shapes.guards import GuardSet, GuardState
 
-FORMAT = "4"
+FORMAT = "5"
 MAX_SAVED = 32  # entries kept per (function, signature), as jit's default max_entries
 
 _write_lock = threading.Lock()
 
 
+@dataclass(frozen=True)
+class Summary:
+    """What explain() and dynamic="auto" read of a trace and its plan, as
+    plain data: the same for an entry traced here and one loaded."""
+    dims: tuple = ()           # "s0 = x.shape[0]", ...
+    eager_nodes: tuple = ()
+    breaks: tuple = ()         # (location, description) of each graph break
+    lift_refusals: tuple = ()
+    graph: str = ""
+    plan: str | None = None    # the clusters after the passes (None: the reference back end)
+    specialized: tuple = ()    # (arg, axis, size) of the input dims traced as a number
+
+    @staticmethod
+    def of(trace, plan) -> "Summary":
+        env = trace.env
+        return Summary(
+            tuple(f"{s} = {i.source}" for s, i in env.symbols.items() if s not in env.replacements),
+            tuple(trace.eager_nodes), tuple((b.loc, b.describe()) for b in trace.breaks),
+            tuple(trace.lift_refusals), repr(trace.graph), plan.describe() if plan is not None else None,
+            tuple((d.arg, d.axis, int(d.symbol)) for d in trace.input_dims if getattr(d.symbol, "is_Integer", False)))
+
+
 @dataclass
 class SavedEntry:
-    guards: GuardSet
+    guards: GuardState
     out_treedef: object
     build: SavedBuild
-    details: bytes  # pickle of (TraceResult without its result, Plan)
+    summary: Summary
     held: tuple = ()      # paths of the held arrays it takes after the arguments (jit/held.py)
     held_key: tuple = ()  # their dtypes, shapes and layouts
     eager_nodes: int = 0  # how many eager nodes its trace has (stats() reads it without the details)
@@ -52,6 +80,18 @@ class SavedEntry:
     @property
     def guarded(self) -> list:
         return [p for p, _ in self.values]
+
+    @property
+    def guard_set(self) -> GuardSet:
+        """The guards, their functions compiled again from their text."""
+        g = self.__dict__.get("_guard_set")
+        if g is None:
+            g = self.__dict__["_guard_set"] = GuardSet.restore(self.guards)
+        return g
+
+
+# the dataclasses a record may hold (runtime/plain.py builds nothing else)
+_CLASSES = (SavedEntry, GuardState, SavedBuild, PortableExecutable, Summary, Path, EagerCall)
 
 
 def enabled() -> bool:
@@ -69,17 +109,10 @@ def key_for(fingerprint: str, spec_key, options: str) -> str | None:
                                   sys.version, fingerprint, spec, options)
 
 
-def entry_of(trace, guards: GuardSet, build, held_key: tuple) -> SavedEntry:
-    details = pickle.dumps((dataclasses.replace(trace, concrete=None, writes=[]), build.plan),
-                           protocol=pickle.HIGHEST_PROTOCOL)
+def entry_of(trace, guards: GuardSet, build, held_key: tuple, summary: Summary) -> SavedEntry:
     values = tuple((p, None if t[0] == "is" else t) for p, t in trace.guarded.items())
-    return SavedEntry(guards, trace.out_treedef, SavedBuild.of(build), details, tuple(trace.held), held_key,
-                      len(trace.eager_nodes), values)
-
-
-def details(entry: SavedEntry):
-    """(TraceResult, Plan) of a saved entry."""
-    return pickle.loads(entry.details)
+    return SavedEntry(guards.state(), trace.out_treedef, SavedBuild.of(build), summary, tuple(trace.held),
+                      held_key, len(trace.eager_nodes), values)
 
 
 def load(cache, key: str) -> list[SavedEntry]:
@@ -87,18 +120,20 @@ def load(cache, key: str) -> list[SavedEntry]:
     if blob is None:
         return []
     try:
-        entries = pickle.loads(blob)  # (the record's digest, over its key too, was checked by cache.get)
+        entries = plain.loads(blob, _CLASSES)  # (the record's digest, over its key too, was checked by cache.get)
         if not (isinstance(entries, list) and all(isinstance(e, SavedEntry) for e in entries)):
-            raise CorruptEntry("not a list of saved entries")
+            raise plain.Undecodable("not a list of saved entries")
+        for e in entries:
+            e.guard_set  # noqa: B018 - compiled here: a guard that does not compile is a damaged record
         return entries
-    except Exception:  # noqa: BLE001 - damaged, foreign or from a changed class: a miss
+    except Exception:  # noqa: BLE001 - damaged or from another format (a guard that does not compile): a miss
         cache.reject(key)
         return []
 
 
 def save(cache, key: str, make_entry, function: str, signature: str) -> str | None:
     """Append the entry `make_entry()` returns to the record; returns why it
-    could not be saved (an eager step calling a lambda cannot be pickled)."""
+    could not be saved (a value with no plain form, runtime/plain.py)."""
     try:
         entry = make_entry()
     except Exception as e:  # noqa: BLE001
@@ -106,8 +141,8 @@ def save(cache, key: str, make_entry, function: str, signature: str) -> str | No
     with _write_lock:  # read-modify-write; other processes may race, the last write wins
         entries = load(cache, key)[-(MAX_SAVED - 1):]
         try:
-            blob = pickle.dumps(entries + [entry], protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as e:  # noqa: BLE001
+            blob = plain.dumps(entries + [entry], _CLASSES)
+        except plain.Unencodable as e:
             return f"{type(e).__name__}: {e}"
         cache.put(key, blob, function, signature, kind="trace", memory=False)
     return None

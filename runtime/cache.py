@@ -87,6 +87,12 @@ def content_key(*parts: str) -> str:
     return h.hexdigest()
 
 
+def key_symbol(key: str) -> str:
+    """The symbol object code compiled for `key` exports (codegen/llvm.py
+    compile_ir): an entry found under another key lacks it and is never run."""
+    return "sj_key_" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 @dataclass
 class CacheStats:
     memory_hits: int = 0

@@ -138,10 +138,13 @@ def load(artifact, check_host: bool = True) -> LoadedArtifact:
     # expf, ...) and the C-API functions of Python entries against the
     # running process.
     builder.add_current_process()
+    key_symbol = getattr(artifact, "key_symbol", "")
     for k in artifact.kernels:
         builder.export_symbol(k.symbol)
         if k.py_entry:
             builder.export_symbol(k.py_entry)
+    if key_symbol:
+        builder.export_symbol(key_symbol)
     with _lock:
         lljit = _get_lljit()
         name = f"shapejit_artifact_{next(_lib_counter)}"
@@ -149,4 +152,6 @@ def load(artifact, check_host: bool = True) -> LoadedArtifact:
             tracker = builder.link(lljit, name)
         except RuntimeError as e:
             raise LoadError(f"cannot link artifact object code: {e}") from e
+    if key_symbol and not tracker[key_symbol]:
+        raise LoadError(f"the object code does not carry its key's symbol {key_symbol!r}")
     return LoadedArtifact(artifact, tracker, lljit)

@@ -29,6 +29,14 @@ class Check:
     reason: str   # where it came from
 
 
+@dataclass(frozen=True)
+class GuardState:
+    """A GuardSet as plain data (a saved trace's, jit/persist.py)."""
+    symbols: tuple     # the local names the check binds, in GuardSet.symbols order
+    checks: tuple      # (code, text, reason) of each Check
+    bind_lines: tuple
+
+
 class GuardSet:
     def __init__(self, env: ShapeEnv, dims: list[InputDim]):
         self.symbols: list[sympy.Symbol] = []  # free symbols, bound from inputs
@@ -87,14 +95,21 @@ class GuardSet:
         self._each = [eval(compile(f"lambda sh: ({_wrap(self.bind_lines)}{c.code})", "<guard>", "eval"))
                       for c in self.checks]
 
-    # Saved with a trace (jit/persist.py): the text is kept, the functions are
-    # compiled again when loaded.
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("check", "_each")}
+    # Saved with a trace (jit/persist.py): the text is kept as plain data, the
+    # functions are compiled again when loaded (no sympy: symbols by name).
+    def state(self) -> "GuardState":
+        return GuardState(tuple(_name(s) for s in self.symbols), tuple((c.code, c.text, c.reason) for c in self.checks),
+                          tuple(self.bind_lines))
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+    @classmethod
+    def restore(cls, st: "GuardState") -> "GuardSet":
+        self = cls.__new__(cls)
+        self.symbols = list(st.symbols)
+        self.checks = [Check(*c) for c in st.checks]
+        self.bind_lines = list(st.bind_lines)
+        self.source = self._source()
         self._compile()
+        return self
 
     def _source(self) -> str:
         body = ["def check(sh):"]
@@ -102,7 +117,7 @@ class GuardSet:
         if self.checks:
             body.append("    if not (" + " and ".join(f"({c.code})" for c in self.checks) + "):")
             body.append("        return None")
-        body.append("    return (" + "".join(f"{ident(s)}, " for s in self.symbols) + ")")
+        body.append("    return (" + "".join(f"{_name(s)}, " for s in self.symbols) + ")")
         return "\n".join(body) + "\n"
 
     def failure(self, shapes) -> str | None:
@@ -118,6 +133,10 @@ class GuardSet:
 
     def describe(self) -> list[str]:
         return [f"{c.text}    # {c.reason}" for c in self.checks]
+
+
+def _name(s) -> str:
+    return s if isinstance(s, str) else ident(s)
 
 
 def _wrap(bind_lines: list[str]) -> str:

@@ -105,6 +105,23 @@ def test_swapped_entries_are_misses_never_wrong_results(tmp_path):
     assert third["ok_a"] and third["ok_b"] and third["compiles"] == 0 and third["hits_disk"] == 2
 
 
+def test_object_code_resigned_under_another_key_is_a_miss(tmp_path):
+    """What a writer without a secret can do beyond swapping: repack a's
+    object code under b's key with a digest recomputed for it.  The record's
+    checks pass; the object code lacks the symbol named from b's key, so it
+    is never run in b's place."""
+    cache_dir = tmp_path / "c"
+    run(tmp_path, cache_dir)
+    keys = object_keys(cache_dir)
+    c = ArtifactCache(str(cache_dir))
+    (info_a, code_a), (info_b, code_b) = (unpack_record(keys[f], c._disk.get(keys[f]), None) for f in "ab")
+    c._disk.set(keys["b"], pack_record(keys["b"], code_a, info_b, None))
+    c._disk.set(keys["a"], pack_record(keys["a"], code_b, info_a, None))
+    again = run(tmp_path, cache_dir)
+    assert again["ok_a"] and again["ok_b"]
+    assert again["compiles"] == 2 and again["rejected"] == {"damaged": 2}
+
+
 def _object_calling_system(marker) -> bytes:
     """Object code exporting the kernel symbol a jitted function calls, whose
     body runs a shell command."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
-from runtime.cache import ArtifactCache
+from runtime.cache import ArtifactCache, unpack_record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -208,3 +208,29 @@ def test_stats_count_the_eager_nodes_of_a_loaded_entry(tmp_path):
     second = run(tmp_path, [9], model=model)
     assert second["ok"] and second["traces"] == 0 and second["cache_hits_disk"] == 1
     assert second["eager_nodes"] == 2
+
+
+def test_records_are_plain_data_and_a_user_function_in_an_eager_step_is_not_saved(tmp_path):
+    """A saved trace is JSON (runtime/plain.py), never a pickle; an eager step
+    that calls the user's own function has no plain form: the trace is not
+    saved, explain() says why, and the next process traces it again."""
+    first = run(tmp_path, [7])
+    c = ArtifactCache(str(tmp_path / "cache"))
+    traces = [e for e in c.entries() if e.kind == "trace"]
+    assert len(traces) == 1
+    _, payload = unpack_record(traces[0].key, c._disk.get(traces[0].key), None)
+    assert json.loads(payload)[0] == "l"  # a list of entries, as plain data
+    model = """
+    import numpy as np
+
+    def norm(r):
+        return r / (np.abs(r).sum() + 1.0)
+
+    def fn(x):
+        return np.apply_along_axis(norm, -1, x) * 2.0
+    """
+    first = run(tmp_path, [5], model=model)
+    assert first["ok"] and first["traces"] == 1
+    assert "trace not saved" in first["explain"] and "model.norm" in first["explain"]
+    second = run(tmp_path, [6], model=model)
+    assert second["ok"] and second["traces"] == 1  # (its object code, though, comes from the disk cache)
