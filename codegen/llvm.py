@@ -24,14 +24,13 @@ import itertools
 import os
 import re
 import sys
-import threading
 from typing import Iterable, Iterator, Sequence
 
 import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from shapes import config
+from shapes import config, forksafe
 
 from .artifact import Artifact, ArtifactError, KernelInfo
 
@@ -46,7 +45,8 @@ __all__ = [
 
 I64 = ir.IntType(64)
 
-_compile_lock = threading.Lock()
+_compile_lock = forksafe.lock()
+forksafe.wait_for(llvm.ffi.lib._lock._lock)  # (fork waits for a call into LLVM to return)
 _dump_counter = itertools.count()
 
 

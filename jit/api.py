@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 import time
 import types
 import warnings
@@ -22,6 +21,7 @@ from jit.trace import DeclarationError, TraceResult, trace
 from jit.tracer import Fallback
 from runtime.cache import default_cache
 from runtime.executable import BreakMismatch, Executable, RunEagerly
+from shapes import forksafe
 from shapes.config import parse_size
 from shapes.guards import GuardSet
 from shapes.verify import verify
@@ -119,7 +119,7 @@ class JitFunction:
         self.dims = check_dims(dims, self._param_names, self.__name__)
         self.constraints = check_constraints(constraints, dim_names(self.dims))
         self._keys: dict = {}
-        self._lock = threading.RLock()
+        self._lock = forksafe.rlock()
         self._n_entries = 0
         self._warned_limit = False
         self.log: list[str] = []  # recompile and fallback reasons, in order

@@ -4,7 +4,6 @@ into fused kernels, compiles them to one artifact and links it."""
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -27,7 +26,7 @@ from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecu
 from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
-from shapes import config
+from shapes import config, forksafe
 from shapes.ir import ArrayConst, Graph
 from shapes.ops import FRESH_C, ops_returning
 from shapes.verify import checks_enabled
@@ -161,7 +160,7 @@ def _functions(loaded, kernels, layout) -> dict:
 
 
 _libraries: dict = {}
-_libraries_lock = threading.Lock()
+_libraries_lock = forksafe.lock()
 
 
 def _library_functions(libraries) -> dict:

@@ -21,7 +21,6 @@ function, say) is not saved, and explain() says why.
 from __future__ import annotations
 
 import sys
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,13 +32,13 @@ from jit.optable import EagerCall
 from runtime import plain
 from runtime.cache import build_id, content_key
 from runtime.executable import PortableExecutable
-from shapes import config
+from shapes import config, forksafe
 from shapes.guards import GuardSet, GuardState
 
 FORMAT = "5"
 MAX_SAVED = 32  # entries kept per (function, signature), as jit's default max_entries
 
-_write_lock = threading.Lock()
+_write_lock = forksafe.lock()
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,12 @@ the arena of the thread that made them, and a service's RSS stayed at
 from __future__ import annotations
 
 import mmap
-import threading
 import time
 import weakref
 
 import numpy as np
 
-from shapes import config
+from shapes import config, forksafe
 
 POOL_MIN_BYTES = 1 << 18  # smaller arrays come from malloc's free lists anyway
 
@@ -33,7 +32,7 @@ POOL_MIN_BYTES = 1 << 18  # smaller arrays come from malloc's free lists anyway
 MAX_SETS = 8  # free buffer sets a pool keeps (one per call that ran at once with others)
 IDLE_SECONDS = 10.0  # a free set no call took for this long is dropped
 _total = 0  # bytes of every live pool's sets, free or in use
-_total_lock = threading.Lock()
+_total_lock = forksafe.lock()
 
 
 def _count(n: int) -> None:
@@ -57,7 +56,7 @@ class BufferPool:
         self._free: list[tuple[float, _Set]] = []  # (when it was given back, the set)
         self._bytes = [0]  # of this pool's sets (a cell: the pool's finalizer takes them off the total)
         weakref.finalize(self, lambda cell: _count(-cell[0]), self._bytes)
-        self._lock = threading.Lock()
+        self._lock = forksafe.lock()
 
     # (list.pop and list.append are atomic: a call's hit takes no lock)
     def acquire(self) -> "_Set":

@@ -32,14 +32,13 @@ import json
 import os
 import stat
 import struct
-import threading
 import time
 import warnings
 from dataclasses import dataclass
 
 import diskcache
 
-from shapes import config
+from shapes import config, forksafe
 
 SHAPEJIT_VERSION = "0.1.0"
 _PACKAGES = ("jit", "shapes", "clustering", "codegen", "runtime")
@@ -234,7 +233,7 @@ class ArtifactCache:
         self.size_limit = size_limit or config.get("SHAPEJIT_CACHE_SIZE")
         self.stats = CacheStats()
         self._memory: dict[str, bytes] = {}
-        self._lock = threading.Lock()
+        self._lock = forksafe.lock()
         self._disk = None
         self._warned: set[str] = set()
         self.disk_error: str | None = None
@@ -248,8 +247,8 @@ class ArtifactCache:
             with open(probe, "w") as f:
                 f.write("ok")
             os.remove(probe)
-            self._disk = diskcache.Cache(self.directory, size_limit=self.size_limit, disk=_BytesOnly,
-                                         eviction_policy="least-recently-used", timeout=60)
+            self._disk = _Disk(diskcache.Cache(self.directory, size_limit=self.size_limit, disk=_BytesOnly,
+                                               eviction_policy="least-recently-used", timeout=60))
         except Exception as e:  # noqa: BLE001 - any failure means: memory only
             self._disk = None
             self.disk_error = f"{type(e).__name__}: {e}"
@@ -331,7 +330,7 @@ class ArtifactCache:
             return out
         now = time.time()
         try:
-            keys = list(self._disk.iterkeys())
+            keys = self._disk.keys()
         except Exception:  # noqa: BLE001 - a pickled key (never ours): listed as corrupt, never loaded
             keys = [None]
         for key in keys:
@@ -360,8 +359,47 @@ class ArtifactCache:
         return n
 
 
+class _Disk:
+    """The diskcache database, one call at a time per process, and fork()
+    waits for the call in progress: SQLite keeps the state of its file
+    locks per process, and a child forked while another thread was inside a
+    transaction finds the database locked for ever."""
+
+    def __init__(self, cache: diskcache.Cache):
+        self._cache = cache
+        self._lock = forksafe.waited()
+
+    def get(self, key):
+        with self._lock:
+            return self._cache.get(key)
+
+    def set(self, key, value) -> None:
+        with self._lock:
+            self._cache.set(key, value)
+
+    def delete(self, key) -> None:
+        with self._lock:
+            self._cache.delete(key)
+
+    def keys(self) -> list:
+        with self._lock:
+            return list(self._cache.iterkeys())
+
+    def volume(self) -> int:
+        with self._lock:
+            return self._cache.volume()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    def clear(self) -> int:
+        with self._lock:
+            return self._cache.clear()
+
+
 _default: ArtifactCache | None = None
-_default_lock = threading.Lock()
+_default_lock = forksafe.lock()
 
 
 def default_cache() -> ArtifactCache:

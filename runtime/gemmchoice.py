@@ -18,7 +18,7 @@ per-process; a new process measures again.
 """
 from __future__ import annotations
 
-import threading
+from shapes import forksafe
 
 ROUNDS = 1
 # Only products of fewer rows than this are raced.  The race is not free: the
@@ -46,7 +46,7 @@ BEST: dict[tuple, bool] = {}
 # "kernel" or "blas": decide every class so instead of by the times (the
 # test suite keeps its products on the kernel, whose results it checks)
 PREFER: str | None = None
-_lock = threading.Lock()
+_lock = forksafe.lock()
 
 
 def shape_class(char: str, m: int, n: int, k: int) -> tuple:

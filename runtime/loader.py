@@ -16,11 +16,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
-import threading
 
 import llvmlite.binding as llvm
 
 from runtime.native import kernel_function
+from shapes import forksafe
 
 __all__ = ["load", "LoadedArtifact", "LoadError", "kernel_cfunctype", "check_host_compatible"]
 
@@ -29,7 +29,8 @@ class LoadError(ValueError):
     """Object code that cannot be linked here: built for another CPU, or a
     symbol missing."""
 
-_lock = threading.Lock()
+_lock = forksafe.lock()
+forksafe.wait_for(llvm.ffi.lib._lock._lock)  # (fork waits for a call into LLVM to return)
 _lib_counter = itertools.count()
 _lljit = None
 

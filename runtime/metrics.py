@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import bisect
 import logging
-import threading
 import weakref
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_wsgi_app, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from shapes import config
+from shapes import config, forksafe
 
 LATENCY_BOUNDS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
                   0.25, 0.5, 1.0, 2.5)
@@ -148,7 +147,7 @@ class ShapejitCollector:
 
 
 _registered: set[int] = set()
-_reg_lock = threading.Lock()
+_reg_lock = forksafe.lock()
 _collector = ShapejitCollector()
 
 

@@ -63,7 +63,7 @@ def test_corrupt_entries_are_dropped_and_recompiled(tmp_path):
     cache_dir = tmp_path / "c"
     assert run_script(tmp_path, 20, cache_dir)["compiles"] == 1
     c = ArtifactCache(str(cache_dir))
-    keys = list(c._disk.iterkeys())
+    keys = c._disk.keys()
     assert keys
     for k, key in enumerate(keys):
         blob = c._disk.get(key)
@@ -119,7 +119,7 @@ def test_lru_eviction_bounds_the_size(tmp_path):
     c = ArtifactCache(str(tmp_path / "lru"), size_limit=200_000)
     for k in range(40):
         c.put(f"key{k}", os.urandom(20_000), "f", "sig")
-    c._disk.cull()
+    c._disk._cache.cull()
     assert c.volume() <= 400_000
     assert c._disk.get("key39") is not None  # the newest stays
     assert c._disk.get("key0") is None       # the oldest went first
