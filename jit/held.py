@@ -111,7 +111,9 @@ def _getter(p: Path, fn):
 @dataclass(frozen=True)
 class Path:
     """root: ("self",) | ("arg", leaf index) | ("global", name) | ("cell", index);
-    steps: ("attr", name) | ("item", index), applied in order."""
+    steps: ("attr", name) | ("item", index) | ("global", name) (a global of
+    the function reached so far, a helper) | ("cell", index) (its closure
+    variable), applied in order."""
     root: tuple
     steps: tuple = ()
 
@@ -126,7 +128,14 @@ class Path:
         else:
             x = _function(fn).__closure__[self.root[1]].cell_contents
         for op, k in self.steps:
-            x = getattr(x, k) if op == "attr" else x[k]
+            if op == "attr":
+                x = getattr(x, k)
+            elif op == "item":
+                x = x[k]
+            elif op == "global":
+                x = x.__globals__[k]
+            else:
+                x = x.__closure__[k].cell_contents
         return x
 
     def child(self, op: str, k) -> "Path":
@@ -136,7 +145,10 @@ class Path:
         kind = self.root[0]
         head = "self" if kind == "self" else f"<argument {self.root[1]}>" if kind == "arg" else \
             self.root[1] if kind == "global" else f"<closure {self.root[1]}>"
-        return head + "".join(f".{k}" if op == "attr" else f"[{k}]" for op, k in self.steps)
+        return head + "".join(_STEP_TEXT[op].format(k) for op, k in self.steps)
+
+
+_STEP_TEXT = {"attr": ".{}", "item": "[{!r}]", "global": ".__globals__[{!r}]", "cell": ".__closure__[{}]"}
 
 
 def _function(fn):
@@ -195,7 +207,7 @@ class Lifter:
         self.guarded: dict[Path, tuple] = {}   # values read along paths -> their tokens
         self.unguarded: list[str] = []         # paths of values read that no token describes
         self._make_input = make_input  # (array, path text) -> Tracer (a new graph input)
-        self.traceable = lambda f: f     # a user function as the trace runs it (jit/trace.py)
+        self.traceable = lambda f, path=None: f  # a user function as the trace runs it (jit/trace.py)
 
     def lift(self, path: Path, array: np.ndarray) -> Tracer:
         t = self.tracers.get(path)
@@ -248,7 +260,8 @@ class HeldObject:
         obj = object.__getattribute__(self, "_obj")
         v = getattr(obj, name)
         if isinstance(v, types.MethodType) and v.__self__ is obj:
-            return types.MethodType(self._lifter.traceable(v.__func__), self)
+            # (what the method reads is keyed through it: a bound method reads as its function)
+            return types.MethodType(self._lifter.traceable(v.__func__, self._path.child("attr", name)), self)
         if name in getattr(obj, "__dict__", {}):
             return self._lifter.wrap(self._path.child("attr", name), v)
         return v
@@ -258,7 +271,8 @@ class HeldObject:
                        user_location())
 
     def __call__(self, *args, **kwargs):
-        return self._lifter.traceable(type(self._obj).__call__)(self, *args, **kwargs)
+        return self._lifter.traceable(type(self._obj).__call__, self._path.child("attr", "__call__"))(self, *args,
+                                                                                                       **kwargs)
 
     def __repr__(self):
         return f"HeldObject({self._path})"

@@ -396,7 +396,7 @@ def _traceable(fn, ctx, lifter: Lifter):
     t = _Traceables(_NumpyProxy(ctx), lifter)
     lifter.traceable = t.function
     if isinstance(fn, types.MethodType) and holder(fn.__self__):
-        return types.MethodType(t.function(fn.__func__), HeldObject(lifter, Path(("self",)), fn.__self__))
+        return types.MethodType(t.function(fn.__func__, root=True), HeldObject(lifter, Path(("self",)), fn.__self__))
     return t.function(fn, root=True)
 
 
@@ -406,24 +406,32 @@ class _Traceables:
     the arrays (and objects holding arrays) they name.  The user functions
     they call, directly or through a user module, are copied the same way,
     so `np.tri(T)` in a helper is as symbolic as in the jitted function.
-    Arrays reached through the function the user jitted are held at paths
-    from its globals and closure; arrays a helper reaches are constants."""
+    What they read is found at paths from the jitted function's globals and
+    closure, through the helpers (`helper.__globals__['SCALE']`) and user
+    modules (`mod.W`) on the way: arrays there are held, other values keyed."""
 
     def __init__(self, proxy, lifter: Lifter):
         self.proxy, self.lifter = proxy, lifter
         self.done: dict = {}
 
-    def function(self, fn, root: bool = False):
+    def function(self, fn, path: Path | None = None, root: bool = False):
+        """The copy of user function `fn`; `path` is where the jitted
+        function reaches it (None: nowhere a call can read again), so what it
+        reads is keyed (and its arrays held) at paths through it."""
         if not isinstance(fn, types.FunctionType) or not user_file(fn.__code__.co_filename):
             return fn
         if fn in self.done:
             return self.done[fn]
         self.done[fn] = fn  # (recursion: a function calling itself sees itself until its copy exists)
+
+        def at(kind, k):
+            return Path((kind, k)) if root else path.child(kind, k) if path is not None else None
+
         g = fn.__globals__
         hits = {}
         for k in _global_names(fn.__code__):
             if k in g:
-                v = self.value(g[k], Path(("global", k)) if root else None)
+                v = self.value(g[k], at("global", k))
                 if v is not g[k]:
                     hits[k] = v
         cells = fn.__closure__ or ()
@@ -434,7 +442,7 @@ class _Traceables:
             except ValueError:  # an empty cell
                 new_cells.append(c)
                 continue
-            w = self.value(v, Path(("cell", i)) if root else None)
+            w = self.value(v, at("cell", i))
             new_cells.append(c if w is v else types.CellType(w))
         new = lift.traced_copy(fn, {**g, **hits}, tuple(new_cells), self.proxy._ctx)
         if new is None:
@@ -448,15 +456,15 @@ class _Traceables:
 
     def value(self, v, path):
         """What a copied function sees in place of the global (or closure
-        variable) v found at `path` (None: not a path of held arrays)."""
+        variable) v found at `path` (None: not a path a call can read)."""
         if v is np:
             return self.proxy
         if isinstance(v, types.FunctionType):
             if path is not None:
                 self.lifter.guard(path, v)  # (rebinding a helper is a new key)
-            return self.function(v)
+            return self.function(v, path)
         if isinstance(v, types.ModuleType) and user_module(v):
-            return _UserModule(self, v)
+            return _UserModule(self, v, path)
         if path is not None:
             if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and _holds(v):
                 return self.lifter.wrap(path, v)
@@ -467,12 +475,12 @@ class _Traceables:
 class _UserModule(types.ModuleType):
     """A user module as copied functions see it: its functions copied too."""
 
-    def __init__(self, t: _Traceables, mod):
+    def __init__(self, t: _Traceables, mod, path):
         super().__init__(mod.__name__)
-        self._t, self._mod = t, mod
+        self._t, self._mod, self._path = t, mod, path
 
     def __getattr__(self, name):
-        return self._t.value(getattr(self._mod, name), None)
+        return self._t.value(getattr(self._mod, name), self._path.child("attr", name) if self._path else None)
 
 
 def _holds(seq) -> bool:

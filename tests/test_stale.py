@@ -154,3 +154,59 @@ def test_ndarray_subclasses_keep_their_type():
         out = f(masked)
         assert type(out) is np.ma.MaskedArray and out.mask.tolist() == [False, True, False]
     assert_like_numpy(f(a), a * 2)
+
+
+HELPERS = '''
+import numpy as np
+SCALE = 2.0
+CFG = {"k": 3.0}
+W = np.arange(4.0)
+
+def helper(x):
+    return x * SCALE + CFG["k"] + W
+
+def make(k):
+    def inner(x):
+        return x - k[0]
+    return inner
+
+shift = make([1.0])
+
+class Layer:
+    def __call__(self, x):
+        return helper(x) * SCALE
+'''
+
+
+@pytest.fixture
+def helpers(tmp_path, monkeypatch):
+    """A user module of helpers, as another file of the user's program."""
+    (tmp_path / "stale_helpers.py").write_text(HELPERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    import sys
+    sys.modules.pop("stale_helpers", None)
+    return importlib.import_module("stale_helpers")
+
+
+def test_what_a_helper_in_another_module_reads_is_keyed(helpers, backend):
+    """Globals a helper reads in its own module, a helper's closure, a
+    method's module globals and an array a helper reads (changed in place):
+    each change is seen (before, all four were silently stale)."""
+    layer = helpers.Layer()
+
+    def program(x):
+        return helpers.helper(x) + helpers.shift(x) + layer(x)
+
+    f = jit(program, backend=backend)
+    x = np.ones(4)
+    assert_like_numpy(f(x), program(x))
+    for change in (lambda: setattr(helpers, "SCALE", 5.0), lambda: helpers.CFG.update(k=-1.0),
+                   lambda: helpers.W.__setitem__(2, 100.0), lambda: helpers.make.__globals__.update(SCALE=0.5)):
+        change()
+        assert_like_numpy(f(x), program(x))
+    inner_k = helpers.shift.__closure__[0].cell_contents
+    inner_k[0] = 7.0
+    assert_like_numpy(f(x), program(x))
+    assert "changed (read by the trace)" in f.explain()
+    assert f.stats()["traces"] <= 6  # (the array changed in place is an input, not a retrace)
