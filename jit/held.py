@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
+from operator import call, is_
 import types
 from dataclasses import dataclass
 
@@ -32,6 +34,7 @@ _VALUES = (int, bool, str, bytes, type(None))
 _BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, np.ufunc, type)
 MAX_ITEMS = 64  # the longest list, tuple or dict of values a key holds (longer ones are not guarded)
 MISSING = ("missing",)
+_CONTAINERS = (list, tuple, dict)
 
 
 def token(v, depth: int = 0):
@@ -72,39 +75,40 @@ class ValueKeys:
     def __init__(self, paths, fn):
         self.paths = list(paths)
         self._get = [_getter(p, fn) for p in self.paths]
-        self._last = ((MISSING,) * len(self.paths), tuple([MISSING] * len(self.paths)))  # (values, tokens)
+        self._fixed = all(isinstance(g, partial) for g in self._get)  # (each reads no argument: called bare)
+        # (values, their tokens, whether one is a container: read again even when the same object)
+        self._last = ([MISSING] * len(self.paths), tuple([MISSING] * len(self.paths)), True)
 
     def tokens(self, leaves) -> tuple:
         try:
-            objs = tuple([get(leaves) for get in self._get])
+            objs = list(map(call, self._get)) if self._fixed else \
+                [get() if isinstance(get, partial) else get(leaves) for get in self._get]
         except self._FETCH_ERRORS:
             return self._read_each(leaves)
-        last, tokens = self._last  # (one read: the pair another thread stores is stored whole)
-        for a, b in zip(objs, last):
-            if a is not b or type(a) in (list, dict, tuple):
-                tokens = tuple([token(x) for x in objs])
-                self._last = objs, tokens
-                break
+        last, tokens, containers = self._last  # (one read: the triple another thread stores is stored whole)
+        if containers or not all(map(is_, objs, last)):
+            tokens = tuple([token(x) for x in objs])
+            self._last = objs, tokens, any(type(x) in _CONTAINERS for x in objs)
         return tokens
 
     def _read_each(self, leaves) -> tuple:
         out = []
         for get in self._get:
             try:
-                out.append(token(get(leaves)))
+                out.append(token(get() if isinstance(get, partial) else get(leaves)))
             except self._FETCH_ERRORS:
                 out.append(MISSING)
         return tuple(out)
 
 
 def _getter(p: Path, fn):
-    """A function of the call's leaves reading the value at `p`."""
+    """A function reading the value at `p`: of no argument (a partial of a
+    C function) for a global or closure variable of the jitted function, else
+    of the call's leaves."""
     if not p.steps and p.root[0] == "global":
-        g, k = _function(fn).__globals__, p.root[1]
-        return lambda leaves: g[k]
+        return partial(_function(fn).__globals__.__getitem__, p.root[1])
     if not p.steps and p.root[0] == "cell":
-        c = _function(fn).__closure__[p.root[1]]
-        return lambda leaves: c.cell_contents
+        return partial(getattr, _function(fn).__closure__[p.root[1]], "cell_contents")
     return lambda leaves: p.fetch(fn, leaves)
 
 
