@@ -77,6 +77,7 @@ class KeyState:
     dynamic_dims: frozenset = frozenset()  # dynamic="auto": dims seen to change
     signature: Signature | None = None
     saved: list | None = None  # saved entries of other processes not yet used (read on the first miss)
+    saved_level: str | None = None  # the cache level they came from ("disk" | "remote")
     break_retraces: int = 0  # traces because a graph break decided otherwise
 
 
@@ -475,7 +476,7 @@ class JitFunction:
         accept these shapes (and whose held arrays have the shapes it was
         built for), or None."""
         if state.saved is None:
-            state.saved = persist.load(default_cache(), pkey)
+            state.saved, state.saved_level = persist.load(default_cache(), pkey)
         m = self.metrics
         for i, s in enumerate(state.saved):
             dims = s.guard_set.check(shapes)
@@ -494,7 +495,7 @@ class JitFunction:
                 return None
             for stage, sec in b.seconds.items():
                 m.compile_seconds[stage].observe(sec)
-            m.slow_hits["disk"] += 1
+            m.slow_hits[state.saved_level or "disk"] += 1
             lg = logger_for("compile")
             if lg:
                 lg.info("%s: loaded a saved trace (%s) in %.1f ms", self.__qualname__,
@@ -566,6 +567,7 @@ class JitFunction:
         m = self.metrics
         return {"traces": m.traces, "compiles": m.compiles, "recompiles": sum(m.recompiles.values()),
                 "cache_hits_memory": m.hits["memory"], "cache_hits_disk": m.hits["disk"],
+                "cache_hits_remote": m.hits["remote"],
                 "fallbacks": sum(m.fallbacks.values()), "eager_calls": m.eager_calls, "calls": m.calls,
                 "entries": self._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes,
                 "eager_nodes": sum(e.eager_nodes for s in self._keys.values() for e in s.entries),

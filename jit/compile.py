@@ -42,7 +42,7 @@ class Build:
     executable: Executable
     plan: Plan | None = None
     seconds: dict = field(default_factory=dict)
-    cache_level: str | None = None  # "memory" | "disk" when the object code came from the cache
+    cache_level: str | None = None  # "memory" | "disk" | "remote" when the object code came from the cache
     artifact_key: str | None = None  # the object code's cache key (None: no kernels)
     abis: list = field(default_factory=list)
     libraries: tuple = ()  # library kernels it calls (the GEMMs), by symbol

@@ -114,20 +114,21 @@ def entry_of(trace, guards: GuardSet, build, held_key: tuple, summary: Summary) 
                       held_key, len(trace.eager_nodes), values)
 
 
-def load(cache, key: str) -> list[SavedEntry]:
-    blob, _ = cache.get(key, memory=False)  # from disk: other processes append to it
+def load(cache, key: str) -> tuple[list[SavedEntry], str | None]:
+    """(the saved entries under `key`, the cache level they came from)."""
+    blob, level = cache.get(key, memory=False)  # from disk (or the fleet's tier): other processes append to it
     if blob is None:
-        return []
+        return [], None
     try:
         entries = plain.loads(blob, _CLASSES)  # (the record's digest, over its key too, was checked by cache.get)
         if not (isinstance(entries, list) and all(isinstance(e, SavedEntry) for e in entries)):
             raise plain.Undecodable("not a list of saved entries")
         for e in entries:
             e.guard_set  # noqa: B018 - compiled here: a guard that does not compile is a damaged record
-        return entries
+        return entries, level
     except Exception:  # noqa: BLE001 - damaged or from another format (a guard that does not compile): a miss
         cache.reject(key)
-        return []
+        return [], None
 
 
 def save(cache, key: str, make_entry, function: str, signature: str) -> str | None:
@@ -138,7 +139,7 @@ def save(cache, key: str, make_entry, function: str, signature: str) -> str | No
     except Exception as e:  # noqa: BLE001
         return f"{type(e).__name__}: {e}"
     with _write_lock:  # read-modify-write; other processes may race, the last write wins
-        entries = load(cache, key)[-(MAX_SAVED - 1):]
+        entries = load(cache, key)[0][-(MAX_SAVED - 1):]
         try:
             blob = plain.dumps(entries + [entry], _CLASSES)
         except plain.Unencodable as e:

@@ -1,4 +1,5 @@
-"""The compile cache: object code by content key, in memory and on disk.
+"""The compile cache: object code (and saved traces) by content key, in
+memory, on disk and, for a fleet, on Redis.
 
 The disk level is a diskcache.Cache shared by every process of the user on
 the machine: under the user's cache directory by default (SHAPEJIT_CACHE_DIR
@@ -22,6 +23,9 @@ What it trusts (README, "Compile cache"):
   secret: a record without a valid one is never loaded (counted, warned
   once, recompiled).  Without a secret the digest is a sha256 that detects
   damage, not forgery: the directory's permissions are the protection.
+* Behind the disk, the process-wide cache may have a fleet tier on Redis
+  (runtime/remote.py): the same records, used only under a secret; a remote
+  hit is checked like a disk record and written to the local disk.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 
 import diskcache
 
+from runtime.remote import remote_tier
 from shapes import config, forksafe
 
 SHAPEJIT_VERSION = "0.1.0"
@@ -96,6 +101,7 @@ def key_symbol(key: str) -> str:
 class CacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
+    remote_hits: int = 0
     misses: int = 0
     writes: int = 0
     write_errors: int = 0
@@ -226,12 +232,13 @@ class ArtifactCache:
     """get(key) -> (bytes, level) | (None, None); put(key, bytes, info)."""
 
     def __init__(self, directory: str | None = None, enabled: bool | None = None,
-                 size_limit: int | None = None):
+                 size_limit: int | None = None, remote: bool = False):
         if enabled is None:
             enabled = config.get("SHAPEJIT_CACHE")
         self.directory = directory or config.get("SHAPEJIT_CACHE_DIR") or default_dir()
         self.size_limit = size_limit or config.get("SHAPEJIT_CACHE_SIZE")
         self.stats = CacheStats()
+        self.remote = remote  # whether the fleet tier (SHAPEJIT_REMOTE_CACHE, runtime/remote.py) stands behind it
         self._memory: dict[str, bytes] = {}
         self._lock = forksafe.lock()
         self._disk = None
@@ -260,8 +267,8 @@ class ArtifactCache:
         return self._disk is not None
 
     def get(self, key: str, memory: bool = True):
-        """`memory=False`: the disk level only (records other processes
-        update, such as saved traces)."""
+        """`memory=False`: the disk and remote levels only (records other
+        processes update, such as saved traces)."""
         with self._lock:
             b = self._memory.get(key) if memory else None
         if b is not None:
@@ -272,35 +279,58 @@ class ArtifactCache:
                 blob = self._disk.get(key)
                 if blob is not None:
                     _, payload = unpack_record(key, blob, _secret())
-                    if memory:
-                        with self._lock:
-                            self._memory[key] = payload
+                    self._keep(key, payload, memory)
                     self.stats.disk_hits += 1
                     return payload, "disk"
             except Rejected as e:
                 self.reject(key, e.reason, str(e), drop=e.reason != "unverifiable")
             except Exception as e:  # noqa: BLE001 - a damaged cache database is a miss
                 self.reject(key, "damaged", f"{type(e).__name__}: {e}")
+        remote = remote_tier() if self.remote else None
+        blob = remote.get(key) if remote is not None else None
+        if blob is not None:
+            try:
+                _, payload = unpack_record(key, blob, _secret())
+            except Rejected as e:  # (left on the server: it is the fleet's, and a replica writes it again)
+                self.reject(key, e.reason, f"from {remote.url}: {e}", drop=False)
+            else:
+                remote.hits += 1
+                self.stats.remote_hits += 1
+                self._keep(key, payload, memory)
+                self._write_disk(key, blob)
+                return payload, "remote"
         self.stats.misses += 1
         return None, None
 
-    def put(self, key: str, artifact: bytes, function: str = "", signature: str = "",
-            kind: str = "artifact", memory: bool = True) -> None:
+    def _keep(self, key: str, payload: bytes, memory: bool) -> None:
         if memory:
             with self._lock:
-                self._memory[key] = artifact
-        if self._disk is None:
+                self._memory[key] = payload
+
+    def put(self, key: str, artifact: bytes, function: str = "", signature: str = "",
+            kind: str = "artifact", memory: bool = True) -> None:
+        self._keep(key, artifact, memory)
+        remote = remote_tier() if self.remote else None
+        if self._disk is None and remote is None:
             return
         info = {"function": function, "signature": signature, "time": time.time(), "version": build_id(),
                 "kind": kind}
+        record = pack_record(key, artifact, info, _secret())
+        self._write_disk(key, record)
+        if remote is not None:
+            remote.put(key, record)
+
+    def _write_disk(self, key: str, record: bytes) -> None:
+        if self._disk is None:
+            return
         try:
-            self._disk.set(key, pack_record(key, artifact, info, _secret()))
+            self._disk.set(key, record)
             self.stats.writes += 1
         except Exception as e:  # noqa: BLE001 - a full or read-only disk degrades to memory
             self.stats.write_errors += 1
             if self.stats.write_errors == 1:
                 warnings.warn(f"shapejit: cannot write the compile cache ({type(e).__name__}: {e})",
-                              CacheWarning, stacklevel=3)
+                              CacheWarning, stacklevel=4)
 
     def reject(self, key: str, reason: str = "damaged", detail: str = "", drop: bool = True) -> None:
         """A record that failed its checks: counted and (unless another
@@ -407,7 +437,7 @@ def default_cache() -> ArtifactCache:
     global _default
     with _default_lock:
         if _default is None:
-            _default = ArtifactCache()
+            _default = ArtifactCache(remote=True)
         return _default
 
 

@@ -65,7 +65,7 @@ class FunctionMetrics:
         self.traces = 0
         self.compiles = 0
         self.recompiles = dict.fromkeys(RECOMPILE_REASONS, 0)
-        self.slow_hits = {"memory": 0, "disk": 0}
+        self.slow_hits = {"memory": 0, "disk": 0, "remote": 0}
         self.misses = {"memory": 0, "disk": 0}
         self.fallbacks = dict.fromkeys(FALLBACK_REASONS, 0)
         self.eager_calls = 0
@@ -82,7 +82,8 @@ class FunctionMetrics:
 
     @property
     def hits(self) -> dict:
-        return {"memory": self.slow_hits["memory"] + self.latency.count, "disk": self.slow_hits["disk"]}
+        return {"memory": self.slow_hits["memory"] + self.latency.count, "disk": self.slow_hits["disk"],
+                "remote": self.slow_hits["remote"]}
 
 
 _live: "weakref.WeakSet[FunctionMetrics]" = weakref.WeakSet()
@@ -141,6 +142,21 @@ class ShapejitCollector:
         for reason, n in sorted(cache.stats.rejected.items()):
             rejected.add_metric([reason], n)
         yield rejected
+        from runtime.remote import current_tier
+        tier = current_tier()
+        if tier is not None:
+            errors = CounterMetricFamily("shapejit_remote_cache_errors", "Failures of the remote cache tier by kind "
+                                         "(unreachable, timeout, full, error)", labels=["kind"])
+            for kind, n in sorted(tier.errors.items()):
+                errors.add_metric([kind], n)
+            yield errors
+            yield GaugeMetricFamily("shapejit_remote_cache_up", "Whether the remote cache tier is in use now",
+                                    value=int(tier.up))
+            hits = CounterMetricFamily("shapejit_remote_cache_requests", "Remote cache reads and writes",
+                                       labels=["result"])
+            for result, n in (("hit", tier.hits), ("miss", tier.misses), ("write", tier.writes)):
+                hits.add_metric([result], n)
+            yield hits
         from runtime.bufferpool import pool_bytes
         yield GaugeMetricFamily("shapejit_pool_bytes", "Bytes held by the intermediate-buffer pools",
                                 value=pool_bytes())

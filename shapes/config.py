@@ -2,7 +2,7 @@
 
 One rule per kind: booleans (`1 true yes on` / `0 false no off` and empty,
 any case), sizes in bytes with an optional unit (`512MiB`, `1GB`, `1.5G`,
-`1e9`), positive integers, paths, and comma-separated lists.  A value that
+`1e9`), positive integers, durations (`50ms`, `0.2s`), paths, and comma-separated lists.  A value that
 cannot be read gives one `ConfigWarning` naming the variable and the value
 used instead; it never raises at the first call.  A SHAPEJIT_* variable
 that is not one of ours (a typo) is warned about once, too.
@@ -26,7 +26,7 @@ class ConfigWarning(UserWarning):
 @dataclass(frozen=True)
 class Var:
     name: str
-    kind: str      # "bool" | "size" | "count" | "path" | "list" | "dump" | "text"
+    kind: str      # "bool" | "size" | "count" | "seconds" | "path" | "list" | "dump" | "text"
     default: object
     doc: str
 
@@ -39,6 +39,10 @@ VARS = {v.name: v for v in [
                                                 "evicted beyond it"),
     Var("SHAPEJIT_CACHE_SECRET", "text", "", "sign cache records with HMAC-SHA256 under this secret; "
                                              "records without a valid signature are never loaded"),
+    Var("SHAPEJIT_REMOTE_CACHE", "text", "", "the fleet tier: redis://host:port/db shared by replicas (used only "
+                                             "with SHAPEJIT_CACHE_SECRET)"),
+    Var("SHAPEJIT_REMOTE_TIMEOUT", "seconds", 0.05, "the longest one remote cache operation may wait (`50ms`, "
+                                                   "`0.2s`)"),
     Var("SHAPEJIT_TRACE_CACHE", "bool", True, "saved traces: a new process reuses another's trace"),
     Var("SHAPEJIT_POOL_BYTES", "size", 512 << 20, "the bytes of pooled intermediates kept between calls, in "
                                                    "the whole process"),
@@ -136,6 +140,16 @@ def _count(text: str) -> int:
     return n
 
 
+_SECONDS = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(ms|s|)\s*\Z")
+
+
+def _seconds(text: str) -> float:
+    m = _SECONDS.match(text.lower())
+    if m is None or float(m.group(1)) <= 0:
+        raise ValueError("not a duration (seconds, or a number with ms or s: 50ms, 0.2s)")
+    return float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
+
+
 def _dump(text: str):
     """None (off), "stderr", or a directory."""
     t = text.strip()
@@ -150,6 +164,7 @@ _PARSE = {
     "bool": parse_bool,
     "size": parse_size,
     "count": _count,
+    "seconds": _seconds,
     "path": lambda t: t.strip() or None,
     "list": lambda t: tuple(p.strip() for p in t.split(",") if p.strip()),
     "dump": _dump,
