@@ -1,6 +1,7 @@
 """An HTTP inference service: a jitted BERT-style encoder serving requests
-of any length from one compile.
+of any length from one compile, as a WSGI app on waitress.
 
+    pip install -e '.[service]'
     python examples/service.py --port 8080
     curl -s localhost:8080/encode -d '{"tokens": [101, 7592, 2088, 102]}'
     curl -s localhost:8080/metrics | grep shapejit_
@@ -8,16 +9,33 @@ of any length from one compile.
 POST /encode  {"tokens": [int, ...]}  ->  {"length": n, "embedding": [floats]}
 GET  /health  ->  {"status": "ok", ...}
 GET  /metrics ->  Prometheus text (shapejit_* and service_* metrics)
+
+Why waitress: one process with threads keeps one copy of the model and one
+compiled executable, its Prometheus counters are exact without a
+multiprocess mode, and the jitted kernels (and numpy) release the GIL, so
+the threads use the cores.  waitress reads each request whole on its I/O
+loop before a worker thread sees it (a slow or short-bodied client holds no
+worker and is cut off by `channel_timeout`), bounds header and body sizes,
+and is maintained and pure Python.  A pre-forking server (gunicorn) would
+hold a model and a compile per worker and need prometheus-client's
+multiprocess mode; shapejit survives fork (README, "Threads and fork"), but
+the memory would not fit the 2-core machines this targets as well.
+
+Admission: at most `inflight` encodes run at once and `waiting` more wait
+up to `wait_s` for a slot; beyond that the answer is 503 with Retry-After,
+never an unbounded queue.  Every bad request gets a JSON 4xx and no
+traceback in the log.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from jit import metrics as jit_metrics
 from jit import jit
@@ -88,61 +106,131 @@ def _live_rss() -> int:
         return 0
 
 
-def make_server(port: int = 8080, addr: str = "127.0.0.1", encoder: Encoder | None = None):
-    """The service, not yet serving: call .serve_forever() (tests use a thread)."""
-    encoder = encoder or Encoder()
-    registry = CollectorRegistry()
-    jit_metrics.register(registry)
-    requests = Counter("service_requests", "Requests served", ["endpoint", "status"], registry=registry)
-    started = time.time()
+class Service:
+    """The WSGI app."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def __init__(self, encoder: Encoder | None = None, inflight: int = 4, waiting: int = 32, wait_s: float = 2.0,
+                 max_body: int = 64 << 10):
+        self.encoder = encoder or Encoder()
+        self.max_body, self.wait_s, self.max_waiting = max_body, wait_s, waiting
+        self._slots = threading.BoundedSemaphore(inflight)
+        self._waiting = 0
+        self._lock = threading.Lock()
+        self.registry = CollectorRegistry()
+        jit_metrics.register(self.registry)
+        self.requests = Counter("service_requests", "Requests answered", ["endpoint", "status"],
+                                registry=self.registry)
+        self.seconds = Histogram("service_request_seconds", "Time to answer an admitted /encode",
+                                 registry=self.registry)
+        self.inflight = Gauge("service_inflight", "Encodes running now", registry=self.registry)
+        self.started = time.time()
 
-        def log_message(self, *a):  # quiet: metrics count the requests
-            pass
-
-        def _send(self, code: int, body: bytes, ctype="application/json"):
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            if self.path == "/health":
-                st = encoder.forward.stats()
-                body = {"status": "ok", "uptime_s": round(time.time() - started, 1),
-                        "compiles": st["compiles"], "calls": st["calls"], "rss_bytes": _live_rss()}
-                requests.labels("health", "200").inc()
-                return self._send(200, json.dumps(body).encode())
-            if self.path == "/metrics":
-                return self._send(200, generate_latest(registry), "text/plain; version=0.0.4")
-            requests.labels("other", "404").inc()
-            self._send(404, b'{"error": "not found"}')
-
-        def do_POST(self):
-            if self.path != "/encode":
-                requests.labels("other", "404").inc()
-                return self._send(404, b'{"error": "not found"}')
+    def __call__(self, environ, start_response):
+        path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
+        routes = {"/encode": ("POST", self._encode), "/health": ("GET", self._health),
+                  "/metrics": ("GET", self._metrics)}
+        if path not in routes:
+            status, headers, body = _error(404, "not found")
+        elif method != routes[path][0]:
+            status, headers, body = _error(405, f"use {routes[path][0]}")
+            headers.append(("Allow", routes[path][0]))
+        else:
             try:
-                n = int(self.headers.get("Content-Length", 0))
-                req = json.loads(self.rfile.read(n))
-                tokens = req["tokens"]
-                if not (isinstance(tokens, list) and 1 <= len(tokens) <= MAX_LEN and
-                        all(isinstance(t, int) and 0 <= t < VOCAB for t in tokens)):
-                    raise ValueError(f"tokens must be 1..{MAX_LEN} ints in [0, {VOCAB})")
-            except (ValueError, KeyError, TypeError) as e:
-                requests.labels("encode", "400").inc()
-                return self._send(400, json.dumps({"error": str(e)}).encode())
-            emb = encoder(tokens)
-            requests.labels("encode", "200").inc()
-            self._send(200, json.dumps({"length": len(tokens),
-                                        "embedding": [round(float(v), 6) for v in emb]}).encode())
+                status, headers, body = routes[path][1](environ)
+            except Exception as e:  # noqa: BLE001 - a server error: logged with its traceback, answered 500
+                logging.getLogger("service").exception("error answering %s", path)
+                status, headers, body = _error(500, f"internal error: {type(e).__name__}")
+        self.requests.labels(path.strip("/") if path in routes else "other", str(status)).inc()
+        start_response(f"{status} {_REASONS[status]}", headers + [("Content-Length", str(len(body)))])
+        return [body]
 
-    server = ThreadingHTTPServer((addr, port), Handler)
-    server.daemon_threads = True
-    server.encoder = encoder
+    def _health(self, environ):
+        st = self.encoder.forward.stats()
+        return _json(200, {"status": "ok", "uptime_s": round(time.time() - self.started, 1),
+                           "compiles": st["compiles"], "traces": st["traces"], "calls": st["calls"],
+                           "rss_bytes": _live_rss()})
+
+    def _metrics(self, environ):
+        return 200, [("Content-Type", "text/plain; version=0.0.4")], generate_latest(self.registry)
+
+    def _encode(self, environ):
+        tokens = self._tokens(environ)
+        if not isinstance(tokens, list):
+            return tokens  # (an error answer)
+        if not self._slots.acquire(blocking=False):
+            with self._lock:
+                if self._waiting >= self.max_waiting:
+                    return _busy()
+                self._waiting += 1
+            try:
+                admitted = self._slots.acquire(timeout=self.wait_s)
+            finally:
+                with self._lock:
+                    self._waiting -= 1
+            if not admitted:
+                return _busy()
+        t0 = time.perf_counter()
+        self.inflight.inc()
+        try:
+            emb = self.encoder(tokens)
+        finally:
+            self.inflight.dec()
+            self._slots.release()
+        self.seconds.observe(time.perf_counter() - t0)
+        return _json(200, {"length": len(tokens), "embedding": [round(float(v), 6) for v in emb]})
+
+    def _tokens(self, environ):
+        """The request's token ids, or an error answer."""
+        raw = environ.get("CONTENT_LENGTH") or ""
+        if not raw.isdigit():
+            return _error(411 if not raw else 400, "a Content-Length (a byte count) is required")
+        n = int(raw)
+        if n > self.max_body:
+            return _error(413, f"the body is limited to {self.max_body} bytes")
+        body = environ["wsgi.input"].read(n)
+        if len(body) != n:
+            return _error(400, "the body is shorter than its Content-Length")
+        try:
+            req = json.loads(body)
+        except (ValueError, RecursionError):
+            return _error(400, "the body is not JSON")
+        tokens = req.get("tokens") if isinstance(req, dict) else None
+        if not isinstance(tokens, list) or not 1 <= len(tokens) <= MAX_LEN:
+            return _error(422, f'expected {{"tokens": [...]}} with 1 to {MAX_LEN} token ids')
+        if not all(type(t) is int and 0 <= t < VOCAB for t in tokens):  # (type: true and 1.0 are not ids)
+            return _error(422, f"token ids are integers in [0, {VOCAB})")
+        return tokens
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 411: "Length Required",
+            413: "Payload Too Large", 422: "Unprocessable Entity", 500: "Internal Server Error",
+            503: "Service Unavailable"}
+
+
+def _json(status: int, obj) -> tuple:
+    return status, [("Content-Type", "application/json")], json.dumps(obj).encode()
+
+
+def _error(status: int, message: str) -> tuple:
+    return _json(status, {"error": message})
+
+
+def _busy() -> tuple:
+    status, headers, body = _error(503, "busy: try again")
+    return status, headers + [("Retry-After", "1")], body
+
+
+def make_server(port: int = 8080, addr: str = "127.0.0.1", encoder: Encoder | None = None, threads: int = 8,
+                timeout: float = 10.0, **limits):
+    """The service on a waitress server, not yet serving: call .run() (tests
+    use a thread, and .close()); .app is the Service, .effective_port the port."""
+    from waitress import create_server
+    app = Service(encoder, **limits)
+    server = create_server(app, host=addr, port=port, threads=threads, channel_timeout=timeout,
+                           cleanup_interval=max(1.0, timeout / 2),  # (how often silent connections are looked for)
+                           max_request_body_size=app.max_body, max_request_header_size=16 << 10,
+                           connection_limit=256, backlog=1024, ident="shapejit-service", expose_tracebacks=False)
+    server.app = app
     return server
 
 
@@ -154,11 +242,17 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=8, help="waitress worker threads")
+    ap.add_argument("--inflight", type=int, default=4, help="encodes at once")
+    ap.add_argument("--waiting", type=int, default=32, help="encodes waiting for a slot before 503s")
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds a connection may stay silent")
     args = ap.parse_args(argv)
-    server = make_server(args.port, args.addr, Encoder(args.d, args.heads, args.ff, args.layers))
-    print(f"serving on http://{args.addr}:{server.server_address[1]} (/encode, /health, /metrics)", flush=True)
+    logging.basicConfig(level=logging.WARNING)
+    server = make_server(args.port, args.addr, Encoder(args.d, args.heads, args.ff, args.layers), args.threads,
+                         args.timeout, inflight=args.inflight, waiting=args.waiting)
+    print(f"serving on http://{args.addr}:{server.effective_port} (/encode, /health, /metrics)", flush=True)
     try:
-        server.serve_forever()
+        server.run()
     except KeyboardInterrupt:
         pass
     return 0

@@ -4,7 +4,7 @@ against numpy), a thread compiles new functions, one clears the compile
 cache, one scrapes the metrics and reads explain(), and one forks children
 that call, compile and scrape in turn.  The storm runs in a child process
 with a time limit: a hang fails the test, it does not stop the suite.
-Bounded in CI (20 s); SHAPEJIT_STRESS=full runs it for 5 minutes."""
+Bounded in CI (10 s); SHAPEJIT_STRESS=full runs it for 5 minutes."""
 import json
 import os
 import subprocess
@@ -175,9 +175,9 @@ def _storm(tmp_path, seconds: float) -> dict:
 
 @pytest.mark.stress
 def test_calls_compiles_clears_scrapes_and_forks_never_deadlock(tmp_path):
-    seconds = 300.0 if os.environ.get("SHAPEJIT_STRESS") == "full" else 20.0
+    seconds = 300.0 if os.environ.get("SHAPEJIT_STRESS") == "full" else 10.0
     report = _storm(tmp_path, seconds)
     assert report["errors"] == [] and report["hung"] == [], report
     c = report["counts"]
     assert c["calls"] > 100 and c["compiles"] >= 3 and c["clears"] >= 5 and c["scrapes"] >= 20, c
-    assert c["forks"] >= 5 and c["children_ok"] == c["forks"], c
+    assert c["forks"] >= 3 and c["children_ok"] == c["forks"], c

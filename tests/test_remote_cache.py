@@ -157,14 +157,22 @@ def _evil_object_code(marker) -> bytes:
     return compile_ir(ir, [KernelInfo("sj_k0", 0, 0, 0)]).to_bytes()
 
 
-@pytest.mark.parametrize("attack", ["unsigned", "wrong secret", "tampered", "truncated", "pickle"])
-def test_a_forged_remote_record_never_runs(tmp_path, server, attack):
+# each record on the server gets one attack of the mix, in turn
+MIXES = {"signatures": ["unsigned", "wrong secret", "tampered"], "damage": ["truncated", "pickle", "tampered"]}
+
+
+@pytest.mark.parametrize("mix", list(MIXES))
+def test_a_forged_remote_record_never_runs(tmp_path, server, mix):
+    """Records planted on the server by someone without the secret (object
+    code calling system(), a pickle, damaged bytes): none runs, none is
+    loaded, the second process compiles for itself and is right."""
     from runtime.cache import pack_record, unpack_record
     first = run(tmp_path, "a", [37], server.url)
     assert first["compiles"] == 1
     client, marker = server.client(), tmp_path / "ran"
     evil = _evil_object_code(marker)
-    for raw in client.command("KEYS", "shapejit:*"):
+    for k, raw in enumerate(sorted(client.command("KEYS", "shapejit:*"))):
+        attack = MIXES[mix][k % len(MIXES[mix])]
         key = raw.decode()[len("shapejit:"):]
         good = client.command("GET", raw)
         info, payload = unpack_record(key, good, SECRET.encode())
@@ -182,8 +190,8 @@ def test_a_forged_remote_record_never_runs(tmp_path, server, attack):
         client.command("SET", raw, blob)
     second = run(tmp_path, "b", [37, 5], server.url)
     assert second["ok"] and second["compiles"] == 1 and second["cache_hits_remote"] == 0
-    assert sum(second["rejected"].values()) >= 3 and set(second["rejected"]) <= {"unsigned", "bad_signature", "damaged"}
-    assert any("not loaded" in w for w in second["warnings"]) or set(second["rejected"]) == {"damaged"}
+    assert sum(second["rejected"].values()) >= 3
+    assert set(second["rejected"]) <= {"unsigned", "bad_signature", "damaged"}
     assert not marker.exists()
 
 

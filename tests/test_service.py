@@ -1,9 +1,15 @@
-"""The inference service over HTTP on loopback, its /metrics, a bounded soak,
-and the metrics API."""
+"""The inference service over HTTP on loopback (a WSGI app on waitress),
+its /metrics, every class of bad request, a slow client, concurrent clients
+with a memory bound, a bounded soak, and the metrics API."""
 import json
 import os
 import re
+import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -15,14 +21,27 @@ from shapes import config
 ALLOWED_LABELS = {"function", "reason", "level", "stage", "le", "endpoint", "status"}
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def serving(server) -> threading.Thread:
+    def run():
+        try:
+            server.run()
+        except OSError:  # (closed under its loop by the test)
+            pass
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
 @pytest.fixture
 def service():
-    server = make_server(0, "127.0.0.1", Encoder(d=64, heads=4, ff=128, layers=2))
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield server, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    server = make_server(0, "127.0.0.1", Encoder(d=64, heads=4, ff=128, layers=2), timeout=2.0)
+    t = serving(server)
+    yield server.app, f"http://127.0.0.1:{server.effective_port}"
+    server.close()
+    t.join(10)
 
 
 def post(url, body, timeout=30):
@@ -46,14 +65,14 @@ def metric(text, name, **labels):
 
 
 def test_service_serves_many_lengths_from_one_compile(service):
-    server, url = service
+    app, url = service
     rng = np.random.default_rng(0)
     n = 60
     for _ in range(n):
         tokens = rng.integers(0, 30522, int(rng.integers(2, 200))).tolist()
         out = post(url + "/encode", {"tokens": tokens})
         assert out["length"] == len(tokens)
-        np.testing.assert_allclose(out["embedding"], server.encoder.reference(tokens), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(out["embedding"], app.encoder.reference(tokens), rtol=1e-4, atol=1e-4)
     assert json.loads(get(url + "/health"))["status"] == "ok"
     text = get(url + "/metrics")
     assert metric(text, "shapejit_compiles_total", function="encoder") == 1
@@ -70,28 +89,175 @@ def test_service_serves_many_lengths_from_one_compile(service):
         assert not any(re.search(r"\d+\s*,\s*\d+|\[|\(", v) for v in labels.values()), line
 
 
-def test_bad_requests_get_400_and_the_service_keeps_working(service):
-    server, url = service
-    for body in ({"tokens": []}, {"tokens": ["a"]}, {"x": 1}, {"tokens": list(range(600))}):
-        with pytest.raises(urllib.error.HTTPError) as e:
-            post(url + "/encode", body)
-        assert e.value.code == 400
-    assert post(url + "/encode", {"tokens": [1, 2, 3]})["length"] == 3
+def raw_request(port: int, data: bytes, timeout: float = 15.0) -> tuple[int | None, bytes, float]:
+    """(status or None when the server closed without an answer, the
+    answer's body, seconds) for raw bytes sent to the service."""
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        got = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+                head, _, body = got.partition(b"\r\n\r\n")
+                length = re.search(rb"Content-Length: (\d+)", head)
+                if length and len(body) >= int(length.group(1)):
+                    break
+        except (ConnectionResetError, socket.timeout):
+            pass
+    status = int(got.split(b" ", 2)[1]) if got.startswith(b"HTTP/1.") else None
+    return status, got.partition(b"\r\n\r\n")[2], time.monotonic() - t0
+
+
+def http(path: str, body: bytes, method: str = "POST", length: str | None = None) -> bytes:
+    length = str(len(body)) if length is None else length
+    return (f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + (f"Content-Length: {length}\r\n" if length != "" else "") + "Connection: close\r\n\r\n").encode() + body
+
+
+BAD = [
+    ("empty list", http("/encode", b'{"tokens": []}'), 422),
+    ("strings", http("/encode", b'{"tokens": ["a"]}'), 422),
+    ("booleans", http("/encode", b'{"tokens": [true, false]}'), 422),
+    ("floats", http("/encode", b'{"tokens": [1.0, 2]}'), 422),
+    ("negative id", http("/encode", b'{"tokens": [-1]}'), 422),
+    ("id too large", http("/encode", b'{"tokens": [30522]}'), 422),
+    ("too long", http("/encode", json.dumps({"tokens": list(range(600))}).encode()), 422),
+    ("no tokens key", http("/encode", b'{"x": 1}'), 422),
+    ("not an object", http("/encode", b"[1, 2]"), 422),
+    ("not JSON", http("/encode", b"{tokens"), 400),
+    ("deep JSON", http("/encode", b"[" * 100_000 + b"]" * 100_000), 413),
+    ("deep JSON under the limit", http("/encode", b"[" * 20_000 + b"]" * 20_000), 400),
+    ("no Content-Length", http("/encode", b"", length=""), 411),
+    ("Content-Length -1", http("/encode", b'{"tokens": [1]}', length="-1"), 400),
+    ("body too large", http("/encode", b" " * (70 << 10)), 413),
+    ("GET /encode", http("/encode", b"", method="GET"), 405),
+    ("unknown path", http("/nope", b"{}"), 404),
+    ("POST /health", http("/health", b"{}"), 405),
+]
+
+
+@pytest.mark.parametrize("name,data,code", BAD, ids=[b[0] for b in BAD])
+def test_bad_requests_get_a_json_4xx_quickly(service, name, data, code):
+    app, url = service
+    port = int(url.rsplit(":", 1)[1])
+    status, body, seconds = raw_request(port, data)
+    assert status == code, (name, status, body[:200])
+    if status not in (400, 413) or b"{" in body[:1]:  # (waitress answers malformed HTTP itself, in plain text)
+        assert "error" in json.loads(body)
+    assert seconds < 10
+    assert post(url + "/encode", {"tokens": [1, 2, 3]})["length"] == 3  # still serving
+
+
+def test_a_body_shorter_than_announced_and_a_slow_client_are_cut_off(service):
+    """A client that announces 100 bytes and sends 10, and one that sends half
+    a request line and stops: neither holds the service; each connection is
+    closed by the server after its timeout (2 s here, 10 s by default)."""
+    app, url = service
+    port = int(url.rsplit(":", 1)[1])
+    status, _, seconds = raw_request(port, http("/encode", b'{"tokens":', length="100"))
+    assert status is None or status >= 400
+    assert seconds < 8
+    status, _, seconds = raw_request(port, b"POST /enc")
+    assert status is None and seconds < 8
+    assert post(url + "/encode", {"tokens": [5, 6]})["length"] == 2
+
+
+def test_saturated_service_answers_503_not_an_endless_queue():
+    """One encode at a time, none waiting: of two concurrent requests for a
+    long input, one may get 503 (with Retry-After); every request is
+    answered, 200 or 503."""
+    server = make_server(0, "127.0.0.1", Encoder(d=64, heads=4, ff=128, layers=2), timeout=5.0, inflight=1,
+                         waiting=0)
+    serving(server)
+    url = f"http://127.0.0.1:{server.effective_port}"
+    codes = []
+
+    def one():
+        try:
+            post(url + "/encode", {"tokens": list(range(512))})
+            codes.append(200)
+        except urllib.error.HTTPError as e:
+            assert e.headers["Retry-After"] == "1"
+            codes.append(e.code)
+
+    try:
+        post(url + "/encode", {"tokens": list(range(512))})  # (the compile, first)
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        assert len(codes) == 6 and set(codes) <= {200, 503} and 200 in codes and 503 in codes, codes
+        text = get(url + "/metrics")
+        assert metric(text, "service_requests_total", endpoint="encode", status="503") == codes.count(503)
+    finally:
+        server.close()
+
+
+def start_service(tmp_path, *extra):
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples", "service.py"), "--port", "0",
+                             "--d", "64", "--heads", "4", "--ff", "128", "--layers", "2", *extra],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("serving"), proc.stderr.read()
+    return proc, line.split()[2]
+
+
+@pytest.mark.stress
+def test_concurrent_clients_get_right_answers_in_bounded_memory(tmp_path):
+    """16 clients at once for a while (60 s of 50 under SHAPEJIT_STRESS=full):
+    every request answered 200 or 503, every 200 right, no connection error,
+    the service's live RSS at the end within 1.3x of after warm-up, and no
+    traceback in its log."""
+    full = config.get("SHAPEJIT_STRESS") == "full"
+    clients, seconds = (50, 60.0) if full else (16, 8.0)
+    proc, url = start_service(tmp_path)
+    enc = Encoder(d=64, heads=4, ff=128, layers=2)
+    try:
+        rng = np.random.default_rng(0)
+        for n in (512, 300, 2, 1, 77):  # warm-up: the largest shape, the specialized one
+            post(url + "/encode", {"tokens": rng.integers(0, 30522, n).tolist()})
+        warm = json.loads(get(url + "/health"))["rss_bytes"]
+        stop, results, errors = time.monotonic() + seconds, [], []
+
+        def client(seed):
+            r = np.random.default_rng(seed)
+            while time.monotonic() < stop:
+                tokens = r.integers(0, 30522, int(r.integers(1, 513))).tolist()
+                try:
+                    out = post(url + "/encode", {"tokens": tokens}, timeout=60)
+                    ok = np.allclose(out["embedding"], enc.reference(tokens), rtol=1e-3, atol=1e-3)
+                    results.append(200 if ok else -1)
+                except urllib.error.HTTPError as e:
+                    results.append(e.code)
+                except OSError as e:
+                    errors.append(repr(e))
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(seconds + 120)
+        end = json.loads(get(url + "/health"))["rss_bytes"]
+        assert errors == [] and results and set(results) <= {200, 503}, (errors[:3], set(results))
+        assert warm > 0 and end <= 1.3 * warm, f"RSS {warm / 2**20:.0f} -> {end / 2**20:.0f} MiB"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err[-2000:]
 
 
 @pytest.mark.stress
 def test_soak_memory_stays_flat(tmp_path):
     """The service in its own process (as deployed), thousands of requests of
     random lengths; its live RSS, reported by /health, stops growing."""
-    import subprocess
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=root)
-    proc = subprocess.Popen([sys.executable, os.path.join(root, "examples", "service.py"), "--port", "0",
-                             "--d", "64", "--heads", "4", "--ff", "128", "--layers", "2"],
-                            env=env, stdout=subprocess.PIPE, text=True)
+    proc, url = start_service(tmp_path)
     try:
-        url = proc.stdout.readline().split()[2]
         rng = np.random.default_rng(1)
         full = config.get("SHAPEJIT_STRESS") == "full"
         warm, total = (300, 5000) if full else (200, 1200)
