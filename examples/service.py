@@ -22,15 +22,18 @@ multiprocess mode; shapejit survives fork (README, "Threads and fork"), but
 the memory would not fit the 2-core machines this targets as well.
 
 Admission: at most `inflight` encodes run at once and `waiting` more wait
-up to `wait_s` for a slot; beyond that the answer is 503 with Retry-After,
-never an unbounded queue.  Every bad request gets a JSON 4xx and no
+up to `wait_s` (0.25 s) for a slot; beyond that the answer is 503 with
+Retry-After, never an unbounded queue, so an admitted request's latency
+stays near its compute time under any load.  Every bad request gets a JSON 4xx and no
 traceback in the log.
 """
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
+import signal
 import threading
 import time
 
@@ -59,7 +62,7 @@ class Encoder:
         self.layers = [dict(wq=w(d, d), bq=w(d), wk=w(d, d), bk=w(d), wv=w(d, d), bv=w(d), wo=w(d, d),
                             bo=w(d), g1=1 + w(d), b1=w(d), w1=w(d, ff), c1=w(ff), w2=w(ff, d), c2=w(d),
                             g2=1 + w(d), b2=w(d)) for _ in range(layers)]
-        self.forward = jit(self._forward, name="encoder")
+        self.forward = jit(self._forward, name="encoder", pool_bytes="128MiB")
 
     def _forward(self, x, layers):
         s, d = x.shape
@@ -109,10 +112,11 @@ def _live_rss() -> int:
 class Service:
     """The WSGI app."""
 
-    def __init__(self, encoder: Encoder | None = None, inflight: int = 4, waiting: int = 32, wait_s: float = 2.0,
+    def __init__(self, encoder: Encoder | None = None, inflight: int = 4, waiting: int = 8, wait_s: float = 0.25,
                  max_body: int = 64 << 10):
         self.encoder = encoder or Encoder()
         self.max_body, self.wait_s, self.max_waiting = max_body, wait_s, waiting
+        self.inflight_limit = inflight
         self._slots = threading.BoundedSemaphore(inflight)
         self._waiting = 0
         self._lock = threading.Lock()
@@ -220,12 +224,16 @@ def _busy() -> tuple:
     return status, headers + [("Retry-After", "1")], body
 
 
-def make_server(port: int = 8080, addr: str = "127.0.0.1", encoder: Encoder | None = None, threads: int = 8,
+def make_server(port: int = 8080, addr: str = "127.0.0.1", encoder: Encoder | None = None,
                 timeout: float = 10.0, **limits):
     """The service on a waitress server, not yet serving: call .run() (tests
-    use a thread, and .close()); .app is the Service, .effective_port the port."""
+    use a thread, and .close()); .app is the Service, .effective_port the port.
+    waitress gets a thread for every request admission may hold (running or
+    waiting) and two more (/health, /metrics, the 503s): no request waits in
+    waitress's own queue while the app could answer it."""
     from waitress import create_server
     app = Service(encoder, **limits)
+    threads = app.inflight_limit + app.max_waiting + 2
     server = create_server(app, host=addr, port=port, threads=threads, channel_timeout=timeout,
                            cleanup_interval=max(1.0, timeout / 2),  # (how often silent connections are looked for)
                            max_request_body_size=app.max_body, max_request_header_size=16 << 10,
@@ -242,14 +250,18 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=8, help="waitress worker threads")
     ap.add_argument("--inflight", type=int, default=4, help="encodes at once")
-    ap.add_argument("--waiting", type=int, default=32, help="encodes waiting for a slot before 503s")
+    ap.add_argument("--waiting", type=int, default=8, help="encodes waiting for a slot before 503s")
+    ap.add_argument("--wait", type=float, default=0.25, help="seconds an encode may wait for a slot before a 503")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds a connection may stay silent")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    server = make_server(args.port, args.addr, Encoder(args.d, args.heads, args.ff, args.layers), args.threads,
-                         args.timeout, inflight=args.inflight, waiting=args.waiting)
+    # (waitress warns at every request queued for a thread; under saturation that is every request, each
+    # answered 503 a moment later: service_requests_total counts them)
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    faulthandler.register(signal.SIGUSR1)  # (kill -USR1 <pid>: every thread's stack on stderr)
+    server = make_server(args.port, args.addr, Encoder(args.d, args.heads, args.ff, args.layers), args.timeout,
+                         inflight=args.inflight, waiting=args.waiting, wait_s=args.wait)
     print(f"serving on http://{args.addr}:{server.effective_port} (/encode, /health, /metrics)", flush=True)
     try:
         server.run()

@@ -200,11 +200,13 @@ def test_saturated_service_answers_503_not_an_endless_queue():
 
 def start_service(tmp_path, *extra):
     env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
+    log = open(tmp_path / "service.log", "w+")  # (not a pipe: one nobody reads fills and stops the service)
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples", "service.py"), "--port", "0",
                              "--d", "64", "--heads", "4", "--ff", "128", "--layers", "2", *extra],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+    proc.log = tmp_path / "service.log"
     line = proc.stdout.readline()
-    assert line.startswith("serving"), proc.stderr.read()
+    assert line.startswith("serving"), proc.log.read_text()
     return proc, line.split()[2]
 
 
@@ -222,10 +224,9 @@ def test_concurrent_clients_get_right_answers_in_bounded_memory(tmp_path):
         rng = np.random.default_rng(0)
         for n in (512, 300, 2, 1, 77):  # warm-up: the largest shape, the specialized one
             post(url + "/encode", {"tokens": rng.integers(0, 30522, n).tolist()})
-        warm = json.loads(get(url + "/health"))["rss_bytes"]
-        stop, results, errors = time.monotonic() + seconds, [], []
+        results, errors = [], []
 
-        def client(seed):
+        def client(seed, stop):
             r = np.random.default_rng(seed)
             while time.monotonic() < stop:
                 tokens = r.integers(0, 30522, int(r.integers(1, 513))).tolist()
@@ -238,17 +239,22 @@ def test_concurrent_clients_get_right_answers_in_bounded_memory(tmp_path):
                 except OSError as e:
                     errors.append(repr(e))
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(seconds + 120)
+        for phase, length in (("warm-up", 3.0), ("measured", seconds)):  # (concurrent calls' pools fill first)
+            stop = time.monotonic() + length
+            threads = [threading.Thread(target=client, args=(k + 1000 * len(phase), stop)) for k in range(clients)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(length + 120)
+            if phase == "warm-up":
+                warm = json.loads(get(url + "/health"))["rss_bytes"]
         end = json.loads(get(url + "/health"))["rss_bytes"]
         assert errors == [] and results and set(results) <= {200, 503}, (errors[:3], set(results))
         assert warm > 0 and end <= 1.3 * warm, f"RSS {warm / 2**20:.0f} -> {end / 2**20:.0f} MiB"
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+    err = proc.log.read_text()
     assert "Traceback" not in err, err[-2000:]
 
 
