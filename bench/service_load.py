@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,19 +33,14 @@ def health(url):
         return json.loads(r.read())
 
 
-def start(extra_env=None, args=()):
-    """(process, url) of a fresh service; its log goes to a file (`proc.log`):
-    a pipe nobody reads would fill and stop the service."""
-    env = dict(os.environ, PYTHONPATH=ROOT, **(extra_env or {}))
-    env.setdefault("SHAPEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="shapejit-bench-"))
-    log = tempfile.NamedTemporaryFile("w+", prefix="service-", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples", "service.py"), "--port", "0", *args],
-                            env=env, stdout=subprocess.PIPE, stderr=log, text=True)
-    proc.log = log.name
-    line = proc.stdout.readline()
-    if not line.startswith("serving"):
-        raise RuntimeError(open(log.name).read()[-2000:])
-    return proc, line.split()[2]
+def start():
+    """(process, url) of a fresh service (its default model, an empty compile cache)."""
+    from examples.service import spawn
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=tempfile.mkdtemp(prefix="shapejit-bench-"))
+    log = tempfile.mktemp(prefix="service-", suffix=".log")
+    proc, url = spawn(env=env, log=log)
+    proc.log = log
+    return proc, url
 
 
 def stop(proc) -> str:

@@ -36,6 +36,7 @@ import logging
 import signal
 import threading
 import time
+from http import HTTPStatus
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -145,7 +146,7 @@ class Service:
                 logging.getLogger("service").exception("error answering %s", path)
                 status, headers, body = _error(500, f"internal error: {type(e).__name__}")
         self.requests.labels(path.strip("/") if path in routes else "other", str(status)).inc()
-        start_response(f"{status} {_REASONS[status]}", headers + [("Content-Length", str(len(body)))])
+        start_response(f"{status} {HTTPStatus(status).phrase}", headers + [("Content-Length", str(len(body)))])
         return [body]
 
     def _health(self, environ):
@@ -206,11 +207,6 @@ class Service:
         return tokens
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 411: "Length Required",
-            413: "Payload Too Large", 422: "Unprocessable Entity", 500: "Internal Server Error",
-            503: "Service Unavailable"}
-
-
 def _json(status: int, obj) -> tuple:
     return status, [("Content-Type", "application/json")], json.dumps(obj).encode()
 
@@ -240,6 +236,26 @@ def make_server(port: int = 8080, addr: str = "127.0.0.1", encoder: Encoder | No
                            connection_limit=256, backlog=1024, ident="shapejit-service", expose_tracebacks=False)
     server.app = app
     return server
+
+
+def spawn(*args: str, env: dict | None = None, log: str):
+    """(process, url) of the service started in a process of its own with
+    these command-line arguments, its stderr going to the file `log` (a pipe
+    nobody reads would fill, and the service would stop on a log line)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--port", "0", *args], env=env,
+                                stdout=subprocess.PIPE, stderr=err, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("serving"):
+        proc.kill()
+        raise RuntimeError(f"the service did not start: {open(log).read()[-2000:]}")
+    return proc, line.split()[2]
 
 
 def main(argv=None) -> int:

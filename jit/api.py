@@ -52,7 +52,7 @@ class Entry:
 
     @property
     def eager_nodes(self) -> int:
-        return len(self.trace.eager_nodes) if self.trace is not None else self.saved.eager_nodes
+        return len((self.trace if self.trace is not None else self.saved.summary).eager_nodes)
 
     def summary(self) -> persist.Summary:
         """What explain() and dynamic="auto" read of the trace and plan (a

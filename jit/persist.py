@@ -35,7 +35,7 @@ from runtime.executable import PortableExecutable
 from shapes import config, forksafe
 from shapes.guards import GuardSet, GuardState
 
-FORMAT = "5"
+FORMAT = "6"
 MAX_SAVED = 32  # entries kept per (function, signature), as jit's default max_entries
 
 _write_lock = forksafe.lock()
@@ -71,7 +71,6 @@ class SavedEntry:
     summary: Summary
     held: tuple = ()      # paths of the held arrays it takes after the arguments (jit/held.py)
     held_key: tuple = ()  # their dtypes, shapes and layouts
-    eager_nodes: int = 0  # how many eager nodes its trace has (stats() reads it without the details)
     # the other values its trace read: (path, token), the token None for one compared by identity
     # (a function: the fingerprint in the record's key covers it)
     values: tuple = ()
@@ -111,7 +110,7 @@ def key_for(fingerprint: str, spec_key, options: str) -> str | None:
 def entry_of(trace, guards: GuardSet, build, held_key: tuple, summary: Summary) -> SavedEntry:
     values = tuple((p, None if t[0] == "is" else t) for p, t in trace.guarded.items())
     return SavedEntry(guards.state(), trace.out_treedef, SavedBuild.of(build), summary, tuple(trace.held),
-                      held_key, len(trace.eager_nodes), values)
+                      held_key, values)
 
 
 def load(cache, key: str) -> tuple[list[SavedEntry], str | None]:

@@ -101,7 +101,6 @@ def key_symbol(key: str) -> str:
 class CacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
-    remote_hits: int = 0
     misses: int = 0
     writes: int = 0
     write_errors: int = 0
@@ -294,8 +293,7 @@ class ArtifactCache:
             except Rejected as e:  # (left on the server: it is the fleet's, and a replica writes it again)
                 self.reject(key, e.reason, f"from {remote.url}: {e}", drop=False)
             else:
-                remote.hits += 1
-                self.stats.remote_hits += 1
+                remote.hits += 1  # (a record that passed its checks)
                 self._keep(key, payload, memory)
                 self._write_disk(key, blob)
                 return payload, "remote"

@@ -22,7 +22,8 @@ until it answers, then turns the tier back on.
 
 The client is the few commands of Redis's protocol (RESP2) the tier needs,
 over one socket with a deadline per command: redis-py would add a
-dependency and 175 ms of imports to the first call of every replica.
+dependency and 175 ms of imports to the first call of every replica (measured
+on a 2-core AMD EPYC without AVX-512).
 """
 from __future__ import annotations
 

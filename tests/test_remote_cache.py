@@ -15,6 +15,7 @@ import time
 import pytest
 
 from runtime.remote import Client
+from tests.test_cache_trust import _object_calling_system
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "fleet-secret"
@@ -95,6 +96,8 @@ SCRIPT = textwrap.dedent("""
             report["ok"] &= bool(y.shape == ref.shape and y.dtype == ref.dtype and np.allclose(y, ref, rtol=1e-4, atol=1e-4))
     report.update(f.stats())
     report["rejected"] = default_cache().stats.rejected
+    from runtime.remote import current_tier
+    report["remote_errors"] = current_tier().errors if current_tier() is not None else {}
     report["warnings"] = sorted({str(w.message)[:90] for w in caught})
     print(json.dumps(report))
 """)
@@ -140,23 +143,6 @@ def test_a_second_replica_compiles_nothing(tmp_path, server):
     assert third["traces"] == 0 and third["compiles"] == 0 and third["cache_hits_remote"] == 0
 
 
-def _evil_object_code(marker) -> bytes:
-    from codegen.artifact import KernelInfo
-    from codegen.llvm import compile_ir
-    cmd = f"touch {marker}".encode() + b"\0"
-    text = "".join("\\%02X" % b for b in cmd)
-    ir = textwrap.dedent(f"""
-        @cmd = private constant [{len(cmd)} x i8] c"{text}"
-        declare i32 @system(i8*)
-        define void @sj_k0(i64 %lo, i64 %hi) {{
-          %p = getelementptr [{len(cmd)} x i8], [{len(cmd)} x i8]* @cmd, i64 0, i64 0
-          %r = call i32 @system(i8* %p)
-          ret void
-        }}
-    """)
-    return compile_ir(ir, [KernelInfo("sj_k0", 0, 0, 0)]).to_bytes()
-
-
 # each record on the server gets one attack of the mix, in turn
 MIXES = {"signatures": ["unsigned", "wrong secret", "tampered"], "damage": ["truncated", "pickle", "tampered"]}
 
@@ -170,7 +156,7 @@ def test_a_forged_remote_record_never_runs(tmp_path, server, mix):
     first = run(tmp_path, "a", [37], server.url)
     assert first["compiles"] == 1
     client, marker = server.client(), tmp_path / "ran"
-    evil = _evil_object_code(marker)
+    evil = _object_calling_system(marker)
     for k, raw in enumerate(sorted(client.command("KEYS", "shapejit:*"))):
         attack = MIXES[mix][k % len(MIXES[mix])]
         key = raw.decode()[len("shapejit:"):]
@@ -225,6 +211,7 @@ def test_a_server_that_does_not_answer_costs_one_timeout(tmp_path, server):
         os.kill(server.proc.pid, signal.SIGCONT)
     assert stalled["ok"] and stalled["compiles"] >= 1
     assert sum("unusable" in w for w in stalled["warnings"]) == 1
+    assert stalled["remote_errors"] == {"timeout": 1}  # one wait; the tier was off for the calls after it
 
 
 def test_a_full_server_and_a_password_and_database(tmp_path):

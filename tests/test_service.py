@@ -5,8 +5,6 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -15,13 +13,12 @@ import urllib.request
 import numpy as np
 import pytest
 
-from examples.service import Encoder, make_server
+from examples.service import Encoder, make_server, spawn
 from shapes import config
 
 ALLOWED_LABELS = {"function", "reason", "level", "stage", "le", "endpoint", "status"}
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def serving(server) -> threading.Thread:
@@ -199,15 +196,11 @@ def test_saturated_service_answers_503_not_an_endless_queue():
 
 
 def start_service(tmp_path, *extra):
-    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
-    log = open(tmp_path / "service.log", "w+")  # (not a pipe: one nobody reads fills and stops the service)
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "examples", "service.py"), "--port", "0",
-                             "--d", "64", "--heads", "4", "--ff", "128", "--layers", "2", *extra],
-                            env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"))
+    proc, url = spawn("--d", "64", "--heads", "4", "--ff", "128", "--layers", "2", *extra, env=env,
+                      log=str(tmp_path / "service.log"))
     proc.log = tmp_path / "service.log"
-    line = proc.stdout.readline()
-    assert line.startswith("serving"), proc.log.read_text()
-    return proc, line.split()[2]
+    return proc, url
 
 
 @pytest.mark.stress
