@@ -486,8 +486,7 @@ class JitFunction:
                 held = fetch_all(s.held, self.fn, leaves)
                 if held is None or key_of(held) != s.held_key:
                     continue
-            if s.values and any(t is not None and t != now for (_, t), now in
-                                zip(s.values, ValueKeys(s.guarded, self.fn).tokens(leaves))):
+            if s.values and not persist.values_match(s.values, ValueKeys(s.guarded, self.fn).tokens(leaves)):
                 continue  # traced when a value it read was another
             del state.saved[i]
             b = build_saved(s.build)

@@ -5,11 +5,13 @@ closure cell and default it may read.
 A saved trace (jit/persist.py) is reused by a new process only when this
 digest matches, so editing the function, a helper it calls, or a constant it
 reads makes the saved trace a miss.  Values that cannot be identified across
-processes (arbitrary objects, user classes, bound methods) make the function
-unfingerprintable: it is then traced in every process, as before.
+processes (arbitrary objects, user classes) make the function
+unfingerprintable: it is then traced in every process, as before.  A method
+bound to an instance of a user's class is its function and its class's code;
+the values it reads of the instance are keyed by jit at every call.
 
-Library code (the standard library and installed packages) is identified by
-name and the package's version, not by its code; user code (anything else,
+Library code (the standard library, installed packages and shapejit itself)
+is identified by name and the package's version, not by its code; user code (anything else,
 including editable installs) by its code.  Names are collected statically from
 each code object's `co_names`, an over-approximation of what it can read.
 """
@@ -24,6 +26,13 @@ import types
 
 import numpy as np
 
+from jit.held import holder
+from jit.tracer import _PKG_DIRS
+
+# shapejit's own packages count as a library (an editable install is not under
+# site-packages): `jit(...)` in a model's __init__ is named, not hashed
+_OWN = ("jit", "shapes", "clustering", "codegen", "runtime")
+_OWN_DIRS = tuple(os.path.realpath(d) + os.sep for d in _PKG_DIRS)
 MAX_ARRAY_BYTES = 256 << 20  # larger globals are not hashed: the function is traced each process
 
 
@@ -67,13 +76,15 @@ def _is_library_module(name: str) -> bool:
     path = getattr(mod, "__file__", None)
     if path is None:
         return False  # a namespace package or something generated: treat as user code
-    return os.path.realpath(path).startswith(_library_dirs())
+    return os.path.realpath(path).startswith(_library_dirs() + _OWN_DIRS)
 
 
 def _library_version(name: str) -> str:
     root = name.partition(".")[0]
     if root in sys.stdlib_module_names or root in sys.builtin_module_names:
         return sys.version.split()[0]
+    if root in _OWN:
+        return "shapejit"  # (a saved trace's key holds shapejit's build id)
     return str(getattr(sys.modules.get(root), "__version__", "?"))
 
 
@@ -131,6 +142,8 @@ class _Hasher:
             self.value(v.func, where)
             self.value(v.args, where)
             self.value(v.keywords, where)
+        elif isinstance(v, types.MethodType):
+            self.method(v, where)
         elif hasattr(v, "__wrapped__") and type(v).__name__ == "JitFunction":
             self.put("jit")
             self.value(v.__wrapped__, where)
@@ -180,6 +193,51 @@ class _Hasher:
             self.put(f"cell:{name}")
             self.value(contents, f"closure variable {name!r} of {f.__qualname__}")
         self.code(f.__code__, f.__globals__, f.__qualname__)
+
+    def method(self, m: types.MethodType, where: str) -> None:
+        """A method bound to an instance of a user's class (jit(self.forward)):
+        its function and its class's code.  What the trace reads of the
+        instance is not here: jit keys those values at every call and the saved
+        entry holds their tokens (jit/held.py, jit/persist.py).  A method bound
+        to anything else has state no fingerprint sees."""
+        obj = m.__self__
+        if isinstance(obj, type):  # a classmethod: the class is its state
+            self.put("classmethod")
+            self.value(obj, where)
+            self.value(m.__func__, where)
+            return
+        if not holder(obj):
+            t = type(obj)
+            raise Unstable(f"{where} is a method of a {t.__module__}.{t.__qualname__} object")
+        self.put("method")
+        self.value(m.__func__, where)
+        self.user_class(type(obj), where)
+
+    def user_class(self, cls: type, where: str) -> None:
+        """A class of the user's program by its name and the code of every
+        function its classes define (methods, properties, static and class
+        methods), so `self.helper(x)` and `self.prop` are covered."""
+        for c in cls.__mro__:
+            if c is object:
+                continue
+            mod = c.__module__ or ""
+            if _is_library_module(mod):
+                self.put(f"lib:{mod}.{c.__qualname__}=={_library_version(mod)}")
+                continue
+            if id(c) in self.seen:
+                self.put(f"recursive:{c.__qualname__}")
+                continue
+            self.seen.add(id(c))
+            self.put(f"class:{mod}.{c.__qualname__}")
+            for name, v in sorted(vars(c).items()):
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                if isinstance(v, property):
+                    v = (v.fget, v.fset, v.fdel)
+                if isinstance(v, types.FunctionType) or (
+                        isinstance(v, tuple) and all(isinstance(f, (types.FunctionType, type(None))) for f in v)):
+                    self.put(f"member:{name}")
+                    self.value(v, f"{c.__qualname__}.{name}")
 
     def code(self, c: types.CodeType, globals_: dict | None, where: str) -> None:
         """The code itself (not its file or line numbers) and, when the

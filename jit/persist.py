@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jit.compile import SavedBuild
-from jit.fingerprint import Unstable, stable_text
+from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import Path
 from jit.optable import EagerCall
 from runtime import plain
@@ -107,10 +107,46 @@ def key_for(fingerprint: str, spec_key, options: str) -> str | None:
                                   sys.version, fingerprint, spec, options)
 
 
+class Unsaved(Exception):
+    """A trace that another process could not trust."""
+
+
 def entry_of(trace, guards: GuardSet, build, held_key: tuple, summary: Summary) -> SavedEntry:
-    values = tuple((p, None if t[0] == "is" else t) for p, t in trace.guarded.items())
+    if trace.unguarded or trace.changed:  # (in another process those values may differ, unseen)
+        raise Unsaved(f"it reads {', '.join(map(str, trace.unguarded + trace.changed))}, which no key holds")
+    values = tuple((p, _saved_token(p, t)) for p, t in trace.guarded.items())
     return SavedEntry(guards.state(), trace.out_treedef, SavedBuild.of(build), summary, tuple(trace.held),
                       held_key, values)
+
+
+def _saved_token(path: Path, t: tuple):
+    """The token a saved entry holds for a value its trace read: a value's
+    own; for an object compared by identity, None where the record's key
+    covers it (a global or closure variable of the function: its
+    fingerprint), else ("fp", its fingerprint) (a helper function stored on
+    `self`), compared again when a new process loads the entry."""
+    if t[0] != "is":
+        return t
+    if path.root[0] in ("global", "cell"):
+        return None
+    digest, why = function_fingerprint(t[1])
+    if digest is None:
+        raise Unsaved(f"{path}: {why}")
+    return "fp", digest
+
+
+def values_match(saved: tuple, now: tuple) -> bool:
+    """Whether the values a saved entry's trace read (`saved`: (path, token))
+    are those read now (`now`: their tokens, jit/held.py)."""
+    for (_, t), n in zip(saved, now):
+        if t is None:
+            continue
+        if t[0] == "fp":
+            if not (isinstance(n, tuple) and n[0] == "is") or function_fingerprint(n[1])[0] != t[1]:
+                return False
+        elif t != n:
+            return False
+    return True
 
 
 def load(cache, key: str) -> tuple[list[SavedEntry], str | None]:

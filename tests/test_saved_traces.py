@@ -120,6 +120,71 @@ def test_a_global_object_without_identity_is_traced_in_every_process(tmp_path):
     assert "traces not saved" in again["explain"] and "settings" in again["explain"]
 
 
+# A model held by an object (jit(net.forward)): what forward reads of the
+# instance (a float, a library function, a user function, a method, an array)
+# is chosen by the environment, so two processes run the same code on
+# differently configured instances.
+NET = """
+import os
+import types
+import numpy as np
+
+def double(y):
+    return y * 2.0
+
+def halve(y):
+    return y * 0.5
+
+class Net:
+    def __init__(self):
+        self.scale = float(os.environ.get("NET_SCALE", "2.0"))
+        self.act = np.sin if os.environ.get("NET_ACT") == "sin" else np.tanh
+        self.post = halve if os.environ.get("NET_POST") == "halve" else double
+        self.w = np.linspace(-1.0, 1.0, 24 * 40, dtype=np.float32).reshape(24, 40)
+        self.cfg = types.SimpleNamespace(shift=1.0)
+
+    def _mix(self, y):
+        return y - y.mean(-1, keepdims=True)
+
+    def forward(self, x):
+        return self.post(self._mix(self.act(x * self.scale))) @ self.w
+
+fn = Net().forward
+"""
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param({"env": {"NET_SCALE": "3.0"}}, id="a float attribute"),
+    pytest.param({"env": {"NET_ACT": "sin"}}, id="a numpy function attribute"),
+    pytest.param({"env": {"NET_POST": "halve"}}, id="a user function attribute"),
+    pytest.param({"model": NET.replace("y - y.mean(", "y + y.mean(")}, id="a method it calls"),
+    pytest.param({"model": NET.replace("(24, 40)", "(24, 41)").replace("24 * 40", "24 * 41")}, id="a held array"),
+])
+def test_a_method_of_a_model_object_is_served_from_a_saved_trace_only_for_the_same_model(tmp_path, change):
+    """jit(net.forward): the second process loads the trace (its key holds
+    the method's and class's code; the saved entry the values it read of
+    the instance); a differently configured instance or edited class traces
+    again and is right."""
+    first = run(tmp_path, [37], model=NET)
+    assert first["ok"] and first["traces"] == 1 and "traces not saved" not in first["explain"]
+    same = run(tmp_path, [5, 37], model=NET)
+    assert same["ok"] and same["traces"] == 0 and same["compiles"] == 0
+    other = run(tmp_path, [5], model=change.get("model", NET), env_extra=change.get("env"))
+    assert other["ok"], "a stale saved trace was used"
+    assert other["traces"] == 1
+
+
+def test_a_value_no_key_holds_is_not_saved(tmp_path):
+    """A trace that read a value of the instance no token describes (a
+    library object's attribute) is traced in every process, and explain()
+    says which value."""
+    model = NET.replace("return self.post(", "return self.cfg.shift + self.post(")
+    assert run(tmp_path, [8], model=model)["traces"] == 1
+    again = run(tmp_path, [8], model=model)
+    assert again["ok"] and again["traces"] == 1 and again["compiles"] == 0  # (object code still shared)
+    assert "not saved" in again["explain"] and "self.cfg" in again["explain"]
+
+
 def test_saved_entries_serve_only_shapes_their_guards_accept(tmp_path):
     model = """
         import numpy as np
@@ -192,6 +257,9 @@ def test_fingerprint_refuses_values_without_identity():
     with pytest.raises(Unstable):
         stable_text(((np.dtype("float32"), (-1, 3), True), (Thing, Thing())))
     assert stable_text((tuple, (None, None))) == stable_text((tuple, (None, None)))
+    import fractions
+    digest, why = function_fingerprint(fractions.Fraction(1, 3).limit_denominator)
+    assert digest is None and "a method of a fractions.Fraction object" in why
 
 
 def test_stats_count_the_eager_nodes_of_a_loaded_entry(tmp_path):
