@@ -41,7 +41,7 @@ VARS = {v.name: v for v in [
                                              "records without a valid signature are never loaded"),
     Var("SHAPEJIT_REMOTE_CACHE", "text", "", "the fleet tier: redis://host:port/db shared by replicas (used only "
                                              "with SHAPEJIT_CACHE_SECRET)"),
-    Var("SHAPEJIT_REMOTE_TIMEOUT", "seconds", 0.05, "the longest one remote cache operation may wait (`50ms`, "
+    Var("SHAPEJIT_REMOTE_TIMEOUT", "seconds", 0.04, "the longest one remote cache operation may wait (`40ms`, "
                                                    "`0.2s`)"),
     Var("SHAPEJIT_TRACE_CACHE", "bool", True, "saved traces: a new process reuses another's trace"),
     Var("SHAPEJIT_POOL_BYTES", "size", 512 << 20, "the bytes of pooled intermediates kept between calls, in "

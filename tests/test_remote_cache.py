@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ import time
 
 import pytest
 
+from examples.fleet import RedisServer as Redis
 from runtime.remote import Client
 from tests.test_cache_trust import _object_calling_system
 
@@ -22,40 +22,6 @@ SECRET = "fleet-secret"
 
 if shutil.which("redis-server") is None:  # (.ci/run installs it: in CI a missing server fails)
     pytestmark = pytest.mark.skipif(not os.environ.get("CI"), reason="redis-server is not installed")
-
-
-class Redis:
-    """A redis-server process on a free loopback port, no persistence."""
-
-    def __init__(self, tmp_path):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.dir = tmp_path
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = None
-
-    def start(self, *extra):
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", str(self.dir), *extra],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            try:
-                self.client().command("PING")
-                return self
-            except OSError:
-                time.sleep(0.025)
-            except Exception:  # noqa: BLE001 - NOAUTH: up, with a password
-                return self
-        raise RuntimeError("redis-server did not start")
-
-    def client(self):
-        return Client(self.url, 5.0)
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture
@@ -206,7 +172,7 @@ def test_a_server_that_does_not_answer_costs_one_timeout(tmp_path, server):
     run(tmp_path, "a", [37], server.url)
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:
-        stalled = run(tmp_path, "b", [37, 38, 39, 40], server.url, SHAPEJIT_REMOTE_TIMEOUT="50ms")
+        stalled = run(tmp_path, "b", [37, 38, 39, 40], server.url, SHAPEJIT_REMOTE_TIMEOUT="40ms")
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
     assert stalled["ok"] and stalled["compiles"] >= 1
