@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds of the same load before RSS is read")
     args = ap.parse_args(argv)
     sys.path.insert(0, ROOT)
-    from examples.service import Encoder
+    from examples.service import Encoder, read_metrics
     enc = Encoder()
     proc, url = start()
     try:
@@ -95,8 +95,10 @@ def main(argv=None) -> int:
             post(url + "/encode", {"tokens": rng.integers(0, 30522, n).tolist()})
         load(url, args.clients, args.warmup, seed=1000)  # (the pools and arenas of concurrent calls fill here)
         warm = health(url)["rss_bytes"]
+        before = read_metrics(url)
         lat, codes, answers, errors = load(url, args.clients, args.seconds)
         h = health(url)
+        after = read_metrics(url)
     finally:
         err = stop(proc)
     wrong = [len(t) for t, e in answers if not np.allclose(e, enc.reference(t), rtol=1e-3, atol=1e-3)]
@@ -108,6 +110,12 @@ def main(argv=None) -> int:
           f"RSS after warm-up {warm / 2**20:.0f} MiB, at the end {h['rss_bytes'] / 2**20:.0f} MiB "
           f"({h['rss_bytes'] / warm:.2f}x); compiles {h['compiles']}; tracebacks in the log "
           f"{err.count('Traceback')}; waitress queue warnings {err.count('Task queue depth')}")
+    counted = {c: after.get(("service_requests_total", frozenset({("endpoint", "encode"), ("status", str(c))})), 0)
+               - before.get(("service_requests_total", frozenset({("endpoint", "encode"), ("status", str(c))})), 0)
+               for c in (200, 503)}
+    calls = after[("shapejit_calls_total", frozenset())] - before[("shapejit_calls_total", frozenset())]
+    print(f"/metrics over the run: encode 200 {counted[200]:.0f} (clients saw {codes.count(200)}), 503 "
+          f"{counted[503]:.0f} (clients saw {codes.count(503)}), shapejit calls {calls:.0f}")
     return 0
 
 

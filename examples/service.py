@@ -258,6 +258,21 @@ def spawn(*args: str, env: dict | None = None, log: str):
     return proc, line.split()[2]
 
 
+def read_metrics(url: str) -> dict:
+    """{(sample name, frozenset of its labels but `function`): value} of a
+    running service's /metrics, summed over jitted functions."""
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
+        text = r.read().decode()
+    out: dict = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = (s.name, frozenset((k, v) for k, v in s.labels.items() if k != "function"))
+            out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=8080)

@@ -242,8 +242,15 @@ def test_concurrent_clients_get_right_answers_in_bounded_memory(tmp_path):
             if phase == "warm-up":
                 warm = json.loads(get(url + "/health"))["rss_bytes"]
         end = json.loads(get(url + "/health"))["rss_bytes"]
+        text = get(url + "/metrics")
         assert errors == [] and results and set(results) <= {200, 503}, (errors[:3], set(results))
         assert warm > 0 and end <= 1.3 * warm, f"RSS {warm / 2**20:.0f} -> {end / 2**20:.0f} MiB"
+        # the metrics count what the clients were answered (5 warm-up requests first)
+        admitted = 5 + results.count(200)
+        assert metric(text, "service_requests_total", endpoint="encode", status="200") == admitted
+        assert (metric(text, "service_requests_total", endpoint="encode", status="503") or 0) == results.count(503)
+        assert metric(text, "shapejit_calls_total", function="encoder") == admitted
+        assert metric(text, "service_request_seconds_count") == admitted
     finally:
         proc.terminate()
         proc.wait(timeout=30)
