@@ -261,7 +261,7 @@ def test_accuracy_vs_numpy(name, dtype, record_property):
         x = np.concatenate([np.asarray(p, dtype=np.float64).astype(dtype) for p in parts])
     got = kernel(name, dtype)(x)
     worst = check_close(name, x, got, reference(name, x))
-    record_property("max_ulp", worst)
+    record_property("max_ulp", float(worst))
     print(f"{name} {np.dtype(dtype).name}: max {worst:.0f} ulp vs numpy over {x.size} inputs")
 
 
