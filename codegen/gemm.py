@@ -14,6 +14,14 @@ over at the bottom (M mod MR) run on narrower tiles; columns past the right
 edge are masked in every load and store, so no access leaves the arrays.
 K = 0 stores zeros.
 
+A product of few rows (M <= SMALL_M) with unit-stride columns of B skips
+the panels: packing would cost as much as the product, and a tile of one
+row would keep only NV accumulators busy.  Each row tile runs the whole of
+K in registers reading B in place (prefetching the rows ahead), over as
+many strips at once as the accumulators allow (a GEMV keeps 8 ymm or 16
+zmm accumulators in flight); the strip at the right edge, whose vectors
+would reach past B, goes through a panel as before.
+
 Operands: C-contiguous ones as they are; any other is passed by the runtime
 as an (outer batch, inner batch, rows, columns) view with unit-stride columns
 — for B, unit-stride rows will also do (attention's k.T; packing transposes
@@ -34,7 +42,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import llvmlite.binding as llvm
 import numpy as np
 import sympy
 from llvmlite import ir
@@ -42,6 +49,7 @@ from llvmlite import ir
 from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field
 from codegen import support
 from codegen.llvm import for_range
+from shapes import host
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 LLTYPE = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
@@ -60,14 +68,22 @@ class Tile:
         return self.nv * self.lanes
 
 
-@functools.cache
 def tile_for(dtype: np.dtype) -> Tile:
     """The tile for this CPU: 6 x 4 zmm accumulators with AVX-512 (the best of
     the tiles tried on znver4, ~100-110 GFLOP/s per core in float32), 6 x 2
     ymm with AVX2 (16 registers)."""
-    wide = "+avx512f" in llvm.get_host_cpu_features().flatten()
+    return _tile(np.dtype(dtype), host.has_avx512())
+
+
+@functools.cache
+def _tile(dtype: np.dtype, wide: bool) -> Tile:
     width = 64 if wide else 32
-    return Tile(mr=6, nv=4 if wide else 2, lanes=width // np.dtype(dtype).itemsize, kc=256)
+    return Tile(mr=6, nv=4 if wide else 2, lanes=width // dtype.itemsize, kc=256)
+
+
+def variant(dtype) -> str:
+    """What the library kernel of `dtype` is built with (part of its cache key)."""
+    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, accumulators()))
 
 
 ARGS = (3, 5, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided), floats: the kernel's ABI
@@ -75,6 +91,16 @@ TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in
 TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 in at most three)
 GROUP = 4  # column strips whose panels share each A tile (units of one product taken together)
 PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
+SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels)
+ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
+ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
+
+
+def accumulators() -> int:
+    """Vector registers a streamed micro-kernel may keep accumulating: 12 of
+    AVX2's 16, 24 of AVX-512's 32 (the rest hold B's vectors and A's
+    broadcast)."""
+    return 24 if host.has_avx512() else 12
 
 
 def compiles(n) -> bool:
@@ -199,10 +225,40 @@ class GemmEmitter:
         b.position_at_end(body)
         bi = b.sdiv(u, nstrips)
         s0 = b.sub(u, b.mul(bi, nstrips))
-        g = self._min(b, self._min(b, c(G), b.sub(stop, u)), b.sub(nstrips, s0))
+        # (a product of ROW_STREAM_M rows or fewer takes every strip of the call at once: rows_few)
+        rows_few = b.and_(b.icmp_signed("<=", M, c(ROW_STREAM_M)), b.icmp_signed("==", ldbn, c(1)))
+        g = self._min(b, self._min(b, b.select(rows_few, b.sub(stop, u), c(G)), b.sub(stop, u)),
+                      b.sub(nstrips, s0))
         Ab = b.gep(A, [self._batch_offset(b, bi, a_lay)])
         Bb = b.gep(B, [self._batch_offset(b, bi, b_lay)])
         Cb = b.gep(C, [b.mul(bi, b.mul(M, N))])
+
+        # with few rows, the group's full strips stream B in place (no panel:
+        # packing would cost as much as the product); the rest packs panels
+        f = b.select(b.icmp_signed("<=", b.mul(b.add(s0, g), c(t.nr)), N), g, b.sub(g, c(1)))
+        small = b.and_(b.icmp_signed("<=", M, c(SMALL_M)), b.icmp_signed("==", ldbn, c(1)))
+        f = b.select(small, f, c(0))
+        with b.if_then(b.icmp_signed(">", f, c(0))):
+            Bs, Cs = b.gep(Bb, [b.mul(s0, c(t.nr))]), b.gep(Cb, [b.mul(s0, c(t.nr))])
+            with b.if_else(rows_few) as (few, other):
+                with few:
+                    self._row_streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb)
+                with other:
+                    self._streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb)
+        with b.if_then(b.icmp_signed("<", f, g)):
+            self._packed(b, Ab, Bb, Cb, b.add(s0, f), b.sub(g, f), M, N, K, lda, ldb, ldbn, panels, ctile)
+        u.add_incoming(b.add(u, g), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        b.ret_void()
+
+    def _packed(self, b, Ab, Bb, Cb, s0, g, M, N, K, lda, ldb, ldbn, panels, ctile):
+        """Strips s0 .. s0 + g of one product through packed panels: KC-deep
+        blocks of K, each block's panels packed once and read by every row
+        tile of A."""
+        t = self.tile
+        c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        eptr = self.ety.as_pointer()
 
         def strip(j):  # (full, masks, columns left, B strip, C strip, panel) of strip j of the group
             col = b.mul(b.add(s0, j), c(t.nr))
@@ -227,25 +283,88 @@ class GemmEmitter:
                     self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, row, kc, lda, N,
                                      accumulate, masks, ctile)
 
-            tiles = b.sdiv(M, c(t.mr))
-            with for_range(b, c(0), tiles) as tile:  # full-height tiles
-                tile_row(t.mr, b.mul(tile, c(t.mr)))
-            # the M mod MR rows left: tiles of 4, 2 and 1 rows (each used at most once)
-            row = b.mul(tiles, c(t.mr))
-            for size in TAIL_ROWS:
-                before = b.block
-                with b.if_then(b.icmp_signed(">=", b.sub(M, row), c(size))):
-                    tile_row(size, row)
-                    row_taken = b.add(row, c(size))
-                    took = b.block
-                phi = b.phi(I64)
-                phi.add_incoming(row, before)
-                phi.add_incoming(row_taken, took)
-                row = phi
-        u.add_incoming(b.add(u, g), b.block)
-        b.branch(head)
-        b.position_at_end(done)
-        b.ret_void()
+            self._row_tiles(b, M, tile_row)
+
+    def _row_tiles(self, b, M, tile_row) -> None:
+        """tile_row(mr, first row) over M rows: tiles of MR rows, then the M mod
+        MR rows left in tiles of 4, 2 and 1 (each used at most once)."""
+        t = self.tile
+        c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        tiles = b.sdiv(M, c(t.mr))
+        with for_range(b, c(0), tiles) as tile:
+            tile_row(t.mr, b.mul(tile, c(t.mr)))
+        row = b.mul(tiles, c(t.mr))
+        for size in TAIL_ROWS:
+            before = b.block
+            with b.if_then(b.icmp_signed(">=", b.sub(M, row), c(size))):
+                tile_row(size, row)
+                row_taken = b.add(row, c(size))
+                took = b.block
+            phi = b.phi(I64)
+            phi.add_incoming(row, before)
+            phi.add_incoming(row_taken, took)
+            row = phi
+
+    def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb) -> None:
+        """f full strips from Bs/Cs (B with unit-stride columns) for a product
+        of few rows: each row tile runs the whole of K in registers, reading
+        B in place, over as many strips at once as its accumulators allow (a
+        GEMV, M = 1, keeps ACCUMULATORS vectors in flight instead of NV)."""
+        t = self.tile
+        c = lambda v: ir.Constant(I64, v)  # noqa: E731
+
+        def tile_row(mr, row):
+            a_tile, c_row = b.gep(Ab, [b.mul(row, lda)]), b.gep(Cs, [b.mul(row, N)])
+            w = max(1, min(GROUP, accumulators() // (mr * t.nv)))  # strips a micro-kernel takes at once
+            wide = b.mul(b.sdiv(f, c(w)), c(w))
+            for lo, hi, step in ((c(0), wide, w),) + (((wide, f, 1),) if w > 1 else ()):
+                with for_range(b, lo, hi, step) as j:
+                    col = b.mul(j, c(t.nr))
+                    b.call(self._micro(mr, step * t.nv, streamed=True), [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb,
+                                                         N, ir.Constant(I1, 0)])
+
+        self._row_tiles(b, M, tile_row)
+
+    def _row_streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb) -> None:
+        """f full strips of a product of ROW_STREAM_M rows or fewer (a GEMV at
+        M = 1): C's rows (f * NR elements, in L1) accumulate in memory while
+        B is read row after row, each row's f * NR elements contiguous, so
+        the hardware prefetchers stream it as numpy's BLAS does (register
+        accumulators would read a few lines of every row, one page apart).
+        Each element sums k ascending, as the other paths do."""
+        t = self.tile
+        c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        width = b.mul(f, c(t.nr))
+        zero = ir.Constant(self.vty, None)
+        align = self.dtype.itemsize
+        with for_range(b, c(0), M) as r:
+            crow, arow = b.gep(Cs, [b.mul(r, N)]), b.gep(Ab, [b.mul(r, lda)])
+            with for_range(b, c(0), width, t.nr) as j:
+                for v in range(t.nv):
+                    b.store(zero, self._vec(b, b.gep(crow, [j]), v), align=align)
+
+            def rows_of_b(k, n):  # C's row += A[r, k + i] * B[k + i] for i < n, in order of i
+                avs = [self._broadcast(b, b.load(b.gep(arow, [b.add(k, c(i))]), align=align)) for i in range(n)]
+                brows = [b.gep(Bs, [b.mul(b.add(k, c(i)), ldb)]) for i in range(n)]
+                with for_range(b, c(0), width, t.nr) as j:
+                    cj = b.gep(crow, [j])
+                    for v in range(t.nv):
+                        acc = b.load(self._vec(b, cj, v), align=align)
+                        for av, brow in zip(avs, brows):
+                            acc = b.call(self.fma, [av, b.load(self._vec(b, b.gep(brow, [j]), v), align=align), acc])
+                        b.store(acc, self._vec(b, cj, v), align=align)
+
+            whole = b.mul(b.sdiv(K, c(ROW_STREAM_K)), c(ROW_STREAM_K))
+            with for_range(b, c(0), whole, ROW_STREAM_K) as k:  # (C read and written once per ROW_STREAM_K rows)
+                rows_of_b(k, ROW_STREAM_K)
+            with for_range(b, whole, K) as k:
+                rows_of_b(k, 1)
+
+    def _broadcast(self, b, x):
+        """A vector of `x` in every lane."""
+        lanes = self.tile.lanes
+        return b.shuffle_vector(b.insert_element(ir.Constant(self.vty, ir.Undefined), x, ir.Constant(I32, 0)),
+                                ir.Constant(self.vty, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
     @staticmethod
     def _min(b, x, y):
@@ -371,15 +490,18 @@ class GemmEmitter:
                 edge_tile(copy_in=False)
 
     # ------------------------------------------------------------ micro-kernel
-    def _micro(self, mr: int) -> ir.Function:
-        """C[mr x NR] (+)= A[mr x kc] B[kc x NR]; rows lda, ldb, ldc apart;
-        `acc`: add to C (else overwrite)."""
-        if mr in self.micros:
-            return self.micros[mr]
-        t, vty = self.tile, self.vty
+    def _micro(self, mr: int, nv: int | None = None, streamed: bool = False) -> ir.Function:
+        """C[mr x nv vectors] (+)= A[mr x kc] B[kc x nv vectors] (nv: NV unless
+        given); rows lda, ldb, ldc apart; `acc`: add to C (else overwrite).
+        `streamed`: B is read in place (its rows a page or more apart, beyond
+        the hardware prefetchers): each step prefetches the row PREFETCH ahead."""
+        nv = nv or self.tile.nv
+        if (mr, nv, streamed) in self.micros:
+            return self.micros[mr, nv, streamed]
+        t, vty = Tile(self.tile.mr, nv, self.tile.lanes, self.tile.kc), self.vty
         eptr = self.ety.as_pointer()
         fnty = ir.FunctionType(ir.VoidType(), [eptr, eptr, eptr, I64, I64, I64, I64, I1])
-        fn = ir.Function(self.m, fnty, f"{self.symbol}_micro{mr}")
+        fn = ir.Function(self.m, fnty, f"{self.symbol}_micro{mr}x{nv}{'s' if streamed else ''}")
         fn.linkage = "internal"
         fn.attributes.add("noinline")  # called from the full and the edge path: compiled once
         A, B, C, kc, lda, ldb, ldc, acc = fn.args
@@ -416,6 +538,11 @@ class GemmEmitter:
         accs = self._phis(b, mr, (start, init_bb))  # (the loop's own incoming values are added below)
         brow = b.gep(B, [b.mul(k, ldb)])
         bv = [vload(brow, v) for v in range(t.nv)]
+        if streamed:  # (a prefetch is a hint: past the end of B it never faults)
+            ahead = b.bitcast(b.gep(brow, [b.mul(ir.Constant(I64, PREFETCH), ldb)]), I8.as_pointer())
+            for line in range(0, t.nv * t.lanes * self.dtype.itemsize, 64):
+                b.call(self.prefetch, [b.gep(ahead, [ir.Constant(I64, line)]), ir.Constant(I32, 0),
+                                       ir.Constant(I32, 3), ir.Constant(I32, 1)])
         new = []
         for r in range(mr):
             a = b.load(b.gep(a_rows[r], [k]), align=self.dtype.itemsize)
@@ -435,13 +562,15 @@ class GemmEmitter:
             for v in range(t.nv):
                 vstore(final[r][v], c_rows[r], v)
         b.ret_void()
-        self.micros[mr] = fn
+        self.micros[mr, nv, streamed] = fn
         return fn
 
     def _phis(self, b, mr: int, *incoming) -> list:
-        """An mr x NV grid of vector phis, each with its element of every
-        (grid of values, predecessor block) given."""
-        grid = [[b.phi(self.vty) for _ in range(self.tile.nv)] for _ in range(mr)]
+        """An mr x nv grid of vector phis (nv: the width of the first grid
+        given), each with its element of every (grid of values, predecessor
+        block) given."""
+        nv = len(incoming[0][0][0])
+        grid = [[b.phi(self.vty) for _ in range(nv)] for _ in range(mr)]
         for values, block in incoming:
             for row, vals in zip(grid, values):
                 for p, x in zip(row, vals):

@@ -30,7 +30,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from shapes import config, forksafe
+from shapes import config, forksafe, host
 
 from .artifact import Artifact, ArtifactError, KernelInfo
 
@@ -63,18 +63,23 @@ def _init_native() -> None:
     llvm.initialize_native_asmprinter()
 
 
-@functools.cache
 def host_target() -> llvm.TargetMachine:
-    """Target machine for the host CPU (all host features, -O3).
+    """Target machine for the host CPU (its features, as SHAPEJIT_ISA
+    narrows them: shapes/host.py; -O3).
 
     Uses the JIT code model (``large`` on x86-64) so that the object code can
     be linked anywhere in the address space by the in-process loader.
     """
+    return _target_machine(host.features())
+
+
+@functools.cache
+def _target_machine(features: str) -> llvm.TargetMachine:
     _init_native()
     target = llvm.Target.from_triple(llvm.get_process_triple())
     return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
+        cpu=host.cpu_name(),
+        features=features,
         opt=3,
         reloc="default",
         codemodel="jitdefault",
@@ -192,8 +197,8 @@ def compile_ir(
         object_code=bytes(obj),
         kernels=kernels,
         triple=tm.triple,
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
+        cpu=host.cpu_name(),
+        features=host.features(),
         llvm_version=_llvm_version(),
         llvmlite_version=llvmlite.__version__,
         metadata=dict(metadata or {}),

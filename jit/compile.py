@@ -26,7 +26,7 @@ from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecu
 from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
-from shapes import config, forksafe
+from shapes import config, forksafe, host
 from shapes.ir import ArrayConst, Graph
 from shapes.ops import FRESH_C, ops_returning
 from shapes.verify import checks_enabled
@@ -182,7 +182,7 @@ def library_function(symbol: str):
         else:
             base = symbol.removesuffix(support.PAR_SUFFIX)
             dtype = gemm.dtype_of(base)
-            name, make, variant = base, (lambda: gemm.library(dtype)), repr(gemm.tile_for(dtype))
+            name, make, variant = base, (lambda: gemm.library(dtype)), gemm.variant(dtype)
             kernels = support.with_parallel([(base, *gemm.ARGS)], python=True)
         cache = default_cache()
         key = content_key("library", name, repr(kernels), variant, target_description(), build_id())
@@ -250,7 +250,7 @@ def _cached(cache, key: str, symbols: list):
 
 def target_description() -> str:
     tm = host_target()
-    return "|".join([tm.triple, llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+    return "|".join([tm.triple, host.cpu_name(), host.features(),
                      ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__])
 
 

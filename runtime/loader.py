@@ -20,7 +20,7 @@ import itertools
 import llvmlite.binding as llvm
 
 from runtime.native import kernel_function
-from shapes import forksafe
+from shapes import forksafe, host
 
 __all__ = ["load", "LoadedArtifact", "LoadError", "kernel_cfunctype", "check_host_compatible"]
 
@@ -58,12 +58,11 @@ def kernel_cfunctype(n_ptr_args: int, n_int_args: int = 0, n_float_args: int = 0
     )
 
 
-@functools.cache
 def _host() -> tuple[str, str, str]:
     return (
         llvm.get_process_triple(),
-        llvm.get_host_cpu_name(),
-        llvm.get_host_cpu_features().flatten(),
+        host.cpu_name(),
+        host.features(),
     )
 
 

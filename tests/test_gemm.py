@@ -2,6 +2,10 @@
 of the register tiling (row tails, masked column tails, K blocks, K = 0),
 batches, non-contiguous operands, no access outside the arrays, and the
 dispatch that sends float matmuls to it."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -79,6 +83,27 @@ def test_every_tile_edge_is_exact_and_in_bounds(dtype, parallel, rng):
                     run_kernel(a, b, c, parallel, strided=transposed)
                     assert np.array_equal(c, a @ b), (M, N, K, transposed)
                     assert np.all(c_buf[M * N:] == -7.0), f"wrote past C for {(M, N, K, transposed)}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_few_rows_stream_b_exactly_and_in_bounds(dtype, rng):
+    """Products of at most SMALL_M rows read B in place over several strips
+    at once (as many as the accumulators allow, then one at a time), the
+    strip at the right edge through a panel: every row count up to SMALL_M
+    and a few past it, strip counts around the group and the micro-kernels'
+    widths, K blocks; serial and on the pool."""
+    nr, kc = gemm.tile_for(np.dtype(dtype)).nr, gemm.tile_for(np.dtype(dtype)).kc
+    Ms = list(range(1, gemm.SMALL_M + 3))
+    Ns = [nr, 2 * nr, 3 * nr + 1, 4 * nr, 5 * nr - 1, 7 * nr, 9 * nr + 5]
+    for M in Ms:
+        for N in Ns:
+            for K in (0, 1, 5, kc + 3):
+                a_buf, a = fenced(exact(rng, (M, K), dtype), np.nan)
+                b = fenced(exact(rng, (K, N), dtype), np.nan)[1]
+                c_buf, c = fenced(np.full((M, N), np.inf, dtype), -7.0)
+                run_kernel(a, b, c, parallel=(M + N) % 2 == 0)
+                assert np.array_equal(c, a @ b), (M, N, K)
+                assert np.all(c_buf[M * N:] == -7.0), f"wrote past C for {(M, N, K)}"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -169,3 +194,20 @@ def test_hypothesis_shapes_through_jit(M, K, N, batch, dtype, transposed_a):
     got = f(a, b)
     assert got.dtype == want.dtype and got.shape == want.shape
     assert np.array_equal(got, want)
+
+
+def test_the_avx2_kernels_with_avx2_forced(tmp_path):
+    """SHAPEJIT_ISA=avx2: no AVX-512 feature in the target, the AVX2 tile
+    (8 float32 lanes, 2 vectors), and the tile-edge tests pass on it (on an
+    AVX-512 host this runs the narrower kernels; on an AVX2 host the same)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, SHAPEJIT_ISA="avx2", SHAPEJIT_CACHE_DIR=str(tmp_path))
+    probe = ("from codegen import gemm; from shapes import host; import numpy as np; "
+             "t = gemm.tile_for(np.float32); "
+             "print(host.has_avx512(), '+avx512f' in host.features().split(','), t.lanes, t.nv)")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "False", "8", "2"], out.stderr
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", os.path.abspath(__file__),
+                          "-k", "tile_edge or few_rows or batches or strided_operands"],
+                         env=env, cwd=root, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:]

@@ -1,0 +1,98 @@
+"""python -m bench.gemm_sweep [--quick] [--pairs 768x3072,3072x768,768x768]:
+a linear layer with GELU, gelu(x @ w + b), over M rows for each (K, N),
+jitted once (one compile serves every M and policy):
+
+- shapejit: the product on whichever of the GEMM kernel and numpy's BLAS
+  runtime/gemmchoice.py chose for that shape class (measured at its first
+  call, which is not timed);
+- kernel: every product on the GEMM kernel (codegen/gemm.py);
+- BLAS: every product on numpy's matmul, the epilogue still compiled;
+- the oracle: the faster of kernel and BLAS at that M;
+
+each against numpy (its matmul, then its epilogue), as numpy's time / the
+policy's (above 1: faster than numpy).  Run it with SHAPEJIT_ISA=avx2 too on
+an AVX-512 host.  Medians of repeats (bench/harness.py), each policy
+measured on its own.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+
+import numpy as np
+
+from bench.harness import FULL, QUICK, measure
+from bench.report import cpu_description
+from jit import jit
+from runtime import gemmchoice
+
+MS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+MS_QUICK = (1, 4, 16, 64, 256, 1024)
+
+
+def linear_gelu(x, w, b):
+    h = x @ w + b
+    return 0.5 * h * (1.0 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--pairs", default="768x3072,3072x768,768x768")
+    a = ap.parse_args(argv)
+    budget, ms = (QUICK, MS_QUICK) if a.quick else (FULL, MS)
+    print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
+    rng = np.random.default_rng(0)
+    policies = ("shapejit", "kernel", "BLAS")
+    all_ratios = {p: [] for p in policies + ("oracle",)}
+    for pair in a.pairs.split(","):
+        K, N = map(int, pair.split("x"))
+        w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
+        b = (rng.standard_normal(N) * 0.1).astype(np.float32)
+        f = jit(linear_gelu)
+        print(f"\nK={K}, N={N}: numpy time / policy time (above 1: faster than numpy)")
+        print(f"{'M':>6} {'numpy ms':>9} " + " ".join(f"{p:>9}" for p in all_ratios) + "  choice")
+        for m in ms:
+            x = rng.standard_normal((m, K)).astype(np.float32)
+            ref = linear_gelu(x, w, b)
+            key = gemmchoice.shape_class("f", m, N, K)
+            gemmchoice.forget()
+            for _ in range(2):  # (a trace's call runs in numpy; the next call of a class measures both and
+                f(x, w, b)      # decides: outside the timing)
+            choice = {"shapejit": gemmchoice.BEST.get(key), "kernel": False, "BLAS": True}
+            if choice["shapejit"] is None:  # (the product did not reach a GEMM step: numpy ran it)
+                choice["shapejit"] = True
+            calls = [lambda: linear_gelu(x, w, b)]
+            for name in policies:
+                gemmchoice.BEST[key] = choice[name]
+                got = f(x, w, b)
+                assert got.dtype == ref.dtype and np.allclose(got, ref, rtol=1e-4, atol=1e-4), (name, m)
+                calls.append(lambda blas=choice[name]: _call(f, key, blas, x, w, b))
+            # (each measured on its own, after its own warm-up: right after a numpy matmul, OpenBLAS's
+            # threads still spin on the cores and slow whatever runs next, which interleaving would charge
+            # to the policy measured after numpy's)
+            t = [measure(call, budget).median for call in calls]
+            ratios = {name: t[0] / t[i + 1] for i, name in enumerate(policies)}
+            ratios["oracle"] = max(ratios["kernel"], ratios["BLAS"])
+            for k, v in ratios.items():
+                all_ratios[k].append(v)
+            print(f"{m:>6} {t[0] * 1e3:>9.3f} " + " ".join(f"{ratios[p]:>9.2f}" for p in all_ratios)
+                  + f"  {'BLAS' if choice['shapejit'] else 'kernel'}")
+        gemmchoice.forget()
+    print("\nover every (K, N, M):")
+    for p, r in all_ratios.items():
+        print(f"  {p:>8}: median {statistics.median(r):.2f}x numpy, worst {min(r):.2f}x, "
+              f"{sum(x >= 0.95 for x in r)}/{len(r)} cells at 0.95x or better")
+    near = sum(s >= 0.9 * o for s, o in zip(all_ratios["shapejit"], all_ratios["oracle"]))
+    print(f"  shapejit within 10% of the oracle in {near}/{len(all_ratios['oracle'])} cells")
+    return 0
+
+
+def _call(f, key, blas, x, w, b):
+    gemmchoice.BEST[key] = blas  # (one dict store: the product's implementation for this call)
+    return f(x, w, b)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
