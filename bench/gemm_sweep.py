@@ -9,7 +9,8 @@ jitted once (one compile serves every M and policy):
 - BLAS: every product on numpy's matmul, the epilogue still compiled;
 - the oracle: the faster of kernel and BLAS at that M;
 
-each against numpy (its matmul, then its epilogue), as numpy's time / the
+each against numpy (its matmul, then its epilogue); `--small-m 0` runs the
+kernel as it was before products of few rows streamed B (one packed tile), as numpy's time / the
 policy's (above 1: faster than numpy).  Run it with SHAPEJIT_ISA=avx2 too on
 an AVX-512 host.  Medians of repeats (bench/harness.py), each policy
 measured on its own.
@@ -24,6 +25,7 @@ import numpy as np
 
 from bench.harness import FULL, QUICK, measure
 from bench.report import cpu_description
+from codegen import gemm
 from jit import jit
 from runtime import gemmchoice
 
@@ -40,7 +42,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--pairs", default="768x3072,3072x768,768x768")
+    ap.add_argument("--small-m", type=int, default=None, metavar="ROWS",
+                    help="stream B for products of at most ROWS rows (0: the single packed tile of before)")
     a = ap.parse_args(argv)
+    if a.small_m is not None:  # (part of the GEMM library's cache key: a build of its own)
+        gemm.SMALL_M, gemm.ROW_STREAM_M = a.small_m, min(gemm.ROW_STREAM_M, a.small_m)
     budget, ms = (QUICK, MS_QUICK) if a.quick else (FULL, MS)
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
     rng = np.random.default_rng(0)

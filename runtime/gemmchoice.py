@@ -40,6 +40,13 @@ RACE_ROWS = 128
 # two thirds of its 34 classes alone (most by 1.05-1.8x); the corpus mlp's
 # 8 x 30000 @ 30000 x 2000, 4.0-5.1x faster on BLAS alone, goes to it.
 MARGIN = 2.5
+# A product of one row (a GEMV: a decode step, a batch of one) is decided by
+# the times alone.  Its kernel reads B row after row as numpy's BLAS does,
+# and at the same speed alone (x @ w, 768 x 3072: 346 us against 301 us), but
+# in the jitted linear + GELU of `python -m bench.gemm_sweep` on the AMD EPYC
+# the whole call ran at 0.48-0.81x numpy with the product on the kernel and
+# 0.82-1.04x with it on BLAS, BLAS winning every (K, N) by less than MARGIN.
+GEMV_MARGIN = 1.0
 
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
@@ -63,7 +70,8 @@ def decide(key: tuple, kernel_seconds: list, blas_seconds: list) -> None:
     (ROUNDS each, taken in turns): the faster by its least time (numpy's by
     MARGIN) runs the class from now on."""
     with _lock:
-        BEST.setdefault(key, PREFER == "blas" if PREFER else MARGIN * min(blas_seconds) < min(kernel_seconds))
+        margin = GEMV_MARGIN if key[1] == 1 else MARGIN  # (key[1]: the bit length of M)
+        BEST.setdefault(key, PREFER == "blas" if PREFER else margin * min(blas_seconds) < min(kernel_seconds))
 
 
 def forget() -> None:
