@@ -294,7 +294,9 @@ def cpu_description() -> str:
     import llvmlite.binding as llvm  # (a runtime dependency of shapejit)
     llvm.initialize_native_target()
     avx512 = llvm.get_host_cpu_features().get("avx512f", False)
-    return f"{model} (LLVM: {llvm.get_host_cpu_name()}, {'with' if avx512 else 'no'} AVX-512)"
+    from shapes import host
+    forced = f", SHAPEJIT_ISA={host.forced()} forced" if host.forced() else ""
+    return f"{model} (LLVM: {llvm.get_host_cpu_name()}, {'with' if avx512 else 'no'} AVX-512{forced})"
 
 
 def machine_meta(mode, elapsed, versions, foreign_load):

@@ -16,10 +16,11 @@ K = 0 stores zeros.
 
 A product of few rows (M <= SMALL_M) with unit-stride columns of B skips
 the panels: packing would cost as much as the product, and a tile of one
-row would keep only NV accumulators busy.  Each row tile runs the whole of
-K in registers reading B in place (prefetching the rows ahead), over as
-many strips at once as the accumulators allow (a GEMV keeps 8 ymm or 16
-zmm accumulators in flight); the strip at the right edge, whose vectors
+or two rows would keep few accumulators busy.  Each row tile runs the whole
+of K in registers reading B in place (prefetching the rows ahead), over as
+many strips at once as the accumulators allow.  A GEMV (M <= ROW_STREAM_M)
+reads B row after row instead, each row's part in one contiguous run, and
+accumulates C's row in L1.  The strip at the right edge, whose vectors
 would reach past B, goes through a panel as before.
 
 Operands: C-contiguous ones as they are; any other is passed by the runtime
@@ -308,8 +309,8 @@ class GemmEmitter:
     def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb) -> None:
         """f full strips from Bs/Cs (B with unit-stride columns) for a product
         of few rows: each row tile runs the whole of K in registers, reading
-        B in place, over as many strips at once as its accumulators allow (a
-        GEMV, M = 1, keeps ACCUMULATORS vectors in flight instead of NV)."""
+        B in place, over as many strips at once as accumulators() allows (a
+        tile of one row keeps 8 ymm in flight, not NV = 2)."""
         t = self.tile
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
 
@@ -318,10 +319,10 @@ class GemmEmitter:
             w = max(1, min(GROUP, accumulators() // (mr * t.nv)))  # strips a micro-kernel takes at once
             wide = b.mul(b.sdiv(f, c(w)), c(w))
             for lo, hi, step in ((c(0), wide, w),) + (((wide, f, 1),) if w > 1 else ()):
+                micro = self._micro(mr, step * t.nv, streamed=True)
                 with for_range(b, lo, hi, step) as j:
                     col = b.mul(j, c(t.nr))
-                    b.call(self._micro(mr, step * t.nv, streamed=True), [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb,
-                                                         N, ir.Constant(I1, 0)])
+                    b.call(micro, [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb, N, ir.Constant(I1, 0)])
 
         self._row_tiles(b, M, tile_row)
 
@@ -545,9 +546,7 @@ class GemmEmitter:
                                        ir.Constant(I32, 3), ir.Constant(I32, 1)])
         new = []
         for r in range(mr):
-            a = b.load(b.gep(a_rows[r], [k]), align=self.dtype.itemsize)
-            av = b.shuffle_vector(b.insert_element(ir.Constant(vty, ir.Undefined), a, ir.Constant(I32, 0)),
-                                  ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
+            av = self._broadcast(b, b.load(b.gep(a_rows[r], [k]), align=self.dtype.itemsize))
             new.append([b.call(self.fma, [av, bv[v], accs[r][v]]) for v in range(t.nv)])
         k_next = b.add(k, ir.Constant(I64, 1))
         k.add_incoming(k_next, loop_bb)

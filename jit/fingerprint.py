@@ -173,16 +173,24 @@ class _Hasher:
                            f"{mod}.{qual or t.__qualname__}, defined outside a library")
         self.put(f"lib:{mod}.{qual}=={_library_version(mod or 'builtins')}")
 
-    def function(self, f: types.FunctionType, where: str) -> None:
-        mod = f.__module__ or ""
+    def _known(self, obj, label: str) -> bool:
+        """True after putting a function or class of a library by name, or a
+        back-reference to one being hashed; else marks it seen, puts `label`
+        and returns False (its code is to be hashed)."""
+        mod = obj.__module__ or ""
         if _is_library_module(mod):
-            self.put(f"lib:{mod}.{f.__qualname__}=={_library_version(mod)}")
+            self.put(f"lib:{mod}.{obj.__qualname__}=={_library_version(mod)}")
+            return True
+        if id(obj) in self.seen:
+            self.put(f"recursive:{obj.__qualname__}")
+            return True
+        self.seen.add(id(obj))
+        self.put(label)
+        return False
+
+    def function(self, f: types.FunctionType, where: str) -> None:
+        if self._known(f, f"function:{f.__qualname__}"):
             return
-        if id(f) in self.seen:
-            self.put(f"recursive:{f.__qualname__}")
-            return
-        self.seen.add(id(f))
-        self.put(f"function:{f.__qualname__}")
         self.value(f.__defaults__, f"a default of {f.__qualname__}")
         self.value(f.__kwdefaults__, f"a default of {f.__qualname__}")
         for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
@@ -218,17 +226,8 @@ class _Hasher:
         function its classes define (methods, properties, static and class
         methods), so `self.helper(x)` and `self.prop` are covered."""
         for c in cls.__mro__:
-            if c is object:
+            if c is object or self._known(c, f"class:{c.__module__}.{c.__qualname__}"):
                 continue
-            mod = c.__module__ or ""
-            if _is_library_module(mod):
-                self.put(f"lib:{mod}.{c.__qualname__}=={_library_version(mod)}")
-                continue
-            if id(c) in self.seen:
-                self.put(f"recursive:{c.__qualname__}")
-                continue
-            self.seen.add(id(c))
-            self.put(f"class:{mod}.{c.__qualname__}")
             for name, v in sorted(vars(c).items()):
                 if isinstance(v, (staticmethod, classmethod)):
                     v = v.__func__
