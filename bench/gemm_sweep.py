@@ -5,7 +5,10 @@ jitted once (one compile serves every M and policy):
 - shapejit: the product on whichever of the GEMM kernel and numpy's BLAS
   runtime/gemmchoice.py chose for that shape class (measured at its first
   call, which is not timed);
-- kernel: every product on the GEMM kernel (codegen/gemm.py);
+- kernel: every product on the GEMM kernel (codegen/gemm.py), its epilogue
+  in the GEMM's store;
+- pass: every product on the GEMM kernel, its epilogue a pass of its own
+  after it (as before epilogues ran in the store);
 - BLAS: every product on numpy's matmul, the epilogue still compiled;
 - the oracle: the faster of kernel and BLAS at that M;
 
@@ -25,7 +28,7 @@ import numpy as np
 
 from bench.harness import FULL, QUICK, measure
 from bench.report import cpu_description
-from codegen import gemm
+from codegen import gemm, lower
 from jit import jit
 from runtime import gemmchoice
 
@@ -50,37 +53,38 @@ def main(argv=None) -> int:
     budget, ms = (QUICK, MS_QUICK) if a.quick else (FULL, MS)
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
     rng = np.random.default_rng(0)
-    policies = ("shapejit", "kernel", "BLAS")
+    policies = ("shapejit", "kernel", "pass", "BLAS")
     all_ratios = {p: [] for p in policies + ("oracle",)}
     for pair in a.pairs.split(","):
         K, N = map(int, pair.split("x"))
         w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
         b = (rng.standard_normal(N) * 0.1).astype(np.float32)
-        f = jit(linear_gelu)
+        f, g = jit(linear_gelu), jit(lambda x, w, b: linear_gelu(x, w, b))  # (g: the epilogue as a pass)
         print(f"\nK={K}, N={N}: numpy time / policy time (above 1: faster than numpy)")
         print(f"{'M':>6} {'numpy ms':>9} " + " ".join(f"{p:>9}" for p in all_ratios) + "  choice")
         for m in ms:
             x = rng.standard_normal((m, K)).astype(np.float32)
             ref = linear_gelu(x, w, b)
-            key = gemmchoice.shape_class("f", m, N, K)
+            key = gemmchoice.shape_class("f", m, N, K, True)
             gemmchoice.forget()
             for _ in range(2):  # (a trace's call runs in numpy; the next call of a class measures both and
                 f(x, w, b)      # decides: outside the timing)
-            choice = {"shapejit": gemmchoice.BEST.get(key), "kernel": False, "BLAS": True}
+            choice = {"shapejit": gemmchoice.BEST.get(key), "kernel": False, "pass": False, "BLAS": True}
             if choice["shapejit"] is None:  # (the product did not reach a GEMM step: numpy ran it)
                 choice["shapejit"] = True
             calls = [lambda: linear_gelu(x, w, b)]
             for name in policies:
-                gemmchoice.BEST[key] = choice[name]
-                got = f(x, w, b)
+                fn, k = (g, key[:-1] + (False,)) if name == "pass" else (f, key)
+                for _ in range(2):
+                    got = _call(fn, k, choice[name], x, w, b, name == "pass")
                 assert got.dtype == ref.dtype and np.allclose(got, ref, rtol=1e-4, atol=1e-4), (name, m)
-                calls.append(lambda blas=choice[name]: _call(f, key, blas, x, w, b))
+                calls.append(lambda fn=fn, k=k, name=name: _call(fn, k, choice[name], x, w, b, name == "pass"))
             # (each measured on its own, after its own warm-up: right after a numpy matmul, OpenBLAS's
             # threads still spin on the cores and slow whatever runs next, which interleaving would charge
             # to the policy measured after numpy's)
             t = [measure(call, budget).median for call in calls]
             ratios = {name: t[0] / t[i + 1] for i, name in enumerate(policies)}
-            ratios["oracle"] = max(ratios["kernel"], ratios["BLAS"])
+            ratios["oracle"] = max(ratios["kernel"], ratios["pass"], ratios["BLAS"])
             for k, v in ratios.items():
                 all_ratios[k].append(v)
             print(f"{m:>6} {t[0] * 1e3:>9.3f} " + " ".join(f"{ratios[p]:>9.2f}" for p in all_ratios)
@@ -95,8 +99,13 @@ def main(argv=None) -> int:
     return 0
 
 
-def _call(f, key, blas, x, w, b):
+_FUSED = lower._epilogues
+
+
+def _call(f, key, blas, x, w, b, epilogue_pass=False):
     gemmchoice.BEST[key] = blas  # (one dict store: the product's implementation for this call)
+    # (one more: whether a trace this call makes puts the epilogue in the GEMM's store)
+    lower._epilogues = (lambda plan, products: {}) if epilogue_pass else _FUSED
     return f(x, w, b)
 
 

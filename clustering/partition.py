@@ -54,6 +54,7 @@ class Plan:
     steps: list  # Kernel | Node, in execution order
     refusals: list[str]
     compiled_matmuls: set[int] = field(default_factory=set)  # matmul outputs lowered to GEMM kernels
+    fused_epilogues: set[str] = field(default_factory=set)  # kernels (by name) run in their GEMM's store
 
     def kernels(self) -> list[Kernel]:
         return [s for s in self.steps if isinstance(s, Kernel)]
@@ -63,7 +64,8 @@ class Plan:
         lines = []
         for s in self.steps:
             if isinstance(s, Kernel):
-                kind = ("matmul epilogue" if s.matmul_inputs else "column reduction" if s.column else
+                kind = ("matmul epilogue in the GEMM store" if s.name in self.fused_epilogues else
+                        "matmul epilogue" if s.matmul_inputs else "column reduction" if s.column else
                         "row kernel" if s.has_reduction else "loop kernel")
                 dom = ", ".join(str(d) for d in s.domain)
                 lines.append(f"{s.name}: {kind} over [{dom}]  in: {', '.join(names[v.id] for v in s.inputs)}"

@@ -32,9 +32,18 @@ attention's per-(sequence, head) products read q, k and v in place for any
 number of sequences.
 
 ABI (as every kernel): `void k(i64 start, i64 stop, i8* A, i8* B, i8* C,
-i64 M, i64 N, i64 K, i64 a_strided, i64 b_strided)`, [start, stop) ranging
-over the (batch, NR-column strip) pairs, so the runtime splits a product
-across cores like any other kernel.  Summation order: k ascending within
+i64 M, i64 N, i64 K, i64 a_strided, i64 b_strided, i64 epilogue, i64
+epilogue_args)`, [start, stop) ranging over the (batch, NR-column strip)
+pairs, so the runtime splits a product across cores like any other kernel.
+
+Epilogue in the store: `epilogue`, when not 0, is the address of a fused
+kernel's tile entry (codegen/kernels.py `tile`, codegen/support.py
+`packed_entry`: `void e(row0, row1, col0, col1, args)`, `epilogue_args`
+the address of its packed arguments), called on each block of C as soon as
+the block is final (a row tile of the strips a unit computes, in L1 or L2):
+bias, activation, residual, scale -- whatever elementwise kernel reads the
+product -- are applied while C is in cache, and the product makes one trip
+to memory instead of a store, a load and a store.  Summation order: k ascending within
 each KC block, blocks added in order (as a BLAS does), so results match
 numpy's to rounding, and exactly for exact inputs.
 """
@@ -47,7 +56,7 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field
+from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field, fits_tiles
 from codegen import support
 from codegen.llvm import for_range
 from shapes import host
@@ -87,7 +96,7 @@ def variant(dtype) -> str:
     return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, accumulators()))
 
 
-ARGS = (3, 5, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided), floats: the kernel's ABI
+ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
 TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in numpy
 TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 in at most three)
 GROUP = 4  # column strips whose panels share each A tile (units of one product taken together)
@@ -102,6 +111,21 @@ def accumulators() -> int:
     AVX2's 16, 24 of AVX-512's 32 (the rest hold B's vectors and A's
     broadcast)."""
     return 24 if host.has_avx512() else 12
+
+
+# the ABI's last two ints without an epilogue, and with one (the runtime
+# passes its tile entry's address and its packed arguments)
+NO_EPILOGUE = (("int", sympy.Integer(0)), ("int", sympy.Integer(0)))
+WITH_EPILOGUE = (("int", "epilogue"), ("int", "epilogue_args"))
+
+
+def fuses(n, k) -> bool:
+    """Whether kernel `k` can run in the store of matmul node `n`'s GEMM: it
+    reads the product and is elementwise over the product's shape
+    (codegen.kernels.fits_tiles).  (codegen/lower.py also asks that the
+    steps between them can run before the product.)"""
+    return (compiles(n) and any(v.id == n.out.id for v in k.inputs) and fits_tiles(k)
+            and tuple(k.domain) == tuple(n.out.shape))
 
 
 def compiles(n) -> bool:
@@ -158,7 +182,8 @@ def abi_of(n, contiguous: set[int]):
     if b.id not in contiguous:
         prepare.append((b.id, (batch if b.ndim > 2 else sympy.Integer(1), K, N), True))
     args = (("array", a.id), ("array", b.id), ("array", n.out.id), ("int", M), ("int", N), ("int", K),
-            ("int", sympy.Integer(int(a.id not in contiguous))), ("int", sympy.Integer(int(b.id not in contiguous))))
+            ("int", sympy.Integer(int(a.id not in contiguous))), ("int", sympy.Integer(int(b.id not in contiguous))),
+            *NO_EPILOGUE)
     # inner: a unit's work in the runtime's currency (elements of a loop
     # kernel): M * K multiply-adds of NR lanes, ~ NR / 16 elements' worth each
     return (args, batch * sympy.floor((N + nr - 1) / nr), M * K * max(1, nr // 16)), tuple(prepare)
@@ -192,13 +217,16 @@ class GemmEmitter:
         n_arrays, n_ints, _ = ARGS
         fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * n_arrays + [I64] * n_ints)
         fn = ir.Function(self.m, fnty, self.symbol)
-        start, stop, a_obj, b_obj, c_obj, M, N, K, a_strided, b_strided = fn.args
+        start, stop, a_obj, b_obj, c_obj, M, N, K, a_strided, b_strided, epilogue, epilogue_args = fn.args
         for x in (a_obj, b_obj, c_obj):
             x.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         eptr = self.ety.as_pointer()
         A, B, C = (array_field(b, o, DATA_OFFSET, eptr) for o in (a_obj, b_obj, c_obj))
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        self.has_epilogue = b.icmp_signed("!=", epilogue, c(0))
+        self.epilogue = b.inttoptr(epilogue, ir.FunctionType(ir.VoidType(), [I64] * 5).as_pointer())
+        self.epilogue_args = epilogue_args
         # strides in elements: C-contiguous, or read from the 4-D (outer
         # batch, inner batch, rows, unit-stride columns) operand the runtime prepared
         a_lay = self._strides(b, a_obj, a_strided, b.mul(M, K), K)
@@ -233,6 +261,7 @@ class GemmEmitter:
         Ab = b.gep(A, [self._batch_offset(b, bi, a_lay)])
         Bb = b.gep(B, [self._batch_offset(b, bi, b_lay)])
         Cb = b.gep(C, [b.mul(bi, b.mul(M, N))])
+        self.first_row = b.mul(bi, M)  # (the product's first row in the epilogue's domain)
 
         # with few rows, the group's full strips stream B in place (no panel:
         # packing would cost as much as the product); the rest packs panels
@@ -240,12 +269,13 @@ class GemmEmitter:
         small = b.and_(b.icmp_signed("<=", M, c(SMALL_M)), b.icmp_signed("==", ldbn, c(1)))
         f = b.select(small, f, c(0))
         with b.if_then(b.icmp_signed(">", f, c(0))):
-            Bs, Cs = b.gep(Bb, [b.mul(s0, c(t.nr))]), b.gep(Cb, [b.mul(s0, c(t.nr))])
+            col0 = b.mul(s0, c(t.nr))
+            Bs, Cs = b.gep(Bb, [col0]), b.gep(Cb, [col0])
             with b.if_else(rows_few) as (few, other):
                 with few:
-                    self._row_streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb)
+                    self._row_streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0)
                 with other:
-                    self._streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb)
+                    self._streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0)
         with b.if_then(b.icmp_signed("<", f, g)):
             self._packed(b, Ab, Bb, Cb, b.add(s0, f), b.sub(g, f), M, N, K, lda, ldb, ldbn, panels, ctile)
         u.add_incoming(b.add(u, g), b.block)
@@ -273,6 +303,7 @@ class GemmEmitter:
             rem = b.sub(K, k0)
             kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
             accumulate = b.icmp_signed(">", k0, c(0))
+            last = b.icmp_signed(">=", b.add(k0, kc), K)  # (the block that makes C final)
             Ak = b.gep(Ab, [k0])
             with for_range(b, c(0), g) as j:
                 full, masks, ncols, Bs, Cs, panel = strip(j)
@@ -283,6 +314,8 @@ class GemmEmitter:
                     full, masks, ncols, Bs, Cs, panel = strip(j)
                     self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, row, kc, lda, N,
                                      accumulate, masks, ctile)
+                with b.if_then(last):
+                    self._epilogue(b, row, c(mr), b.mul(s0, c(t.nr)), self._min(b, b.mul(b.add(s0, g), c(t.nr)), N))
 
             self._row_tiles(b, M, tile_row)
 
@@ -306,7 +339,16 @@ class GemmEmitter:
             phi.add_incoming(row_taken, took)
             row = phi
 
-    def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb) -> None:
+    def _epilogue(self, b, row, rows, col0, col1) -> None:
+        """The call's epilogue (a kernel's tile entry, codegen/kernels.py),
+        when it has one, over rows [row, row + rows) and columns [col0, col1)
+        of this product's C, which are final and in cache: the product is
+        written to memory once, with its epilogue applied."""
+        with b.if_then(self.has_epilogue):
+            first = b.add(self.first_row, row)
+            b.call(self.epilogue, [first, b.add(first, rows), col0, col1, self.epilogue_args])
+
+    def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:
         """f full strips from Bs/Cs (B with unit-stride columns) for a product
         of few rows: each row tile runs the whole of K in registers, reading
         B in place, over as many strips at once as accumulators() allows (a
@@ -323,10 +365,11 @@ class GemmEmitter:
                 with for_range(b, lo, hi, step) as j:
                     col = b.mul(j, c(t.nr))
                     b.call(micro, [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb, N, ir.Constant(I1, 0)])
+            self._epilogue(b, row, c(mr), col0, b.add(col0, b.mul(f, c(t.nr))))
 
         self._row_tiles(b, M, tile_row)
 
-    def _row_streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb) -> None:
+    def _row_streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:
         """f full strips of a product of ROW_STREAM_M rows or fewer (a GEMV at
         M = 1): C's rows (f * NR elements, in L1) accumulate in memory while
         B is read row after row, each row's f * NR elements contiguous, so
@@ -360,6 +403,7 @@ class GemmEmitter:
                 rows_of_b(k, ROW_STREAM_K)
             with for_range(b, whole, K) as k:
                 rows_of_b(k, 1)
+            self._epilogue(b, r, c(1), col0, b.add(col0, width))
 
     def _broadcast(self, b, x):
         """A vector of `x` in every lane."""

@@ -75,11 +75,26 @@ def _is_one(d) -> bool:
     return isinstance(d, int) and d == 1
 
 
+def fits_tiles(k: Kernel) -> bool:
+    """Whether kernel `k` can run a tile at a time (KernelEmitter `tile`):
+    elementwise over a domain of two dims or more, every output of the
+    domain's shape."""
+    return (not k.has_reduction and not k.column and len(k.domain) >= 2
+            and all(tuple(v.shape) == tuple(k.domain) for v in k.outputs))
+
+
 class KernelEmitter:
+    """`tile`: the function computes a rectangle of the domain, rows [start,
+    stop) of its flattened leading dims and columns [col0, col1) of its last
+    (two more i64 arguments after stop): a GEMM computes an epilogue a tile
+    of the product at a time, while the tile is in cache (fits_tiles)."""
+
     def __init__(self, module: ir.Module, kernel: Kernel, producers: dict[int, Node],
-                 contiguous: set[int], symbol: str, checked: bool = False):
+                 contiguous: set[int], symbol: str, checked: bool = False, tile: bool = False):
         self.m, self.k, self.producers, self.symbol = module, kernel, producers, symbol
         self.checked = checked
+        self.tile = tile
+        assert not tile or fits_tiles(kernel)
         self.dom = tuple(kernel.domain)
         self.rank = len(self.dom)
         self.members = {n.out.id: n for n in kernel.nodes}
@@ -120,16 +135,18 @@ class KernelEmitter:
         n_arr = sum(1 for a in self.arg_list if a[0] == "array")
         n_int = sum(1 for a in self.arg_list if a[0] == "int")
         n_flt = sum(1 for a in self.arg_list if a[0] == "float")
-        fnty = ir.FunctionType(ir.VoidType(), [I64, I64] + [I8.as_pointer()] * n_arr + [I64] * n_int
+        lead = 4 if self.tile else 2  # start, stop (and the tile's col0, col1)
+        fnty = ir.FunctionType(ir.VoidType(), [I64] * lead + [I8.as_pointer()] * n_arr + [I64] * n_int
                                + [F64] * n_flt)
         fn = ir.Function(self.m, fnty, self.symbol)
-        for a in fn.args[2:2 + n_arr]:
+        for a in fn.args[lead:lead + n_arr]:
             a.add_attribute("noalias")
         self.fn = fn
         entry = fn.append_basic_block("entry")
         b = self.b = ir.IRBuilder(entry)
         start, stop = fn.args[0], fn.args[1]
-        args = iter(fn.args[2:])
+        self.cols = tuple(fn.args[2:4]) if self.tile else None
+        args = iter(fn.args[lead:])
         self.obj = {}
         for a in self.arg_list:
             if a[0] == "array":
@@ -274,7 +291,7 @@ class KernelEmitter:
             return
         with for_range(b, start, stop) as row:
             self._at_row(row, strides)
-            self._passes(ir.Constant(I64, 0), self._ext(self.dom[-1]))
+            self._passes(*(self.cols or (ir.Constant(I64, 0), self._ext(self.dom[-1]))))
 
     def _at_row(self, row, strides) -> None:
         """Point every operand at row `row` of the domain (its leading dims flattened)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from dataclasses import dataclass, field
 
 import sympy
 from llvmlite import ir
@@ -18,27 +19,44 @@ from codegen.llvm import compile_ir
 from codegen.loops import emit_loop
 from codegen.pyloop import emit_pyloop, pyloop_abi
 from shapes.ir import Node
+from shapes.ops import FRESH, FRESH_C, VIEW_OF_INPUT, ops_returning
 
 
-def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
-              ) -> tuple[str, list[KernelABI], dict[int, KernelABI], dict[int, KernelABI]]:
-    """-> (module text, ABI of each kernel of the plan, (ABI, operands to
-    prepare) of each matmul step that runs on the GEMM library kernel
-    (codegen/gemm.py), by its node's output id, ABI of each re-rolled loop
-    (codegen/loops.py) and lifted loop (codegen/pyloop.py), by its node's
-    first output's id).  `checked`: every load and
-    store of the loop kernels is bounds-checked against its array (slow; for
-    tests; matmuls then stay in numpy).  The text is "" when the plan has no
-    kernel and no loop."""
-    gemms = {}
+@dataclass
+class Lowered:
+    """What lowering a plan made: the module text (the content the compile
+    cache hashes; "" when the plan has no kernel and no loop) and the ABIs
+    of what it calls."""
+    text: str
+    kernels: list[KernelABI]  # of each kernel of the plan, in order
+    gemms: dict  # matmul output id -> (ABI, operands to prepare) of a product on the GEMM library kernel
+    loops: dict  # first output id -> ABI of a re-rolled loop (codegen/loops.py) or a lifted one (pyloop.py)
+    epilogues: dict = field(default_factory=dict)  # index of a kernel in the plan -> (its tile entry, the
+    # output id of the product whose GEMM calls it on each final block of C: gemm.fuses, _epilogues)
+
+    def entries(self) -> tuple:
+        """Every function the module exports (see entries())."""
+        return entries(self.kernels + list(self.loops.values()), tuple(t for t, _ in self.epilogues.values()))
+
+
+def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowered:
+    """Lower every kernel, re-rolled loop and lifted loop of the plan into
+    one module, and find the matmul steps that run on the GEMM library
+    kernel (codegen/gemm.py) and the kernels fused into their store.
+    `checked`: every load and store of the loop kernels is bounds-checked
+    against its array (slow; for tests; matmuls then stay in numpy)."""
+    gemms, products = {}, {}
     for s in plan.steps if not checked else ():
         if isinstance(s, Node) and gemm.compiles(s):
             (args, rows, inner), prepare = gemm.abi_of(s, contiguous)
             gemms[s.out.id] = (KernelABI(gemm.symbol_for(s.out.dtype), args, rows, inner), prepare)
+            products[s.out.id] = s
     kernels = plan.kernels()
+    index = {id(k): i for i, k in enumerate(kernels)}
+    fused = {index[id(k)]: vid for vid, k in _epilogues(plan, products).items()}
     loop_nodes = [s for s in plan.steps if isinstance(s, Node) and s.op in ("loop", "pyloop")]
     if not kernels and not loop_nodes:
-        return "", [], gemms, {}
+        return Lowered("", [], gemms, {})
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
     producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
     loops, programs = {}, {}  # (programs: one function per program, a loop lifted again runs the same one)
@@ -57,15 +75,57 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False
     gen = [_structure(g, producers, contiguous, checked) for g, _ in general]
     # (the distinct exact kernels of each general form)
     variants = Counter(gk for gk, _ in {(g[0], e[0]) for g, e in zip(gen, exact)})
-    abis = []
-    for k, e, (g, sizes), gs in zip(kernels, exact, general, gen):
-        if sizes and variants[gs[0]] >= SHARE_SIZES:
-            abis.append(_concrete(_emit_once(module, g, gs, producers, contiguous, checked, emitted), sizes))
-        else:
-            abis.append(_emit_once(module, k, e, producers, contiguous, checked, emitted))
+    abis, epilogues = [], {}
+    for i, (k, e, (g, sizes), gs) in enumerate(zip(kernels, exact, general, gen)):
+        shared = sizes and variants[gs[0]] >= SHARE_SIZES
+        if shared:
+            k, e = g, gs
+        abi = _emit_once(module, k, e, producers, contiguous, checked, emitted)
+        if i in fused:
+            epilogues[i] = _tile_entry(module, k, abi.symbol, producers, contiguous), fused[i]
+        abis.append(_concrete(abi, sizes) if shared else abi)
     for a in _distinct(abis + list(loops.values())):
         support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
-    return str(module), abis, gemms, loops
+    return Lowered(str(module), abis, gemms, loops, epilogues)
+
+
+# steps a product may be moved past, to run right before the kernel of its
+# epilogue (when they do not read the product): constants, and ops that make
+# new arrays or views and never write one (a setitem, a re-rolled loop or an
+# eager call may write an operand's buffer)
+_PASSABLE = ops_returning(FRESH, FRESH_C, VIEW_OF_INPUT) | {"const", "dim"}
+
+
+def _epilogues(plan: Plan, products: dict) -> dict:
+    """The kernel fused into the store of each product (gemm.fuses) by the
+    product's output id: the first kernel that reads the product, when the
+    steps before it can run before the product (_PASSABLE)."""
+    out = {}
+    for i, s in enumerate(plan.steps):
+        if not (isinstance(s, Node) and s.out.id in products):
+            continue
+        for later in plan.steps[i + 1:]:
+            reads = any(v.id == s.out.id for v in later.inputs)
+            if isinstance(later, Kernel) and reads:
+                if gemm.fuses(s, later):
+                    out[s.out.id] = later
+                break
+            if reads or isinstance(later, Node) and later.op not in _PASSABLE:
+                break
+    return out
+
+
+def _tile_entry(module, k: Kernel, symbol: str, producers, contiguous) -> str:
+    """The packed tile entry (codegen/support.py packed_entry) of kernel k,
+    whose whole-domain function is `symbol` (emitted from k or an equal
+    kernel: the same arguments in the same order), emitted once."""
+    name = symbol + "_tile"
+    if name + "_packed" not in module.globals:
+        em = KernelEmitter(module, k, producers, contiguous, name, tile=True)
+        abi = em.emit()
+        em.fn.attributes.add("noinline")
+        support.packed_entry(module, em.fn, 4, abi.n_arrays, abi.n_ints, abi.n_floats)
+    return name + "_packed"
 
 
 def _emit_once(module, k, structure, producers, contiguous, checked, emitted: dict) -> KernelABI:
@@ -160,12 +220,13 @@ def _structure(k, producers, contiguous, checked) -> tuple[tuple, list[int]]:
     return key, list(order)
 
 
-def entries(abis: list[KernelABI]) -> tuple:
+def entries(abis: list[KernelABI], tiles: tuple = ()) -> tuple:
     """(symbol, arrays, ints, floats, Python entry) of every kernel function
     the module exports: each kernel and its parallel entry (codegen/support.py),
-    with their Python entries (codegen/pycall.py)."""
+    with their Python entries (codegen/pycall.py), and the packed tile entries
+    `tiles` (five i64 arguments: called by address from a GEMM)."""
     return support.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in _distinct(abis)),
-                                 python=True)
+                                 python=True) + tuple((t, 0, 3, 0, "") for t in dict.fromkeys(tiles))
 
 
 def _distinct(abis: list[KernelABI]):
@@ -173,5 +234,6 @@ def _distinct(abis: list[KernelABI]):
     return {a.symbol: a for a in abis}.values()
 
 
-def compile_module(text: str, abis: list[KernelABI], metadata: dict | None = None, key_symbol: str = "") -> Artifact:
-    return compile_ir(text, [KernelInfo(*k) for k in entries(abis)], metadata or {}, key_symbol=key_symbol)
+def compile_module(text: str, exported: tuple, metadata: dict | None = None, key_symbol: str = "") -> Artifact:
+    """`exported`: entries()."""
+    return compile_ir(text, [KernelInfo(*k) for k in exported], metadata or {}, key_symbol=key_symbol)

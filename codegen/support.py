@@ -156,16 +156,8 @@ def parallel_entries(module: ir.Module, fn: ir.Function, n_arrays: int, n_ints: 
     fn.attributes.add("noinline")  # one copy of the kernel's code, called from both entries
     ptr_t, f64 = I8.as_pointer(), ir.DoubleType()
     n = n_arrays + n_ints + n_floats
-    packed = ir.Function(module, ir.FunctionType(VOID, [I64, I64, I64]), fn.name + "_packed")
+    packed = packed_entry(module, fn, 2, n_arrays, n_ints, n_floats)
     packed.linkage = "internal"
-    b = ir.IRBuilder(packed.append_basic_block("entry"))
-    lo, hi, argv = packed.args
-    argv = b.inttoptr(argv, I64.as_pointer())
-    vals = [b.load(b.gep(argv, [ir.Constant(I64, i)])) for i in range(n)]
-    vals = ([b.inttoptr(v, p.type) for v, p in zip(vals, fn.args[2:2 + n_arrays])] + vals[n_arrays:n_arrays + n_ints]
-            + [b.bitcast(v, f64) for v in vals[n_arrays + n_ints:]])
-    b.call(fn, [lo, hi] + vals)
-    b.ret_void()
 
     par = ir.Function(module, ir.FunctionType(VOID, [I64, I64] + [ptr_t] * n_arrays + [I64] * (n_ints + 2)
                                               + [f64] * n_floats), par_symbol(fn.name))
@@ -186,6 +178,25 @@ def parallel_entries(module: ir.Module, fn: ir.Function, n_arrays: int, n_ints: 
     if python:
         python_entry(module, fn, n_arrays, n_ints, n_floats)
         python_entry(module, par, n_arrays, n_ints + 2, n_floats)
+
+
+def packed_entry(module: ir.Module, fn: ir.Function, lead: int, n_arrays: int, n_ints: int,
+                 n_floats: int) -> ir.Function:
+    """`<k>_packed(i64 x lead, i64 argv)`: kernel `fn` (its `lead` leading
+    i64 arguments, then arrays, ints and floats) with every argument after
+    the leading ones read from the int64 words at argv (an array as its
+    object's address, a float as its bits)."""
+    f64 = ir.DoubleType()
+    n = n_arrays + n_ints + n_floats
+    packed = ir.Function(module, ir.FunctionType(VOID, [I64] * (lead + 1)), fn.name + "_packed")
+    b = ir.IRBuilder(packed.append_basic_block("entry"))
+    argv = b.inttoptr(packed.args[lead], I64.as_pointer())
+    vals = [b.load(b.gep(argv, [ir.Constant(I64, i)])) for i in range(n)]
+    vals = ([b.inttoptr(v, p.type) for v, p in zip(vals, fn.args[lead:lead + n_arrays])]
+            + vals[n_arrays:n_arrays + n_ints] + [b.bitcast(v, f64) for v in vals[n_arrays + n_ints:]])
+    b.call(fn, list(packed.args[:lead]) + vals)
+    b.ret_void()
+    return packed
 
 
 def module() -> str:

@@ -27,7 +27,7 @@ from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
 from shapes import config, forksafe, host
-from shapes.ir import ArrayConst, Graph
+from shapes.ir import ArrayConst, Graph, Node
 from shapes.ops import FRESH_C, ops_returning
 from shapes.verify import checks_enabled
 
@@ -46,6 +46,7 @@ class Build:
     artifact_key: str | None = None  # the object code's cache key (None: no kernels)
     abis: list = field(default_factory=list)
     libraries: tuple = ()  # library kernels it calls (the GEMMs), by symbol
+    tiles: tuple = ()  # the tile entries of its epilogues fused into a GEMM's store
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ class SavedBuild:
 
     @staticmethod
     def of(b: Build) -> "SavedBuild":
-        return SavedBuild(b.executable.portable, entries(b.abis), b.artifact_key, (DATA_OFFSET, STRIDES_OFFSET),
-                          b.libraries)
+        return SavedBuild(b.executable.portable, entries(b.abis, b.tiles), b.artifact_key,
+                          (DATA_OFFSET, STRIDES_OFFSET), b.libraries)
 
 
 def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], name: str,
@@ -79,15 +80,17 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     t1 = time.perf_counter()
     times["passes"] = t1 - t0
     contiguous = _contiguous_values(g, plan, input_contiguous)
-    text, kernel_abis, gemms, loops = emit_plan(plan, contiguous, checked)
+    low = emit_plan(plan, contiguous, checked)
+    kernel_abis, gemms, loops = low.kernels, low.gemms, low.loops
     plan.compiled_matmuls = set(gemms)
+    plan.fused_epilogues = {plan.kernels()[i].name for i in low.epilogues}
     abis = kernel_abis + list(loops.values())
     t2 = time.perf_counter()
     times["codegen"] = t2 - t1
     functions, loaded, level, key = {}, None, None, None
     if abis:
-        key, loaded, level = _artifact(text, abis, checked, name, signature)
-        functions = _functions(loaded, entries(abis), (DATA_OFFSET, STRIDES_OFFSET))
+        key, loaded, level = _artifact(low.text, low.entries(), checked, name, signature)
+        functions = _functions(loaded, low.entries(), (DATA_OFFSET, STRIDES_OFFSET))
     libraries = tuple(sorted({a.symbol for a, _ in gemms.values()}))
     functions.update(_library_functions(libraries))
     if functions:
@@ -95,19 +98,33 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     t3 = time.perf_counter()
     times["llvm" if level is None else "load"] = t3 - t2
     by_kernel = {id(k): a for k, a in zip(plan.kernels(), kernel_abis)}
+    # a product with an epilogue in its store runs where the epilogue's
+    # kernel stood (the steps between do not need it: codegen.lower._epilogues)
+    fused = {id(plan.kernels()[i]): (tile, vid) for i, (tile, vid) in low.epilogues.items()}
+    moved = {s.out.id: s for s in plan.steps if isinstance(s, Node) and s.out.id in {v for _, v in fused.values()}}
+
+    def product_call(s: Node) -> KernelCall:
+        a, prepare = gemms[s.out.id]
+        sizes = (sympy.Mul(*s.out.shape[:-1]), s.out.shape[-1], s.inputs[0].shape[-1])  # M, N, K
+        return KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
+                          a.args, a.rows, a.inner, prepare, support.par_symbol(a.symbol),
+                          (s.inputs[0].id, s.inputs[1].id, sizes))
+
+    def kernel_call(k: Kernel, tile: str = "") -> KernelCall:
+        a = by_kernel[id(k)]
+        return KernelCall(a.symbol, tuple(v.id for v in k.inputs), tuple((v.id, v.shape, v.dtype) for v in k.outputs),
+                          a.args, a.rows, a.inner, parallel=support.par_symbol(a.symbol), pointwise=True, tile=tile)
     steps = []
     for s in plan.steps:
         if isinstance(s, Kernel):
-            a = by_kernel[id(s)]
-            steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs),
-                                    tuple((v.id, v.shape, v.dtype) for v in s.outputs), a.args, a.rows, a.inner,
-                                    parallel=support.par_symbol(a.symbol), pointwise=True))
+            if id(s) in fused:
+                tile, vid = fused[id(s)]
+                steps.append(product_call(moved[vid]).with_epilogue(kernel_call(s, tile)))
+            else:
+                steps.append(kernel_call(s))
         elif s.op == "matmul" and s.out.id in gemms:
-            a, prepare = gemms[s.out.id]
-            sizes = (sympy.Mul(*s.out.shape[:-1]), s.out.shape[-1], s.inputs[0].shape[-1])  # M, N, K
-            steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
-                                    a.args, a.rows, a.inner, prepare, support.par_symbol(a.symbol),
-                                    (s.inputs[0].id, s.inputs[1].id, sizes)))
+            if s.out.id not in moved:
+                steps.append(product_call(s))
         elif s.op == "loop":  # (run in order on the calling thread: a trip reads what the one before stored)
             a = loops[s.out.id]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
@@ -124,7 +141,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     defined = {o.id for n in g.nodes for o in n.outputs}
     dd = [d for d in tr.dd_dims if d.value_id in defined]
     exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded, dd_checks=tr.dd_checks)
-    return Build(exe, plan, times, level, key, abis, libraries)
+    return Build(exe, plan, times, level, key, abis, libraries, tuple(t for t, _ in low.epilogues.values()))
 
 
 def bounds_checked() -> bool:
@@ -215,15 +232,16 @@ def _start_pools() -> None:
     _pools_started = True
 
 
-def _artifact(text: str, abis, checked: bool, name: str, signature: str):
-    """(key, loaded object code, cache level) for `text`: from the cache when
-    a valid entry exists, else compiled by LLVM (level None)."""
+def _artifact(text: str, exported: tuple, checked: bool, name: str, signature: str):
+    """(key, loaded object code, cache level) for `text`, which exports
+    `exported` (codegen.lower.entries): from the cache when a valid entry
+    exists, else compiled by LLVM (level None)."""
     cache = default_cache()
     key = content_key(text, target_description(), build_id(), f"checked={checked}")
-    found = _cached(cache, key, [k[0] for k in entries(abis)])
+    found = _cached(cache, key, [k[0] for k in exported])
     if found is not None:
         return key, found[0], found[1]
-    artifact = compile_module(text, abis, {"function": name}, key_symbol(key))
+    artifact = compile_module(text, exported, {"function": name}, key_symbol(key))
     cache.put(key, artifact.to_bytes(), name, signature)
     return key, load(artifact), None
 

@@ -9,7 +9,9 @@ steps, and returns the flat outputs; no sympy, no dict lookups per node.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import operator
+import struct
 import time
 from dataclasses import dataclass
 
@@ -98,6 +100,17 @@ class KernelCall:
     lifted: tuple = ()     # a lifted Python loop: (input ids of the arrays it stores into, whose
                            # copies are its first outputs; (value id, type) of each scalar input;
                            # (value id, type) of each scalar output) (run_lifted)
+    tile: str = ""         # a kernel's tile entry, when a product's GEMM runs it in its store
+    epilogue: "KernelCall | None" = None  # a product's: that kernel (its inputs and outputs are the
+                                          # step's too; the GEMM's last two ints address it)
+
+    def with_epilogue(self, k: "KernelCall") -> "KernelCall":
+        """This product with kernel `k` run in its store (k.tile): its last two
+        ints, 0 without an epilogue, become the tile entry's address and its
+        packed arguments (codegen/gemm.py ABI)."""
+        ins = self.inputs + tuple(i for i in k.inputs if i not in self.inputs and i != self.outputs[0][0])
+        return dataclasses.replace(self, inputs=ins, outputs=self.outputs + k.outputs, epilogue=k,
+                                   args=self.args[:-2] + (("int", "epilogue"), ("int", "epilogue_args")))
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -197,7 +210,8 @@ def _base_namespace(pool) -> dict:
             "_aliased": _aliased, "_slice": _slice, "_copy": _copy, "BreakMismatch": BreakMismatch,
             "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
-            "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_run_lifted": run_lifted}
+            "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_run_lifted": run_lifted,
+            "_epilogue_args": _epilogue_args, "_addressof": ctypes.addressof}
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
@@ -430,6 +444,8 @@ def _rebuild_const(recipe: tuple, functions: dict):
         return OPS[recipe[1]].ref
     if kind == "kernel":
         return functions[recipe[1]]
+    if kind == "address":
+        return _address(functions[recipe[1]])
     if kind == "errcell":
         return ctypes.addressof(_ERRCELL)
     if kind == "pool":
@@ -651,12 +667,30 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) ->
         else:
             lines.append(f"    v{vid} = _empty({shp}, {const(np.dtype(dtype))})")
     n_alloc = len(lines)
+    lines += _call_lines(kc, names, const, functions)
+    return lines if not kc.blas else _or_blas(kc, lines, n_alloc, names, const, functions)
+
+
+def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
+    """The lines that run kernel `kc` into its allocated outputs: on the
+    calling thread, or split over the cores when its work is large enough
+    (a product with an epilogue first packs the epilogue's arguments)."""
+    lines = []
     checked = ("int", "errcell") in kc.args
     local = {}
     for vid, dims, unit_rows_ok in kc.prepare:
         local[vid] = f"_c{vid}"
         lines.append(f"    _c{vid} = _rows4({names[vid]}, {', '.join(to_python(d) for d in dims)}, {unit_rows_ok})")
-    args = _arg_sources(kc, names, const, local)
+    epilogue = None
+    if kc.epilogue is not None:
+        e = kc.epilogue
+        srcs = _arg_sources(e, names, const)
+        n_arr, n_int = (sum(1 for a in e.args if a[0] == kind) for kind in ("array", "int"))
+        pack = (f"({''.join(x + ', ' for x in srcs[:n_arr])}), ({''.join(x + ', ' for x in srcs[n_arr:n_arr + n_int])}), "
+                f"({''.join(x + ', ' for x in srcs[n_arr + n_int:])})")
+        lines.append(f"    _ea = _epilogue_args({pack})")
+        epilogue = const(_address(functions[e.tile]), ("address", e.tile)), "_addressof(_ea)"
+    args = _arg_sources(kc, names, const, local, epilogue)
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
     rows, inner = to_python(kc.rows), to_python(kc.inner)
     static = isinstance(kc.rows, (int, sympy.Integer)) and isinstance(kc.inner, (int, sympy.Integer))
@@ -686,7 +720,7 @@ def _kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) ->
         lines.append(f"    _check_bounds({kc.symbol!r})")
     if local:  # a prepared operand may be a copy: free it now, as any intermediate
         lines.append("    del " + ", ".join(local.values()))
-    return lines if not kc.blas else _or_blas(kc, lines, n_alloc, names, const)
+    return lines
 
 
 def _loop_lines(kc: KernelCall, names, const, functions, in_place: bool) -> list[str]:
@@ -761,16 +795,21 @@ _UNPACK = {"int": lambda i, f, k: int(i[k]), "bool": lambda i, f, k: bool(i[k]),
               for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")}}
 
 
-def _arg_sources(kc: KernelCall, names, const, local=None) -> list[str]:
+def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> list[str]:
     """The source of each argument of a kernel's ABI (codegen/kernels.py
     KernelABI): an array's name (`local`: a prepared copy's), an int's
-    expression or the error cell's address, a scalar as a double."""
+    expression or the error cell's address, a scalar as a double; a
+    product's epilogue's (address, packed arguments) as `epilogue` gives them."""
     out = []
     for a in kc.args:
         if a[0] == "array":
             out.append((local or {}).get(a[1], names[a[1]]))
         elif a == ("int", "errcell"):
             out.append(const(ctypes.addressof(_ERRCELL), ("errcell",)))
+        elif a == ("int", "epilogue"):
+            out.append(epilogue[0])
+        elif a == ("int", "epilogue_args"):
+            out.append(epilogue[1])
         elif a[0] == "int":
             out.append(to_python(a[1]))
         else:
@@ -778,29 +817,49 @@ def _arg_sources(kc: KernelCall, names, const, local=None) -> list[str]:
     return out
 
 
-def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const) -> list[str]:
+_DOUBLE, _INT64 = struct.Struct("=d"), struct.Struct("=q")
+
+
+def _epilogue_args(arrays: tuple, ints: tuple, floats: tuple):
+    """A fused epilogue's arguments packed as its tile entry reads them
+    (codegen/support.py packed_entry): int64 words, an array as its object's
+    address (the kernel reads numpy's array struct), a float as its bits.
+    The caller holds the arrays, and this buffer, until the product returns."""
+    words = [id(a) for a in arrays] + [int(i) for i in ints] + [_INT64.unpack(_DOUBLE.pack(x))[0] for x in floats]
+    return (ctypes.c_int64 * max(1, len(words)))(*words)
+
+
+def _address(fn) -> int:
+    """The address of a loaded entry (a ctypes function)."""
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const, functions) -> list[str]:
     """A product's lines (after the output's `n_alloc` allocation lines) as
-    the choice of runtime/gemmchoice.py: numpy's matmul into the output, or
-    the kernel; both in turns, timed, when the product's shape class is
-    undecided (the kernel last: its output is the call's)."""
+    the choice of runtime/gemmchoice.py: numpy's matmul into the output (and
+    then its epilogue's kernel, when it has one), or the kernel; both in
+    turns, timed, when the product's shape class is undecided (the kernel
+    last: its output is the call's)."""
     a, b, sizes = kc.blas
     out = names[kc.outputs[0][0]]
     char = np.dtype(kc.outputs[0][2]).char
+    fused = kc.epilogue is not None
     if all(isinstance(d, (int, sympy.Integer)) for d in sizes):
-        key = const(gemmchoice.shape_class(char, *(int(d) for d in sizes)))
+        key = const(gemmchoice.shape_class(char, *(int(d) for d in sizes), fused))
         head = []
     else:  # (dims are Python ints at run time)
         key = "_gk"
-        head = [f"    _gk = _gemm_class({char!r}, {', '.join(to_python(d) for d in sizes)})"]
-    blas = f"_matmul({names[a]}, {names[b]}, out={out})"
+        head = [f"    _gk = _gemm_class({char!r}, {', '.join(to_python(d) for d in sizes)}, {fused})"]
+    blas = [f"    _matmul({names[a]}, {names[b]}, out={out})"]
+    if fused:
+        blas += _call_lines(kc.epilogue, names, const, functions)
     kernel = lines[n_alloc:]
-    race = ["        _tk, _tb = [], []", "        for _ in _ROUNDS:",
-            f"            _t0 = _clock(); {blas}; _t1 = _clock()"]
+    race = ["        _tk, _tb = [], []", "        for _ in _ROUNDS:", "            _t0 = _clock()"]
+    race += ["        " + x for x in blas] + ["            _t1 = _clock()"]
     race += ["        " + x for x in kernel]
     race += ["            _tb.append(_t1 - _t0); _tk.append(_clock() - _t1)", f"        _gemm_decide({key}, _tk, _tb)"]
-    return (lines[:n_alloc] + head + [f"    _g = _gemm_best.get({key})", f"    if _g: {blas}",
-                                      "    elif _g is not None:"] + ["    " + x for x in kernel]
-            + ["    else:"] + race)
+    return (lines[:n_alloc] + head + [f"    _g = _gemm_best.get({key})", "    if _g:"] + ["    " + x for x in blas]
+            + ["    elif _g is not None:"] + ["    " + x for x in kernel] + ["    else:"] + race)
 
 
 # bounds-checked kernels (SHAPEJIT_BOUNDS_CHECK=1) flag an out-of-bounds access here

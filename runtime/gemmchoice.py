@@ -12,8 +12,9 @@ not seen yet it runs both on the real operands, ROUNDS times each in turns
 the process: the first call of a class pays 2 * ROUNDS products, every
 later one pays one.
 
-A shape class is (dtype char, and the bit lengths of M, N and K): products
-within a factor of two in each size behave alike.  The table is
+A shape class is (dtype char, the bit lengths of M, N and K, and whether an
+epilogue runs in the kernel's store): products within a factor of two in
+each size behave alike.  The table is
 per-process; a new process measures again.
 """
 from __future__ import annotations
@@ -56,10 +57,12 @@ PREFER: str | None = None
 _lock = forksafe.lock()
 
 
-def shape_class(char: str, m: int, n: int, k: int) -> tuple:
-    """The class of an (m x k) @ (k x n) product of dtype `char` (np.dtype.char);
-    one of RACE_ROWS rows or more is decided for the kernel on sight."""
-    key = char, m.bit_length(), n.bit_length(), k.bit_length()
+def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False) -> tuple:
+    """The class of an (m x k) @ (k x n) product of dtype `char` (np.dtype.char),
+    with an `epilogue` in the kernel's store or not (numpy's matmul is then
+    followed by the epilogue's own pass); one of RACE_ROWS rows or more is
+    decided for the kernel on sight."""
+    key = char, m.bit_length(), n.bit_length(), k.bit_length(), epilogue
     if m >= RACE_ROWS and key not in BEST and PREFER != "blas":
         BEST[key] = False
     return key

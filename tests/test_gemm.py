@@ -40,7 +40,7 @@ def run_kernel(a, b, c, parallel=False, strided=False):
     if strided:
         a, b = _rows4(a, batch, M, K), _rows4(b, batch if b.ndim > 2 else 1, K, N, True)
     units = batch * ((N + nr - 1) // nr)
-    args = (a, b, c, M, N, K, int(strided), int(strided))
+    args = (a, b, c, M, N, K, int(strided), int(strided), 0, 0)  # (no epilogue)
     if parallel:  # on the native pool (the jit's way) where there is one, else the Python pool
         if threadpool.native_pool() is not None:
             library_function(support.par_symbol(gemm.symbol_for(dtype)))(0, units, *args, 1, threadpool.native_pool())
@@ -198,8 +198,9 @@ def test_hypothesis_shapes_through_jit(M, K, N, batch, dtype, transposed_a):
 
 def test_the_avx2_kernels_with_avx2_forced(tmp_path):
     """SHAPEJIT_ISA=avx2: no AVX-512 feature in the target, the AVX2 tile
-    (8 float32 lanes, 2 vectors), and the tile-edge tests pass on it (on an
-    AVX-512 host this runs the narrower kernels; on an AVX2 host the same)."""
+    (8 float32 lanes, 2 vectors), and the tile-edge and epilogue tests pass
+    on it (on an AVX-512 host this runs the narrower kernels; on an AVX2 host
+    the same)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, SHAPEJIT_ISA="avx2", SHAPEJIT_CACHE_DIR=str(tmp_path))
     probe = ("from codegen import gemm; from shapes import host; import numpy as np; "
@@ -207,7 +208,9 @@ def test_the_avx2_kernels_with_avx2_forced(tmp_path):
              "print(host.has_avx512(), '+avx512f' in host.features().split(','), t.lanes, t.nv)")
     out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False", "8", "2"], out.stderr
+    here = os.path.dirname(os.path.abspath(__file__))
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", os.path.abspath(__file__),
-                          "-k", "tile_edge or few_rows or batches or strided_operands"],
+                          os.path.join(here, "test_epilogue.py"),
+                          "-k", "tile_edge or few_rows or batches or strided_operands or gelu or residual"],
                          env=env, cwd=root, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]

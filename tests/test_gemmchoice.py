@@ -51,7 +51,7 @@ def test_the_first_call_of_a_class_runs_both_and_decides(matmuls, dtype):
     check(f(x, w, b), x, w, b)  # (the trace: numpy's own matmul runs once)
     matmuls.clear()
     check(f(x, w, b), x, w, b)
-    key = gemmchoice.shape_class(np.dtype(dtype).char, 40, 48, 64)
+    key = gemmchoice.shape_class(np.dtype(dtype).char, 40, 48, 64, True)  # (relu(x @ w + b): in the store)
     assert key in gemmchoice.BEST
     assert len(matmuls) == gemmchoice.ROUNDS  # numpy's matmul raced the kernel
     for _ in range(3):
@@ -103,11 +103,15 @@ def test_batched_and_strided_operands_on_either_choice(matmuls, monkeypatch, pre
 def test_a_class_is_decided_once_for_every_function(matmuls):
     rng = np.random.default_rng(3)
     x, w, b = inputs(rng, 40)
-    f, g = jit(linear), jit(lambda x, w: x @ w)
+    # (another function, another epilogue in the kernel's store: the same class)
+    f, g = jit(linear), jit(lambda x, w, b: np.tanh(x @ w + b))
     f(x, w, b), f(x, w, b)
     decided = dict(gemmchoice.BEST)
-    g(x, w)
+    g(x, w, b)
     matmuls.clear()
-    np.testing.assert_allclose(g(x, w), x @ w, rtol=1e-5, atol=1e-5)  # no race: the class is known
+    np.testing.assert_allclose(g(x, w, b), np.tanh(x @ w + b), rtol=1e-5, atol=1e-5)  # no race: the class is known
     assert gemmchoice.BEST == decided
     assert len(matmuls) == int(next(iter(decided.values())))
+    h = jit(lambda x, w: x @ w)  # a product alone is a class of its own (no epilogue pass after numpy's)
+    h(x, w), h(x, w)
+    assert len(gemmchoice.BEST) == 2

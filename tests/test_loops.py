@@ -19,15 +19,20 @@ def _entry(f):
     return state.entries[0]
 
 
-def _run_twice(f, fn, make):
-    """Traced call, then a compiled one; both against numpy, arguments too."""
+def _run_twice(f, fn, make, scaled: bool = False):
+    """Traced call, then a compiled one; both against numpy, arguments too.
+    `scaled`: each array to a few ulp of its largest element (a recurrence
+    carries the rounding of a sum, whose order numpy's BLAS picks by CPU,
+    into elements far smaller than the largest)."""
     for _ in range(2):
         args, ref = make(), make()
         got, want = f(*args), fn(*ref)
-        assert_like_numpy(got, want)
+        for g, w in zip(got, want) if isinstance(want, tuple) else ((got, want),):
+            atol = 4 * np.finfo(w.dtype).eps * float(np.abs(w).max()) if scaled and w.size else 0.0
+            assert_like_numpy(g, w, atol=atol)
         for a, r in zip(args, ref):
             if isinstance(r, np.ndarray):
-                assert_like_numpy(a, r)
+                assert_like_numpy(a, r, atol=4 * np.finfo(r.dtype).eps * float(np.abs(r).max()) if scaled else 0.0)
 
 
 def jacobi(A, B, steps):
@@ -80,7 +85,10 @@ def test_kernels_that_differ_only_in_sizes_share_one_function(backend, dtype):
     rng = np.random.default_rng(1)
     r, w, A = (rng.random(90).astype(dtype) * 0.1, rng.random(90).astype(dtype),
                rng.random((90, 90)).astype(dtype))
-    _run_twice(f, growing, lambda: (r.copy(), w.copy(), A.copy()))
+    # (the Levinson recursion over 90 steps: on a Zen 3 a few of y's smallest
+    # elements came out 70 ulp of their own from numpy's, the whole within
+    # 7 ulp of the largest, as numpy's own from the recursion in long double)
+    _run_twice(f, growing, lambda: (r.copy(), w.copy(), A.copy()), scaled=True)
     if backend == "llvm":
         abis = _entry(f).build.abis
         assert len(abis) > 100
