@@ -3,8 +3,9 @@ a linear layer with GELU, gelu(x @ w + b), over M rows for each (K, N),
 jitted once (one compile serves every M and policy):
 
 - shapejit: the product on whichever of the GEMM kernel and numpy's BLAS
-  runtime/gemmchoice.py chose for that shape class (measured at its first
-  call, which is not timed);
+  runtime/gemmchoice.py chose for that shape class: by the dispatch tree
+  calibrated on this CPU (`python -m jit calibrate`), else measured at its
+  first call (not timed);
 - kernel: every product on the GEMM kernel (codegen/gemm.py), its epilogue
   in the GEMM's store;
 - pass: every product on the GEMM kernel, its epilogue a pass of its own
@@ -52,6 +53,10 @@ def main(argv=None) -> int:
         gemm.SMALL_M, gemm.ROW_STREAM_M = a.small_m, min(gemm.ROW_STREAM_M, a.small_m)
     budget, ms = (QUICK, MS_QUICK) if a.quick else (FULL, MS)
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
+    from jit.compile import gemm_dispatch, library_function
+    library_function(gemm.symbol_for(np.float32))  # (loads this CPU's calibrated dispatch, if there is one)
+    print("shapejit's choice: " + ("the dispatch tree calibrated on this CPU (python -m jit calibrate)"
+                                   if "f" in gemm_dispatch() else "raced at each shape class's first call"))
     rng = np.random.default_rng(0)
     policies = ("shapejit", "kernel", "pass", "BLAS")
     all_ratios = {p: [] for p in policies + ("oracle",)}

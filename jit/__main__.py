@@ -89,12 +89,38 @@ def main(argv=None) -> int:
     d.add_argument("--backend", default="llvm", choices=("llvm", "reference"))
     c = sub.add_parser("cache", help="list the persistent compile cache (or clear it)")
     c.add_argument("--clear", action="store_true", help="remove every entry")
+    k = sub.add_parser("calibrate", help="time the GEMM kernel and numpy's matmul on this CPU and keep the "
+                                         "dispatch tree learned from them (seconds)")
+    k.add_argument("--dtypes", default="float32,float64")
+    k.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     if args.cmd == "demo":
         return demo(args.calls, args.backend)
     if args.cmd == "cache":
         return cache_command(args.clear)
+    if args.cmd == "calibrate":
+        return calibrate_command(args.dtypes.split(","), args.rounds)
     return 2
+
+
+def calibrate_command(dtypes: list, rounds: int) -> int:
+    from jit.compile import calibrate_gemm
+    from runtime import dispatch
+    from shapes import host
+
+    forced = f", SHAPEJIT_ISA={host.forced()} forced" if host.forced() else ""
+    print(f"calibrating products on {host.cpu_name()} ({'with' if host.has_avx512() else 'no'} AVX-512{forced})")
+    for name in dtypes:
+        t0 = time.perf_counter()
+        cal, tree = calibrate_gemm(np.dtype(name), rounds)
+        print(f"\n{np.dtype(name).name}: {len(cal.times)} shapes in {time.perf_counter() - t0:.1f} s "
+              f"(kernel and numpy's matmul, the least of {rounds} runs each):")
+        for m, k, n, tk, tb in cal.times:
+            print(f"  M={m:<5d} K={k:<5d} N={n:<5d} kernel {tk * 1e3:8.3f} ms  numpy {tb * 1e3:8.3f} ms  "
+                  f"({tb / tk:.2f}x)")
+        print("  dispatch tree (a shape class not seen yet takes its variant):")
+        print("\n".join("    " + x for x in dispatch.describe(tree)))
+    return 0
 
 
 def cache_command(clear: bool) -> int:

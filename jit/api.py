@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jit import persist, pytree
-from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved
+from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved, gemm_dispatch
 from jit.declare import check_constraints, check_dims, dim_names
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
@@ -20,6 +20,7 @@ from jit.signature import Signature, classify_call
 from jit.trace import DeclarationError, TraceResult, trace
 from jit.tracer import Fallback
 from runtime.cache import default_cache
+from runtime.dispatch import describe as describe_tree
 from runtime.executable import BreakMismatch, Executable, RunEagerly
 from shapes import forksafe
 from shapes.config import parse_size
@@ -35,6 +36,10 @@ MAX_BREAK_RETRACES = 8  # past it, a signature whose Python decisions keep chang
 
 class JitWarning(UserWarning):
     """shapejit ran something eagerly or gave up specializing."""
+
+
+# how a product ran (runtime/executable.py Executable.products)
+_VARIANT = {True: "numpy's matmul (BLAS)", False: "the GEMM kernel", None: "both, measured (its class's first call)"}
 
 
 @dataclass
@@ -602,6 +607,16 @@ class JitFunction:
                 if sm.plan is not None:
                     lines.append("    clusters (after passes):")
                     lines += ["      " + x for x in sm.plan.splitlines()]
+                if e.executable.products:
+                    lines.append("    products on its last call: " + ", ".join(
+                        f"%{vid} on {_VARIANT[g]}" for vid, g in sorted(e.executable.products.items())))
+        trees = gemm_dispatch()
+        if trees:
+            lines.append("\nproduct dispatch calibrated on this CPU (runtime/dispatch.py; a shape class not "
+                         "seen yet takes the tree's variant):")
+            for char, tree in trees.items():
+                lines.append(f"  {np.dtype(char).name}:")
+                lines += ["    " + x for x in describe_tree(tree)]
         if self._value_paths:
             lines.append("\nvalues the traces read (each call's key holds them: a change traces again): "
                          + ", ".join(map(str, self._value_paths)))

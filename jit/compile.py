@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import llvmlite
 import llvmlite.binding as llvm
+import numpy as np
 import sympy
 
 from clustering import partition, run_pipeline
@@ -22,7 +23,9 @@ from codegen.llvm import compile_ir, host_target
 from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache, key_symbol
-from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable
+from runtime import dispatch, gemmchoice
+from runtime.executable import CHUNK_MIN_WORK, PARALLEL_MIN_WORK, Executable, KernelCall, OutputSpec, \
+    PortableExecutable
 from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
@@ -212,7 +215,64 @@ def library_function(symbol: str):
             cache.put(key, artifact.to_bytes(), "(library)", name, kind="library")
             found = load(artifact), None
         _libraries.update(_functions(found[0], kernels, (DATA_OFFSET, STRIDES_OFFSET)))  # (they keep their code)
+        if name != "support":
+            _load_dispatch(dtype)
         return _libraries[symbol]
+
+
+def _dispatch_key(dtype) -> str:
+    """The cache key of the dispatch calibrated for `dtype` on this CPU (its
+    name and features, a forced ISA included), these threads and this build."""
+    return content_key("gemm-dispatch", np.dtype(dtype).char, target_description(), build_id(),
+                       str(threadpool.num_threads()))
+
+
+def _load_dispatch(dtype) -> None:
+    """Install the dispatch tree calibrated on this CPU, when the persistent
+    cache has one (a damaged record is dropped: the classes are raced)."""
+    blob, _ = default_cache().get(_dispatch_key(dtype))
+    if blob is None:
+        return
+    try:
+        _, tree = dispatch.from_record(blob)
+    except (ValueError, KeyError, TypeError):
+        default_cache().reject(_dispatch_key(dtype))
+        return
+    gemmchoice.install(np.dtype(dtype).char, tree)
+
+
+def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M, grid_kn=dispatch.GRID_KN) -> tuple:
+    """Time the GEMM kernel and numpy's matmul on this CPU (runtime/dispatch.py),
+    learn the dispatch tree, keep both in the persistent cache and install
+    the tree: -> (calibration, tree)."""
+    dtype = np.dtype(dtype)
+    sym = gemm.symbol_for(dtype)
+    fn, par = library_function(sym), library_function(support.par_symbol(sym))
+    _start_pools()
+    nr, pool = gemm.tile_for(dtype).nr, threadpool.native_pool()
+
+    def kernel(a, b, c):  # (as an executable calls it: split over the cores when the work is large enough)
+        (m, k), n = a.shape, b.shape[1]
+        units, inner = -(-n // nr), m * k * max(1, nr // 16)
+        args = (a, b, c, m, n, k, 0, 0, 0, 0)
+        if units * inner >= PARALLEL_MIN_WORK and pool is not None:
+            par(0, units, *args, max(1, CHUNK_MIN_WORK // max(1, inner)), pool)
+        elif units * inner >= PARALLEL_MIN_WORK:
+            threadpool.parallel_for(fn, 0, units, args, max(1, CHUNK_MIN_WORK // max(1, inner)))
+        elif units:
+            fn(0, units, *args)
+    cal = dispatch.calibrate(dtype, kernel, target_description(), nr, threadpool.num_threads(), grid_m, grid_kn,
+                             rounds)
+    tree = dispatch.learn(dispatch.votes(cal, gemmchoice.MARGIN, gemmchoice.GEMV_MARGIN))
+    default_cache().put(_dispatch_key(dtype), dispatch.record(cal, tree), "(gemm dispatch)", dtype.name,
+                        kind="calibration")
+    gemmchoice.install(dtype.char, tree)
+    return cal, tree
+
+
+def gemm_dispatch() -> dict:
+    """The dispatch trees installed in this process, by dtype char."""
+    return {char: tree for char, (tree, _) in sorted(gemmchoice.TREES.items())}
 
 
 _pools_started = False

@@ -132,7 +132,9 @@ class PortableExecutable:
 
 class Executable:
     """`steps` are graph Nodes (run with their numpy reference) and
-    KernelCalls (run natively through `functions[symbol]`)."""
+    KernelCalls (run natively through `functions[symbol]`).  `products`:
+    how its last call ran each product that had the choice, by output value
+    id: True numpy's matmul, False the GEMM kernel, None both (measured)."""
 
     def __init__(self, graph: Graph, symbols: list, outputs: list[OutputSpec],
                  dd_dims: list[DataDependentDim], steps: list | None = None,
@@ -147,6 +149,7 @@ class Executable:
         source, ns, consts = _generate(graph, self.steps, self.symbols, outputs, dd_dims, functions or {},
                                        self.pool, pooled, dd_checks)
         self.run = ns["run"]
+        self.products = ns["_last"]
         memory_source = _memory_model(self.steps, outputs, self.symbols, pooled)
         self.memory = _memory_function(memory_source)
         self.portable = PortableExecutable(source, consts, memory_source)
@@ -169,6 +172,7 @@ class Executable:
             ns[name] = _rebuild_const(recipe, functions)
         exec(compile(p.source, "<shapejit executable>", "exec"), ns)
         self.run = ns["run"]
+        self.products = ns["_last"]
         self.memory = _memory_function(p.memory_source)
         self.portable = p
         return self
@@ -211,7 +215,7 @@ def _base_namespace(pool) -> dict:
             "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_run_lifted": run_lifted,
-            "_epilogue_args": _epilogue_args, "_addressof": ctypes.addressof}
+            "_epilogue_args": _epilogue_args, "_addressof": ctypes.addressof, "_last": {}}
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
@@ -858,7 +862,8 @@ def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const, funct
     race += ["        " + x for x in blas] + ["            _t1 = _clock()"]
     race += ["        " + x for x in kernel]
     race += ["            _tb.append(_t1 - _t0); _tk.append(_clock() - _t1)", f"        _gemm_decide({key}, _tk, _tb)"]
-    return (lines[:n_alloc] + head + [f"    _g = _gemm_best.get({key})", "    if _g:"] + ["    " + x for x in blas]
+    return (lines[:n_alloc] + head + [f"    _g = _last[{kc.outputs[0][0]}] = _gemm_best.get({key})", "    if _g:"]
+            + ["    " + x for x in blas]
             + ["    elif _g is not None:"] + ["    " + x for x in kernel] + ["    else:"] + race)
 
 

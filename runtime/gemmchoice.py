@@ -14,8 +14,9 @@ later one pays one.
 
 A shape class is (dtype char, the bit lengths of M, N and K, and whether an
 epilogue runs in the kernel's store): products within a factor of two in
-each size behave alike.  The table is
-per-process; a new process measures again.
+each size behave alike.  The table is per-process.  Where this CPU has been
+calibrated (runtime/dispatch.py, `python -m jit calibrate`), the calibrated
+decision tree decides a class on sight instead, in every process.
 """
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ GEMV_MARGIN = 1.0
 
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
+# dtype char -> (the dispatch tree calibrated on this CPU, its generated
+# function): it decides every class of that dtype on sight (runtime/dispatch.py)
+TREES: dict[str, tuple] = {}
 # "kernel" or "blas": decide every class so instead of by the times (the
 # test suite keeps its products on the kernel, whose results it checks)
 PREFER: str | None = None
@@ -63,9 +67,21 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False) -> tu
     followed by the epilogue's own pass); one of RACE_ROWS rows or more is
     decided for the kernel on sight."""
     key = char, m.bit_length(), n.bit_length(), k.bit_length(), epilogue
-    if m >= RACE_ROWS and key not in BEST and PREFER != "blas":
-        BEST[key] = False
+    if key not in BEST and PREFER is None:
+        tree = TREES.get(char)
+        if tree is not None:
+            BEST[key] = tree[1](m, n, k)
+        elif m >= RACE_ROWS:
+            BEST[key] = False
     return key
+
+
+def install(char: str, tree) -> None:
+    """Decide the classes of dtype `char` not seen yet by `tree` (a
+    runtime.dispatch.Tree calibrated on this CPU) instead of racing."""
+    from runtime import dispatch
+    with _lock:
+        TREES[char] = tree, dispatch.compile_tree(tree)
 
 
 def decide(key: tuple, kernel_seconds: list, blas_seconds: list) -> None:

@@ -1,0 +1,246 @@
+"""DietCode-style dispatch of a product between its variants, calibrated
+once per CPU (issue 12; DESIGN.md section 8).
+
+The variants: the GEMM kernel (codegen/gemm.py: its small-M, GEMV and
+packed paths, the epilogue in its store) and numpy's matmul (its BLAS, then
+the epilogue's own pass).  Which is faster depends on the CPU and the shape,
+so nothing is assumed:
+
+1. Calibration (`calibrate`, seconds): both variants are timed on this host
+   at a grid of shapes (M from 1 to 1024, three (K, N) pairs), the least of
+   a few runs; the table is kept in the persistent cache under a key made of
+   the CPU's name and features, the dtype and shapejit's build, so a new CPU
+   (or SHAPEJIT_ISA forcing a narrower one) is calibrated again.
+2. Cost model (`predict`): a variant's time at any (M, N, K) is the FLOPs
+   over the throughput calibrated at the nearest grid shape (in log
+   space), corrected for the padding waste of the kernel's column strips
+   and for the balance of its strips over the cores, both as at the grid
+   shape and as at this one.
+3. Votes and a tree (`learn`): the model votes for the faster variant at
+   shapes sampled across the range (numpy's by gemmchoice's margins: alone,
+   BLAS looks faster than it is next to our kernels); a small decision tree
+   over log2 M, N and K learned from the votes (CART, Gini, fixed order of
+   features and thresholds: deterministic for a given calibration) becomes
+   Python source (`source`), compiled once: a few comparisons per new
+   shape class.
+
+Without a calibration for this CPU the runtime races both variants on the
+first product of each shape class (runtime/gemmchoice.py); `python -m jit
+calibrate` makes one.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+VERSION = 1
+GRID_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+GRID_KN = ((768, 768), (768, 3072), (3072, 768))
+ROUNDS = 3
+SAMPLE_M = tuple(sorted({int(round(2 ** (e / 2))) for e in range(0, 23)}))  # 1 .. 2048, two a power of 2
+SAMPLE_KN = tuple(2 ** e for e in range(6, 14))  # 64 .. 8192
+DEPTH, MIN_LEAF = 4, 32  # (a leaf covers at least ~2% of the samples: no split on one grid shape's noise)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    cpu: str            # the CPU description it was measured on (name, features, forced ISA)
+    dtype: str          # numpy dtype char
+    nr: int             # the kernel's column strip (its padding unit)
+    threads: int        # cores the kernel was split over
+    times: tuple        # (M, K, N, kernel seconds, BLAS seconds) per grid shape
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"version": VERSION, "cpu": self.cpu, "dtype": self.dtype, "nr": self.nr,
+                           "threads": self.threads, "times": [list(t) for t in self.times]},
+                          sort_keys=True).encode()
+
+    @staticmethod
+    def from_bytes(blob: bytes) -> "Calibration":
+        d = json.loads(blob)
+        if d.get("version") != VERSION:
+            raise ValueError("calibration of another version")
+        return Calibration(str(d["cpu"]), str(d["dtype"]), int(d["nr"]), int(d["threads"]),
+                           tuple((int(m), int(k), int(n), float(tk), float(tb)) for m, k, n, tk, tb in d["times"]))
+
+
+def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, grid_kn=GRID_KN,
+              rounds: int = ROUNDS) -> Calibration:
+    """Time `kernel(a, b, c)` (the GEMM into c) and numpy's matmul at every
+    grid shape: the least of `rounds` runs each after a warm-up, each
+    variant's runs together (run in turns, each slows the other: OpenBLAS's
+    threads and our pool's spin on the cores for a while after a product)."""
+    rng = np.random.default_rng(0)
+    dt = np.dtype(dtype)
+    times = []
+    for k, n in grid_kn:
+        b = rng.standard_normal((k, n)).astype(dt)
+        for m in grid_m:
+            a = rng.standard_normal((m, k)).astype(dt)
+            c = np.empty((m, n), dt)
+            times.append((m, k, n, _least(lambda: kernel(a, b, c), rounds),
+                          _least(lambda: np.matmul(a, b, out=c), rounds)))
+    return Calibration(cpu, dt.char, nr, threads, tuple(times))
+
+
+def _least(run, rounds: int) -> float:
+    run()  # (a warm-up)
+    best = math.inf
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _balance(m: int, n: int, nr: int, threads: int) -> float:
+    """The share of the cores the kernel's column strips keep busy."""
+    units = -(-n // nr)
+    return units / (threads * -(-units // threads))
+
+
+def _waste(n: int, nr: int) -> float:
+    """Columns computed per column wanted (the last strip is padded)."""
+    return (-(-n // nr) * nr) / n
+
+
+def predict(cal: Calibration, m: int, n: int, k: int) -> tuple[float, float]:
+    """(kernel seconds, BLAS seconds) the model expects for an (m x k) @ (k x n) product."""
+    def dist(t):
+        return sum((math.log2(x) - math.log2(y)) ** 2 for x, y in ((t[0], m), (t[1], k), (t[2], n)))
+    gm, gk, gn, tk, tb = min(cal.times, key=lambda t: (dist(t), t[:3]))
+    flops, gflops = m * n * k, gm * gn * gk
+    kernel_eff = lambda m_, n_: _balance(m_, n_, cal.nr, cal.threads) / _waste(n_, cal.nr)  # noqa: E731
+    t_kernel = tk * flops / gflops * kernel_eff(gm, gn) / kernel_eff(m, n)
+    return t_kernel, tb * flops / gflops
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A node: `leaf` (True: numpy's matmul) or a test `feature` (0: M, 1: N,
+    2: K) <= `threshold`, then `low`, else `high`."""
+    leaf: bool | None = None
+    feature: int = -1
+    threshold: int = 0
+    low: "Tree | None" = None
+    high: "Tree | None" = None
+
+    def __call__(self, m: int, n: int, k: int) -> bool:
+        node, x = self, (m, n, k)
+        while node.leaf is None:
+            node = node.low if x[node.feature] <= node.threshold else node.high
+        return node.leaf
+
+
+FEATURES = ("M", "N", "K")
+
+
+def tree_to_json(t: Tree):
+    return t.leaf if t.leaf is not None else [t.feature, t.threshold, tree_to_json(t.low), tree_to_json(t.high)]
+
+
+def tree_from_json(x) -> Tree:
+    if isinstance(x, bool):
+        return Tree(leaf=x)
+    f, t, lo, hi = x
+    if f not in (0, 1, 2) or type(t) is not int:
+        raise ValueError("not a dispatch tree")
+    return Tree(feature=f, threshold=t, low=tree_from_json(lo), high=tree_from_json(hi))
+
+
+def record(cal: Calibration, tree: Tree) -> bytes:
+    """What the persistent cache keeps: the calibration and the tree learned from it."""
+    return json.dumps({"calibration": json.loads(cal.to_bytes()), "tree": tree_to_json(tree)}, sort_keys=True).encode()
+
+
+def from_record(blob: bytes) -> tuple[Calibration, Tree]:
+    d = json.loads(blob)
+    return Calibration.from_bytes(json.dumps(d["calibration"]).encode()), tree_from_json(d["tree"])
+
+
+def votes(cal: Calibration, margin: float, gemv_margin: float) -> list[tuple[tuple, bool]]:
+    """((M, N, K), BLAS faster) at every sampled shape, by the cost model:
+    numpy's matmul wins when it is faster by the margin (gemv_margin for one row)."""
+    out = []
+    for m in SAMPLE_M:
+        for n in SAMPLE_KN:
+            for k in SAMPLE_KN:
+                tk, tb = predict(cal, m, n, k)
+                out.append(((m, n, k), (gemv_margin if m == 1 else margin) * tb < tk))
+    return out
+
+
+def learn(samples: list[tuple[tuple, bool]], depth: int = DEPTH, min_leaf: int = MIN_LEAF) -> Tree:
+    """CART over (M, N, K): the split of least weighted Gini impurity, the
+    features in order and thresholds ascending (the first best wins), until
+    `depth` or a pure node or leaves under `min_leaf` samples; a leaf votes
+    the majority (the kernel on a tie)."""
+    blas = sum(v for _, v in samples)
+    if depth == 0 or blas in (0, len(samples)) or len(samples) < 2 * min_leaf:
+        return Tree(leaf=2 * blas > len(samples))
+    best = None
+    for f in range(3):
+        for t in sorted({x[f] for x, _ in samples})[:-1]:
+            low = [s for s in samples if s[0][f] <= t]
+            high = [s for s in samples if s[0][f] > t]
+            if len(low) < min_leaf or len(high) < min_leaf:
+                continue
+            score = _gini(low) * len(low) + _gini(high) * len(high)
+            if best is None or score < best[0] - 1e-12:
+                best = score, f, t, low, high
+    if best is None or best[0] >= _gini(samples) * len(samples) - 1e-12:
+        return Tree(leaf=2 * blas > len(samples))
+    _, f, t, low, high = best
+    lo, hi = learn(low, depth - 1, min_leaf), learn(high, depth - 1, min_leaf)
+    if lo.leaf is not None and lo.leaf == hi.leaf:
+        return Tree(leaf=lo.leaf)
+    return Tree(feature=f, threshold=t, low=lo, high=hi)
+
+
+def _gini(samples) -> float:
+    p = sum(v for _, v in samples) / len(samples)
+    return 2 * p * (1 - p)
+
+
+def source(tree: Tree, name: str = "choose") -> str:
+    """The tree as a Python function of (m, n, k): True for numpy's matmul."""
+    lines = [f"def {name}(m, n, k):"]
+
+    def emit(node: Tree, indent: str) -> None:
+        if node.leaf is not None:
+            lines.append(f"{indent}return {node.leaf}")
+            return
+        lines.append(f"{indent}if {'mnk'[node.feature]} <= {node.threshold}:")
+        emit(node.low, indent + "    ")
+        lines.append(f"{indent}else:")
+        emit(node.high, indent + "    ")
+    emit(tree, "    ")
+    return "\n".join(lines) + "\n"
+
+
+def compile_tree(tree: Tree):
+    """The generated dispatch function (source() compiled: our own text, of
+    ints and comparisons, never a user's)."""
+    ns: dict = {}
+    exec(compile(source(tree), "<shapejit gemm dispatch>", "exec"), ns)
+    return ns["choose"]
+
+
+def describe(tree: Tree) -> list[str]:
+    """The tree as explain() prints it."""
+    out = []
+
+    def walk(node: Tree, indent: str) -> None:
+        if node.leaf is not None:
+            out.append(f"{indent}-> {'numpy matmul (BLAS)' if node.leaf else 'GEMM kernel'}")
+            return
+        out.append(f"{indent}{FEATURES[node.feature]} <= {node.threshold}:")
+        walk(node.low, indent + "  ")
+        out.append(f"{indent}{FEATURES[node.feature]} > {node.threshold}:")
+        walk(node.high, indent + "  ")
+    walk(tree, "")
+    return out

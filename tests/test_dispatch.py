@@ -1,0 +1,100 @@
+"""The calibrated dispatch of products (runtime/dispatch.py): the cost
+model, the decision tree learned from its votes (deterministic for a given
+calibration, its generated code agreeing with it), the round trip through
+the persistent cache, a new calibration for another CPU, and the runtime
+deciding shape classes by the tree, which explain() prints."""
+import numpy as np
+import pytest
+
+from jit import compile as compile_mod
+from jit import jit
+from runtime import dispatch, gemmchoice
+
+
+def synthetic(blas_rows: int, cpu="test-cpu") -> dispatch.Calibration:
+    """numpy's matmul 10x faster up to `blas_rows` rows, 2x slower above."""
+    times = []
+    for k, n in dispatch.GRID_KN:
+        for m in dispatch.GRID_M:
+            t = 1e-11 * m * k * n
+            times.append((m, k, n, t, t / 10 if m <= blas_rows else 2 * t))
+    return dispatch.Calibration(cpu, "f", 16, 2, tuple(times))
+
+
+@pytest.fixture
+def trees():
+    gemmchoice.TREES.clear()
+    gemmchoice.forget()
+    yield gemmchoice.TREES
+    gemmchoice.TREES.clear()
+    gemmchoice.forget()
+
+
+def test_the_model_charges_padding_and_balance():
+    cal = synthetic(0)
+    tk, tb = dispatch.predict(cal, 64, 768, 768)  # (a grid shape: as measured)
+    assert tk == pytest.approx(1e-11 * 64 * 768 * 768) and tb == pytest.approx(2 * tk)
+    # one column past a strip costs a whole strip, and 49 strips on 2 threads take 25 rounds
+    tk_odd, _ = dispatch.predict(cal, 64, 769, 768)
+    assert tk_odd == pytest.approx(tk * (49 * 16 / 769) * (25 * 2 / 49) * 769 / 768)
+
+
+def test_the_tree_follows_the_votes_and_is_deterministic():
+    cal = synthetic(4)
+    samples = dispatch.votes(cal, margin=2.5, gemv_margin=1.0)
+    tree = dispatch.learn(samples)
+    assert tree == dispatch.learn(dispatch.votes(cal, 2.5, 1.0))  # (the same calibration, the same tree)
+    assert all(tree(*x) == blas for x, blas in samples)  # (a split on M alone separates these votes)
+    assert tree(3, 100, 100) and not tree(9, 100, 100)
+    choose = dispatch.compile_tree(tree)
+    assert all(choose(*x) == tree(*x) for x, _ in samples)
+    assert "M <= 4:" in dispatch.describe(tree)
+
+
+def test_a_margin_keeps_products_on_the_kernel():
+    cal = synthetic(1024)  # numpy's 10x faster everywhere alone...
+    assert dispatch.learn(dispatch.votes(cal, margin=20.0, gemv_margin=20.0)) == dispatch.Tree(leaf=False)
+
+
+def test_the_record_round_trips_and_refuses_garbage():
+    cal = synthetic(8)
+    tree = dispatch.learn(dispatch.votes(cal, 2.5, 1.0))
+    assert dispatch.from_record(dispatch.record(cal, tree)) == (cal, tree)
+    with pytest.raises(ValueError):
+        dispatch.tree_from_json([7, 1, True, False])
+
+
+def test_calibrated_once_kept_and_loaded_and_recalibrated_for_another_cpu(trees, monkeypatch):
+    cal, tree = compile_mod.calibrate_gemm(np.float32, rounds=1, grid_m=(1, 8, 64), grid_kn=((64, 256),))
+    assert [t[:3] for t in cal.times] == [(1, 64, 256), (8, 64, 256), (64, 64, 256)]
+    assert all(t[3] > 0 and t[4] > 0 for t in cal.times)
+    assert trees["f"][0] == tree
+    trees.clear()
+    compile_mod._load_dispatch(np.float32)  # (another process: from the persistent cache)
+    assert trees["f"][0] == tree
+    trees.clear()
+    real = compile_mod.target_description
+    monkeypatch.setattr(compile_mod, "target_description", lambda: real() + "|another cpu")
+    compile_mod._load_dispatch(np.float32)
+    assert "f" not in trees  # (not this CPU's: its classes are raced until `python -m jit calibrate`)
+
+
+def test_the_tree_decides_new_classes_and_explain_shows_it(trees, monkeypatch):
+    monkeypatch.setattr(gemmchoice, "PREFER", None)
+    gemmchoice.install("f", dispatch.Tree(feature=0, threshold=4, low=dispatch.Tree(leaf=True),
+                                          high=dispatch.Tree(leaf=False)))
+    calls = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    f = jit(lambda x, w: np.tanh(x @ w))
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 48)).astype(np.float32)
+    for m, on_blas in ((3, True), (40, False), (2, True)):
+        x = rng.standard_normal((m, 64)).astype(np.float32)
+        f(x, w)
+        calls.clear()
+        np.testing.assert_allclose(f(x, w), np.tanh(x @ w), rtol=1e-5, atol=1e-5)
+        assert len(calls) == int(on_blas)  # (no race: the tree decided the class on sight)
+        text = f.explain()
+        assert ("on numpy's matmul (BLAS)" if on_blas else "on the GEMM kernel") in text  # (how the last call ran)
+    assert "product dispatch calibrated on this CPU" in text and "M <= 4:" in text
