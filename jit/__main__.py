@@ -138,7 +138,7 @@ def cache_command(clear: bool) -> int:
     print(f"{'function':30s} {'kind':8s} {'size':>10s} {'age':>10s}  signature")
     for e in sorted(entries, key=lambda e: e.age_s):
         print(f"{e.function[:30]:30s} {e.kind:8s} {e.size:>10,d} {_age(e.age_s):>10s}  {e.signature[:80]}")
-    code = sum(e.size for e in entries if e.kind != "trace")
+    code = sum(e.size for e in entries if e.kind in ("artifact", "library"))
     traces = sum(1 for e in entries if e.kind == "trace")
     libraries = sum(1 for e in entries if e.kind == "library")
     print(f"{len(entries)} entries ({traces} saved traces, {libraries} library kernels), "

@@ -120,6 +120,7 @@ class Entry:
     function: str
     signature: str
     kind: str = "artifact"  # "artifact" (a function's object code) | "library" (a shared kernel) | "trace"
+    # | "calibration" (the products' dispatch calibrated on this CPU: runtime/dispatch.py)
 
 
 class Rejected(Exception):
