@@ -93,7 +93,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, accumulators()))
+    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -104,6 +104,7 @@ PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardw
 SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels)
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
+STREAM_BLOCK = 1 << 18  # bytes of B a block of streamed strips reads (half an L2 of Zen 3, a quarter of Zen 4's)
 
 
 def accumulators() -> int:
@@ -350,24 +351,33 @@ class GemmEmitter:
 
     def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:
         """f full strips from Bs/Cs (B with unit-stride columns) for a product
-        of few rows: each row tile runs the whole of K in registers, reading
-        B in place, over as many strips at once as accumulators() allows (a
-        tile of one row keeps 8 ymm in flight, not NV = 2)."""
+        of few rows, a block of strips at a time: every row tile of the block
+        runs the whole of K in registers, reading B in place, over as many
+        strips at once as accumulators() allows (a tile of one row keeps 8
+        ymm in flight, not NV = 2).  A block's part of B (K rows of its
+        strips, at most STREAM_BLOCK bytes) comes from memory for the first
+        row tile and from L2 for the others: B is read from memory once, not
+        once per row tile."""
         t = self.tile
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        fits = b.sdiv(c(STREAM_BLOCK), b.mul(self._max(b, K, c(1)), c(t.nr * self.dtype.itemsize)))
+        block = self._max(b, self._min(b, fits, c(GROUP)), c(1))  # strips a block takes
+        with for_range(b, c(0), f, block) as s_lo:
+            s_hi = self._min(b, b.add(s_lo, block), f)
 
-        def tile_row(mr, row):
-            a_tile, c_row = b.gep(Ab, [b.mul(row, lda)]), b.gep(Cs, [b.mul(row, N)])
-            w = max(1, min(GROUP, accumulators() // (mr * t.nv)))  # strips a micro-kernel takes at once
-            wide = b.mul(b.sdiv(f, c(w)), c(w))
-            for lo, hi, step in ((c(0), wide, w),) + (((wide, f, 1),) if w > 1 else ()):
-                micro = self._micro(mr, step * t.nv, streamed=True)
-                with for_range(b, lo, hi, step) as j:
-                    col = b.mul(j, c(t.nr))
-                    b.call(micro, [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb, N, ir.Constant(I1, 0)])
-            self._epilogue(b, row, c(mr), col0, b.add(col0, b.mul(f, c(t.nr))))
+            def tile_row(mr, row):
+                a_tile, c_row = b.gep(Ab, [b.mul(row, lda)]), b.gep(Cs, [b.mul(row, N)])
+                w = max(1, min(GROUP, accumulators() // (mr * t.nv)))  # strips a micro-kernel takes at once
+                wide = b.add(s_lo, b.mul(b.sdiv(b.sub(s_hi, s_lo), c(w)), c(w)))
+                for lo, hi, step in ((s_lo, wide, w),) + (((wide, s_hi, 1),) if w > 1 else ()):
+                    micro = self._micro(mr, step * t.nv, streamed=True)
+                    with for_range(b, lo, hi, step) as j:
+                        col = b.mul(j, c(t.nr))
+                        b.call(micro, [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb, N,
+                                       ir.Constant(I1, 0)])
+                self._epilogue(b, row, c(mr), b.add(col0, b.mul(s_lo, c(t.nr))), b.add(col0, b.mul(s_hi, c(t.nr))))
 
-        self._row_tiles(b, M, tile_row)
+            self._row_tiles(b, M, tile_row)
 
     def _row_streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:
         """f full strips of a product of ROW_STREAM_M rows or fewer (a GEMV at
@@ -414,6 +424,10 @@ class GemmEmitter:
     @staticmethod
     def _min(b, x, y):
         return b.select(b.icmp_signed("<", x, y), x, y)
+
+    @staticmethod
+    def _max(b, x, y):
+        return b.select(b.icmp_signed(">", x, y), x, y)
 
     def _lane_mask(self, b, ncols, v: int):
         """Lanes of vector v inside the matrix: col + v * lanes + lane < N."""

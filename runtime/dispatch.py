@@ -41,6 +41,7 @@ VERSION = 1
 GRID_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 GRID_KN = ((768, 768), (768, 3072), (3072, 768))
 ROUNDS = 3
+SETTLE = 0.25  # seconds between the two variants' runs: the kernel pool's threads go to sleep
 SAMPLE_M = tuple(sorted({int(round(2 ** (e / 2))) for e in range(0, 23)}))  # 1 .. 2048, two a power of 2
 SAMPLE_KN = tuple(2 ** e for e in range(6, 14))  # 64 .. 8192
 DEPTH, MIN_LEAF = 4, 32  # (a leaf covers at least ~2% of the samples: no split on one grid shape's noise)
@@ -71,20 +72,23 @@ class Calibration:
 def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, grid_kn=GRID_KN,
               rounds: int = ROUNDS) -> Calibration:
     """Time `kernel(a, b, c)` (the GEMM into c) and numpy's matmul at every
-    grid shape: the least of `rounds` runs each after a warm-up, each
-    variant's runs together (run in turns, each slows the other: OpenBLAS's
-    threads and our pool's spin on the cores for a while after a product)."""
+    grid shape: the least of `rounds` runs each after a warm-up, the kernel
+    at every shape first, then numpy's (each variant alone: for a while
+    after a product, OpenBLAS's threads and our pool's spin on the cores
+    and slow whatever runs next -- gemmchoice's margins stand for that in a
+    program that mixes them)."""
     rng = np.random.default_rng(0)
     dt = np.dtype(dtype)
-    times = []
+    shapes = []
     for k, n in grid_kn:
         b = rng.standard_normal((k, n)).astype(dt)
         for m in grid_m:
-            a = rng.standard_normal((m, k)).astype(dt)
-            c = np.empty((m, n), dt)
-            times.append((m, k, n, _least(lambda: kernel(a, b, c), rounds),
-                          _least(lambda: np.matmul(a, b, out=c), rounds)))
-    return Calibration(cpu, dt.char, nr, threads, tuple(times))
+            shapes.append((m, k, n, rng.standard_normal((m, k)).astype(dt), b, np.empty((m, n), dt)))
+    t_kernel = [_least(lambda: kernel(a, b, c), rounds) for _, _, _, a, b, c in shapes]
+    time.sleep(SETTLE)
+    t_blas = [_least(lambda: np.matmul(a, b, out=c), rounds) for _, _, _, a, b, c in shapes]
+    return Calibration(cpu, dt.char, nr, threads,
+                       tuple((m, k, n, tk, tb) for (m, k, n, *_), tk, tb in zip(shapes, t_kernel, t_blas)))
 
 
 def _least(run, rounds: int) -> float:
