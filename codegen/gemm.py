@@ -40,8 +40,9 @@ Epilogue in the store: `epilogue`, when not 0, is the address of a fused
 kernel's tile entry (codegen/kernels.py `tile`, codegen/support.py
 `packed_entry`: `void e(row0, row1, col0, col1, args)`, `epilogue_args`
 the address of its packed arguments), called on each block of C as soon as
-the block is final (a row tile of the strips a unit computes, in L1 or L2):
-bias, activation, residual, scale -- whatever elementwise kernel reads the
+the block is final: the columns a unit computes, EPILOGUE_ROWS rows at a
+time (the rows of a product of few rows at once), still in L1 or L2.  Bias,
+activation, residual, scale -- whatever elementwise kernel reads the
 product -- are applied while C is in cache, and the product makes one trip
 to memory instead of a store, a load and a store.  Summation order: k ascending within
 each KC block, blocks added in order (as a BLAS does), so results match
@@ -93,7 +94,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, accumulators()))
+    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -104,6 +105,7 @@ PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardw
 SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels)
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
+EPILOGUE_ROWS = 64  # rows of C an epilogue call covers (with the columns of a unit: a call's cost spread)
 STREAM_BLOCK = 1 << 18  # bytes of B a block of streamed strips reads (half an L2 of Zen 3, a quarter of Zen 4's)
 
 
@@ -315,10 +317,12 @@ class GemmEmitter:
                     full, masks, ncols, Bs, Cs, panel = strip(j)
                     self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, row, kc, lda, N,
                                      accumulate, masks, ctile)
-                with b.if_then(last):
-                    self._epilogue(b, row, c(mr), b.mul(s0, c(t.nr)), self._min(b, b.mul(b.add(s0, g), c(t.nr)), N))
 
             self._row_tiles(b, M, tile_row)
+            with b.if_then(last):  # (the group's columns of C, EPILOGUE_ROWS rows at a time: in L2)
+                with for_range(b, c(0), M, EPILOGUE_ROWS) as r0:
+                    self._epilogue(b, r0, self._min(b, c(EPILOGUE_ROWS), b.sub(M, r0)), b.mul(s0, c(t.nr)),
+                                   self._min(b, b.mul(b.add(s0, g), c(t.nr)), N))
 
     def _row_tiles(self, b, M, tile_row) -> None:
         """tile_row(mr, first row) over M rows: tiles of MR rows, then the M mod
@@ -375,9 +379,9 @@ class GemmEmitter:
                         col = b.mul(j, c(t.nr))
                         b.call(micro, [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb, N,
                                        ir.Constant(I1, 0)])
-                self._epilogue(b, row, c(mr), b.add(col0, b.mul(s_lo, c(t.nr))), b.add(col0, b.mul(s_hi, c(t.nr))))
 
             self._row_tiles(b, M, tile_row)
+            self._epilogue(b, c(0), M, b.add(col0, b.mul(s_lo, c(t.nr))), b.add(col0, b.mul(s_hi, c(t.nr))))
 
     def _row_streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:
         """f full strips of a product of ROW_STREAM_M rows or fewer (a GEMV at
