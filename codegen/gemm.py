@@ -94,7 +94,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, accumulators()))
+    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -105,6 +105,7 @@ PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardw
 SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels)
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
+MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while the group's strips pass
 EPILOGUE_ROWS = 64  # rows of C an epilogue call covers (with the columns of a unit: a call's cost spread)
 STREAM_BLOCK = 1 << 18  # bytes of B a block of streamed strips reads (half an L2 of Zen 3, a quarter of Zen 4's)
 
@@ -312,13 +313,17 @@ class GemmEmitter:
                 full, masks, ncols, Bs, Cs, panel = strip(j)
                 self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
 
-            def tile_row(mr, row):  # an mr-row tile of every strip of the group
+            # MC rows of A at a time (their KC-deep block in L2), each strip's
+            # panel in L1 while every row tile of them passes over it
+            with for_range(b, c(0), M, MC) as m0:
                 with for_range(b, c(0), g) as j:
                     full, masks, ncols, Bs, Cs, panel = strip(j)
-                    self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, row, kc, lda, N,
-                                     accumulate, masks, ctile)
 
-            self._row_tiles(b, M, tile_row)
+                    def tile_row(mr, row):
+                        self._call_micro(b, mr, full, Ak, b.bitcast(panel, eptr), Cs, b.add(m0, row), kc, lda, N,
+                                         accumulate, masks, ctile)
+
+                    self._row_tiles(b, self._min(b, c(MC), b.sub(M, m0)), tile_row)
             with b.if_then(last):  # (the group's columns of C, EPILOGUE_ROWS rows at a time: in L2)
                 with for_range(b, c(0), M, EPILOGUE_ROWS) as r0:
                     self._epilogue(b, r0, self._min(b, c(EPILOGUE_ROWS), b.sub(M, r0)), b.mul(s0, c(t.nr)),
