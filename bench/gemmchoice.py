@@ -3,7 +3,8 @@
 What runtime/gemmchoice.py decides on this host, and whether its margin is
 right: (1) bert_layer over a stream of sequence lengths S in 1..512 (the
 same seed as the bench's stream), jitted three times — every product on the
-GEMM kernel, every one on numpy's BLAS, and by the measured choice — with
+GEMM kernel, every one on numpy's BLAS, and by shapejit's choice (the
+calibrated tree where `python -m jit calibrate` made one, else raced) — with
 each policy's mean time a call over a second pass of the stream (the first
 decides and compiles) against numpy's; (2) for each corpus kernel named,
 how much faster numpy's BLAS ran each of its product classes alone
@@ -63,6 +64,12 @@ def main(argv=None) -> None:
     lengths = np.random.default_rng(1234).integers(1, 513, size=a.calls)
     calls = [(np.random.default_rng(int(s)).standard_normal((1, int(s), W.D_MODEL)).astype(np.float32),) + params
              for s in lengths]
+    from codegen import gemm
+    from jit.compile import gemm_dispatch, library_function
+    library_function(gemm.symbol_for(np.float32))  # (loads this CPU's calibrated dispatch, if there is one)
+    tree = "f" in gemm_dispatch()
+    print("shapejit's choice: " + ("the dispatch tree calibrated on this CPU (python -m jit calibrate): no class "
+                                   "is raced" if tree else "raced at each shape class's first call"))
     print(f"bert_layer, {a.calls} calls, S in 1..512: mean ms a call (second pass)")
     for prefer in ("kernel", "blas", None):
         gemmchoice.PREFER = prefer
@@ -70,8 +77,9 @@ def main(argv=None) -> None:
         ratios = alone_ratios(lambda: mean_ms(f, calls))
         t = mean_ms(f, calls)
         blas = sum(gemmchoice.BEST.values())
-        print(f"  {prefer or 'measured':>8}: {t:.1f} ms; {len(ratios)} classes, {blas} on BLAS"
-              + ("" if prefer else "; alone, BLAS faster by " + " ".join(f"{r:.2f}" for _, r in sorted(
+        name = prefer or ("tree" if tree else "measured")
+        print(f"  {name:>8}: {t:.1f} ms; {len(gemmchoice.BEST)} classes, {blas} on BLAS"
+              + ("" if prefer or tree else "; alone, BLAS faster by " + " ".join(f"{r:.2f}" for _, r in sorted(
                   ratios, key=lambda x: x[1]))))
     gemmchoice.PREFER = None
     print(f"  {'numpy':>8}: {mean_ms(W.bert_layer, calls):.1f} ms")

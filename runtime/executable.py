@@ -108,7 +108,9 @@ class KernelCall:
         """This product with kernel `k` run in its store (k.tile): its last two
         ints, 0 without an epilogue, become the tile entry's address and its
         packed arguments (codegen/gemm.py ABI)."""
-        ins = self.inputs + tuple(i for i in k.inputs if i not in self.inputs and i != self.outputs[0][0])
+        # (the product stays among the inputs: the epilogue reads it within the step, which is its last use:
+        # a pooled buffer, freed after the step)
+        ins = self.inputs + tuple(i for i in k.inputs if i not in self.inputs)
         return dataclasses.replace(self, inputs=ins, outputs=self.outputs + k.outputs, epilogue=k,
                                    args=self.args[:-2] + (("int", "epilogue"), ("int", "epilogue_args")))
 

@@ -175,3 +175,17 @@ def test_steps_between_the_product_and_its_epilogue():
             close(jf(x, w, v), f(x, w, v))
             close(jg(x, w), g(x, w))
     assert fused(jf)
+
+
+def test_the_product_of_a_fused_step_is_a_pooled_intermediate(kernel_only):
+    """C is read by the epilogue inside the step and by nothing after: a
+    buffer of the executable's pool, not a new array every call (only the
+    result is allocated)."""
+    f = jit(EPILOGUES["tanh"])
+    rng = np.random.default_rng(6)
+    args = operands(rng, 40, 32, 70, np.float32)
+    f(*args), f(*args)
+    before = f.stats()["bytes_allocated"]
+    out = f(*args)
+    assert f.stats()["bytes_allocated"] - before == out.nbytes
+    assert fused(f)
