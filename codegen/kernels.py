@@ -199,6 +199,22 @@ class KernelEmitter:
         inner = 1 if self.flat else self.dom[-1]
         return KernelABI(self.symbol, tuple(a[:2] for a in self.arg_list), rows, inner)
 
+    def whole_domain(self, symbol: str) -> ir.Function:
+        """After emit() with `tile`: `symbol`, the kernel's usual function
+        (the ABI without the tile's columns), calling the tile function on
+        rows [start, stop) and every column."""
+        tile = self.fn
+        n_arr = sum(1 for a in self.arg_list if a[0] == "array")
+        types = [tile.args[0].type, tile.args[1].type] + [a.type for a in tile.args[4:]]
+        fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), types), symbol)
+        tile.attributes.add("noinline")  # (one copy of the loops, called from here and from a GEMM)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        n = self.dom[-1]
+        width = ir.Constant(I64, n) if isinstance(n, int) else fn.args[2 + n_arr + self.extents.index(n)]
+        b.call(tile, [fn.args[0], fn.args[1], ir.Constant(I64, 0), width] + list(fn.args[2:]))
+        b.ret_void()
+        return fn
+
     # ------------------------------------------------------------- helpers
     def _ext(self, d) -> ir.Value:
         return ir.Constant(I64, d) if isinstance(d, int) else self.ext_val[d]

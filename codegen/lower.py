@@ -80,9 +80,9 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
         shared = sizes and variants[gs[0]] >= SHARE_SIZES
         if shared:
             k, e = g, gs
-        abi = _emit_once(module, k, e, producers, contiguous, checked, emitted)
+        abi = _emit_once(module, k, e, producers, contiguous, checked, emitted, tile=i in fused)
         if i in fused:
-            epilogues[i] = _tile_entry(module, k, abi.symbol, producers, contiguous), fused[i]
+            epilogues[i] = _tile_entry(module, abi), fused[i]
         abis.append(_concrete(abi, sizes) if shared else abi)
     for a in _distinct(abis + list(loops.values())):
         support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
@@ -115,35 +115,39 @@ def _epilogues(plan: Plan, products: dict) -> dict:
     return out
 
 
-def _tile_entry(module, k: Kernel, symbol: str, producers, contiguous) -> str:
-    """The packed tile entry (codegen/support.py packed_entry) of kernel k,
-    whose whole-domain function is `symbol` (emitted from k or an equal
-    kernel: the same arguments in the same order), emitted once."""
-    name = symbol + "_tile"
+def _tile_entry(module, abi: KernelABI) -> str:
+    """The packed tile entry (codegen/support.py packed_entry) of the kernel
+    whose whole-domain function is `abi`'s, emitted once."""
+    name = abi.symbol + "_tile"
     if name + "_packed" not in module.globals:
-        em = KernelEmitter(module, k, producers, contiguous, name, tile=True)
-        abi = em.emit()
-        em.fn.attributes.add("noinline")
-        support.packed_entry(module, em.fn, 4, abi.n_arrays, abi.n_ints, abi.n_floats)
+        support.packed_entry(module, module.globals[name], 4, abi.n_arrays, abi.n_ints, abi.n_floats)
     return name + "_packed"
 
 
-def _emit_once(module, k, structure, producers, contiguous, checked, emitted: dict) -> KernelABI:
+def _emit_once(module, k, structure, producers, contiguous, checked, emitted: dict, tile: bool = False) -> KernelABI:
     """k's ABI, from the function of an equal kernel emitted before when
     there is one: a Python loop unrolled into the trace repeats the same
     kernel over values with other ids, and LLVM compiles each distinct
     kernel once.  Two kernels are equal when everything the emitter reads
     is, up to value ids: members, domain, inputs and outputs (dtype, shape,
     weak, C-contiguity, the constant or dim each scalar input folds):
-    `structure` is k's _structure."""
+    `structure` is k's _structure.  `tile`: the kernel's code is its tile
+    function (`<symbol>_tile`, for a GEMM's store), the whole-domain
+    function a call of it over every column (compiled once, not twice)."""
     key, ids = structure
-    if key in emitted:
-        abi, first_ids = emitted[key]
+    if (key, tile) in emitted:
+        abi, first_ids = emitted[key, tile]
         rename = {a: b for a, b in zip(first_ids, ids)}
         return dataclasses.replace(abi, args=tuple((a[0], rename[a[1]]) if a[0] in ("array", "float") else a
                                                    for a in abi.args))
-    abi = KernelEmitter(module, k, producers, contiguous, f"sj_{k.name}", checked).emit()
-    emitted[key] = abi, ids
+    symbol = f"sj_{k.name}"
+    if tile:
+        em = KernelEmitter(module, k, producers, contiguous, symbol + "_tile", checked, tile=True)
+        abi = dataclasses.replace(em.emit(), symbol=symbol)
+        em.whole_domain(symbol)
+    else:
+        abi = KernelEmitter(module, k, producers, contiguous, symbol, checked).emit()
+    emitted[key, tile] = abi, ids
     return abi
 
 
