@@ -210,20 +210,28 @@ def _gini(samples) -> float:
     return 2 * p * (1 - p)
 
 
+def _text(tree: Tree, leaf, low, high, step: str) -> list[str]:
+    """The tree as nested lines: leaf(its value) at a leaf, low(node) before
+    a test's low branch and high(node) before its high one, `step` deeper."""
+    out = []
+
+    def walk(node: Tree, indent: str) -> None:
+        if node.leaf is not None:
+            out.append(indent + leaf(node.leaf))
+            return
+        out.append(indent + low(node))
+        walk(node.low, indent + step)
+        out.append(indent + high(node))
+        walk(node.high, indent + step)
+    walk(tree, "")
+    return out
+
+
 def source(tree: Tree, name: str = "choose") -> str:
     """The tree as a Python function of (m, n, k): True for numpy's matmul."""
-    lines = [f"def {name}(m, n, k):"]
-
-    def emit(node: Tree, indent: str) -> None:
-        if node.leaf is not None:
-            lines.append(f"{indent}return {node.leaf}")
-            return
-        lines.append(f"{indent}if {'mnk'[node.feature]} <= {node.threshold}:")
-        emit(node.low, indent + "    ")
-        lines.append(f"{indent}else:")
-        emit(node.high, indent + "    ")
-    emit(tree, "    ")
-    return "\n".join(lines) + "\n"
+    body = _text(tree, lambda v: f"return {v}", lambda n: f"if {'mnk'[n.feature]} <= {n.threshold}:",
+                 lambda n: "else:", "    ")
+    return "\n".join([f"def {name}(m, n, k):"] + ["    " + x for x in body]) + "\n"
 
 
 def compile_tree(tree: Tree):
@@ -236,15 +244,6 @@ def compile_tree(tree: Tree):
 
 def describe(tree: Tree) -> list[str]:
     """The tree as explain() prints it."""
-    out = []
-
-    def walk(node: Tree, indent: str) -> None:
-        if node.leaf is not None:
-            out.append(f"{indent}-> {'numpy matmul (BLAS)' if node.leaf else 'GEMM kernel'}")
-            return
-        out.append(f"{indent}{FEATURES[node.feature]} <= {node.threshold}:")
-        walk(node.low, indent + "  ")
-        out.append(f"{indent}{FEATURES[node.feature]} > {node.threshold}:")
-        walk(node.high, indent + "  ")
-    walk(tree, "")
-    return out
+    return _text(tree, lambda v: "-> " + ("numpy matmul (BLAS)" if v else "GEMM kernel"),
+                 lambda n: f"{FEATURES[n.feature]} <= {n.threshold}:",
+                 lambda n: f"{FEATURES[n.feature]} > {n.threshold}:", "  ")

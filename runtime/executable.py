@@ -692,9 +692,8 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
         e = kc.epilogue
         srcs = _arg_sources(e, names, const)
         n_arr, n_int = (sum(1 for a in e.args if a[0] == kind) for kind in ("array", "int"))
-        pack = (f"({''.join(x + ', ' for x in srcs[:n_arr])}), ({''.join(x + ', ' for x in srcs[n_arr:n_arr + n_int])}), "
-                f"({''.join(x + ', ' for x in srcs[n_arr + n_int:])})")
-        lines.append(f"    _ea = _epilogue_args({pack})")
+        groups = (srcs[:n_arr], srcs[n_arr:n_arr + n_int], srcs[n_arr + n_int:])  # arrays, ints, floats
+        lines.append(f"    _ea = _epilogue_args({', '.join('(' + ''.join(x + ', ' for x in g) + ')' for g in groups)})")
         epilogue = const(_address(functions[e.tile]), ("address", e.tile)), "_addressof(_ea)"
     args = _arg_sources(kc, names, const, local, epilogue)
     fn = const(functions[kc.symbol], ("kernel", kc.symbol))
