@@ -73,8 +73,11 @@ def run(tmp_path, name, rows, url, secret=SECRET, pause=None, **env_extra):
     script = tmp_path / "layer.py"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHAPEJIT_")}
+    # (a generous wait for Redis unless a test sets its own: on a loaded CI machine an answer once took more
+    # than the 40 ms default, the tier counted as down, and the records under test were never read)
     env.update(SHAPEJIT_CACHE_DIR=str(tmp_path / f"disk-{name}"), PYTHONPATH=ROOT, SHAPEJIT_REMOTE_CACHE=url,
-               **env_extra)
+               SHAPEJIT_REMOTE_TIMEOUT="2s")
+    env.update(env_extra)
     if secret:
         env["SHAPEJIT_CACHE_SECRET"] = secret
     if pause is None:
@@ -142,7 +145,7 @@ def test_a_forged_remote_record_never_runs(tmp_path, server, mix):
         client.command("SET", raw, blob)
     second = run(tmp_path, "b", [37, 5], server.url)
     assert second["ok"] and second["compiles"] == 1 and second["cache_hits_remote"] == 0
-    assert sum(second["rejected"].values()) >= 3
+    assert sum(second["rejected"].values()) >= 3, second
     assert set(second["rejected"]) <= {"unsigned", "bad_signature", "damaged"}
     assert not marker.exists()
 
