@@ -168,6 +168,8 @@ class JitFunction:
                         continue  # a graph break decided otherwise: another entry (or a trace) serves it
                     except RunEagerly as err:
                         return self._run_eagerly_once(err, bound)
+                    except Exception as err:  # noqa: BLE001 - the compiled code failed: numpy decides whose fault
+                        return self._failed(state, err, bound, "running the compiled code")
                     m = self.metrics
                     if dims != e.last_dims:
                         e.account(dims, m)
@@ -287,7 +289,7 @@ class JitFunction:
                 dims = e.guards.check(shapes)
                 if dims is not None:
                     try:
-                        out = self._run_entry(e, runtime, dims, bound)
+                        out = self._run_entry(state, e, runtime, dims, bound)
                     except BreakMismatch:
                         broke = e
                         continue
@@ -340,7 +342,7 @@ class JitFunction:
                     self._n_entries += 1
                     m.slow_calls += 1
                     try:
-                        return self._run_entry(entry, runtime, dims, bound)
+                        return self._run_entry(state, entry, runtime, dims, bound)
                     except BreakMismatch:  # saved for another outcome of a graph break: trace this one
                         reason, category = "a saved trace's graph break decided otherwise", "graph_break"
                         held = runtime[len(base_runtime):]
@@ -360,7 +362,7 @@ class JitFunction:
             except Exception as e:  # noqa: BLE001 - the user's error, or shapejit's: numpy tells which
                 failure = e
             if failure is not None:
-                return self._trace_failed(state, failure, bound)
+                return self._failed(state, failure, bound)
             m.compile_seconds["trace"].observe(_now() - t0)
             m.traces += 1
             m.graph_breaks += len(tr.breaks)
@@ -412,7 +414,7 @@ class JitFunction:
                            if _is_int_key(key[k]) and _is_int_key(other[k]) and other[k] != key[k])
         return frozenset(out)
 
-    def _run_entry(self, e: Entry, runtime, dims, bound):
+    def _run_entry(self, state: KeyState, e: Entry, runtime, dims, bound):
         """A slow-path call of an entry (the hot path in __call__ inlines this);
         raises BreakMismatch when a graph break decides otherwise."""
         try:
@@ -421,13 +423,15 @@ class JitFunction:
             raise
         except RunEagerly as err:
             return self._run_eagerly_once(err, bound)
+        except Exception as err:  # noqa: BLE001 - the compiled code failed: numpy decides whose fault
+            return self._failed(state, err, bound, "running the compiled code")
         return pytree.unflatten(e.out_treedef, iter(out))
 
-    def _trace_failed(self, state: KeyState, failure: Exception, bound):
-        """Tracing raised: run the call in numpy.  If numpy raises too, the
-        error is the user's (numpy's own exception is raised, and the next
-        call traces again); if numpy runs it, the failure was shapejit's and
-        this signature runs eagerly from now on."""
+    def _failed(self, state: KeyState, failure: Exception, bound, stage: str = "tracing"):
+        """Tracing (or a compiled call) raised: run the call in numpy.  If
+        numpy raises too, the error is the user's (numpy's own exception is
+        raised, and the function stays as it was); if numpy runs it, the
+        failure was shapejit's and this signature runs eagerly from now on."""
         error = None
         args, kwargs = self._unbind_static(bound)
         try:
@@ -438,7 +442,7 @@ class JitFunction:
             raise error
         self.metrics.eager_calls += 1
         self.metrics.slow_calls += 1
-        self._internal_error(state, f"tracing failed: {type(failure).__name__}: {failure}"
+        self._internal_error(state, f"{stage} failed: {type(failure).__name__}: {failure}"
                                     f" (at {_where(failure)})")
         return result
 

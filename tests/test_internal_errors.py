@@ -1,6 +1,6 @@
 """An internal error never reaches the user: a failure injected into each
 stage (tracing, verification, passes, partition, code generation, LLVM,
-loading, building the executable) makes the call run in numpy — numpy's
+loading, building the executable, running it) makes the call run in numpy — numpy's
 result, one JitWarning naming the cause, a fallbacks{reason} count and an
 explain() line — and leaves the function usable.  Errors the user causes
 still raise numpy's own exception."""
@@ -96,3 +96,49 @@ def test_a_value_numpy_cannot_store_runs_numpy(backend):
         for n in (3, 6):
             x = np.arange(n, dtype=np.float64)
             assert_like_numpy(jf(x), g(x))
+
+
+def test_a_compiled_call_that_fails_runs_numpy(backend):
+    """The executable itself raises (a bug of ours in generated code): that
+    call returns numpy's result with a warning and a count, and the
+    signature runs eagerly from then on; the function stays usable."""
+    jf = jit(f, backend=backend)
+    x, b = np.ones((3, 4)), np.arange(4.0)
+    jf(x, b), jf(x, b)
+    (state,) = jf._keys.values()
+
+    def broken(*a):
+        raise RuntimeError("injected failure in generated code")
+    for e in state.entries:
+        e.run = broken
+    with pytest.warns(JitWarning, match="running the compiled code failed: RuntimeError"):
+        assert_like_numpy(jf(x, b), f(x, b))
+    assert jf.stats()["fallbacks"] == 1 and jf.metrics.fallbacks["internal_error"] == 1
+    assert "running the compiled code failed" in jf.explain()
+    assert_like_numpy(jf(2 * x, b), f(2 * x, b))  # (eagerly now, no second warning or count)
+    assert jf.stats()["fallbacks"] == 1
+
+
+def test_a_compiled_call_failing_where_numpy_fails_raises_numpys_error(backend):
+    """When numpy fails on the same arguments, the error is the user's:
+    numpy's own exception, no count, the signature still compiled."""
+    def g(x, idx):
+        return np.tanh(x)[idx] * 2
+
+    jf = jit(g, backend=backend)
+    x, good, bad = np.ones((5, 4)), np.array([0, 4, 2]), np.array([0, 9, 2])
+    jf(x, good), jf(x, good)
+    (state,) = jf._keys.values()
+    entries = list(state.entries)
+    real = [e.run for e in entries]
+
+    def broken(*a):
+        raise RuntimeError("injected failure in generated code")
+    for e in entries:
+        e.run = broken
+    with pytest.raises(IndexError):  # (numpy's: index 9 is out of bounds)
+        jf(x, bad)
+    assert jf.stats()["fallbacks"] == 0 and state.eager_reason is None
+    for e, r in zip(entries, real):
+        e.run = r
+    assert_like_numpy(jf(x, good), g(x, good))
