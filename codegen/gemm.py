@@ -117,10 +117,9 @@ def accumulators() -> int:
     return 24 if host.has_avx512() else 12
 
 
-# the ABI's last two ints without an epilogue, and with one (the runtime
-# passes its tile entry's address and its packed arguments)
+# the ABI's last two ints without an epilogue (runtime KernelCall.with_epilogue
+# makes them its tile entry's address and its packed arguments)
 NO_EPILOGUE = (("int", sympy.Integer(0)), ("int", sympy.Integer(0)))
-WITH_EPILOGUE = (("int", "epilogue"), ("int", "epilogue_args"))
 
 
 def fuses(n, k) -> bool:

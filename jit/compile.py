@@ -24,8 +24,7 @@ from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache, key_symbol
 from runtime import dispatch, gemmchoice
-from runtime.executable import CHUNK_MIN_WORK, PARALLEL_MIN_WORK, Executable, KernelCall, OutputSpec, \
-    PortableExecutable
+from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable, run_split
 from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
@@ -249,18 +248,11 @@ def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M,
     sym = gemm.symbol_for(dtype)
     fn, par = library_function(sym), library_function(support.par_symbol(sym))
     _start_pools()
-    nr, pool = gemm.tile_for(dtype).nr, threadpool.native_pool()
+    nr = gemm.tile_for(dtype).nr
 
-    def kernel(a, b, c):  # (as an executable calls it: split over the cores when the work is large enough)
+    def kernel(a, b, c):  # (as an executable calls it: gemm.abi_of's units and work)
         (m, k), n = a.shape, b.shape[1]
-        units, inner = -(-n // nr), m * k * max(1, nr // 16)
-        args = (a, b, c, m, n, k, 0, 0, 0, 0)
-        if units * inner >= PARALLEL_MIN_WORK and pool is not None:
-            par(0, units, *args, max(1, CHUNK_MIN_WORK // max(1, inner)), pool)
-        elif units * inner >= PARALLEL_MIN_WORK:
-            threadpool.parallel_for(fn, 0, units, args, max(1, CHUNK_MIN_WORK // max(1, inner)))
-        elif units:
-            fn(0, units, *args)
+        run_split(fn, par, -(-n // nr), m * k * max(1, nr // 16), (a, b, c, m, n, k, 0, 0, 0, 0))
     cal = dispatch.calibrate(dtype, kernel, target_description(), nr, threadpool.num_threads(), grid_m, grid_kn,
                              rounds)
     tree = dispatch.learn(dispatch.votes(cal, gemmchoice.MARGIN, gemmchoice.GEMV_MARGIN))

@@ -55,14 +55,12 @@ class Calibration:
     threads: int        # cores the kernel was split over
     times: tuple        # (M, K, N, kernel seconds, BLAS seconds) per grid shape
 
-    def to_bytes(self) -> bytes:
-        return json.dumps({"version": VERSION, "cpu": self.cpu, "dtype": self.dtype, "nr": self.nr,
-                           "threads": self.threads, "times": [list(t) for t in self.times]},
-                          sort_keys=True).encode()
+    def to_json(self) -> dict:
+        return {"version": VERSION, "cpu": self.cpu, "dtype": self.dtype, "nr": self.nr, "threads": self.threads,
+                "times": [list(t) for t in self.times]}
 
     @staticmethod
-    def from_bytes(blob: bytes) -> "Calibration":
-        d = json.loads(blob)
+    def from_json(d: dict) -> "Calibration":
         if d.get("version") != VERSION:
             raise ValueError("calibration of another version")
         return Calibration(str(d["cpu"]), str(d["dtype"]), int(d["nr"]), int(d["threads"]),
@@ -101,7 +99,7 @@ def _least(run, rounds: int) -> float:
     return best
 
 
-def _balance(m: int, n: int, nr: int, threads: int) -> float:
+def _balance(n: int, nr: int, threads: int) -> float:
     """The share of the cores the kernel's column strips keep busy."""
     units = -(-n // nr)
     return units / (threads * -(-units // threads))
@@ -118,8 +116,8 @@ def predict(cal: Calibration, m: int, n: int, k: int) -> tuple[float, float]:
         return sum((math.log2(x) - math.log2(y)) ** 2 for x, y in ((t[0], m), (t[1], k), (t[2], n)))
     gm, gk, gn, tk, tb = min(cal.times, key=lambda t: (dist(t), t[:3]))
     flops, gflops = m * n * k, gm * gn * gk
-    kernel_eff = lambda m_, n_: _balance(m_, n_, cal.nr, cal.threads) / _waste(n_, cal.nr)  # noqa: E731
-    t_kernel = tk * flops / gflops * kernel_eff(gm, gn) / kernel_eff(m, n)
+    kernel_eff = lambda n_: _balance(n_, cal.nr, cal.threads) / _waste(n_, cal.nr)  # noqa: E731
+    t_kernel = tk * flops / gflops * kernel_eff(gn) / kernel_eff(n)
     return t_kernel, tb * flops / gflops
 
 
@@ -158,12 +156,12 @@ def tree_from_json(x) -> Tree:
 
 def record(cal: Calibration, tree: Tree) -> bytes:
     """What the persistent cache keeps: the calibration and the tree learned from it."""
-    return json.dumps({"calibration": json.loads(cal.to_bytes()), "tree": tree_to_json(tree)}, sort_keys=True).encode()
+    return json.dumps({"calibration": cal.to_json(), "tree": tree_to_json(tree)}, sort_keys=True).encode()
 
 
 def from_record(blob: bytes) -> tuple[Calibration, Tree]:
     d = json.loads(blob)
-    return Calibration.from_bytes(json.dumps(d["calibration"]).encode()), tree_from_json(d["tree"])
+    return Calibration.from_json(d["calibration"]), tree_from_json(d["tree"])
 
 
 def votes(cal: Calibration, margin: float, gemv_margin: float) -> list[tuple[tuple, bool]]:

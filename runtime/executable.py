@@ -728,6 +728,21 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
     return lines
 
 
+def run_split(fn, par, rows: int, inner: int, args: tuple) -> None:
+    """Run kernel `fn` (its parallel entry `par`) over [0, rows) as the lines
+    _call_lines generates do: split over the cores when the work is large
+    enough (on the native pool where it runs, else the Python pool), else
+    on this thread.  For callers outside an executable (calibration)."""
+    pool = native_pool()
+    if rows * inner >= (PARALLEL_MIN_WORK if pool is not None else PY_PARALLEL_MIN_WORK):
+        if pool is not None:
+            par(0, rows, *args, max(1, CHUNK_MIN_WORK // max(1, inner)), pool)
+        else:
+            parallel_for(fn, 0, rows, args, max(1, PY_CHUNK_MIN_WORK // max(1, inner)))
+    elif rows > 0:
+        fn(0, rows, *args)
+
+
 def _loop_lines(kc: KernelCall, names, const, functions, in_place: bool) -> list[str]:
     """A re-rolled loop's call: into its first input's buffer when
     `in_place` (nothing reads that value later) and the buffer is writeable

@@ -67,11 +67,11 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False) -> tu
     followed by the epilogue's own pass); one of RACE_ROWS rows or more is
     decided for the kernel on sight."""
     key = char, m.bit_length(), n.bit_length(), k.bit_length(), epilogue
-    if key not in BEST and PREFER is None:
-        tree = TREES.get(char)
+    if key not in BEST:
+        tree = TREES.get(char) if PREFER is None else None
         if tree is not None:
             BEST[key] = tree[1](m, n, k)
-        elif m >= RACE_ROWS:
+        elif m >= RACE_ROWS and PREFER != "blas":
             BEST[key] = False
     return key
 

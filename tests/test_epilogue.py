@@ -150,15 +150,16 @@ def test_an_epilogue_written_into_an_operand(kernel_only):
             jf(got, w)
             f(want, w)
             close(got, want)
+    assert fused(jf)
 
 
 def test_steps_between_the_product_and_its_epilogue():
-    """A product moves past steps that do not need it (constants, views,
-    other kernels) to run where its epilogue's kernel stands; past a step
-    that reads it, it does not."""
+    """A product moves past steps that do not need it (constants, other
+    kernels) to run where its epilogue's kernel stands; past a step that
+    reads it, it does not."""
     def f(x, w, v):
         y = x @ w
-        z = np.exp(v) * 2.0  # (a kernel of its own, between)
+        z = np.exp(v).sum(axis=0)  # (a column reduction kernel of its own, between the product and its epilogue)
         return np.tanh(y * 0.5) + z
 
     def g(x, w):
@@ -171,10 +172,12 @@ def test_steps_between_the_product_and_its_epilogue():
     for M in (4, 9, 4):
         for _ in range(2):
             x, w = exact(rng, (M, 16), np.float64, 1 / 16), exact(rng, (16, 20), np.float64)
-            v = exact(rng, (M, 20), np.float64, 1 / 8)
+            v = exact(rng, (7, 20), np.float64, 1 / 8)
             close(jf(x, w, v), f(x, w, v))
             close(jg(x, w), g(x, w))
     assert fused(jf)
+    plan = jf.explain()
+    assert plan.index("column reduction") < plan.index("matmul epilogue in the GEMM store")  # (it moved past k0)
 
 
 def test_the_product_of_a_fused_step_is_a_pooled_intermediate(kernel_only):
