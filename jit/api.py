@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jit import persist, pytree
-from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved, gemm_dispatch
+from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved, calibrating, gemm_dispatch
 from jit.declare import check_constraints, check_dims, dim_names
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
@@ -621,6 +621,9 @@ class JitFunction:
             for char, tree in trees.items():
                 lines.append(f"  {np.dtype(char).name}:")
                 lines += ["    " + x for x in describe_tree(tree)]
+        elif calibrating():
+            lines.append("\nproduct dispatch: this CPU is being calibrated in the background; until then a shape "
+                         "class not seen yet is raced on its first product")
         if self._value_paths:
             lines.append("\nvalues the traces read (each call's key holds them: a change traces again): "
                          + ", ".join(map(str, self._value_paths)))

@@ -4,6 +4,10 @@ into fused kernels, compiles them to one artifact and links it."""
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -226,24 +230,91 @@ def _dispatch_key(dtype) -> str:
                        str(threadpool.num_threads()))
 
 
-def _load_dispatch(dtype) -> None:
+def _load_dispatch(dtype, start: bool = True) -> bool:
     """Install the dispatch tree calibrated on this CPU, when the persistent
-    cache has one (a damaged record is dropped: the classes are raced)."""
-    blob, _ = default_cache().get(_dispatch_key(dtype))
-    if blob is None:
+    cache has one (a damaged record is dropped: the classes are raced);
+    else, `start`ing, have it calibrated in the background.  -> whether a
+    tree was installed."""
+    key = _dispatch_key(dtype)
+    blob, _ = default_cache().get(key, memory=False)
+    if blob is not None:
+        try:
+            _, tree = dispatch.from_record(blob)
+        except (ValueError, KeyError, TypeError):
+            default_cache().reject(key)
+        else:
+            gemmchoice.install(np.dtype(dtype).char, tree)
+            return True
+    if start:
+        _calibrate_in_background(np.dtype(dtype), key)
+    return False
+
+
+# A CPU without a calibration is calibrated in a process of its own, niced,
+# once for every process on the machine: the first to claim the job in the
+# persistent cache starts it, the others (and it) race products until the
+# tree arrives, then take it.  A claim lapses after this many seconds (a
+# calibration that died is started again by the next process).
+CALIBRATION_CLAIM = 600.0
+CALIBRATION_POLL = 2.0  # seconds between looks at the cache of a process that did not start it
+CALIBRATION_ROUNDS = dispatch.ROUNDS
+
+
+def _calibrate_in_background(dtype: np.dtype, key: str) -> None:
+    cache = default_cache()
+    if not config.get("SHAPEJIT_CALIBRATE") or not cache.on_disk:
         return
+    proc = None
+    if cache.claim("claim-" + key, CALIBRATION_CLAIM, "(gemm calibration)"):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, SHAPEJIT_CALIBRATE="0", SHAPEJIT_CACHE_DIR=cache.directory,
+                   PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "jit", "calibrate", "--dtypes", dtype.name,
+                                     "--rounds", str(CALIBRATION_ROUNDS), "--background", key], env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            dispatch.EVENTS["failed"] += 1
+            return
+        dispatch.EVENTS["started"] += 1
+    _calibrating.add(dtype.char)
+    threading.Thread(target=_take_calibration, args=(dtype, proc, key), daemon=True,
+                     name="shapejit-calibration").start()
+
+
+def _take_calibration(dtype: np.dtype, proc, key: str) -> None:
+    """Install the calibration when it arrives (the process `proc` exits, or
+    another process's turns up in the cache); the classes of its dtype
+    raced meanwhile are decided by the tree from then on."""
+    deadline = time.monotonic() + CALIBRATION_CLAIM
     try:
-        _, tree = dispatch.from_record(blob)
-    except (ValueError, KeyError, TypeError):
-        default_cache().reject(_dispatch_key(dtype))
-        return
-    gemmchoice.install(np.dtype(dtype).char, tree)
+        if proc is not None:
+            proc.wait()
+            default_cache().drop("claim-" + key)
+        while not _load_dispatch(dtype, start=False):
+            if proc is not None or time.monotonic() > deadline:
+                dispatch.EVENTS["failed"] += proc is not None
+                return
+            time.sleep(CALIBRATION_POLL)
+        dispatch.EVENTS["installed"] += 1
+        gemmchoice.forget(dtype.char)
+    finally:
+        _calibrating.discard(dtype.char)
 
 
-def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M, grid_kn=dispatch.GRID_KN) -> tuple:
+_calibrating: set[str] = set()  # dtype chars whose calibration this process awaits
+
+
+def calibrating() -> bool:
+    """Whether this process awaits a calibration from the background."""
+    return bool(_calibrating)
+
+
+def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M, grid_kn=dispatch.GRID_KN,
+                   key: str | None = None) -> tuple:
     """Time the GEMM kernel and numpy's matmul on this CPU (runtime/dispatch.py),
-    learn the dispatch tree, keep both in the persistent cache and install
-    the tree: -> (calibration, tree)."""
+    learn the dispatch tree, keep both in the persistent cache (under `key`,
+    by default this CPU's) and install the tree: -> (calibration, tree)."""
     dtype = np.dtype(dtype)
     sym = gemm.symbol_for(dtype)
     fn, par = library_function(sym), library_function(support.par_symbol(sym))
@@ -256,7 +327,7 @@ def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M,
     cal = dispatch.calibrate(dtype, kernel, target_description(), nr, threadpool.num_threads(), grid_m, grid_kn,
                              rounds)
     tree = dispatch.learn(dispatch.votes(cal, gemmchoice.MARGIN, gemmchoice.GEMV_MARGIN))
-    default_cache().put(_dispatch_key(dtype), dispatch.record(cal, tree), "(gemm dispatch)", dtype.name,
+    default_cache().put(key or _dispatch_key(dtype), dispatch.record(cal, tree), "(gemm dispatch)", dtype.name,
                         kind="calibration")
     gemmchoice.install(dtype.char, tree)
     return cal, tree

@@ -319,6 +319,19 @@ class ArtifactCache:
         if remote is not None:
             remote.put(key, record)
 
+    def claim(self, key: str, seconds: float, what: str = "") -> bool:
+        """Whether this process is the first on the machine to claim `key`
+        in the last `seconds` (a job one process does for all of them); no
+        disk, no claim."""
+        if self._disk is None:
+            return False
+        record = pack_record(key, b"", {"function": what, "signature": f"pid {os.getpid()}", "time": time.time(),
+                                        "version": build_id(), "kind": "claim"}, _secret())
+        try:
+            return self._disk.add(key, record, seconds)
+        except Exception:  # noqa: BLE001 - a full or read-only disk: nobody can keep the result either
+            return False
+
     def _write_disk(self, key: str, record: bytes) -> None:
         if self._disk is None:
             return
@@ -405,6 +418,10 @@ class _Disk:
     def set(self, key, value) -> None:
         with self._lock:
             self._cache.set(key, value)
+
+    def add(self, key, value, expire: float) -> bool:
+        with self._lock:
+            return self._cache.add(key, value, expire=expire)
 
     def delete(self, key) -> None:
         with self._lock:

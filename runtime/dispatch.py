@@ -24,20 +24,26 @@ so nothing is assumed:
    Python source (`source`), compiled once: a few comparisons per new
    shape class.
 
-Without a calibration for this CPU the runtime races both variants on the
-first product of each shape class (runtime/gemmchoice.py); `python -m jit
-calibrate` makes one.
+A CPU without a calibration is calibrated in a background process of its
+own (niced, once for all the processes on the machine: jit/compile.py); until
+its tree arrives the runtime races both variants on the first product of
+each shape class (runtime/gemmchoice.py).  `python -m jit calibrate` makes
+one in the foreground.
 """
 from __future__ import annotations
 
 import json
 import math
+import resource
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 VERSION = 1
+# background calibrations of this process: started, installed (its own or
+# another process's), failed (shapejit_gemm_calibrations{outcome})
+EVENTS = {"started": 0, "installed": 0, "failed": 0}
 GRID_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 GRID_KN = ((768, 768), (768, 3072), (3072, 768))
 ROUNDS = 3
@@ -70,11 +76,14 @@ class Calibration:
 def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, grid_kn=GRID_KN,
               rounds: int = ROUNDS) -> Calibration:
     """Time `kernel(a, b, c)` (the GEMM into c) and numpy's matmul at every
-    grid shape: the least of `rounds` runs each after a warm-up, the kernel
-    at every shape first, then numpy's (each variant alone: for a while
-    after a product, OpenBLAS's threads and our pool's spin on the cores
-    and slow whatever runs next -- gemmchoice's margins stand for that in a
-    program that mixes them)."""
+    grid shape: the least of `rounds` passes over the grid, each pass the
+    kernel at every shape, then numpy's at every shape (each variant alone:
+    for a while after a product, OpenBLAS's threads and our pool's spin on
+    the cores and slow whatever runs next -- gemmchoice's margins stand for
+    that in a program that mixes them).  Passes, not runs in a row: a
+    stall of the machine for a second or two (seen: numpy's product at
+    84 ms for a whole row of shapes that take 2-10) spoils one pass, not
+    the least of them."""
     rng = np.random.default_rng(0)
     dt = np.dtype(dtype)
     shapes = []
@@ -82,21 +91,33 @@ def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, gri
         b = rng.standard_normal((k, n)).astype(dt)
         for m in grid_m:
             shapes.append((m, k, n, rng.standard_normal((m, k)).astype(dt), b, np.empty((m, n), dt)))
-    t_kernel = [_least(lambda: kernel(a, b, c), rounds) for _, _, _, a, b, c in shapes]
-    time.sleep(SETTLE)
-    t_blas = [_least(lambda: np.matmul(a, b, out=c), rounds) for _, _, _, a, b, c in shapes]
+    t_kernel, t_blas = [math.inf] * len(shapes), [math.inf] * len(shapes)
+    for _ in range(rounds):
+        for times, run in ((t_kernel, kernel), (t_blas, lambda a, b, c: np.matmul(a, b, out=c))):
+            time.sleep(SETTLE)
+            for i, (_, _, _, a, b, c) in enumerate(shapes):
+                times[i] = min(times[i], _time(lambda: run(a, b, c)))
     return Calibration(cpu, dt.char, nr, threads,
                        tuple((m, k, n, tk, tb) for (m, k, n, *_), tk, tb in zip(shapes, t_kernel, t_blas)))
 
 
-def _least(run, rounds: int) -> float:
-    run()  # (a warm-up)
-    best = math.inf
-    for _ in range(rounds):
+PREEMPTED_RETRIES = 4
+
+
+def _time(run) -> float:
+    """Seconds of one run after a warm-up; a run during which another
+    process took one of our threads' cores (an involuntary context switch:
+    a background calibration yields to everything) is run again, a few
+    times at most."""
+    run()
+    for _ in range(PREEMPTED_RETRIES):
+        switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
         t0 = time.perf_counter()
         run()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        t = time.perf_counter() - t0
+        if resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw == switches:
+            break
+    return t
 
 
 def _balance(n: int, nr: int, threads: int) -> float:

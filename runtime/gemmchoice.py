@@ -15,8 +15,9 @@ later one pays one.
 A shape class is (dtype char, the bit lengths of M, N and K, and whether an
 epilogue runs in the kernel's store): products within a factor of two in
 each size behave alike.  The table is per-process.  Where this CPU has been
-calibrated (runtime/dispatch.py, `python -m jit calibrate`), the calibrated
-decision tree decides a class on sight instead, in every process.
+calibrated (runtime/dispatch.py: once per CPU, in the background, or by
+`python -m jit calibrate`), the calibrated decision tree decides a class on
+sight instead, in every process.
 """
 from __future__ import annotations
 
@@ -93,8 +94,10 @@ def decide(key: tuple, kernel_seconds: list, blas_seconds: list) -> None:
         BEST.setdefault(key, PREFER == "blas" if PREFER else margin * min(blas_seconds) < min(kernel_seconds))
 
 
-def forget() -> None:
-    """Measure every class again (tests; after the machine's load changed)."""
+def forget(char: str | None = None) -> None:
+    """Decide every class again (of dtype `char` only, when given): tests,
+    a machine whose load changed, a calibration that just arrived."""
     with _lock:
-        BEST.clear()
+        for key in [k for k in BEST if char is None or k[0] == char]:
+            del BEST[key]
 

@@ -157,6 +157,13 @@ class ShapejitCollector:
             for result, n in (("hit", tier.hits), ("miss", tier.misses), ("write", tier.writes)):
                 hits.add_metric([result], n)
             yield hits
+        from runtime import dispatch
+        calibrations = CounterMetricFamily("shapejit_gemm_calibrations", "Background calibrations of the GEMM "
+                                           "dispatch on this CPU (started here; installed; failed)",
+                                           labels=["outcome"])
+        for outcome, n in dispatch.EVENTS.items():
+            calibrations.add_metric([outcome], n)
+        yield calibrations
         from runtime.bufferpool import pool_bytes
         yield GaugeMetricFamily("shapejit_pool_bytes", "Bytes held by the intermediate-buffer pools",
                                 value=pool_bytes())

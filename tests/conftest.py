@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("SHAPEJIT_CHECKS", "1")
+# (no background calibration of the GEMM dispatch in every test's fresh cache:
+# tests/test_dispatch.py turns it on where it is the subject)
+os.environ.setdefault("SHAPEJIT_CALIBRATE", "0")
 
 BACKENDS = ["llvm", "reference"]
 

@@ -3,12 +3,15 @@ model, the decision tree learned from its votes (deterministic for a given
 calibration, its generated code agreeing with it), the round trip through
 the persistent cache, a new calibration for another CPU, and the runtime
 deciding shape classes by the tree, which explain() prints."""
+import time
+
 import numpy as np
 import pytest
 
 from jit import compile as compile_mod
 from jit import jit
 from runtime import dispatch, gemmchoice
+from runtime.cache import default_cache
 
 
 def synthetic(blas_rows: int, cpu="test-cpu") -> dispatch.Calibration:
@@ -76,7 +79,62 @@ def test_calibrated_once_kept_and_loaded_and_recalibrated_for_another_cpu(trees,
     real = compile_mod.target_description
     monkeypatch.setattr(compile_mod, "target_description", lambda: real() + "|another cpu")
     compile_mod._load_dispatch(np.float32)
-    assert "f" not in trees  # (not this CPU's: its classes are raced until `python -m jit calibrate`)
+    assert "f" not in trees  # (not this CPU's; SHAPEJIT_CALIBRATE=0: raced until `python -m jit calibrate`)
+
+
+def _await_tree(trees, char="f", seconds=300.0):
+    deadline = time.monotonic() + seconds
+    while char not in trees and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return trees.get(char)
+
+
+def test_a_cpu_without_calibration_is_calibrated_in_the_background_once(trees, monkeypatch):
+    monkeypatch.setenv("SHAPEJIT_CALIBRATE", "1")
+    monkeypatch.setattr(compile_mod, "CALIBRATION_ROUNDS", 1)
+    cache = default_cache()
+    events = dict(dispatch.EVENTS)
+    key = compile_mod._dispatch_key(np.float32)
+    assert compile_mod._load_dispatch(np.float32) is False  # (returns at once: the calibration is not awaited)
+    assert cache.get("claim-" + key, memory=False)[0] is not None  # (claimed for every process of this CPU)
+    assert dispatch.EVENTS["started"] == events["started"] + 1
+    assert compile_mod.calibrating()
+    tree = _await_tree(trees)
+    assert tree is not None, "the background calibration never arrived"
+    cal, stored = dispatch.from_record(cache.get(key, memory=False)[0])
+    assert stored == tree[0] and len(cal.times) == len(dispatch.GRID_M) * len(dispatch.GRID_KN)
+    assert dispatch.EVENTS["installed"] == events["installed"] + 1
+    for _ in range(50):  # (the waiting thread drops the claim and finishes right after installing)
+        if not compile_mod.calibrating():
+            break
+        time.sleep(0.1)
+    assert cache.get("claim-" + key, memory=False)[0] is None and not compile_mod.calibrating()
+
+    trees.clear()  # another process on this CPU: the kept tree, nothing started
+    assert compile_mod._load_dispatch(np.float32) is True
+    assert trees["f"][0] == tree[0] and dispatch.EVENTS["started"] == events["started"] + 1
+
+    trees.clear()  # another CPU description (a new machine under the same cache): calibrated again
+    real = compile_mod.target_description
+    monkeypatch.setattr(compile_mod, "target_description", lambda: real() + "|another cpu")
+    assert compile_mod._load_dispatch(np.float32) is False
+    assert dispatch.EVENTS["started"] == events["started"] + 2
+    assert _await_tree(trees) is not None
+    assert cache.get(compile_mod._dispatch_key(np.float32), memory=False)[0] is not None
+
+
+def test_a_claimed_calibration_is_not_started_twice(trees, monkeypatch):
+    monkeypatch.setenv("SHAPEJIT_CALIBRATE", "1")
+    monkeypatch.setattr(compile_mod, "CALIBRATION_POLL", 0.05)
+    key = compile_mod._dispatch_key(np.float32)
+    assert default_cache().claim("claim-" + key, 60, "(another process)")
+    events = dict(dispatch.EVENTS)
+    assert compile_mod._load_dispatch(np.float32) is False
+    assert dispatch.EVENTS["started"] == events["started"]  # (another process is at it: this one waits)
+    cal = synthetic(8)
+    tree = dispatch.learn(dispatch.votes(cal, 2.5, 1.0))
+    default_cache().put(key, dispatch.record(cal, tree), kind="calibration")  # (that process's result)
+    assert _await_tree(trees, seconds=30)[0] == tree
 
 
 def test_the_tree_decides_new_classes_and_explain_shows_it(trees, monkeypatch):
