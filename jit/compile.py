@@ -262,7 +262,7 @@ CALIBRATION_ROUNDS = dispatch.ROUNDS
 
 def _calibrate_in_background(dtype: np.dtype, key: str) -> None:
     cache = default_cache()
-    if not config.get("SHAPEJIT_CALIBRATE") or not cache.on_disk:
+    if not config.get("SHAPEJIT_CALIBRATE") or not cache.on_disk or dtype.char in _calibrating_here:
         return
     proc = None
     if cache.claim("claim-" + key, CALIBRATION_CLAIM, "(gemm calibration)"):
@@ -303,6 +303,7 @@ def _take_calibration(dtype: np.dtype, proc, key: str) -> None:
 
 
 _calibrating: set[str] = set()  # dtype chars whose calibration this process awaits
+_calibrating_here: set[str] = set()  # dtype chars calibrate_gemm is calibrating in this process
 
 
 def calibrating() -> bool:
@@ -317,7 +318,11 @@ def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M,
     by default this CPU's) and install the tree: -> (calibration, tree)."""
     dtype = np.dtype(dtype)
     sym = gemm.symbol_for(dtype)
-    fn, par = library_function(sym), library_function(support.par_symbol(sym))
+    _calibrating_here.add(dtype.char)  # (loading the kernel starts no calibration of its own)
+    try:
+        fn, par = library_function(sym), library_function(support.par_symbol(sym))
+    finally:
+        _calibrating_here.discard(dtype.char)
     _start_pools()
     nr = gemm.tile_for(dtype).nr
 

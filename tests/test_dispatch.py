@@ -68,14 +68,18 @@ def test_the_record_round_trips_and_refuses_garbage():
 
 
 def test_calibrated_once_kept_and_loaded_and_recalibrated_for_another_cpu(trees, monkeypatch):
+    monkeypatch.setenv("SHAPEJIT_CALIBRATE", "1")
+    events = dict(dispatch.EVENTS)
     cal, tree = compile_mod.calibrate_gemm(np.float32, rounds=1, grid_m=(1, 8, 64), grid_kn=((64, 256),))
     assert [t[:3] for t in cal.times] == [(1, 64, 256), (8, 64, 256), (64, 64, 256)]
     assert all(t[3] > 0 and t[4] > 0 for t in cal.times)
     assert trees["f"][0] == tree
+    assert dispatch.EVENTS == events  # (calibrating in the foreground started none in the background)
     trees.clear()
     compile_mod._load_dispatch(np.float32)  # (another process: from the persistent cache)
     assert trees["f"][0] == tree
     trees.clear()
+    monkeypatch.setenv("SHAPEJIT_CALIBRATE", "0")
     real = compile_mod.target_description
     monkeypatch.setattr(compile_mod, "target_description", lambda: real() + "|another cpu")
     compile_mod._load_dispatch(np.float32)
