@@ -1,7 +1,8 @@
 """python -m bench.gemm_ab --a NAME=VALUE ... --b NAME=VALUE ... [--ms 64,256,1024] [--repeats 15]:
 two builds of the float32 GEMM library kernel (codegen/gemm.py) that differ
 in module constants (MC, STREAM_BLOCK, SMALL_M, EPILOGUE_ROWS, ...), built in
-one process and timed with their calls interleaved on one thread — the
+one process and timed with their calls interleaved on one thread (each first
+in every other round) — the
 machine's drift falls on both alike.  For each (K, N) and M: both medians and
 A's time over B's (above 1: B is faster).  Compare a constant against its
 value in the tree, e.g. `--a MC=1073741824 --b MC=96`.
@@ -56,20 +57,21 @@ def main(argv=None) -> int:
     ap.add_argument("--b", nargs="*", default=[])
     ap.add_argument("--ms", default="8,16,64,256,1024")
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--pairs", default=",".join(f"{k}x{n}" for k, n in PAIRS), help="KxN,...")
     a = ap.parse_args(argv)
     print(f"{cpu_description()}; A: {a.a or 'as in the tree'}, B: {a.b or 'as in the tree'}; 1 thread")
     fns = {"A": build("sj_gemm_ab_a", _consts(a.a)), "B": build("sj_gemm_ab_b", _consts(a.b))}
     nr = gemm.tile_for(np.float32).nr
     rng = np.random.default_rng(0)
-    for K, N in PAIRS:
+    for K, N in (map(int, p.split("x")) for p in a.pairs.split(",")):
         b = rng.standard_normal((K, N)).astype(np.float32)
         row = []
         for M in map(int, a.ms.split(",")):
             x = rng.standard_normal((M, K)).astype(np.float32)
             c = np.empty((M, N), np.float32)
             t = {k: [] for k in fns}
-            for _ in range(a.repeats):
-                for k, fn in fns.items():
+            for i in range(a.repeats):
+                for k, fn in sorted(fns.items(), reverse=bool(i % 2)):  # (A first, then B first: no seat favoured)
                     t0 = time.perf_counter()
                     fn(0, -(-N // nr), x, b, c, M, N, K, 0, 0, 0, 0)
                     t[k].append(time.perf_counter() - t0)

@@ -6,7 +6,9 @@ Register tiling (BLIS's micro-kernel): an MR x NR tile of C lives in MR * NV
 vector registers (NR = NV vector lanes wide); each step of k broadcasts MR
 elements of A's column k and multiplies them with NV vectors of B's row k
 (fma).  A KC-deep block of one NR-column strip of B is packed into a
-contiguous panel (KC * NR elements, L1/L2 sized, on the stack) and reused by
+contiguous panel (KC * NR elements, L1/L2 sized, on the stack; the
+group's full strips packed row after row, each row's part one contiguous
+read) and reused by
 every MR-row tile of A before the next block; A is read in place, each of
 its tiles once for up to GROUP strips of the unit range (their panels
 packed side by side), so a tall A is streamed from memory fewer times.  Rows left
@@ -15,7 +17,8 @@ edge are masked in every load and store, so no access leaves the arrays.
 K = 0 stores zeros.
 
 A product of few rows (M <= SMALL_M) with unit-stride columns of B skips
-the panels: packing would cost as much as the product, and a tile of one
+the panels (unless B's row stride makes its rows alias in L1: ALIAS_BYTES):
+packing would cost as much as the product, and a tile of one
 or two rows would keep few accumulators busy.  Each row tile runs the whole
 of K in registers reading B in place (prefetching the rows ahead), over as
 many strips at once as the accumulators allow.  A GEMV (M <= ROW_STREAM_M)
@@ -94,7 +97,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -102,7 +105,19 @@ TINY_WORK = 1 << 15  # multiply-adds: a fully static product this small stays in
 TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 in at most three)
 GROUP = 4  # column strips whose panels share each A tile (units of one product taken together)
 PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
-SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels)
+SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels) ...
+# ... unless B's rows lie a multiple of ALIAS_BYTES apart and there are more
+# than STREAM_M rows: a tile reading B in place takes a line from each of
+# K rows, and with such a stride they all fall in one or two of the L1's
+# sets (64 of them, a line each per 4 KiB), which hold 8 lines each: the
+# lines evict one another before the next row tile's use.  One thread, both
+# builds interleaved (python -m bench.gemm_ab --a ALIAS_BYTES=1073741824 --b
+# ALIAS_BYTES=2048 --ms 4,8,12,16 --pairs ...), AMD EPYC znver3, float32:
+# packed instead, 1.1-2.3x faster at M = 8..16 for N = 1024, 1536, 2048,
+# 3072 and 4096, while N = 768 and 2304 (rows in four sets) streamed
+# 1.1-1.3x faster than packed.
+ALIAS_BYTES = 2048
+STREAM_M = 4
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
 MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while the group's strips pass
@@ -270,6 +285,8 @@ class GemmEmitter:
         # packing would cost as much as the product); the rest packs panels
         f = b.select(b.icmp_signed("<=", b.mul(b.add(s0, g), c(t.nr)), N), g, b.sub(g, c(1)))
         small = b.and_(b.icmp_signed("<=", M, c(SMALL_M)), b.icmp_signed("==", ldbn, c(1)))
+        spread = b.icmp_signed("!=", b.and_(b.mul(ldb, c(self.dtype.itemsize)), c(ALIAS_BYTES - 1)), c(0))
+        small = b.and_(small, b.or_(b.icmp_signed("<=", M, c(STREAM_M)), spread))
         f = b.select(small, f, c(0))
         with b.if_then(b.icmp_signed(">", f, c(0))):
             col0 = b.mul(s0, c(t.nr))
@@ -308,9 +325,14 @@ class GemmEmitter:
             accumulate = b.icmp_signed(">", k0, c(0))
             last = b.icmp_signed(">=", b.add(k0, kc), K)  # (the block that makes C final)
             Ak = b.gep(Ab, [k0])
-            with for_range(b, c(0), g) as j:
-                full, masks, ncols, Bs, Cs, panel = strip(j)
-                self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
+            whole = b.and_(b.icmp_signed("==", ldbn, c(1)), b.icmp_signed("<=", b.mul(b.add(s0, g), c(t.nr)), N))
+            with b.if_else(whole) as (rows, strips):
+                with rows:  # (every strip full, unit-stride columns: the group's part of each row at once)
+                    self._pack_rows(b, panels, b.gep(Bb, [b.add(b.mul(k0, ldb), b.mul(s0, c(t.nr)))]), kc, ldb, g)
+                with strips:
+                    with for_range(b, c(0), g) as j:
+                        full, masks, ncols, Bs, Cs, panel = strip(j)
+                        self._pack(b, panel, b.gep(Bs, [b.mul(k0, ldb)]), kc, ldb, ldbn, ncols, masks)
 
             # MC rows of A at a time (their KC-deep block in L2), each strip's
             # panel in L1 while every row tile of them passes over it
@@ -445,6 +467,28 @@ class GemmEmitter:
         room = b.shuffle_vector(room, ir.Constant(ir.VectorType(I64, t.lanes), ir.Undefined),
                                 ir.Constant(ir.VectorType(I32, t.lanes), [0] * t.lanes))
         return b.icmp_signed("<", lanes, room)
+
+    def _pack_rows(self, b, panels, src, kc, ldb, g):
+        """Rows [0, kc) of g full strips of B (unit-stride columns) from `src`
+        into their g panels side by side, row after row: each row's g * NR
+        elements are one contiguous run (g cache lines of float32 with
+        AVX2), where packing strip after strip read one line per row, each
+        a page away from the last (B's rows are N apart), and the
+        prefetchers saw a new page at every line."""
+        t = self.tile
+        c = lambda v: ir.Constant(I64, v)  # noqa: E731
+        size = self.dtype.itemsize
+        with for_range(b, c(0), kc) as r:
+            row = b.gep(src, [b.mul(r, ldb)])
+            ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, c(PREFETCH)), ldb)]), I8.as_pointer())
+            with for_range(b, c(0), g) as j:
+                strip = b.gep(row, [b.mul(j, c(t.nr))])
+                panel = b.gep(panels, [b.add(b.mul(j, c(t.kc * t.nv)), b.mul(r, c(t.nv)))])
+                for v in range(t.nv):
+                    b.store(b.load(self._vec(b, strip, v), align=size), b.gep(panel, [c(v)]), align=64)
+                for line in range(0, t.nr * size, 64):  # (a prefetch is a hint: past the end of B it never faults)
+                    b.call(self.prefetch, [b.gep(ahead, [b.add(b.mul(j, c(t.nr * size)), c(line))]),
+                                           ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
     def _pack(self, b, panel, src, kc, ldb, ldbn, ncols, masks):
         """Copy rows [0, kc) of the B block at `src` (rows ldb apart, columns

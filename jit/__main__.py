@@ -134,7 +134,7 @@ def calibrate_command(dtypes: list, rounds: int, key: str | None = None) -> int:
         t0 = time.perf_counter()
         cal, tree = calibrate_gemm(np.dtype(name), rounds, key=key)
         print(f"\n{np.dtype(name).name}: {len(cal.times)} shapes in {time.perf_counter() - t0:.1f} s "
-              f"(kernel and numpy's matmul, the least of {rounds} runs each):")
+              f"(kernel and numpy's matmul, the least of {rounds} passes over the grid):")
         for m, k, n, tk, tb in cal.times:
             print(f"  M={m:<5d} K={k:<5d} N={n:<5d} kernel {tk * 1e3:8.3f} ms  numpy {tb * 1e3:8.3f} ms  "
                   f"({tb / tk:.2f}x)")
