@@ -16,8 +16,8 @@ jitted once (one compile serves every M and policy):
 each against numpy (its matmul, then its epilogue); `--small-m 0` runs the
 kernel as it was before products of few rows streamed B (one packed tile), as numpy's time / the
 policy's (above 1: faster than numpy).  Run it with SHAPEJIT_ISA=avx2 too on
-an AVX-512 host.  Medians of repeats (bench/harness.py), each policy
-measured on its own.
+an AVX-512 host.  Medians of repeats (bench/harness.py), the policies'
+samples interleaved in a new order every round.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import statistics
 
 import numpy as np
 
-from bench.harness import FULL, QUICK, measure
+from bench.harness import FULL, QUICK, measure_interleaved
 from bench.report import cpu_description
 from codegen import gemm, lower
 from jit import jit
@@ -84,10 +84,9 @@ def main(argv=None) -> int:
                     got = _call(fn, k, choice[name], x, w, b, name == "pass")
                 assert got.dtype == ref.dtype and np.allclose(got, ref, rtol=1e-4, atol=1e-4), (name, m)
                 calls.append(lambda fn=fn, k=k, name=name: _call(fn, k, choice[name], x, w, b, name == "pass"))
-            # (each measured on its own, after its own warm-up: right after a numpy matmul, OpenBLAS's
-            # threads still spin on the cores and slow whatever runs next, which interleaving would charge
-            # to the policy measured after numpy's)
-            t = [measure(call, budget).median for call in calls]
+            # (interleaved, in a new order every round: the machine's drift falls on every policy alike, and
+            # the slowing after a numpy matmul, whose OpenBLAS threads spin on for a while, on no one policy)
+            t = [x.median for x in measure_interleaved(calls, budget, shuffle=True)]
             ratios = {name: t[0] / t[i + 1] for i, name in enumerate(policies)}
             ratios["oracle"] = max(ratios["kernel"], ratios["pass"], ratios["BLAS"])
             for k, v in ratios.items():

@@ -17,7 +17,8 @@ edge are masked in every load and store, so no access leaves the arrays.
 K = 0 stores zeros.
 
 A product of few rows (M <= SMALL_M) with unit-stride columns of B skips
-the panels (unless B's row stride makes its rows alias in L1: ALIAS_BYTES):
+the panels (unless B's row stride makes its rows alias in L1, ALIAS_BYTES,
+or K is deep, STREAM_K):
 packing would cost as much as the product, and a tile of one
 or two rows would keep few accumulators busy.  Each row tile runs the whole
 of K in registers reading B in place (prefetching the rows ahead), over as
@@ -97,7 +98,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_K, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -106,8 +107,8 @@ TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 i
 GROUP = 4  # column strips whose panels share each A tile (units of one product taken together)
 PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
 SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels) ...
-# ... unless B's rows lie a multiple of ALIAS_BYTES apart and there are more
-# than STREAM_M rows: a tile reading B in place takes a line from each of
+# ... unless there are more than STREAM_M rows and B's rows lie a multiple
+# of ALIAS_BYTES apart: a tile reading B in place takes a line from each of
 # K rows, and with such a stride they all fall in one or two of the L1's
 # sets (64 of them, a line each per 4 KiB), which hold 8 lines each: the
 # lines evict one another before the next row tile's use.  One thread, both
@@ -117,6 +118,11 @@ SMALL_M = 16  # products of at most this many rows stream B in place (no packed 
 # 3072 and 4096, while N = 768 and 2304 (rows in four sets) streamed
 # 1.1-1.3x faster than packed.
 ALIAS_BYTES = 2048
+# ... and unless K > STREAM_K: a strip's K rows (a line each) then outgrow
+# what L2 keeps for the next row tile; packed instead, 1.2-2.9x faster at M =
+# 8..16 for K = 1280..3072 (N = 768, 1280), the same for K = 768 (the
+# gemm_ab run above with --a STREAM_K=1099511627776 --b STREAM_K=1024).
+STREAM_K = 1024
 STREAM_M = 4
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
@@ -286,6 +292,7 @@ class GemmEmitter:
         f = b.select(b.icmp_signed("<=", b.mul(b.add(s0, g), c(t.nr)), N), g, b.sub(g, c(1)))
         small = b.and_(b.icmp_signed("<=", M, c(SMALL_M)), b.icmp_signed("==", ldbn, c(1)))
         spread = b.icmp_signed("!=", b.and_(b.mul(ldb, c(self.dtype.itemsize)), c(ALIAS_BYTES - 1)), c(0))
+        spread = b.and_(spread, b.icmp_signed("<=", K, c(STREAM_K)))
         small = b.and_(small, b.or_(b.icmp_signed("<=", M, c(STREAM_M)), spread))
         f = b.select(small, f, c(0))
         with b.if_then(b.icmp_signed(">", f, c(0))):

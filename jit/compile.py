@@ -250,8 +250,8 @@ def _load_dispatch(dtype, start: bool = True) -> bool:
     return False
 
 
-# A CPU without a calibration is calibrated in a process of its own, niced,
-# once for every process on the machine: the first to claim the job in the
+# A CPU without a calibration is calibrated in a process of its own (under
+# SCHED_IDLE: jit/__main__.py), once for every process on the machine: the first to claim the job in the
 # persistent cache starts it, the others (and it) race products until the
 # tree arrives, then take it.  A claim lapses after this many seconds (a
 # calibration that died is started again by the next process).
@@ -269,10 +269,11 @@ def _calibrate_in_background(dtype: np.dtype, key: str) -> None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, SHAPEJIT_CALIBRATE="0", SHAPEJIT_CACHE_DIR=cache.directory,
                    PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        cmd = [sys.executable, "-m", "jit", "calibrate", "--dtypes", dtype.name, "--rounds", str(CALIBRATION_ROUNDS),
+               "--background", key]
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "jit", "calibrate", "--dtypes", dtype.name,
-                                     "--rounds", str(CALIBRATION_ROUNDS), "--background", key], env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
             dispatch.EVENTS["failed"] += 1
             return
