@@ -16,18 +16,23 @@ jitted once (one compile serves every M and policy):
 each against numpy (its matmul, then its epilogue); `--small-m 0` runs the
 kernel as it was before products of few rows streamed B (one packed tile), as numpy's time / the
 policy's (above 1: faster than numpy).  Run it with SHAPEJIT_ISA=avx2 too on
-an AVX-512 host.  Medians of repeats (bench/harness.py), the policies'
-samples interleaved in a new order every round.
+an AVX-512 host.  The policies are measured in turns, in a new order every
+round (the machine's drift falls on all alike), each turn after WARM
+seconds of its own untimed calls: after a call, OpenBLAS's threads and our
+pool's spin on the cores for ~0.1 s, which would charge one policy's
+threads to the next.  A policy's time: the median over rounds of each
+turn's median call.
 """
 from __future__ import annotations
 
 import argparse
 import platform
+import random
 import statistics
+import time
 
 import numpy as np
 
-from bench.harness import FULL, QUICK, measure_interleaved
 from bench.report import cpu_description
 from codegen import gemm, lower
 from jit import jit
@@ -51,7 +56,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.small_m is not None:  # (part of the GEMM library's cache key: a build of its own)
         gemm.SMALL_M, gemm.ROW_STREAM_M = a.small_m, min(gemm.ROW_STREAM_M, a.small_m)
-    budget, ms = (QUICK, MS_QUICK) if a.quick else (FULL, MS)
+    rounds, ms = (3, MS_QUICK) if a.quick else (ROUNDS, MS)
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
     from jit.compile import gemm_dispatch, library_function
     library_function(gemm.symbol_for(np.float32))  # (loads this CPU's calibrated dispatch, if there is one)
@@ -84,9 +89,7 @@ def main(argv=None) -> int:
                     got = _call(fn, k, choice[name], x, w, b, name == "pass")
                 assert got.dtype == ref.dtype and np.allclose(got, ref, rtol=1e-4, atol=1e-4), (name, m)
                 calls.append(lambda fn=fn, k=k, name=name: _call(fn, k, choice[name], x, w, b, name == "pass"))
-            # (interleaved, in a new order every round: the machine's drift falls on every policy alike, and
-            # the slowing after a numpy matmul, whose OpenBLAS threads spin on for a while, on no one policy)
-            t = [x.median for x in measure_interleaved(calls, budget, shuffle=True)]
+            t = _interleaved(calls, rounds)
             ratios = {name: t[0] / t[i + 1] for i, name in enumerate(policies)}
             ratios["oracle"] = max(ratios["kernel"], ratios["pass"], ratios["BLAS"])
             for k, v in ratios.items():
@@ -104,6 +107,28 @@ def main(argv=None) -> int:
 
 
 _FUSED = lower._epilogues
+ROUNDS = 5
+WARM = 0.12  # seconds of untimed calls that start a turn
+TURN = 0.05  # seconds of timed calls in a turn (at least 3 calls)
+
+
+def _interleaved(calls, rounds: int) -> list:
+    """Each call's time (above), measured in turns."""
+    order, turns = random.Random(0), list(range(len(calls)))
+    samples = [[] for _ in calls]
+    for _ in range(rounds):
+        order.shuffle(turns)
+        for i in turns:
+            end = time.perf_counter() + WARM
+            while time.perf_counter() < end:
+                calls[i]()
+            times, end = [], time.perf_counter() + TURN
+            while time.perf_counter() < end or len(times) < 3:
+                t0 = time.perf_counter()
+                calls[i]()
+                times.append(time.perf_counter() - t0)
+            samples[i].append(statistics.median(times))
+    return [statistics.median(x) for x in samples]
 
 
 def _call(f, key, blas, x, w, b, epilogue_pass=False):

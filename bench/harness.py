@@ -18,7 +18,6 @@ keeping the attempt with the least foreign load.
 from __future__ import annotations
 
 import os
-import random
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -100,17 +99,14 @@ def measure(call, budget: Budget = FULL) -> Timing:
     return measure_interleaved([call], budget)[0]
 
 
-def measure_interleaved(calls, budget: Budget = FULL, shuffle: bool = False) -> list:
+def measure_interleaved(calls, budget: Budget = FULL) -> list:
     """``measure`` of several calls at once, their samples interleaved (a
     sample of each in turn): the ratio of two of them is free of the drift
-    of a shared machine between two separate measurements.  `shuffle`: the
-    turns in a new order every round, so no call always runs right after
-    the same other one (after a numpy matmul, OpenBLAS's threads spin on the
-    cores for a while and slow whatever runs next)."""
+    of a shared machine between two separate measurements."""
     best = None
     for attempt in range(budget.retries + 1):
         t0 = time.perf_counter()
-        t = _measure_once(calls, budget if attempt == 0 else replace(budget, warmup=0), shuffle)
+        t = _measure_once(calls, budget if attempt == 0 else replace(budget, warmup=0))
         if best is None or t[0].foreign_load < best[0].foreign_load:
             best = t
         if t[0].foreign_load < BUSY or time.perf_counter() - t0 > budget.retry_limit:
@@ -119,7 +115,7 @@ def measure_interleaved(calls, budget: Budget = FULL, shuffle: bool = False) -> 
     return best
 
 
-def _measure_once(calls, budget: Budget, shuffle: bool = False) -> list:
+def _measure_once(calls, budget: Budget) -> list:
     numbers = []
     for call in calls:
         for _ in range(budget.warmup):
@@ -135,12 +131,8 @@ def _measure_once(calls, budget: Budget, shuffle: bool = False) -> list:
     meter = LoadMeter()
     meter.start()
     samples = [[] for _ in calls]
-    turns = list(zip(calls, numbers, samples))
-    order = random.Random(0)
     for _ in range(repeats):
-        if shuffle:
-            order.shuffle(turns)
-        for call, (number, _), out in turns:
+        for call, (number, _), out in zip(calls, numbers, samples):
             t0 = time.perf_counter()
             for _ in range(number):
                 call()
