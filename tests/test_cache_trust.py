@@ -49,6 +49,7 @@ def run(tmp_path, cache_dir, **env_extra):
     script = tmp_path / "ab.py"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHAPEJIT_")}
+    env["SHAPEJIT_CALIBRATE"] = "0"  # (no background calibration: conftest.py)
     env.update(SHAPEJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, SHAPEJIT_TRACE_CACHE="0", **env_extra)
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -57,6 +57,7 @@ def test_the_first_call_never_crashes_on_a_setting(env, tmp_path):
             "assert (f(np.arange(5.0)) == np.arange(5.0) * 2 + 1).all()\n"
             "print('checks', config.get('SHAPEJIT_CHECKS'))\n")
     run_env = {k: v for k, v in os.environ.items() if not k.startswith("SHAPEJIT_")}
+    run_env["SHAPEJIT_CALIBRATE"] = "0"  # (no background calibration: conftest.py)
     run_env.update(env, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-W", "always", "-c", code], env=run_env, capture_output=True, text=True,
                          timeout=300)

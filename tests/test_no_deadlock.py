@@ -166,6 +166,7 @@ def _storm(tmp_path, seconds: float) -> dict:
     script = tmp_path / "storm.py"
     script.write_text(STORM)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHAPEJIT_")}
+    env["SHAPEJIT_CALIBRATE"] = "0"  # (no background calibration: conftest.py)
     env.update(SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, str(script), str(seconds)], env=env, capture_output=True, text=True,
                          timeout=seconds + 240)

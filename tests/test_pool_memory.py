@@ -62,6 +62,7 @@ def storm(tmp_path, budget: str, calls: int) -> dict:
     script = tmp_path / "storm.py"
     script.write_text(STORM)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHAPEJIT_")}
+    env["SHAPEJIT_CALIBRATE"] = "0"  # (no background calibration: conftest.py)
     env.update(SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT, SHAPEJIT_POOL_BYTES=budget)
     out = subprocess.run([sys.executable, str(script), str(calls)], env=env, capture_output=True, text=True,
                          timeout=600)

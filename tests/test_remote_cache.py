@@ -73,6 +73,7 @@ def run(tmp_path, name, rows, url, secret=SECRET, pause=None, **env_extra):
     script = tmp_path / "layer.py"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHAPEJIT_")}
+    env["SHAPEJIT_CALIBRATE"] = "0"  # (no background calibration: conftest.py)
     # (a generous wait for Redis unless a test sets its own: on a loaded CI machine an answer once took more
     # than the 40 ms default, the tier counted as down, and the records under test were never read)
     env.update(SHAPEJIT_CACHE_DIR=str(tmp_path / f"disk-{name}"), PYTHONPATH=ROOT, SHAPEJIT_REMOTE_CACHE=url,

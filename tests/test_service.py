@@ -16,7 +16,7 @@ import pytest
 from examples.service import Encoder, make_server, spawn
 from shapes import config
 
-ALLOWED_LABELS = {"function", "reason", "level", "stage", "le", "endpoint", "status"}
+ALLOWED_LABELS = {"function", "reason", "level", "stage", "le", "endpoint", "status", "outcome", "kind", "result"}
 
 
 
