@@ -26,17 +26,21 @@ turn's median call.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import statistics
+import tempfile
 import time
 
 import numpy as np
 
+from bench import harness
 from bench.report import cpu_description
 from codegen import gemm, lower
 from jit import jit
 from runtime import gemmchoice
+from runtime.cache import reset_default_cache
 
 MS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
 MS_QUICK = (1, 4, 16, 64, 256, 1024)
@@ -58,6 +62,13 @@ def main(argv=None) -> int:
         gemm.SMALL_M, gemm.ROW_STREAM_M = a.small_m, min(gemm.ROW_STREAM_M, a.small_m)
     rounds, ms = (3, MS_QUICK) if a.quick else (ROUNDS, MS)
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
+    # (a compile cache of its own, holding this CPU's calibration: the "pass" policy compiles with its
+    # epilogue unfused, and a saved trace of that must not reach the user's cache)
+    harness.keep_calibrations()
+    cache_dir = tempfile.TemporaryDirectory(prefix="shapejit-sweep-cache-")
+    os.environ["SHAPEJIT_CACHE_DIR"] = cache_dir.name
+    reset_default_cache()
+    harness.seed_calibrations(cache_dir.name)
     from jit.compile import gemm_dispatch, library_function
     library_function(gemm.symbol_for(np.float32))  # (loads this CPU's calibrated dispatch, if there is one)
     print("shapejit's choice: " + ("the dispatch tree calibrated on this CPU (python -m jit calibrate)"

@@ -186,7 +186,8 @@ def stream_section(stream, calls, notes):
         "Same S sequence for every implementation (seed 1234, %s distinct lengths); "
         "after timing, %d of the outputs (first, shortest, longest and a spread) are "
         "checked against numpy. Each "
-        "implementation runs in a fresh process with empty on-disk compile caches, so "
+        "implementation runs in a fresh process with empty on-disk compile caches (shapejit's holding only "
+        "this CPU's calibrated GEMM dispatch, as on a machine that has run shapejit before), so "
         "the first call includes one-time compiler start-up. Compile counts: shapejit "
         "`stats()['compiles']`, jax.jit `_cache_size()`, torch.compile dynamo "
         "`counters['stats']['unique_graphs']`. jax's persistent cache is left off "
@@ -241,7 +242,8 @@ def first_section(first, notes):
                      (warm.get("stats") or {}).get("cache_hits_disk", "—")])
     return "\n".join([
         "## 5. First call of a fresh bert_layer, B=1, S=128", "",
-        "Fresh process each. cold: empty on-disk caches; warm disk: a second process "
+        "Fresh process each. cold: empty on-disk caches (shapejit's holding only this CPU's calibrated GEMM "
+        "dispatch); warm disk: a second process "
         "reusing the caches the cold run filled (jax's persistent compilation cache "
         "enabled for both runs here). compile overhead = cold first call - steady call. "
         "`!`: other processes kept more than %.1f cores busy during the cold run." % BUSY, "",
