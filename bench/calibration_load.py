@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -94,11 +95,34 @@ def _started_here() -> tuple[float, float]:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def _first_calls(runs: int) -> None:
+    """bert_layer's first and next call in fresh processes with empty caches
+    (bench/coldstart.py), a background calibration on and off in turns."""
+    from bench.coldstart import run_child
+    for i in range(runs):
+        for on in ("0", "1"):
+            while subprocess.run(["pgrep", "-f", "jit calibrate"], capture_output=True).returncode == 0:
+                time.sleep(0.5)  # (the last run's calibration finished first)
+            with tempfile.TemporaryDirectory(prefix="shapejit-calibration-load-") as d:
+                os.environ["SHAPEJIT_CALIBRATE"] = on
+                try:
+                    r = run_child("first", "shapejit-dyn", Path(d))
+                finally:
+                    os.environ.pop("SHAPEJIT_CALIBRATE")
+            print(f"SHAPEJIT_CALIBRATE={on}: first call {r.get('first', float('nan')):.3f} s, the next "
+                  f"{r.get('steady', float('nan')) * 1e3:.1f} ms")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=8.0, help="seconds of matmuls in each measurement")
+    ap.add_argument("--first-calls", type=int, default=0, metavar="RUNS",
+                    help="instead: bert_layer's first calls in fresh processes, a calibration on and off")
     a = ap.parse_args(argv)
     print(f"{cpu_description()}, numpy {np.__version__}")
+    if a.first_calls:
+        _first_calls(a.first_calls)
+        return 0
     alone = _matmul_ms(a.seconds)
     print(f"numpy matmul 384x768 @ 768x3072 alone:               {alone:7.2f} ms (1.00x)")
     for how, label in (("nice", "beside a nice-19 calibration:     "), ("idle", "beside a SCHED_IDLE calibration:  ")):
