@@ -114,8 +114,8 @@ def _yield_to_everything() -> None:
     every thread: numpy's BLAS threads exist already; threads started later
     inherit it), else at the lowest priority.  `python -m
     bench.calibration_load` measures what it costs a numpy matmul in the
-    foreground (0.92-1.12x of its time alone in three runs on a 2-core AMD
-    EPYC, znver3; 0.86-1.17x beside a nice-19 calibration)."""
+    foreground (0.81-1.12x of its time alone in four runs on a 2-core AMD
+    EPYC, znver3; 0.75-1.17x beside a nice-19 calibration)."""
     try:
         for tid in os.listdir("/proc/self/task"):
             os.sched_setscheduler(int(tid), os.SCHED_IDLE, os.sched_param(0))

@@ -25,7 +25,8 @@ so nothing is assumed:
    shape class.
 
 A CPU without a calibration is calibrated in a background process of its
-own (niced, once for all the processes on the machine: jit/compile.py); until
+own (under SCHED_IDLE, once for all the processes on the machine:
+jit/compile.py); until
 its tree arrives the runtime races both variants on the first product of
 each shape class (runtime/gemmchoice.py).  `python -m jit calibrate` makes
 one in the foreground.
