@@ -26,10 +26,9 @@ so nothing is assumed:
 
 A CPU without a calibration is calibrated in a background process of its
 own (under SCHED_IDLE, once for all the processes on the machine:
-jit/compile.py); until
-its tree arrives the runtime races both variants on the first product of
-each shape class (runtime/gemmchoice.py).  `python -m jit calibrate` makes
-one in the foreground.
+jit/compile.py); until its tree arrives the runtime races both variants on
+the first product of each shape class (runtime/gemmchoice.py).  `python -m
+jit calibrate` makes one in the foreground.
 """
 from __future__ import annotations
 
