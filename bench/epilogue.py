@@ -1,7 +1,8 @@
 """python -m bench.epilogue [--ms 1,16,64,256] [--repeats 100]: a product's
 epilogue in the GEMM's store against the same epilogue as a pass of its own
-after the product (codegen.lower._epilogues off while the second function
-traces), for x @ w + b, GELU(x @ w + b) and x @ w + b + r, with calls of
+after the product (codegen.lower.FUSE_EPILOGUES off while the second function
+compiles; the switch is part of a saved trace's key, so neither reuses the
+other's), for x @ w + b, GELU(x @ w + b) and x @ w + b + r, with calls of
 numpy, the fused and the unfused function interleaved (the machine's drift
 falls on all three).  Run it with SHAPEJIT_NUM_THREADS=1
 OPENBLAS_NUM_THREADS=1 for one core each.  Prints each against numpy and
@@ -36,7 +37,6 @@ def main(argv=None) -> int:
     gemmchoice.PREFER = "kernel"  # (both on the GEMM kernel: only where the epilogue runs differs)
     print(f"{cpu_description()}: numpy time / policy time; store / pass")
     rng = np.random.default_rng(0)
-    fused_rule = lower._epilogues
     for K, N in ((768, 3072), (3072, 768)):
         for M in map(int, a.ms.split(",")):
             args = (rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32),
@@ -44,15 +44,16 @@ def main(argv=None) -> int:
             row = []
             for name, fn in PROGRAMS.items():
                 fused = jit(lambda *v, fn=fn: fn(*v))
-                lower._epilogues = lambda plan, products: {}
+                lower.FUSE_EPILOGUES = False
                 try:
                     unfused = jit(lambda *v, fn=fn: fn(*v))
-                    for _ in range(3):  # (traced and compiled here, with the rule each was made under)
+                    for _ in range(3):  # (traced and compiled here, with the switch each was made under)
                         unfused(*args)
                 finally:
-                    lower._epilogues = fused_rule
+                    lower.FUSE_EPILOGUES = True
                 for _ in range(3):
                     fused(*args)
+                assert "in the GEMM store" in fused.explain() and "in the GEMM store" not in unfused.explain()
                 t = {"numpy": [], "store": [], "pass": []}
                 for _ in range(a.repeats):
                     for k, g in (("numpy", fn), ("store", fused), ("pass", unfused)):

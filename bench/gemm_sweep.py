@@ -62,17 +62,13 @@ def main(argv=None) -> int:
         gemm.SMALL_M, gemm.ROW_STREAM_M = a.small_m, min(gemm.ROW_STREAM_M, a.small_m)
     rounds, ms = (3, MS_QUICK) if a.quick else (ROUNDS, MS)
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
-    # (a compile cache of its own, holding this CPU's calibration: the "pass" policy compiles with its
-    # epilogue unfused, and a saved trace of that must not reach the user's cache)
+    # (a compile cache of its own, holding this CPU's calibration: the sweep's compiles stay out of the user's)
     harness.keep_calibrations()
     cache_dir = tempfile.TemporaryDirectory(prefix="shapejit-sweep-cache-")
     os.environ["SHAPEJIT_CACHE_DIR"] = cache_dir.name
     reset_default_cache()
     harness.seed_calibrations(cache_dir.name)
-    from jit.compile import gemm_dispatch, library_function
-    library_function(gemm.symbol_for(np.float32))  # (loads this CPU's calibrated dispatch, if there is one)
-    print("shapejit's choice: " + ("the dispatch tree calibrated on this CPU (python -m jit calibrate)"
-                                   if "f" in gemm_dispatch() else "raced at each shape class's first call"))
+    harness.print_choice()
     rng = np.random.default_rng(0)
     policies = ("shapejit", "kernel", "pass", "BLAS")
     all_ratios = {p: [] for p in policies + ("oracle",)}
@@ -88,7 +84,7 @@ def main(argv=None) -> int:
             ref = linear_gelu(x, w, b)
             key = gemmchoice.shape_class("f", m, N, K, True)
             gemmchoice.forget()
-            lower._epilogues = _FUSED  # (not the pass policy's, left by the last turn: f would compile without)
+            lower.FUSE_EPILOGUES = True  # (not the pass policy's, left by the last turn)
             for _ in range(2):  # (a trace's call runs in numpy; the next call of a class measures both and
                 f(x, w, b)      # decides: outside the timing)
             choice = {"shapejit": gemmchoice.BEST.get(key), "kernel": False, "pass": False, "BLAS": True}
@@ -118,7 +114,6 @@ def main(argv=None) -> int:
     return 0
 
 
-_FUSED = lower._epilogues
 ROUNDS = 5
 WARM = 0.12  # seconds of untimed calls that start a turn
 TURN = 0.05  # seconds of timed calls in a turn (at least 3 calls)
@@ -146,7 +141,7 @@ def _interleaved(calls, rounds: int) -> list:
 def _call(f, key, blas, x, w, b, epilogue_pass=False):
     gemmchoice.BEST[key] = blas  # (one dict store: the product's implementation for this call)
     # (one more: whether a trace this call makes puts the epilogue in the GEMM's store)
-    lower._epilogues = (lambda plan, products: {}) if epilogue_pass else _FUSED
+    lower.FUSE_EPILOGUES = not epilogue_pass
     return f(x, w, b)
 
 

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from bench import harness
 from bench import workloads as W
 from bench.corpus import BY_NAME, fresh
 from bench.report import cpu_description
@@ -64,12 +65,7 @@ def main(argv=None) -> None:
     lengths = np.random.default_rng(1234).integers(1, 513, size=a.calls)
     calls = [(np.random.default_rng(int(s)).standard_normal((1, int(s), W.D_MODEL)).astype(np.float32),) + params
              for s in lengths]
-    from codegen import gemm
-    from jit.compile import gemm_dispatch, library_function
-    library_function(gemm.symbol_for(np.float32))  # (loads this CPU's calibrated dispatch, if there is one)
-    tree = "f" in gemm_dispatch()
-    print("shapejit's choice: " + ("the dispatch tree calibrated on this CPU (python -m jit calibrate): no class "
-                                   "is raced" if tree else "raced at each shape class's first call"))
+    tree = harness.print_choice()
     print(f"bert_layer, {a.calls} calls, S in 1..512: mean ms a call (second pass)")
     for prefer in ("kernel", "blas", None):
         gemmchoice.PREFER = prefer

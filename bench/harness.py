@@ -186,3 +186,17 @@ def seed_calibrations(directory) -> None:
     cache = ArtifactCache(directory=str(directory))
     for key, blob in CALIBRATIONS.items():
         cache.put(key, blob, "(gemm dispatch)", kind="calibration")
+
+
+def print_choice() -> bool:
+    """Load the float32 GEMM (and with it this CPU's calibrated dispatch,
+    when the cache has one) and say how shapejit chooses each product's
+    variant: -> whether the calibrated tree decides."""
+    import numpy as np
+    from codegen import gemm
+    from jit.compile import gemm_dispatch, library_function
+    library_function(gemm.symbol_for(np.float32))
+    tree = "f" in gemm_dispatch()
+    print("shapejit's choice: " + ("the dispatch tree calibrated on this CPU (python -m jit calibrate): no class "
+                                   "is raced" if tree else "raced at each shape class's first call"))
+    return tree

@@ -8,19 +8,17 @@ elements of A's column k and multiplies them with NV vectors of B's row k
 (fma).  A KC-deep block of one NR-column strip of B is packed into a
 contiguous panel (KC * NR elements, L1/L2 sized, on the stack; the
 group's full strips packed row after row, each row's part one contiguous
-read) and reused by
-every MR-row tile of A before the next block; A is read in place, each of
-its tiles once for up to GROUP strips of the unit range (their panels
-packed side by side), so a tall A is streamed from memory fewer times.  Rows left
-over at the bottom (M mod MR) run on narrower tiles; columns past the right
-edge are masked in every load and store, so no access leaves the arrays.
-K = 0 stores zeros.
+read) and reused by every MR-row tile of A before the next block; A is
+read in place, each of its tiles once for up to GROUP strips of the unit
+range (their panels packed side by side), so a tall A is streamed from
+memory fewer times.  Rows left over at the bottom (M mod MR) run on
+narrower tiles; columns past the right edge are masked in every load and
+store, so no access leaves the arrays.  K = 0 stores zeros.
 
 A product of few rows (M <= SMALL_M) with unit-stride columns of B skips
 the panels (unless B's row stride makes its rows alias in L1, ALIAS_BYTES,
-or K is deep, STREAM_K):
-packing would cost as much as the product, and a tile of one
-or two rows would keep few accumulators busy.  Each row tile runs the whole
+or K is deep, STREAM_K): packing would cost as much as the product, and a
+tile of one or two rows would keep few accumulators busy.  Each row tile runs the whole
 of K in registers reading B in place (prefetching the rows ahead), over as
 many strips at once as the accumulators allow.  A GEMV (M <= ROW_STREAM_M)
 reads B row after row instead, each row's part in one contiguous run, and
@@ -98,7 +96,8 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_K, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_K, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK,
+                 EPILOGUE_ROWS, MC, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -123,7 +122,7 @@ ALIAS_BYTES = 2048
 # 8..16 for K = 1280..3072 (N = 768, 1280), the same for K = 768 (the
 # gemm_ab run above with --a STREAM_K=1099511627776 --b STREAM_K=1024).
 STREAM_K = 1024
-STREAM_M = 4
+STREAM_M = 4  # (the few rows that stream B in place whatever its stride and depth)
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
 MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while the group's strips pass
@@ -518,8 +517,9 @@ class GemmEmitter:
                         # (a prefetch is a hint: past the end of B it never faults)
                         ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, c(PREFETCH)), ldb)]), I8.as_pointer())
                         for v in range(t.nv):
-                            x = (b.call(self.mload, [self._vec(b, row, v), align, masks[v], ir.Constant(self.vty, None)])
-                                 if masked else b.load(self._vec(b, row, v), align=self.dtype.itemsize))
+                            ptr = self._vec(b, row, v)
+                            x = (b.call(self.mload, [ptr, align, masks[v], ir.Constant(self.vty, None)]) if masked
+                                 else b.load(ptr, align=self.dtype.itemsize))
                             b.store(x, b.gep(panel, [b.add(b.mul(r, c(t.nv)), c(v))]), align=64)
                             b.call(self.prefetch, [b.gep(ahead, [c(v * t.lanes * self.dtype.itemsize)]),
                                                    ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])

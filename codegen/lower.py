@@ -53,7 +53,7 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
             products[s.out.id] = s
     kernels = plan.kernels()
     index = {id(k): i for i, k in enumerate(kernels)}
-    fused = {index[id(k)]: vid for vid, k in _epilogues(plan, products).items()}
+    fused = {index[id(k)]: vid for vid, k in _epilogues(plan, products).items()} if FUSE_EPILOGUES else {}
     loop_nodes = [s for s in plan.steps if isinstance(s, Node) and s.op in ("loop", "pyloop")]
     if not kernels and not loop_nodes:
         return Lowered("", [], gemms, {})
@@ -93,6 +93,11 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
 # epilogue (when they do not read the product): constants, and ops that make
 # new arrays or views and never write one (a setitem, a re-rolled loop or an
 # eager call may write an operand's buffer)
+# Whether a kernel that reads a product may run in the GEMM's store (off: its
+# own pass after the product, as benches compare).  It changes what a trace
+# compiles to, so it is part of a saved trace's key (jit/compile.py
+# plan_switches).
+FUSE_EPILOGUES = True
 _PASSABLE = ops_returning(FRESH, FRESH_C, VIEW_OF_INPUT) | {"const", "dim"}
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jit import persist, pytree
-from jit.compile import BACKENDS, Build, bounds_checked, build, build_saved, calibrating, gemm_dispatch
+from jit.compile import BACKENDS, Build, build, build_saved, calibrating, gemm_dispatch, plan_switches
 from jit.declare import check_constraints, check_dims, dim_names
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
@@ -475,7 +475,7 @@ class JitFunction:
             return None
         try:
             options = stable_text((self.dynamic, sorted(self.dims.items()), self.constraints,
-                                   sorted(self.static_argnames), self.backend, bounds_checked()))
+                                   sorted(self.static_argnames), self.backend, plan_switches()))
         except Unstable:
             return None
         return persist.key_for(fingerprint, key, options)

@@ -20,7 +20,7 @@ import sympy
 from clustering import partition, run_pipeline
 from clustering.partition import Kernel, Plan
 from clustering.reroll import reroll
-from codegen import gemm, support
+from codegen import gemm, lower, support
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
 from codegen.llvm import compile_ir, host_target
@@ -155,6 +155,12 @@ def bounds_checked() -> bool:
     return config.get("SHAPEJIT_BOUNDS_CHECK")
 
 
+def plan_switches() -> tuple:
+    """The compiler switches that change what a trace compiles to (part of
+    a saved trace's key): bounds checks, epilogues in the GEMM's store."""
+    return bounds_checked(), lower.FUSE_EPILOGUES
+
+
 def build_saved(saved: SavedBuild) -> Build | None:
     """The Executable of a saved build, linking its object code from the
     cache; None when the object code is not there (or not valid) any more."""
@@ -251,10 +257,11 @@ def _load_dispatch(dtype, start: bool = True) -> bool:
 
 
 # A CPU without a calibration is calibrated in a process of its own (under
-# SCHED_IDLE: jit/__main__.py), once for every process on the machine: the first to claim the job in the
-# persistent cache starts it, the others (and it) race products until the
-# tree arrives, then take it.  A claim lapses after this many seconds (a
-# calibration that died is started again by the next process).
+# SCHED_IDLE: jit/__main__.py), once for every process on the machine: the
+# first to claim the job in the persistent cache starts it, the others (and
+# it) race products until the tree arrives, then take it.  A claim lapses
+# after this many seconds: a calibration that failed is started again by a
+# process that comes later, not by every process at once.
 CALIBRATION_CLAIM = 600.0
 CALIBRATION_POLL = 2.0  # seconds between looks at the cache of a process that did not start it
 CALIBRATION_ROUNDS = dispatch.ROUNDS
@@ -274,13 +281,16 @@ def _calibrate_in_background(dtype: np.dtype, key: str) -> None:
         try:
             proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        except OSError:
+        except (OSError, subprocess.SubprocessError):  # (the classes are raced, as without a calibration)
             dispatch.EVENTS["failed"] += 1
             return
         dispatch.EVENTS["started"] += 1
     _calibrating.add(dtype.char)
-    threading.Thread(target=_take_calibration, args=(dtype, proc, key), daemon=True,
-                     name="shapejit-calibration").start()
+    try:
+        threading.Thread(target=_take_calibration, args=(dtype, proc, key), daemon=True,
+                         name="shapejit-calibration").start()
+    except RuntimeError:  # (no thread to spare: a later process takes the calibration)
+        _calibrating.discard(dtype.char)
 
 
 def _take_calibration(dtype: np.dtype, proc, key: str) -> None:
@@ -291,12 +301,15 @@ def _take_calibration(dtype: np.dtype, proc, key: str) -> None:
     try:
         if proc is not None:
             proc.wait()
-            default_cache().drop("claim-" + key)
         while not _load_dispatch(dtype, start=False):
-            if proc is not None or time.monotonic() > deadline:
-                dispatch.EVENTS["failed"] += proc is not None
+            if proc is not None:  # (it failed: its claim stays until it lapses)
+                dispatch.EVENTS["failed"] += 1
+                return
+            if time.monotonic() > deadline:
                 return
             time.sleep(CALIBRATION_POLL)
+        if proc is not None:
+            default_cache().drop("claim-" + key)
         dispatch.EVENTS["installed"] += 1
         gemmchoice.forget(dtype.char)
     finally:

@@ -105,10 +105,10 @@ PREEMPTED_RETRIES = 4
 
 
 def _time(run) -> float:
-    """Seconds of one run after a warm-up; a run during which another
-    process took one of our threads' cores (an involuntary context switch:
-    a background calibration yields to everything) is run again, a few
-    times at most."""
+    """Seconds of one run after a warm-up; a run during which one of this
+    process's threads lost its core (an involuntary context switch: to
+    another process -- a background calibration yields to everything -- or
+    to another of our threads) is run again, a few times at most."""
     run()
     for _ in range(PREEMPTED_RETRIES):
         switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw

@@ -46,7 +46,7 @@ VARS = {v.name: v for v in [
     Var("SHAPEJIT_ISA", "text", "", "`avx2`: generate no AVX-512 instruction on a host that has it (the AVX2 "
                                    "kernels tested and measured anywhere)"),
     Var("SHAPEJIT_CALIBRATE", "bool", True, "a CPU with no calibrated GEMM dispatch yet is calibrated in a "
-                                            "background process (niced), once for every process on it"),
+                                            "background process (SCHED_IDLE), once for every process on it"),
     Var("SHAPEJIT_TRACE_CACHE", "bool", True, "saved traces: a new process reuses another's trace"),
     Var("SHAPEJIT_POOL_BYTES", "size", 512 << 20, "the bytes of pooled intermediates kept between calls, in "
                                                    "the whole process"),

@@ -192,3 +192,25 @@ def test_the_product_of_a_fused_step_is_a_pooled_intermediate(kernel_only):
     out = f(*args)
     assert f.stats()["bytes_allocated"] - before == out.nbytes
     assert fused(f)
+
+
+def test_fusion_is_a_keyed_switch_never_a_saved_trace_of_the_other(monkeypatch):
+    """codegen.lower.FUSE_EPILOGUES off: the epilogue runs as its own pass.
+    It is part of a saved trace's key: a function compiled with it on never
+    loads the trace another function of the same code saved with it off (a
+    bench compared the unfused plan with itself that way)."""
+    from codegen import lower
+    monkeypatch.setattr(gemmchoice, "PREFER", "kernel")
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64, 256), (256,)))
+    program = EPILOGUES["gelu"]
+    monkeypatch.setattr(lower, "FUSE_EPILOGUES", False)
+    unfused = jit(lambda x, w, b: program(x, w, b, None))
+    for _ in range(2):
+        assert_like_numpy(unfused(x, w, b), program(x, w, b, None), ulps=64, atol=1e-5)
+    monkeypatch.setattr(lower, "FUSE_EPILOGUES", True)
+    fused = jit(lambda x, w, b: program(x, w, b, None))
+    for _ in range(2):
+        assert_like_numpy(fused(x, w, b), program(x, w, b, None), ulps=64, atol=1e-5)
+    assert "in the GEMM store" not in unfused.explain()
+    assert "in the GEMM store" in fused.explain() and fused.stats()["traces"] == 1
