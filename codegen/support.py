@@ -95,9 +95,11 @@ POOL_RUN = "sj_pool_run"
 POOL_WORKER = "sj_pool_worker"
 POOL_STOP = "sj_pool_stop"
 POOL_RESET = "sj_pool_reset"
+BLAS_SETUP = "sj_blas_setup"
+BLAS_CLOSE = "sj_blas_close"
 # exported symbols -> (arrays, ints, floats) of their kernel ABI
 _SYMBOLS = {SPIN_SYMBOL: (0, 1, 0), POOL_RESET: (0, 0, 0), POOL_RUN: (0, 3, 0), POOL_WORKER: (0, 0, 0),
-            POOL_STOP: (0, 0, 0)}
+            POOL_STOP: (0, 0, 0), BLAS_SETUP: (0, 2, 0), BLAS_CLOSE: (0, 0, 0)}
 # A worker watches for the next job this many pauses (~80 ms, yielding its CPU
 # every 32 after the first ~0.4 ms) before it sleeps: waking a sleeping thread
 # costs 1-6 ms on this virtual machine once it has slept ~100 ms (its idle
@@ -116,6 +118,7 @@ _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 _TICKET, _PENDING = 0, 8
 _FN, _ARGS, _START, _STOP, _CHUNK, _NCHUNKS = 16, 17, 18, 19, 20, 21
 _BUSY, _WORKERS, _SLEEPERS, _QUIT = 24, 25, 26, 27
+_BLAS_LOCK, _BLAS_CLOSED = 28, 29  # (OpenBLAS's jobs on the pool: one parallel region at a time; closed at exit)
 _FUTEX = 32  # an i32 word: bumped on every post, what sleeping workers wait on
 _SLOTS = 40
 
@@ -258,6 +261,7 @@ class _Support:
         self.emit_run(work)
         self.emit_worker(work)
         self.emit_stop()
+        self.emit_blas(work)
 
     def emit_spin(self) -> None:
         fn = self.kernel(SPIN_SYMBOL, 1)
@@ -345,34 +349,51 @@ class _Support:
                 want = b.mul(threads, self.c(CHUNKS_PER_THREAD))
                 size = b.sdiv(b.add(n, b.sub(want, self.c(1))), want)  # ceil(n / want)
                 size = b.select(b.icmp_signed("<", size, chunk), chunk, size)
-                count = b.sdiv(b.add(n, b.sub(size, self.c(1))), size)
-                # Close the previous job's ticket (every chunk claimed) before its fields
-                # change: a late worker that read the old ticket and then this job's
-                # NCHUNKS would otherwise claim a chunk of this job before it is
-                # published, run it, and make PENDING miss zero (the caller waits forever)
-                old = self.load(b, _TICKET, "seq_cst")
-                self.store(b, _TICKET, b.or_(old, self.c(0xFFFFFFFF)), "seq_cst")
-                for k, v in ((_FN, kfn), (_ARGS, args), (_START, start), (_STOP, stop), (_CHUNK, size),
-                             (_PENDING, count)):
-                    self.store(b, k, v)
-                self.store(b, _NCHUNKS, count, "release")  # (a worker that reads it sees the ticket closed)
-                job = b.and_(b.add(b.lshr(old, self.c(32)), self.c(1)), self.c(0xFFFFFFFF))
-                self.store(b, _TICKET, b.shl(job, self.c(32)), "seq_cst")  # publishes the fields above
-                self.wake(b)
-                b.call(work, [self.c(0), self.c(0), job])
-                # the last chunks may still run on workers
-                with for_range(b, 0, self.c(1 << 62)) as r:
-                    with b.if_then(b.icmp_signed("==", self.load(b, _PENDING, "acquire"), self.c(0))):
-                        self.store(b, _BUSY, self.c(0), "release")
-                        b.ret_void()
-                    self.pause(b)
-                    with b.if_then(b.icmp_signed("==", b.and_(r, self.c(_YIELD_ROUNDS - 1)),
-                                                 self.c(_YIELD_ROUNDS - 1))):
-                        b.call(self.syscall, [self.c(self.sched_yield)])
-                self.store(b, _BUSY, self.c(0), "release")  # (not reached: 2^62 rounds)
+                self.post(b, work, kfn, args, start, stop, size)
                 b.ret_void()
         b.call(b.inttoptr(kfn, kernel_t.as_pointer()), [start, stop, args])  # on this thread alone
         b.ret_void()
+
+    def post(self, b, work, kfn, args, start, stop, size) -> None:
+        """With the pool won (BUSY 0 -> 1): run kfn over [start, stop) in
+        chunks of `size` on the workers and this thread, wait for the last
+        chunk, give the pool back."""
+        count = b.sdiv(b.add(b.sub(stop, start), b.sub(size, self.c(1))), size)
+        # Close the previous job's ticket (every chunk claimed) before its fields
+        # change: a late worker that read the old ticket and then this job's
+        # NCHUNKS would otherwise claim a chunk of this job before it is
+        # published, run it, and make PENDING miss zero (the caller waits forever)
+        old = self.load(b, _TICKET, "seq_cst")
+        self.store(b, _TICKET, b.or_(old, self.c(0xFFFFFFFF)), "seq_cst")
+        for k, v in ((_FN, kfn), (_ARGS, args), (_START, start), (_STOP, stop), (_CHUNK, size), (_PENDING, count)):
+            self.store(b, k, v)
+        self.store(b, _NCHUNKS, count, "release")  # (a worker that reads it sees the ticket closed)
+        job = b.and_(b.add(b.lshr(old, self.c(32)), self.c(1)), self.c(0xFFFFFFFF))
+        self.store(b, _TICKET, b.shl(job, self.c(32)), "seq_cst")  # publishes the fields above
+        self.wake(b)
+        b.call(work, [self.c(0), self.c(0), job])
+        # the last chunks may still run on workers
+        self.wait_until(b, lambda: b.icmp_signed("==", self.load(b, _PENDING, "acquire"), self.c(0)))
+        self.store(b, _BUSY, self.c(0), "release")
+
+    def wait_until(self, b, ready) -> None:
+        """Spin (pausing, yielding the CPU now and then) until ready() holds."""
+        head = b.append_basic_block("wait")
+        spin = b.append_basic_block("wait.spin")
+        out = b.append_basic_block("wait.done")
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        r = b.phi(I64, "r")
+        r.add_incoming(self.c(0), pre)
+        b.cbranch(ready(), out, spin)
+        b.position_at_end(spin)
+        self.pause(b)
+        with b.if_then(b.icmp_signed("==", b.and_(r, self.c(_YIELD_ROUNDS - 1)), self.c(_YIELD_ROUNDS - 1))):
+            b.call(self.syscall, [self.c(self.sched_yield)])
+        r.add_incoming(b.add(r, self.c(1)), b.block)
+        b.branch(head)
+        b.position_at_end(out)
 
     def emit_worker(self, work: ir.Function) -> None:
         fn = self.kernel(POOL_WORKER, 0)
@@ -415,4 +436,135 @@ class _Support:
         b.branch(top)
         b.position_at_end(leave)
         self.rmw(b, "sub", _WORKERS, self.c(1))
+        b.ret_void()
+
+    # ------------------------------------------------ OpenBLAS on the pool
+    def emit_blas(self, work: ir.Function) -> None:
+        """OpenBLAS's threading callback (`openblas_set_threads_callback_function`,
+        OpenBLAS >= 0.3.27; runtime/threadpool.py installs it) and its helpers.
+
+        `sj_blas_threads(sync, dojob, numjobs, elsize, jobdata, dojob_data)`
+        runs dojob(thread, jobdata + i * elsize, dojob_data) for every job i
+        < numjobs, all at once, and returns when they are done.  All at once
+        matters: the jobs of OpenBLAS's threaded GEMM wait for each other's
+        packed blocks, so two of them on one thread in turn never finish.
+        Jobs that fit the pool (numjobs <= workers + 1) run one per thread as
+        a job of the pool with chunks of one (a thread busy in one job's
+        chunk cannot claim the other's, whichever it claimed first); more
+        jobs than that, or any after `sj_blas_close`, run on threads started
+        for the call (pthread_create), never in turn.  `thread` indexes
+        OpenBLAS's per-thread buffers and flags: it starts past its own
+        server threads' (the int at the address given to `sj_blas_setup`,
+        OpenBLAS's `blas_num_threads`, less one), and calls are serialized
+        (BLAS_LOCK), so no two running jobs share one.
+
+        `sj_blas_setup(0, 0, nthreads_address, out)` records that address
+        and writes the callback's own address to the i64 at `out`.
+        `sj_blas_close(0, 0)` waits for the call under way and sends every
+        later one to started threads (the pool's workers are about to stop)."""
+        i8p = I8.as_pointer()
+        dojob_t = ir.FunctionType(VOID, [I32, i8p, I32])
+        cb = ir.Function(self.m, ir.FunctionType(VOID, [I32, dojob_t.as_pointer(), I32, I64, i8p, I32]),
+                         "sj_blas_threads")
+        cb.linkage = "internal"
+        nthreads = ir.GlobalVariable(self.m, I64, "sj_blas_nthreads")  # the address of OpenBLAS's thread count
+        nthreads.linkage = "internal"
+        nthreads.initializer = self.c(0)
+
+        # a job record: (dojob, elsize, jobdata, dojob_data, first thread) as i64 words
+        job = self.kernel("sj_blas_job", 1, "internal")  # (lo, hi, record): jobs [lo, hi) in turn
+        lo, hi, rec = job.args
+        b = ir.IRBuilder(job.append_basic_block("entry"))
+        words = b.inttoptr(rec, I64.as_pointer())
+        f, elsize, data, arg, first = (b.load(b.gep(words, [self.c(k)])) for k in range(5))
+        f = b.inttoptr(f, dojob_t.as_pointer())
+        data = b.inttoptr(data, i8p)
+        with for_range(b, lo, hi) as i:
+            b.call(f, [b.trunc(b.add(first, i), I32), b.gep(data, [b.mul(i, elsize)]), b.trunc(arg, I32)])
+        b.ret_void()
+
+        # a started thread: pthread start routine over (record, job index)
+        start_t = ir.FunctionType(i8p, [i8p])
+        tramp = ir.Function(self.m, start_t, "sj_blas_thread")
+        tramp.linkage = "internal"
+        b = ir.IRBuilder(tramp.append_basic_block("entry"))
+        pair = b.bitcast(tramp.args[0], I64.as_pointer())
+        index = b.load(b.gep(pair, [self.c(1)]))
+        b.call(job, [index, b.add(index, self.c(1)), b.load(pair)])
+        b.ret(ir.Constant(i8p, None))
+        create = ir.Function(self.m, ir.FunctionType(I32, [I64.as_pointer(), i8p, start_t.as_pointer(), i8p]),
+                             "pthread_create")
+        join = ir.Function(self.m, ir.FunctionType(I32, [I64, i8p.as_pointer()]), "pthread_join")
+
+        sync, dojob, numjobs, elsize, jobdata, dojob_data = cb.args
+        b = ir.IRBuilder(cb.append_basic_block("entry"))
+        n = b.sext(numjobs, I64)
+        with b.if_then(b.icmp_signed("<=", n, self.c(0))):
+            b.ret_void()
+        self.wait_until(b, lambda: b.extract_value(
+            b.cmpxchg(self.slot(b, _BLAS_LOCK), self.c(0), self.c(1), "acquire", "monotonic"), 1))
+        count_at = b.load(nthreads)
+        known = b.icmp_signed("!=", count_at, self.c(0))
+        with b.if_else(known) as (then, other):
+            with then:
+                servers = b.sext(b.load(b.inttoptr(count_at, I32.as_pointer())), I64)
+                past = b.select(b.icmp_signed(">", servers, self.c(1)), b.sub(servers, self.c(1)), self.c(0))
+                then_block = b.block
+            with other:
+                other_block = b.block
+        first = b.phi(I64)
+        first.add_incoming(past, then_block)
+        first.add_incoming(self.c(0), other_block)
+        record = b.alloca(I64, size=self.c(5))
+        for k, v in enumerate((b.ptrtoint(dojob, I64), elsize, b.ptrtoint(jobdata, I64),
+                               b.sext(dojob_data, I64), first)):
+            b.store(v, b.gep(record, [self.c(k)]))
+        rec = b.ptrtoint(record, I64)
+        workers = self.load(b, _WORKERS, "acquire")
+        pooled = b.and_(b.icmp_signed("<=", n, b.add(workers, self.c(1))),
+                        b.icmp_signed("==", self.load(b, _BLAS_CLOSED, "acquire"), self.c(0)))
+        with b.if_else(b.or_(b.icmp_signed("==", n, self.c(1)), pooled)) as (on_pool, started):
+            with on_pool:
+                with b.if_else(b.icmp_signed("==", n, self.c(1))) as (alone, shared):
+                    with alone:
+                        b.call(job, [self.c(0), self.c(1), rec])
+                    with shared:  # (the pool's holder, a kernel of another thread, lets go soon)
+                        self.wait_until(b, lambda: b.extract_value(
+                            b.cmpxchg(self.slot(b, _BUSY), self.c(0), self.c(1), "acq_rel", "monotonic"), 1))
+                        self.post(b, work, b.ptrtoint(job, I64), rec, self.c(0), n, self.c(1))
+            with started:
+                tids = b.alloca(I64, size=n)
+                pairs = b.alloca(I64, size=b.mul(n, self.c(2)))
+                with for_range(b, self.c(1), n) as i:
+                    pair = b.gep(pairs, [b.mul(i, self.c(2))])
+                    b.store(rec, pair)
+                    b.store(i, b.gep(pair, [self.c(1)]))
+                    failed = b.icmp_signed("!=", b.call(create, [b.gep(tids, [i]), ir.Constant(i8p, None), tramp,
+                                                                 b.bitcast(pair, i8p)]), ir.Constant(I32, 0))
+                    with b.if_then(failed):  # (no thread to be had: OpenBLAS itself aborts then)
+                        b.store(self.c(0), b.gep(tids, [i]))
+                b.call(job, [self.c(0), self.c(1), rec])
+                with for_range(b, self.c(1), n) as i:
+                    tid = b.load(b.gep(tids, [i]))
+                    with b.if_else(b.icmp_signed("!=", tid, self.c(0))) as (ran, not_started):
+                        with ran:
+                            b.call(join, [tid, ir.Constant(i8p.as_pointer(), None)])
+                        with not_started:
+                            b.call(job, [i, b.add(i, self.c(1)), rec])
+        self.store(b, _BLAS_LOCK, self.c(0), "release")
+        b.ret_void()
+
+        setup = self.kernel(BLAS_SETUP, 2)
+        b = ir.IRBuilder(setup.append_basic_block("entry"))
+        address, out = setup.args[2:]
+        b.store(address, nthreads)
+        b.store(b.ptrtoint(cb, I64), b.inttoptr(out, I64.as_pointer()))
+        b.ret_void()
+
+        close = self.kernel(BLAS_CLOSE, 0)
+        b = ir.IRBuilder(close.append_basic_block("entry"))
+        self.wait_until(b, lambda: b.extract_value(
+            b.cmpxchg(self.slot(b, _BLAS_LOCK), self.c(0), self.c(1), "acquire", "monotonic"), 1))
+        self.store(b, _BLAS_CLOSED, self.c(1), "seq_cst")
+        self.store(b, _BLAS_LOCK, self.c(0), "release")
         b.ret_void()

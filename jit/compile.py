@@ -370,7 +370,8 @@ def _start_pools() -> None:
     if support.native_pool_supported():
         run = library_function(support.POOL_RUN)
         threadpool.install_native_pool(ctypes.cast(run, ctypes.c_void_p).value, library_function(support.POOL_WORKER),
-                                       library_function(support.POOL_STOP), library_function(support.POOL_RESET))
+                                       library_function(support.POOL_STOP), library_function(support.POOL_RESET),
+                                       library_function(support.BLAS_SETUP), library_function(support.BLAS_CLOSE))
     _pools_started = True
 
 

@@ -42,6 +42,8 @@ RACE_ROWS = 128
 # BLAS and 67-83 ms with every one on the kernel, though BLAS won about
 # two thirds of its 34 classes alone (most by 1.05-1.8x); the corpus mlp's
 # 8 x 30000 @ 30000 x 2000, 4.0-5.1x faster on BLAS alone, goes to it.
+# (Since numpy's OpenBLAS runs on our pool, runtime/threadpool.py, its threads
+# no longer spin beside the kernels: the margin stands until measured again.)
 MARGIN = 2.5
 # A product of one row (a GEMV: a decode step, a batch of one) goes to the
 # kernel only when it ran in less than GEMV_MARGIN of numpy's time.  Its

@@ -45,7 +45,7 @@ import threading
 from shapes import config
 
 __all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown", "install_native_pool",
-           "native_pool"]
+           "native_pool", "blas_shared"]
 
 
 # A few chunks per thread so that a late (descheduled, slow to wake) worker
@@ -232,9 +232,9 @@ def parallel_for(fn, start: int, stop: int, args=(), min_chunk: int = 1) -> None
 # Python thread whose whole life is one ctypes call.
 
 class _NativePool:
-    def __init__(self, run_address: int, worker, stop, reset):
+    def __init__(self, run_address: int, worker, stop, reset, blas_close=None):
         self.run_address = run_address
-        self.worker, self.stop, self.reset = worker, stop, reset
+        self.worker, self.stop, self.reset, self.blas_close = worker, stop, reset, blas_close
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -248,7 +248,11 @@ class _NativePool:
 
     def shutdown(self, timeout: float = 1.0) -> None:
         """Stop the workers (each after the chunk it runs).  A job under way
-        on another thread is finished by its caller: the state is kept."""
+        on another thread is finished by its caller: the state is kept.
+        OpenBLAS's jobs, if it runs them here, go to threads of their own
+        from now on (until start() resets the state)."""
+        if self.blas_close is not None:
+            self.blas_close(0, 0)
         self.stop(0, 0)
         for t in self.threads:
             t.join(timeout)
@@ -258,16 +262,93 @@ class _NativePool:
 _native: _NativePool | None = None
 
 
-def install_native_pool(run_address: int, worker, stop, reset) -> None:
+def install_native_pool(run_address: int, worker, stop, reset, blas_setup=None, blas_close=None) -> None:
     """Install the native pool (once per process) and start its workers:
     `run_address` is the address of `sj_pool_run`; `worker`, `stop`, `reset`
-    ctypes functions of the same library."""
+    ctypes functions of the same library; `blas_setup`, `blas_close` its
+    OpenBLAS callback's (`_share_blas`)."""
     global _native
     with _pool_lock:
         if _native is None:
-            pool = _NativePool(run_address, worker, stop, reset)
+            pool = _NativePool(run_address, worker, stop, reset, blas_close)
             pool.start()
             _native = pool
+            if blas_setup is not None and config.get("SHAPEJIT_SHARE_BLAS"):
+                _share_blas(blas_setup)
+
+
+# ---------------------------------------------------------------- numpy's BLAS
+# After a threaded product, OpenBLAS's threads wait for the next one busily
+# (nop loops, no yield) for 2^28 cycles, ~0.1 s; our workers, after a kernel,
+# for up to ~80 ms.  A program that mixes numpy's products with jitted calls
+# (or a jitted call that runs a product on numpy's BLAS) had both on the two
+# cores at once: on an AMD EPYC znver3 (2 cores), a jitted 128x768 @ 768x3072
+# right after a numpy product took ~1.6x its time alone.  OpenBLAS >= 0.3.27
+# lets the caller run its threaded jobs (openblas_set_threads_callback_function):
+# we hand it the native pool (codegen/support.py sj_blas_threads), so one set
+# of threads serves both and OpenBLAS's own ones sleep.
+
+_blas = None  # OpenBLAS's set-callback function while numpy's OpenBLAS runs on the pool
+
+
+def _openblas():
+    """(library, symbol prefix, suffix) of the OpenBLAS numpy loaded, when it
+    takes a threads callback; else None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {fields[5].strip() for fields in (line.split(None, 5) for line in maps)
+                     if len(fields) == 6 and "openblas" in fields[5].rsplit("/", 1)[-1].lower()}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_", ""):
+            for suffix in ("64_", "", "_64"):
+                if hasattr(lib, f"{prefix}openblas_set_threads_callback_function{suffix}"):
+                    return lib, prefix, suffix
+    return None
+
+
+def _share_blas(setup) -> None:
+    """Hand numpy's OpenBLAS the pool's callback, when numpy uses an OpenBLAS
+    that takes one and asks for no more threads than the pool has (more
+    would be correct, on threads started per call, but slow)."""
+    global _blas
+    found = _openblas()
+    if found is None:
+        return
+    lib, prefix, suffix = found
+    threads = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}")
+    threads.restype = ctypes.c_int
+    if threads() > _configured_threads():
+        return
+    try:
+        count_at = ctypes.addressof(ctypes.c_int.in_dll(lib, "blas_num_threads"))
+    except ValueError:  # (not exported: every job then indexes from 0 up, past no server thread's)
+        count_at = 0
+    out = ctypes.c_int64(0)
+    setup(0, 0, count_at, ctypes.addressof(out))
+    set_callback = getattr(lib, f"{prefix}openblas_set_threads_callback_function{suffix}")
+    set_callback.argtypes = [ctypes.c_void_p]
+    set_callback(out.value)
+    _blas = set_callback
+
+
+def _unshare_blas() -> None:
+    """OpenBLAS back on its own threads (a call that read the callback just
+    before finds the pool closed: _NativePool.shutdown)."""
+    global _blas
+    set_callback, _blas = _blas, None
+    if set_callback is not None:
+        set_callback(None)
+
+
+def blas_shared() -> bool:
+    """Whether numpy's OpenBLAS runs its threaded calls on the native pool."""
+    return _blas is not None
 
 
 def native_pool() -> int | None:
@@ -286,6 +367,7 @@ def shutdown() -> None:
     if pool is not None:
         pool.shutdown()
     if _native is not None:
+        _unshare_blas()
         _native.shutdown()
 
 

@@ -159,3 +159,134 @@ def test_back_to_back_jobs_never_lose_a_chunk(tmp_path):
     r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240,
                        env={**__import__("os").environ, "PYTHONPATH": str(root)})
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+# ------------------------------------------------- numpy's OpenBLAS on the pool
+
+def _shared():
+    """Skip where numpy's BLAS takes no threads callback (not OpenBLAS >= 0.3.27)."""
+    _start_pools()
+    if threadpool._openblas() is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS that takes a threads callback")
+    assert threadpool.blas_shared()
+
+
+def _products(seed=0):
+    """numpy products that OpenBLAS splits over its threads (GEMM, GEMV,
+    LU): their results, to compare bit for bit."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for (m, k, n), dt in [((300, 500, 400), np.float64), ((256, 768, 768), np.float32), ((1000, 64, 1000), np.float32),
+                          ((7, 3000, 5), np.float64), ((4000, 4000, 1), np.float64)]:
+        a, b = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+        out.append(a @ b[:, 0] if n == 1 else a @ b)
+    mat = rng.standard_normal((400, 400)) + 400 * np.eye(400)
+    out += [np.linalg.solve(mat, np.ones(400)), np.linalg.inv(mat)]
+    return out
+
+
+def _blas_server_ticks() -> int:
+    """CPU ticks of this process's threads that are not Python threads (the
+    main one, the pools' workers): OpenBLAS's own server threads."""
+    import os
+    import threading
+    ours = {t.native_id for t in threading.enumerate()}
+    ticks = 0
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) in ours:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks
+
+
+def test_numpy_blas_runs_on_the_pool_with_the_same_results():
+    """With the callback installed numpy's threaded products run on our
+    workers, bit for bit as on OpenBLAS's own threads, and those threads
+    stay asleep (before, they spun ~0.1 s after every product on the cores
+    our kernels need); uninstalled, they work again (the check can fail)."""
+    import time
+    _shared()
+    shared = _products()
+
+    def server_ticks_over_products():
+        time.sleep(0.3)  # (a spin left over from before settles)
+        before = _blas_server_ticks()
+        rng = np.random.default_rng(1)
+        a, b = rng.standard_normal((256, 768), np.float32), rng.standard_normal((768, 768), np.float32)
+        for _ in range(150):
+            a @ b
+        time.sleep(0.15)
+        return _blas_server_ticks() - before
+
+    assert server_ticks_over_products() <= 1
+    threadpool._unshare_blas()
+    try:
+        own = _products()
+        assert server_ticks_over_products() >= 5
+    finally:
+        from jit.compile import library_function
+        threadpool._share_blas(library_function(support.BLAS_SETUP))
+    assert threadpool.blas_shared()
+    for x, y in zip(shared, own):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def test_numpy_blas_and_kernels_from_many_threads():
+    """numpy's products, LU solves and jitted GEMMs from several threads at
+    once: every result exact, nothing waits for ever (OpenBLAS's jobs wait
+    for each other: two of one call on one thread in turn would hang)."""
+    from jit import jit
+    _shared()
+    want = _products()
+    f = jit(lambda x, w: x @ w + 1.0)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((200, 300), np.float32), rng.standard_normal((300, 500), np.float32)
+    fx = x.astype(np.float64) @ w + 1.0
+
+    def caller(i):
+        for _ in range(8):
+            for got, ref in zip(_products(), want):
+                assert np.array_equal(got, ref)
+            np.testing.assert_allclose(f(x, w), fx, rtol=1e-5, atol=1e-4)  # (kernel or BLAS: the class's race)
+
+    run_in_threads(caller, 4, timeout=180)
+
+
+def test_numpy_blas_with_more_jobs_than_the_pool_has_threads(tmp_path):
+    """OpenBLAS told to use more threads than the pool has (after the
+    callback was installed), or a pool whose workers stopped: its jobs run
+    on threads started for the call, all at once, with the same results."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    _shared()
+    script = tmp_path / "more.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from jit import jit\n"
+        "from runtime import threadpool\n"
+        "from tests.test_native_pool import _products\n"
+        "jit(lambda x: x @ x)(np.ones((64, 64), np.float32))\n"
+        "assert threadpool.blas_shared()\n"
+        "lib, pre, suf = threadpool._openblas()\n"
+        "getattr(lib, f'{pre}openblas_set_num_threads{suf}')(4)\n"
+        "many = _products()\n"
+        "threadpool._native.shutdown()\n"
+        "closed = _products()\n"
+        "threadpool._native.start()\n"
+        "again = _products()\n"
+        "threadpool._unshare_blas()\n"
+        "own = _products()\n"
+        "assert all(np.array_equal(a, b) and np.array_equal(c, b) and np.array_equal(d, b)\n"
+        "           for a, c, d, b in zip(many, closed, again, own))\n"
+        "print('ok')\n")
+    root = Path(__file__).resolve().parent.parent
+    env = {**__import__("os").environ, "PYTHONPATH": str(root), "SHAPEJIT_NUM_THREADS": "2",
+           "OPENBLAS_NUM_THREADS": "2"}
+    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -1,0 +1,96 @@
+"""python -m bench.mixed [--rounds 60] [--runs 2]: a program that mixes
+numpy's products with jitted calls, with numpy's OpenBLAS on shapejit's
+pool (SHAPEJIT_SHARE_BLAS=1, the default) and on its own threads (=0).
+
+Each run is a fresh process per setting (the two alternate, so the machine's
+drift falls on both).  In it: the jitted `x @ w + b` called alone (no numpy
+product for 0.3 s before nor meanwhile: "jit alone"), numpy's `x @ w` alone
+likewise, then rounds in which the two alternate ("jit in the mix", each
+call timed right after numpy's product, and "numpy in the mix", right after
+the jitted call); x 256 x 768, w 768 x 3072, float32.  Prints the medians
+and the ratios mix / alone: 1.00 means the other library's threads cost
+nothing.  After a threaded product OpenBLAS's own threads wait busily (~0.1
+s, no yield) on the cores the next kernels need (runtime/threadpool.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from bench.report import cpu_description
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPE = (256, 768, 3072)
+
+
+def _child(rounds: int) -> dict:
+    from jit import jit
+    from runtime import threadpool
+    m, k, n = SHAPE
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    b = rng.standard_normal(n, dtype=np.float32)
+    f = jit(lambda x, w, b: x @ w + b)
+    for _ in range(5):
+        f(x, w, b)
+        x @ w
+    times = {"jit alone": [], "numpy alone": [], "jit in the mix": [], "numpy in the mix": []}
+
+    def timed(key, fn):
+        t0 = time.perf_counter()
+        fn()
+        times[key].append(time.perf_counter() - t0)
+
+    for key, fn in (("jit alone", lambda: f(x, w, b)), ("numpy alone", lambda: x @ w)):
+        time.sleep(0.3)  # (the other's threads settle)
+        for _ in range(rounds):
+            timed(key, fn)
+    for _ in range(rounds):
+        x @ w
+        timed("jit in the mix", lambda: f(x, w, b))
+        timed("numpy in the mix", lambda: x @ w)
+    out = {key: float(np.median(v)) for key, v in times.items()}
+    out["shared"] = threadpool.blas_shared()
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.mixed")
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(args.rounds)))
+        return 0
+    print(f"# numpy products and jitted calls in one program ({cpu_description()})")
+    print(f"x {SHAPE[0]}x{SHAPE[1]} @ w {SHAPE[1]}x{SHAPE[2]} (+ b jitted), float32; medians of {args.rounds} "
+          "calls; ratio = in the mix / alone")
+    print()
+    print("| run | numpy's BLAS on | jit alone | jit in the mix | ratio | numpy alone | numpy in the mix | ratio |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    for run in range(args.runs):
+        for share in ("1", "0"):
+            env = {**os.environ, "SHAPEJIT_SHARE_BLAS": share, "PYTHONPATH": ROOT}
+            r = subprocess.run([sys.executable, "-m", "bench.mixed", "--child", "--rounds", str(args.rounds)],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                print(r.stderr[-2000:], file=sys.stderr)
+                return 1
+            d = json.loads(r.stdout.strip().splitlines()[-1])
+            where = "shapejit's pool" if d["shared"] else "its own threads"
+            ms = {k: v * 1e3 for k, v in d.items() if k != "shared"}
+            print(f"| {run + 1} | {where} | {ms['jit alone']:.2f} ms | {ms['jit in the mix']:.2f} ms | "
+                  f"{ms['jit in the mix'] / ms['jit alone']:.2f} | {ms['numpy alone']:.2f} ms | "
+                  f"{ms['numpy in the mix']:.2f} ms | {ms['numpy in the mix'] / ms['numpy alone']:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
