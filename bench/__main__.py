@@ -89,12 +89,12 @@ def main(argv=None):
         from . import corpus_run
         return corpus_run.main([x for x in argv if x != "--corpus"])
     a = parse_args(argv)
-    harness.keep_calibrations()  # (this CPU's, from the user's cache: every cache below starts calibrated)
+    harness.keep_machine_artifacts()  # (this CPU's, from the user's cache: every cache below starts calibrated)
     cache_dir = tempfile.TemporaryDirectory(prefix="shapejit-bench-cache-")
     os.environ["SHAPEJIT_CACHE_DIR"] = cache_dir.name  # not the user's cache: the stats start from zero
     from runtime.cache import reset_default_cache
     reset_default_cache()
-    harness.seed_calibrations(cache_dir.name)
+    harness.seed_machine_artifacts(cache_dir.name)
     if a.models:
         from .models.run import main as run_models
         return run_models(a.quick, a.out)

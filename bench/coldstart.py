@@ -135,13 +135,19 @@ def main(argv=None):
 # ---------------------------------------------------------------- parent side
 
 
-def cache_env(cache_dir: Path, jax_persistent: bool):
-    """Environment pointing every on-disk compile cache into ``cache_dir``."""
+def cache_env(cache_dir: Path, jax_persistent: bool, machine: bool = True):
+    """Environment pointing every on-disk compile cache into ``cache_dir``;
+    shapejit's holds this machine's own artifacts (its calibration and the
+    libraries compiled once per machine: a machine's second day) unless not
+    `machine` (its first)."""
     env = dict(os.environ)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
     env["SHAPEJIT_CACHE_DIR"] = str(cache_dir / "shapejit")
     env.pop("SHAPEJIT_CACHE", None)          # on-disk caches on, as by default
-    harness.seed_calibrations(cache_dir / "shapejit")  # (empty but for this CPU's calibration: a machine's second day)
+    if machine:
+        harness.seed_machine_artifacts(cache_dir / "shapejit")
+    else:  # (nor does a background calibration start beside the timing)
+        env["SHAPEJIT_CALIBRATE"] = "0"
     if jax_persistent:
         env["JAX_COMPILATION_CACHE_DIR"] = str(cache_dir / "jax")
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
@@ -150,7 +156,7 @@ def cache_env(cache_dir: Path, jax_persistent: bool):
 
 
 def run_child(mode, peer_name, cache_dir: Path, calls=100, check=CHECKED, jax_persistent=False,
-              timeout=900):
+              timeout=900, machine=True):
     """Run one measurement in a fresh interpreter; returns its result dict."""
     from .harness import LoadMeter
     cmd = [sys.executable, "-m", "bench.coldstart", mode, peer_name,
@@ -158,7 +164,7 @@ def run_child(mode, peer_name, cache_dir: Path, calls=100, check=CHECKED, jax_pe
     meter = LoadMeter().start()
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=cache_env(cache_dir, jax_persistent),
+        proc = subprocess.run(cmd, cwd=ROOT, env=cache_env(cache_dir, jax_persistent, machine),
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"status": "ERR", "note": "timed out after %d s" % timeout}

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=100)
     a = ap.parse_args(argv)
     gemmchoice.PREFER = "kernel"  # (both on the GEMM kernel: only where the epilogue runs differs)
-    harness.keep_calibrations()  # (this CPU's, calibrated now if missing: none starts in the background)
+    harness.keep_machine_artifacts()  # (this CPU's, calibrated now if missing: none starts in the background)
     print(f"{cpu_description()}: numpy time / policy time; store / pass")
     rng = np.random.default_rng(0)
     for K, N in ((768, 3072), (3072, 768)):

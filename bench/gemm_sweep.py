@@ -63,11 +63,11 @@ def main(argv=None) -> int:
     rounds, ms = (3, MS_QUICK) if a.quick else (ROUNDS, MS)
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
     # (a compile cache of its own, holding this CPU's calibration: the sweep's compiles stay out of the user's)
-    harness.keep_calibrations()
+    harness.keep_machine_artifacts()
     cache_dir = tempfile.TemporaryDirectory(prefix="shapejit-sweep-cache-")
     os.environ["SHAPEJIT_CACHE_DIR"] = cache_dir.name
     reset_default_cache()
-    harness.seed_calibrations(cache_dir.name)
+    harness.seed_machine_artifacts(cache_dir.name)
     harness.print_choice()
     rng = np.random.default_rng(0)
     policies = ("shapejit", "kernel", "pass", "BLAS")

@@ -187,7 +187,8 @@ def stream_section(stream, calls, notes):
         "after timing, %d of the outputs (first, shortest, longest and a spread) are "
         "checked against numpy. Each "
         "implementation runs in a fresh process with empty on-disk compile caches (shapejit's holding only "
-        "this CPU's calibrated GEMM dispatch, as on a machine that has run shapejit before), so "
+        "what it keeps per machine: this CPU's calibrated GEMM dispatch and the GEMM and thread-pool libraries, "
+        "as on a machine that has run shapejit before), so "
         "the first call includes one-time compiler start-up. Compile counts: shapejit "
         "`stats()['compiles']`, jax.jit `_cache_size()`, torch.compile dynamo "
         "`counters['stats']['unique_graphs']`. jax's persistent cache is left off "
@@ -231,23 +232,28 @@ def first_section(first, notes):
         cold, warm = runs.get("cold", {}), runs.get("warm", {})
         if cold.get("status") != "ok":
             mark = notes.add("first call %s: %s" % (name, cold.get("note", ""))) if cold.get("status") == "ERR" else ""
-            body.append([name, cold.get("status", "?") + (" " + mark if mark else ""), "", "", "", "", ""])
+            body.append([name, cold.get("status", "?") + (" " + mark if mark else ""), "", "", "", "", "", ""])
             continue
         wrong = " **WRONG** " + notes.add("first call %s: %s" % (name, cold["wrong"])) if cold.get("wrong") else ""
         warm_txt = fmt_time(warm["first"]) if warm.get("status") == "ok" else warm.get("status", "")
+        empty = runs.get("empty")
+        empty_txt = "—" if empty is None else fmt_time(empty["first"]) if empty.get("status") == "ok" else \
+            empty.get("status", "")
         busy = "!" if cold.get("foreign_load", 0) > BUSY else ""
-        body.append([name, busy + fmt_time(cold["first"]) + wrong, fmt_time(cold["steady"]),
+        body.append([name, busy + fmt_time(cold["first"]) + wrong, empty_txt, fmt_time(cold["steady"]),
                      fmt_time(cold["first"] - cold["steady"]), warm_txt,
                      cold["compiles"] if cold["compiles"] is not None else "—",
                      (warm.get("stats") or {}).get("cache_hits_disk", "—")])
     return "\n".join([
         "## 5. First call of a fresh bert_layer, B=1, S=128", "",
-        "Fresh process each. cold: empty on-disk caches (shapejit's holding only this CPU's calibrated GEMM "
-        "dispatch); warm disk: a second process "
+        "Fresh process each. cold: empty on-disk caches (shapejit's holding only what it keeps per machine: "
+        "this CPU's calibrated GEMM dispatch and the GEMM and thread-pool libraries compiled once per machine, "
+        "as on a machine that has run shapejit before); empty cache: shapejit's first process on a machine "
+        "(those libraries compiled in the call); warm disk: a second process "
         "reusing the caches the cold run filled (jax's persistent compilation cache "
         "enabled for both runs here). compile overhead = cold first call - steady call. "
         "`!`: other processes kept more than %.1f cores busy during the cold run." % BUSY, "",
-        table(["impl", "first call (cold)", "steady call", "compile overhead",
+        table(["impl", "first call (cold)", "first call (empty cache)", "steady call", "compile overhead",
                "first call (warm disk)", "compiles", "shapejit disk hits (warm)"], body), ""])
 
 

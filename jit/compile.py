@@ -206,15 +206,8 @@ def library_function(symbol: str):
         fn = _libraries.get(symbol)
         if fn is not None:
             return fn
-        if symbol in {k[0] for k in support.exported()}:
-            name, make, kernels, variant = "support", support.module, support.exported(), ""
-        else:
-            base = symbol.removesuffix(support.PAR_SUFFIX)
-            dtype = gemm.dtype_of(base)
-            name, make, variant = base, (lambda: gemm.library(dtype)), gemm.variant(dtype)
-            kernels = support.with_parallel([(base, *gemm.ARGS)], python=True)
+        key, name, make, kernels = library_spec(symbol)
         cache = default_cache()
-        key = content_key("library", name, repr(kernels), variant, target_description(), build_id())
         symbols = [k[0] for k in kernels]
         found = _cached(cache, key, symbols)
         if found is None:
@@ -225,8 +218,23 @@ def library_function(symbol: str):
             found = load(artifact), None
         _libraries.update(_functions(found[0], kernels, (DATA_OFFSET, STRIDES_OFFSET)))  # (they keep their code)
         if name != "support":
-            _load_dispatch(dtype)
+            _load_dispatch(gemm.dtype_of(name))
         return _libraries[symbol]
+
+
+def library_spec(symbol: str) -> tuple:
+    """(cache key, name, module maker, kernels) of the library that defines
+    `symbol`: the support library, or the GEMM of a dtype.  Its key is the
+    machine's (target, build): compiled once per machine."""
+    if symbol in {k[0] for k in support.exported()}:
+        name, make, kernels, variant = "support", support.module, support.exported(), ""
+    else:
+        name = symbol.removesuffix(support.PAR_SUFFIX)
+        dtype = gemm.dtype_of(name)
+        make, variant = (lambda: gemm.library(dtype)), gemm.variant(dtype)
+        kernels = support.with_parallel([(name, *gemm.ARGS)], python=True)
+    key = content_key("library", name, repr(kernels), variant, target_description(), build_id())
+    return key, name, make, kernels
 
 
 def _dispatch_key(dtype) -> str:
