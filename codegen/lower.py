@@ -18,6 +18,7 @@ from codegen.kernels import KernelABI, KernelEmitter
 from codegen.llvm import compile_ir
 from codegen.loops import emit_loop
 from codegen.pyloop import emit_pyloop, pyloop_abi
+from shapes import config
 from shapes.ir import Node
 from shapes.ops import FRESH, FRESH_C, VIEW_OF_INPUT, ops_returning
 
@@ -94,10 +95,16 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
 # new arrays or views and never write one (a setitem, a re-rolled loop or an
 # eager call may write an operand's buffer)
 # Whether a kernel that reads a product may run in the GEMM's store (off: its
-# own pass after the product, as benches compare).  It changes what a trace
-# compiles to, so it is part of a saved trace's key (jit/compile.py
-# plan_switches).
-FUSE_EPILOGUES = True
+# own pass after the product).  Off unless SHAPEJIT_EPILOGUE_IN_STORE=1: on
+# the AMD EPYC znver3 (AVX2, no AVX-512) the store ran 0.86-1.01x the pass's
+# speed (median 0.96) for bias, bias + GELU and bias + residual at M = 1 ..
+# 1024, (K, N) = (768, 3072) and (3072, 768) (`python -m bench.epilogue --ms
+# 1,16,64,256,1024`), with numpy's BLAS on our pool (no spinning threads
+# beside either); the product stays in its 32 MiB L3 for the pass, and the
+# store's calls between GEMM blocks evict the blocks' panels.  AVX-512 hosts
+# are unmeasured.  It changes what a trace compiles to, so it is part of a
+# saved trace's key (jit/compile.py plan_switches).
+FUSE_EPILOGUES = config.get("SHAPEJIT_EPILOGUE_IN_STORE")
 _PASSABLE = ops_returning(FRESH, FRESH_C, VIEW_OF_INPUT) | {"const", "dim"}
 
 

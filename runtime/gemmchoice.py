@@ -42,9 +42,14 @@ RACE_ROWS = 128
 # BLAS and 67-83 ms with every one on the kernel, though BLAS won about
 # two thirds of its 34 classes alone (most by 1.05-1.8x); the corpus mlp's
 # 8 x 30000 @ 30000 x 2000, 4.0-5.1x faster on BLAS alone, goes to it.
-# (Since numpy's OpenBLAS runs on our pool, runtime/threadpool.py, its threads
-# no longer spin beside the kernels: the margin stands until measured again.)
-MARGIN = 2.5
+# Since numpy's OpenBLAS runs on our pool (runtime/threadpool.py) its threads
+# no longer spin beside the kernels, and BLAS is as fast in a jitted call as
+# alone: the faster one takes the class.  `python -m bench.gemm_sweep` on an
+# AMD EPYC znver3 (no AVX-512) with the pool shared: with a margin of 2.5
+# every class of 2 rows or more stayed on the kernel (worst cell 0.78x numpy,
+# 45 of 66 within 10% of the best variant); with 1.0 the calibrated tree sent
+# M > 181 (and M > 45 at N > 1024) to BLAS (worst 0.96x, 56 of 66).
+MARGIN = 1.0
 # A product of one row (a GEMV: a decode step, a batch of one) goes to the
 # kernel only when it ran in less than GEMV_MARGIN of numpy's time.  Its
 # kernel reads B row after row as numpy's BLAS does, and at about the same

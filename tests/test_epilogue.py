@@ -9,12 +9,19 @@ the previous call's answer (numpy's allocator hands the same block back)."""
 import numpy as np
 import pytest
 
-from codegen import gemm
+from codegen import gemm, lower
 from jit import jit
 from runtime import gemmchoice
 from tests.conftest import assert_like_numpy
 
 DTYPES = [np.float32, np.float64]
+
+
+@pytest.fixture(autouse=True)
+def in_the_store(monkeypatch):
+    """The store variant (off by default: SHAPEJIT_EPILOGUE_IN_STORE): every
+    test here compiles its epilogues into the GEMM unless it says otherwise."""
+    monkeypatch.setattr(lower, "FUSE_EPILOGUES", True)
 
 
 def gelu(x):

@@ -6,6 +6,7 @@ every function of the process."""
 import numpy as np
 import pytest
 
+from codegen import lower
 from jit import jit
 from runtime import gemmchoice
 
@@ -51,7 +52,8 @@ def test_the_first_call_of_a_class_runs_both_and_decides(matmuls, dtype):
     check(f(x, w, b), x, w, b)  # (the trace: numpy's own matmul runs once)
     matmuls.clear()
     check(f(x, w, b), x, w, b)
-    key = gemmchoice.shape_class(np.dtype(dtype).char, 40, 48, 64, True)  # (relu(x @ w + b): in the store)
+    # (relu(x @ w + b): in the store when epilogues go there, SHAPEJIT_EPILOGUE_IN_STORE)
+    key = gemmchoice.shape_class(np.dtype(dtype).char, 40, 48, 64, bool(lower.FUSE_EPILOGUES))
     assert key in gemmchoice.BEST
     assert len(matmuls) == gemmchoice.ROUNDS  # numpy's matmul raced the kernel
     for _ in range(3):
@@ -100,7 +102,8 @@ def test_batched_and_strided_operands_on_either_choice(matmuls, monkeypatch, pre
         np.testing.assert_allclose(g(x, x[:, :16]), x.T @ x[:, :16], rtol=1e-5, atol=1e-4)
 
 
-def test_a_class_is_decided_once_for_every_function(matmuls):
+def test_a_class_is_decided_once_for_every_function(matmuls, monkeypatch):
+    monkeypatch.setattr(lower, "FUSE_EPILOGUES", True)  # (the epilogues in the store: SHAPEJIT_EPILOGUE_IN_STORE)
     rng = np.random.default_rng(3)
     x, w, b = inputs(rng, 40)
     # (another function, another epilogue in the kernel's store: the same class)
