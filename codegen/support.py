@@ -76,6 +76,10 @@ kernels also get `<k>_py` and `<k>_par_py`, which Python calls
 
 `sj_spin_wait(seen, rounds, cell)` (the Python pool's waiting): returns once
 the i64 at address `cell` differs from `seen`, or after `rounds` pauses.
+
+`sj_blas_threads` (OpenBLAS's threading callback: `_Support.emit_blas`) runs
+numpy's threaded BLAS calls on the same workers, so one set of threads
+serves both (runtime/threadpool.py installs it).
 """
 from __future__ import annotations
 

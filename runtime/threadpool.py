@@ -314,8 +314,9 @@ def _openblas():
 
 def _share_blas(setup) -> None:
     """Hand numpy's OpenBLAS the pool's callback, when numpy uses an OpenBLAS
-    that takes one and asks for no more threads than the pool has (more
-    would be correct, on threads started per call, but slow)."""
+    that takes one, exports its thread count and asks for no more threads
+    than the pool has (more would be correct, on threads started per call,
+    but slow)."""
     global _blas
     found = _openblas()
     if found is None:
@@ -325,10 +326,10 @@ def _share_blas(setup) -> None:
     threads.restype = ctypes.c_int
     if threads() > _configured_threads():
         return
-    try:
+    try:  # (our jobs' thread indexes start past its server threads', whose count this is)
         count_at = ctypes.addressof(ctypes.c_int.in_dll(lib, "blas_num_threads"))
-    except ValueError:  # (not exported: every job then indexes from 0 up, past no server thread's)
-        count_at = 0
+    except ValueError:  # (not exported: our indexes could be a server thread's, which LAPACK's LU drives itself)
+        return
     out = ctypes.c_int64(0)
     setup(0, 0, count_at, ctypes.addressof(out))
     set_callback = getattr(lib, f"{prefix}openblas_set_threads_callback_function{suffix}")
