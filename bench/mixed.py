@@ -7,7 +7,9 @@ drift falls on both).  In it: the jitted `x @ w + b` called alone (no numpy
 product for 0.3 s before nor meanwhile: "jit alone"), numpy's `x @ w` alone
 likewise, then rounds in which the two alternate ("jit in the mix", each
 call timed right after numpy's product, and "numpy in the mix", right after
-the jitted call); x 256 x 768, w 768 x 3072, float32.  Prints the medians
+the jitted call); x 256 x 768, w 768 x 3072, float32, the jitted product on
+our GEMM kernel whichever variant the dispatch would choose (at this shape
+it may choose numpy's BLAS, whose threads then meet only themselves).  Prints the medians
 and the ratios mix / alone: 1.00 means the other library's threads cost
 nothing.  After a threaded product OpenBLAS's own threads wait busily (~0.1
 s, no yield) on the cores the next kernels need (runtime/threadpool.py).
@@ -31,7 +33,8 @@ SHAPE = (256, 768, 3072)
 
 def _child(rounds: int) -> dict:
     from jit import jit
-    from runtime import threadpool
+    from runtime import gemmchoice, threadpool
+    gemmchoice.PREFER = "kernel"  # (the product on our GEMM whatever the dispatch: the two pools meet)
     m, k, n = SHAPE
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
