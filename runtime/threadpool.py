@@ -293,14 +293,20 @@ _blas = None  # OpenBLAS's set-callback function while numpy's OpenBLAS runs on 
 
 def _openblas():
     """(library, symbol prefix, suffix) of the OpenBLAS numpy loaded, when it
-    takes a threads callback; else None."""
+    takes a threads callback; else None.  numpy's is the one in its wheel's
+    `numpy.libs` (or its package); a system OpenBLAS when it is the only one
+    loaded.  (scipy's wheel brings an OpenBLAS of its own: never taken for
+    numpy's, so it keeps its own threads.)"""
+    import numpy
     try:
         with open("/proc/self/maps") as maps:
             paths = {fields[5].strip() for fields in (line.split(None, 5) for line in maps)
                      if len(fields) == 6 and "openblas" in fields[5].rsplit("/", 1)[-1].lower()}
     except OSError:
         return None
-    for path in sorted(paths):
+    home = os.path.dirname(os.path.abspath(numpy.__file__))
+    own = [p for p in paths if p.startswith((home + ".libs" + os.sep, home + os.sep))]
+    for path in own or (sorted(paths) if len(paths) == 1 else []):
         try:
             lib = ctypes.CDLL(path)
         except OSError:

@@ -290,3 +290,14 @@ def test_numpy_blas_with_more_jobs_than_the_pool_has_threads(tmp_path):
            "OPENBLAS_NUM_THREADS": "2"}
     r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240, env=env)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_the_openblas_shared_is_numpys_own():
+    """scipy's wheel loads an OpenBLAS of its own beside numpy's: the one
+    given our pool is the library numpy's products call (in numpy's wheel)."""
+    import os
+    pytest.importorskip("scipy.linalg")
+    _shared()
+    lib = threadpool._openblas()[0]
+    home = os.path.dirname(os.path.abspath(np.__file__))
+    assert lib._name.startswith((home + ".libs" + os.sep, home + os.sep)), lib._name
