@@ -122,6 +122,7 @@ _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 _TICKET, _PENDING = 0, 8
 _FN, _ARGS, _START, _STOP, _CHUNK, _NCHUNKS = 16, 17, 18, 19, 20, 21
 _BUSY, _WORKERS, _SLEEPERS, _QUIT = 24, 25, 26, 27
+BLAS_LIBRARIES = 4  # OpenBLAS libraries one callback serves (numpy's, scipy's, ...)
 _BLAS_LOCK, _BLAS_CLOSED = 28, 29  # (OpenBLAS's jobs on the pool: one parallel region at a time; closed at exit)
 _FUTEX = 32  # an i32 word: bumped on every post, what sleeping workers wait on
 _SLOTS = 40
@@ -239,6 +240,9 @@ class _Support:
 
     def rmw(self, b, op: str, k: int, v, order="seq_cst"):
         return b.atomic_rmw(op, self.slot(b, k), v, order)
+
+    def _max(self, b, x, y):
+        return b.select(b.icmp_signed(">", x, y), x, y)
 
     def pause(self, b) -> None:
         if self.x86:
@@ -458,12 +462,14 @@ class _Support:
         jobs than that, or any after `sj_blas_close`, run on threads started
         for the call (pthread_create), never in turn.  `thread` indexes
         OpenBLAS's per-thread buffers and flags: it starts past its own
-        server threads' (the int at the address given to `sj_blas_setup`,
-        OpenBLAS's `blas_num_threads`, less one), and calls are serialized
-        (BLAS_LOCK), so no two running jobs share one.
+        server threads' (the int at an address given to `sj_blas_setup`,
+        OpenBLAS's `blas_num_threads`, less one: the largest of them, as one
+        callback serves every OpenBLAS in the process, numpy's and scipy's),
+        and calls are serialized (BLAS_LOCK), so no two running jobs share one.
 
         `sj_blas_setup(0, 0, nthreads_address, out)` records that address
-        and writes the callback's own address to the i64 at `out`.
+        (up to BLAS_LIBRARIES of them) and writes the callback's own address
+        to the i64 at `out`.
         `sj_blas_close(0, 0)` waits for the call under way and sends every
         later one to started threads (the pool's workers are about to stop)."""
         i8p = I8.as_pointer()
@@ -471,9 +477,14 @@ class _Support:
         cb = ir.Function(self.m, ir.FunctionType(VOID, [I32, dojob_t.as_pointer(), I32, I64, i8p, I32]),
                          "sj_blas_threads")
         cb.linkage = "internal"
-        nthreads = ir.GlobalVariable(self.m, I64, "sj_blas_nthreads")  # the address of OpenBLAS's thread count
+        # the addresses of each OpenBLAS's thread count, and how many there are
+        counts_t = ir.ArrayType(I64, BLAS_LIBRARIES)
+        nthreads = ir.GlobalVariable(self.m, counts_t, "sj_blas_nthreads")
         nthreads.linkage = "internal"
-        nthreads.initializer = self.c(0)
+        nthreads.initializer = ir.Constant(counts_t, None)
+        libraries = ir.GlobalVariable(self.m, I64, "sj_blas_libraries")
+        libraries.linkage = "internal"
+        libraries.initializer = self.c(0)
 
         # a job record: (dojob, elsize, jobdata, dojob_data, first thread) as i64 words
         job = self.kernel("sj_blas_job", 1, "internal")  # (lo, hi, record): jobs [lo, hi) in turn
@@ -507,18 +518,14 @@ class _Support:
             b.ret_void()
         self.wait_until(b, lambda: b.extract_value(
             b.cmpxchg(self.slot(b, _BLAS_LOCK), self.c(0), self.c(1), "acquire", "monotonic"), 1))
-        count_at = b.load(nthreads)
-        known = b.icmp_signed("!=", count_at, self.c(0))
-        with b.if_else(known) as (then, other):
-            with then:
-                servers = b.sext(b.load(b.inttoptr(count_at, I32.as_pointer())), I64)
-                past = b.select(b.icmp_signed(">", servers, self.c(1)), b.sub(servers, self.c(1)), self.c(0))
-                then_block = b.block
-            with other:
-                other_block = b.block
-        first = b.phi(I64)
-        first.add_incoming(past, then_block)
-        first.add_incoming(self.c(0), other_block)
+        first_at = b.alloca(I64)  # (past every library's server threads)
+        b.store(self.c(0), first_at)
+        with for_range(b, self.c(0), b.load(libraries)) as i:
+            count_at = b.load(b.gep(nthreads, [ir.Constant(I32, 0), i]))
+            servers = b.sext(b.load(b.inttoptr(count_at, I32.as_pointer())), I64)
+            past = b.sub(servers, self.c(1))
+            b.store(self._max(b, b.load(first_at), past), first_at)
+        first = b.load(first_at)
         record = b.alloca(I64, size=self.c(5))
         for k, v in enumerate((b.ptrtoint(dojob, I64), elsize, b.ptrtoint(jobdata, I64),
                                b.sext(dojob_data, I64), first)):
@@ -561,7 +568,10 @@ class _Support:
         setup = self.kernel(BLAS_SETUP, 2)
         b = ir.IRBuilder(setup.append_basic_block("entry"))
         address, out = setup.args[2:]
-        b.store(address, nthreads)
+        known = b.load(libraries)
+        with b.if_then(b.icmp_signed("<", known, self.c(BLAS_LIBRARIES))):
+            b.store(address, b.gep(nthreads, [ir.Constant(I32, 0), known]))
+            b.store(b.add(known, self.c(1)), libraries)
         b.store(b.ptrtoint(cb, I64), b.inttoptr(out, I64.as_pointer()))
         b.ret_void()
 

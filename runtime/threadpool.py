@@ -286,76 +286,88 @@ def install_native_pool(run_address: int, worker, stop, reset, blas_setup=None, 
 # right after a numpy product took ~1.6x its time alone.  OpenBLAS >= 0.3.27
 # lets the caller run its threaded jobs (openblas_set_threads_callback_function):
 # we hand it the native pool (codegen/support.py sj_blas_threads), so one set
-# of threads serves both and OpenBLAS's own ones sleep.
+# of threads serves both and OpenBLAS's own ones sleep: numpy's library, and
+# any other loaded when the pool starts (scipy's wheel brings its own: one
+# imported after that keeps its own threads).
 
-_blas = None  # OpenBLAS's set-callback function while numpy's OpenBLAS runs on the pool
+_blas: dict = {}  # address -> set-callback function of each OpenBLAS library running on the pool
+_blas_counts: set = set()  # the thread-count addresses given to the callback (sj_blas_setup)
+BLAS_LIBRARIES = 4  # (codegen/support.py's: the callback knows this many libraries' thread counts)
 
 
-def _openblas():
-    """(library, symbol prefix, suffix) of the OpenBLAS numpy loaded, when it
-    takes a threads callback; else None.  numpy's is the one in its wheel's
-    `numpy.libs` (or its package); a system OpenBLAS when it is the only one
-    loaded.  (scipy's wheel brings an OpenBLAS of its own: never taken for
-    numpy's, so it keeps its own threads.)"""
-    import numpy
+def _symbol(lib, name: str):
+    """`name` in `lib` under any of OpenBLAS's builds' decorations (scipy's
+    wheels prefix `scipy_` and, for 64-bit ints, suffix `64_`), or None."""
+    for prefix in ("", "scipy_"):
+        for suffix in ("", "64_", "_64"):
+            fn = getattr(lib, f"{prefix}{name}{suffix}", None)
+            if fn is not None:
+                return fn
+    return None
+
+
+def _openblas() -> list:
+    """[(path, library)] of the OpenBLAS libraries loaded in this process that
+    take a threads callback (OpenBLAS >= 0.3.27): numpy's, and scipy's once
+    scipy.linalg is imported (its wheel brings one of its own)."""
     try:
         with open("/proc/self/maps") as maps:
             paths = {fields[5].strip() for fields in (line.split(None, 5) for line in maps)
                      if len(fields) == 6 and "openblas" in fields[5].rsplit("/", 1)[-1].lower()}
     except OSError:
-        return None
-    home = os.path.dirname(os.path.abspath(numpy.__file__))
-    own = [p for p in paths if p.startswith((home + ".libs" + os.sep, home + os.sep))]
-    for path in own or (sorted(paths) if len(paths) == 1 else []):
+        return []
+    out = []
+    for path in sorted(paths):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix in ("scipy_", ""):
-            for suffix in ("64_", "", "_64"):
-                if hasattr(lib, f"{prefix}openblas_set_threads_callback_function{suffix}"):
-                    return lib, prefix, suffix
-    return None
+        if _symbol(lib, "openblas_set_threads_callback_function") is not None:
+            out.append((path, lib))
+    return out
 
 
 def _share_blas(setup) -> None:
-    """Hand numpy's OpenBLAS the pool's callback, when numpy uses an OpenBLAS
-    that takes one, exports its thread count and asks for no more threads
-    than the pool has (more would be correct, on threads started per call,
-    but slow)."""
-    global _blas
-    found = _openblas()
-    if found is None:
-        return
-    lib, prefix, suffix = found
-    threads = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}")
-    threads.restype = ctypes.c_int
-    if threads() > _configured_threads():
-        return
-    try:  # (our jobs' thread indexes start past its server threads', whose count this is)
-        count_at = ctypes.addressof(ctypes.c_int.in_dll(lib, "blas_num_threads"))
-    except ValueError:  # (not exported: our indexes could be a server thread's, which LAPACK's LU drives itself)
-        return
-    out = ctypes.c_int64(0)
-    setup(0, 0, count_at, ctypes.addressof(out))
-    set_callback = getattr(lib, f"{prefix}openblas_set_threads_callback_function{suffix}")
-    set_callback.argtypes = [ctypes.c_void_p]
-    set_callback(out.value)
-    _blas = set_callback
+    """Hand each OpenBLAS loaded (numpy's, scipy's) the pool's callback when
+    it takes one, exports its thread count (our jobs' thread indexes start
+    past its server threads', which LAPACK's LU drives itself) and asks for
+    no more threads than the pool has (more would be correct, on threads
+    started per call, but slow).  Never raises: a library it cannot share
+    keeps its own threads."""
+    for path, lib in _openblas():
+        try:
+            set_callback = _symbol(lib, "openblas_set_threads_callback_function")
+            threads = _symbol(lib, "openblas_get_num_threads")
+            where = ctypes.cast(set_callback, ctypes.c_void_p).value
+            if threads is None or where in _blas:
+                continue
+            threads.restype = ctypes.c_int
+            count_at = ctypes.addressof(ctypes.c_int.in_dll(lib, "blas_num_threads"))
+            if threads() > _configured_threads():
+                continue
+            if count_at not in _blas_counts:
+                if len(_blas_counts) >= BLAS_LIBRARIES:
+                    continue
+                _blas_counts.add(count_at)
+            out = ctypes.c_int64(0)
+            setup(0, 0, count_at, ctypes.addressof(out))
+            set_callback.argtypes = [ctypes.c_void_p]
+            set_callback(out.value)
+            _blas[where] = set_callback
+        except (AttributeError, ValueError, OSError):  # (not exported: this library keeps its own threads)
+            continue
 
 
 def _unshare_blas() -> None:
-    """OpenBLAS back on its own threads (a call that read the callback just
-    before finds the pool closed: _NativePool.shutdown)."""
-    global _blas
-    set_callback, _blas = _blas, None
-    if set_callback is not None:
-        set_callback(None)
+    """Every OpenBLAS back on its own threads (a call that read the callback
+    just before finds the pool closed: _NativePool.shutdown)."""
+    while _blas:
+        _blas.popitem()[1](None)
 
 
 def blas_shared() -> bool:
-    """Whether numpy's OpenBLAS runs its threaded calls on the native pool."""
-    return _blas is not None
+    """Whether an OpenBLAS (numpy's) runs its threaded calls on the native pool."""
+    return bool(_blas)
 
 
 def native_pool() -> int | None:

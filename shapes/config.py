@@ -53,8 +53,8 @@ VARS = {v.name: v for v in [
     Var("SHAPEJIT_NUM_THREADS", "count", None, "threads of the native pool (default: the CPU count)"),
     Var("SHAPEJIT_EPILOGUE_IN_STORE", "bool", False, "a product's elementwise epilogue runs in the GEMM's store "
                                                      "(else a pass of its own after it: faster where measured)"),
-    Var("SHAPEJIT_SHARE_BLAS", "bool", True, "numpy's OpenBLAS runs its threaded calls on the native pool (one "
-                                             "set of threads: neither spins on the cores the other needs)"),
+    Var("SHAPEJIT_SHARE_BLAS", "bool", True, "numpy's (and scipy's) OpenBLAS runs its threaded calls on the native "
+                                             "pool (one set of threads: neither spins on the cores the other needs)"),
     Var("SHAPEJIT_LOG", "list", (), "log topics as they happen: recompiles, fallbacks, compile, all"),
     Var("SHAPEJIT_DUMP_LLVM", "dump", None, "LLVM IR before and after optimization: 1 for stderr, or a "
                                             "directory"),

@@ -166,7 +166,7 @@ def test_back_to_back_jobs_never_lose_a_chunk(tmp_path):
 def _shared():
     """Skip where numpy's BLAS takes no threads callback (not OpenBLAS >= 0.3.27)."""
     _start_pools()
-    if threadpool._openblas() is None:
+    if not threadpool._openblas():
         pytest.skip("numpy's BLAS is not an OpenBLAS that takes a threads callback")
     assert threadpool.blas_shared()
 
@@ -273,8 +273,8 @@ def test_numpy_blas_with_more_jobs_than_the_pool_has_threads(tmp_path):
         "from tests.test_native_pool import _products\n"
         "jit(lambda x: x @ x)(np.ones((64, 64), np.float32))\n"
         "assert threadpool.blas_shared()\n"
-        "lib, pre, suf = threadpool._openblas()\n"
-        "getattr(lib, f'{pre}openblas_set_num_threads{suf}')(4)\n"
+        "for _, lib in threadpool._openblas():\n"
+        "    threadpool._symbol(lib, 'openblas_set_num_threads')(4)\n"
         "many = _products()\n"
         "threadpool._native.shutdown()\n"
         "closed = _products()\n"
@@ -292,12 +292,43 @@ def test_numpy_blas_with_more_jobs_than_the_pool_has_threads(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
-def test_the_openblas_shared_is_numpys_own():
-    """scipy's wheel loads an OpenBLAS of its own beside numpy's: the one
-    given our pool is the library numpy's products call (in numpy's wheel)."""
-    import os
-    pytest.importorskip("scipy.linalg")
+def test_scipys_openblas_is_shared_too():
+    """scipy's wheel loads an OpenBLAS of its own beside numpy's: both run on
+    the pool (one callback, its thread indexes past both libraries' server
+    threads), scipy's products bit for bit as on its own threads, and its
+    server threads idle."""
+    import time
+    linalg = pytest.importorskip("scipy.linalg")
+    from jit.compile import library_function
     _shared()
-    lib = threadpool._openblas()[0]
-    home = os.path.dirname(os.path.abspath(np.__file__))
-    assert lib._name.startswith((home + ".libs" + os.sep, home + os.sep)), lib._name
+    threadpool._share_blas(library_function(support.BLAS_SETUP))  # (scipy's: here loaded after the pool started)
+    libs = threadpool._openblas()
+    if len(libs) < 2:
+        pytest.skip("scipy's BLAS is numpy's library here")
+    assert len(threadpool._blas) == len(libs)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((600, 700), np.float32), rng.standard_normal((700, 500), np.float32)
+    mat = rng.standard_normal((300, 300)) + 300 * np.eye(300)
+
+    def products():
+        return [linalg.blas.sgemm(1.0, a, b), linalg.lu_factor(mat)[0], linalg.solve(mat, np.ones(300))]
+
+    shared = products()
+
+    def server_ticks_over_products():
+        time.sleep(0.3)
+        before = _blas_server_ticks()
+        for _ in range(100):
+            linalg.blas.sgemm(1.0, a, b)
+        time.sleep(0.15)
+        return _blas_server_ticks() - before
+
+    assert server_ticks_over_products() <= 1
+    threadpool._unshare_blas()
+    try:
+        own = products()
+        assert server_ticks_over_products() >= 5  # (its own threads: the check can fail)
+    finally:
+        threadpool._share_blas(library_function(support.BLAS_SETUP))
+    for x, y in zip(shared, own):
+        assert np.array_equal(x, y)
