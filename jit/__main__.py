@@ -132,7 +132,11 @@ def calibrate_command(dtypes: list, rounds: int, key: str | None = None) -> int:
     print(f"calibrating products on {host.cpu_name()} ({'with' if host.has_avx512() else 'no'} AVX-512{forced})")
     for name in dtypes:
         t0 = time.perf_counter()
-        cal, tree = calibrate_gemm(np.dtype(name), rounds, key=key)
+        try:
+            cal, tree = calibrate_gemm(np.dtype(name), rounds, key=key)
+        except dispatch.Disturbed as e:  # (nothing kept: a later process calibrates again)
+            print(f"\n{np.dtype(name).name}: {e}; nothing kept")
+            return 1
         print(f"\n{np.dtype(name).name}: {len(cal.times)} shapes in {time.perf_counter() - t0:.1f} s "
               f"(kernel and numpy's matmul, the least of {rounds} passes over the grid):")
         for m, k, n, tk, tb in cal.times:

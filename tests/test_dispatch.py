@@ -160,3 +160,42 @@ def test_the_tree_decides_new_classes_and_explain_shows_it(trees, monkeypatch):
         text = f.explain()
         assert ("on numpy's matmul (BLAS)" if on_blas else "on the GEMM kernel") in text  # (how the last call ran)
     assert "product dispatch calibrated on this CPU" in text and "M <= 4:" in text
+
+
+class _Switches:
+    """resource.getrusage for dispatch._time: ru_nivcsw grows at the calls
+    `busy` says (a run another process interrupted)."""
+
+    def __init__(self, busy):
+        self.calls, self.busy, self.count = 0, busy, 0
+
+    def __call__(self, who):
+        self.calls += 1
+        if self.busy(self.calls):
+            self.count += 1
+        return type("Usage", (), {"ru_nivcsw": self.count})()
+
+
+def _small_calibration(monkeypatch, busy):
+    monkeypatch.setattr(dispatch, "SETTLE", 0.0)
+    switches = _Switches(busy)
+    monkeypatch.setattr(dispatch.resource, "getrusage", switches)
+    return dispatch.calibrate(np.float32, lambda a, b, c: np.matmul(a, b, out=c), "test-cpu", 16, 2,
+                              grid_m=(1, 2, 4, 8, 16), grid_kn=((8, 8), (16, 8))), switches
+
+
+def test_a_calibration_on_a_busy_machine_keeps_nothing(monkeypatch):
+    """Every run interrupted by another process: no time is clean, so no
+    calibration (a tree learned from such times would be kept for good)."""
+    with pytest.raises(dispatch.Disturbed, match="too busy to calibrate"):
+        _small_calibration(monkeypatch, lambda call: True)
+
+
+def test_a_calibration_with_a_few_interrupted_runs_is_kept(monkeypatch):
+    """Runs interrupted now and then: retried, clean times kept, no extra
+    pass needed when every shape got one."""
+    cal, switches = _small_calibration(monkeypatch, lambda call: call % 6 == 0)
+    assert len(cal.times) == 10 and all(tk > 0 and tb > 0 for *_, tk, tb in cal.times)
+    assert all(tk < 1.0 and tb < 1.0 for *_, tk, tb in cal.times)
+    # 3 passes x 2 variants x 10 shapes, each one or more timed runs (two getrusage calls a run)
+    assert switches.calls < 2 * 3 * 2 * 10 * 2
