@@ -47,6 +47,8 @@ VARS = {v.name: v for v in [
                                    "kernels tested and measured anywhere)"),
     Var("SHAPEJIT_CALIBRATE", "bool", True, "a CPU with no calibrated GEMM dispatch yet is calibrated in a "
                                             "background process (SCHED_IDLE), once for every process on it"),
+    Var("SHAPEJIT_CALIBRATE_BUSY", "bool", False, "keep a calibration that other processes kept interrupting "
+                                                  "(tests on a loaded machine; else it keeps nothing)"),
     Var("SHAPEJIT_TRACE_CACHE", "bool", True, "saved traces: a new process reuses another's trace"),
     Var("SHAPEJIT_POOL_BYTES", "size", 512 << 20, "the bytes of pooled intermediates kept between calls, in "
                                                    "the whole process"),

@@ -9,6 +9,9 @@ os.environ.setdefault("SHAPEJIT_CHECKS", "1")
 # (no background calibration of the GEMM dispatch in every test's fresh cache:
 # tests/test_dispatch.py turns it on where it is the subject)
 os.environ.setdefault("SHAPEJIT_CALIBRATE", "0")
+# (and where it is, the suite's other worker keeps the machine busy: what a
+# calibration keeps is not the subject; test_dispatch.py's busy test unsets it)
+os.environ.setdefault("SHAPEJIT_CALIBRATE_BUSY", "1")
 
 BACKENDS = ["llvm", "reference"]
 
