@@ -204,36 +204,42 @@ def _blas_server_ticks() -> int:
     return ticks
 
 
-def test_numpy_blas_runs_on_the_pool_with_the_same_results():
-    """With the callback installed numpy's threaded products run on our
-    workers, bit for bit as on OpenBLAS's own threads, and those threads
-    stay asleep (before, they spun ~0.1 s after every product on the cores
-    our kernels need); uninstalled, they work again (the check can fail)."""
+def _shared_against_own(products, product, times: int) -> None:
+    """products() on the pool and on OpenBLAS's own threads: bit for bit the
+    same; and over `times` calls of product() OpenBLAS's server threads stay
+    asleep while shared (before, they spun ~0.1 s after every product on the
+    cores our kernels need) and work when not (the check can fail)."""
     import time
-    _shared()
-    shared = _products()
+    from jit.compile import library_function
 
-    def server_ticks_over_products():
+    def server_ticks():
         time.sleep(0.3)  # (a spin left over from before settles)
         before = _blas_server_ticks()
-        rng = np.random.default_rng(1)
-        a, b = rng.standard_normal((256, 768), np.float32), rng.standard_normal((768, 768), np.float32)
-        for _ in range(150):
-            a @ b
+        for _ in range(times):
+            product()
         time.sleep(0.15)
         return _blas_server_ticks() - before
 
-    assert server_ticks_over_products() <= 1
+    shared = products()
+    assert server_ticks() <= 1
     threadpool._unshare_blas()
     try:
-        own = _products()
-        assert server_ticks_over_products() >= 5
+        own = products()
+        assert server_ticks() >= 5
     finally:
-        from jit.compile import library_function
         threadpool._share_blas(library_function(support.BLAS_SETUP))
     assert threadpool.blas_shared()
     for x, y in zip(shared, own):
         assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def test_numpy_blas_runs_on_the_pool_with_the_same_results():
+    """With the callback installed numpy's threaded products run on our
+    workers, bit for bit as on OpenBLAS's own threads, its threads asleep."""
+    _shared()
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((256, 768), np.float32), rng.standard_normal((768, 768), np.float32)
+    _shared_against_own(_products, lambda: a @ b, 150)
 
 
 def test_numpy_blas_and_kernels_from_many_threads():
@@ -296,8 +302,7 @@ def test_scipys_openblas_is_shared_too():
     """scipy's wheel loads an OpenBLAS of its own beside numpy's: both run on
     the pool (one callback, its thread indexes past both libraries' server
     threads), scipy's products bit for bit as on its own threads, and its
-    server threads idle."""
-    import time
+    server threads asleep."""
     linalg = pytest.importorskip("scipy.linalg")
     from jit.compile import library_function
     _shared()
@@ -309,26 +314,6 @@ def test_scipys_openblas_is_shared_too():
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((600, 700), np.float32), rng.standard_normal((700, 500), np.float32)
     mat = rng.standard_normal((300, 300)) + 300 * np.eye(300)
-
-    def products():
-        return [linalg.blas.sgemm(1.0, a, b), linalg.lu_factor(mat)[0], linalg.solve(mat, np.ones(300))]
-
-    shared = products()
-
-    def server_ticks_over_products():
-        time.sleep(0.3)
-        before = _blas_server_ticks()
-        for _ in range(100):
-            linalg.blas.sgemm(1.0, a, b)
-        time.sleep(0.15)
-        return _blas_server_ticks() - before
-
-    assert server_ticks_over_products() <= 1
-    threadpool._unshare_blas()
-    try:
-        own = products()
-        assert server_ticks_over_products() >= 5  # (its own threads: the check can fail)
-    finally:
-        threadpool._share_blas(library_function(support.BLAS_SETUP))
-    for x, y in zip(shared, own):
-        assert np.array_equal(x, y)
+    _shared_against_own(lambda: [linalg.blas.sgemm(1.0, a, b), linalg.lu_factor(mat)[0],
+                                 linalg.solve(mat, np.ones(300))],
+                        lambda: linalg.blas.sgemm(1.0, a, b), 100)
