@@ -1,20 +1,18 @@
 """python -m bench.figures [--rounds 15] [--peers numpy,torch,jax.jit,shapejit-dyn]:
 issue 12's steady-latency figures — bert_layer at B=1, S=128 and S=256 and
-mlp at T=128 — with the peers' calls interleaved: each round times a batch
-of calls of every peer (each after 0.25 s idle and one untimed call: the
-thread pools of the peer before it settle), in a new order every round, so the machine's drift
-(the same cell moves 20-60% between runs of `python -m bench` here, whose
-peers are timed one after the other) falls on all alike.  Prints per
-workload each peer's median over rounds (of each batch's mean call) and the
+mlp at T=128 — with the peers' turns interleaved (bench.harness.in_turns):
+each round gives every peer a turn, in a new order every round, so the
+machine's drift (the same cell moves 20-60% between runs of `python -m
+bench` here, whose peers are timed one after the other) falls on all alike;
+a turn starts after 0.25 s idle (the thread pools of the peer before it
+settle) and 0.2 s of untimed calls.  Prints per workload each peer's median
+over rounds (of each turn's median call) and the
 ratios the issue names: shapejit's latency over jax.jit's, and numpy's time
 over shapejit's.  Every output is checked against numpy first.
 """
 from __future__ import annotations
 
 import argparse
-import random
-import statistics
-import time
 
 import numpy as np
 
@@ -25,8 +23,9 @@ from bench.report import cpu_description
 from bench.suite import check
 
 CASES = (("bert_layer", (1, 128)), ("bert_layer", (1, 256)), ("mlp", 128))
-BATCH_SECONDS = 0.15  # of calls each peer's turn times (after one untimed call)
-SETTLE = 0.25  # seconds before each turn: the previous peer's threads stop spinning (OpenMP's, XLA's, OpenBLAS's)
+SETTLE = 0.25  # seconds idle before a turn: the previous peer's threads stop spinning (OpenMP's, XLA's)
+WARM = 0.2  # seconds of untimed calls that start a turn
+TURN = 0.15  # seconds of timed calls in a turn
 
 
 def main(argv=None) -> int:
@@ -40,7 +39,6 @@ def main(argv=None) -> int:
     print()
     print("| workload | size | " + " | ".join(p.name for p in peers) + " | shapejit / jax.jit | numpy / shapejit |")
     print("|---|---|" + "--:|" * (len(peers) + 2))
-    rng = random.Random(0)
     for name, size in CASES:
         fn_ref, make = W.WORKLOADS[name]
         inputs = make(size, np.random.default_rng(0))
@@ -51,23 +49,8 @@ def main(argv=None) -> int:
             why = check(p.to_numpy(p.run(fn, args)), ref)
             if why:
                 raise SystemExit(f"{p.name} {name} {size}: {why}")
-            t0 = time.perf_counter()
-            p.run(fn, args)
-            reps = max(1, int(BATCH_SECONDS / max(1e-6, time.perf_counter() - t0)))
-            runs[p.name] = (lambda p=p, fn=fn, args=args: p.run(fn, args)), reps
-        times = {n: [] for n in runs}
-        for _ in range(a.rounds):
-            order = list(runs)
-            rng.shuffle(order)
-            for n in order:
-                call, reps = runs[n]
-                time.sleep(SETTLE)
-                call()
-                t0 = time.perf_counter()
-                for _ in range(reps):
-                    call()
-                times[n].append((time.perf_counter() - t0) / reps)
-        med = {n: statistics.median(v) for n, v in times.items()}
+            runs[p.name] = lambda p=p, fn=fn, args=args: p.run(fn, args)
+        med = dict(zip(runs, harness.in_turns(list(runs.values()), a.rounds, warm=WARM, turn=TURN, settle=SETTLE)))
         sj, jx, npy = med.get("shapejit-dyn"), med.get("jax.jit"), med.get("numpy")
         ratio = lambda x, y: f"{x / y:.2f}" if x and y else "—"  # noqa: E731
         print(f"| {name} | {W.size_label(name, size)} | " + " | ".join(f"{med[n] * 1e3:.2f} ms" for n in runs)

@@ -2,25 +2,26 @@
 a linear layer with GELU, gelu(x @ w + b), over M rows for each (K, N),
 jitted once (one compile serves every M and policy):
 
-- shapejit: the product on whichever of the GEMM kernel and numpy's BLAS
-  runtime/gemmchoice.py chose for that shape class: by the dispatch tree
-  calibrated on this CPU (`python -m jit calibrate`), else measured at its
-  first call (not timed);
+- shapejit: as a user gets it: the product on whichever of the GEMM kernel
+  and numpy's BLAS runtime/gemmchoice.py chose for that shape class (by the
+  dispatch tree calibrated on this CPU, `python -m jit calibrate`, else
+  measured at its first call, not timed), the epilogue where
+  SHAPEJIT_EPILOGUE_IN_STORE puts it (a pass of its own by default);
 - kernel: every product on the GEMM kernel (codegen/gemm.py), its epilogue
   in the GEMM's store;
 - pass: every product on the GEMM kernel, its epilogue a pass of its own
   after it (as before epilogues ran in the store);
 - BLAS: every product on numpy's matmul, the epilogue still compiled;
-- the oracle: the faster of kernel and BLAS at that M;
+- the oracle: the fastest of kernel, pass and BLAS at that M;
 
 each against numpy (its matmul, then its epilogue); `--small-m 0` runs the
 kernel as it was before products of few rows streamed B (one packed tile), as numpy's time / the
 policy's (above 1: faster than numpy).  Run it with SHAPEJIT_ISA=avx2 too on
 an AVX-512 host.  The policies are measured in turns, in a new order every
-round (the machine's drift falls on all alike), each turn after WARM
-seconds of its own untimed calls: after a call, OpenBLAS's threads and our
-pool's spin on the cores for ~0.1 s, which would charge one policy's
-threads to the next.  A policy's time: the median over rounds of each
+round (the machine's drift falls on all alike), each turn after 0.12
+seconds of its own untimed calls: after a call our pool's threads wait
+busily for a while, which would charge one policy's threads to the next
+(bench.harness.in_turns).  A policy's time: the median over rounds of each
 turn's median call.
 """
 from __future__ import annotations
@@ -28,10 +29,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import random
 import statistics
 import tempfile
-import time
 
 import numpy as np
 
@@ -70,34 +69,38 @@ def main(argv=None) -> int:
     harness.seed_machine_artifacts(cache_dir.name)
     harness.print_choice()
     rng = np.random.default_rng(0)
+    store = lower.fuse_epilogues()  # (where shapejit puts an epilogue: the variable's, before any policy's)
     policies = ("shapejit", "kernel", "pass", "BLAS")
     all_ratios = {p: [] for p in policies + ("oracle",)}
     for pair in a.pairs.split(","):
         K, N = map(int, pair.split("x"))
         w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
         b = (rng.standard_normal(N) * 0.1).astype(np.float32)
-        f, g = jit(linear_gelu), jit(lambda x, w, b: linear_gelu(x, w, b))  # (g: the epilogue as a pass)
+        # f: the epilogue in the GEMM's store; g: as a pass of its own; shapejit: whichever is the default
+        f, g = jit(linear_gelu), jit(lambda x, w, b: linear_gelu(x, w, b))
+        runs = {"shapejit": (f if store else g, store), "kernel": (f, True), "pass": (g, False), "BLAS": (f, True)}
         print(f"\nK={K}, N={N}: numpy time / policy time (above 1: faster than numpy)")
         print(f"{'M':>6} {'numpy ms':>9} " + " ".join(f"{p:>9}" for p in all_ratios) + "  choice")
         for m in ms:
             x = rng.standard_normal((m, K)).astype(np.float32)
             ref = linear_gelu(x, w, b)
-            key = gemmchoice.shape_class("f", m, N, K, True)
             gemmchoice.forget()
-            lower.FUSE_EPILOGUES = True  # (not the pass policy's, left by the last turn)
+            lower.FUSE_EPILOGUES = store  # (shapejit's own, whatever the last turn left)
             for _ in range(2):  # (a trace's call runs in numpy; the next call of a class measures both and
-                f(x, w, b)      # decides: outside the timing)
-            choice = {"shapejit": gemmchoice.BEST.get(key), "kernel": False, "pass": False, "BLAS": True}
+                runs["shapejit"][0](x, w, b)  # decides: outside the timing)
+            choice = {"shapejit": gemmchoice.BEST.get(gemmchoice.shape_class("f", m, N, K, store)),
+                      "kernel": False, "pass": False, "BLAS": True}
             if choice["shapejit"] is None:  # (the product did not reach a GEMM step: numpy ran it)
                 choice["shapejit"] = True
             calls = [lambda: linear_gelu(x, w, b)]
             for name in policies:
-                fn, k = (g, key[:-1] + (False,)) if name == "pass" else (f, key)
+                fn, in_store = runs[name]
+                k = gemmchoice.shape_class("f", m, N, K, in_store)
                 for _ in range(2):
-                    got = _call(fn, k, choice[name], x, w, b, name == "pass")
+                    got = _call(fn, k, choice[name], x, w, b, in_store)
                 assert got.dtype == ref.dtype and np.allclose(got, ref, rtol=1e-4, atol=1e-4), (name, m)
-                calls.append(lambda fn=fn, k=k, name=name: _call(fn, k, choice[name], x, w, b, name == "pass"))
-            t = _interleaved(calls, rounds)
+                calls.append(lambda fn=fn, k=k, name=name, s=in_store: _call(fn, k, choice[name], x, w, b, s))
+            t = harness.in_turns(calls, rounds)
             ratios = {name: t[0] / t[i + 1] for i, name in enumerate(policies)}
             ratios["oracle"] = max(ratios["kernel"], ratios["pass"], ratios["BLAS"])
             for k, v in ratios.items():
@@ -115,33 +118,12 @@ def main(argv=None) -> int:
 
 
 ROUNDS = 5
-WARM = 0.12  # seconds of untimed calls that start a turn
-TURN = 0.05  # seconds of timed calls in a turn (at least 3 calls)
 
 
-def _interleaved(calls, rounds: int) -> list:
-    """Each call's time (above), measured in turns."""
-    order, turns = random.Random(0), list(range(len(calls)))
-    samples = [[] for _ in calls]
-    for _ in range(rounds):
-        order.shuffle(turns)
-        for i in turns:
-            end = time.perf_counter() + WARM
-            while time.perf_counter() < end:
-                calls[i]()
-            times, end = [], time.perf_counter() + TURN
-            while time.perf_counter() < end or len(times) < 3:
-                t0 = time.perf_counter()
-                calls[i]()
-                times.append(time.perf_counter() - t0)
-            samples[i].append(statistics.median(times))
-    return [statistics.median(x) for x in samples]
-
-
-def _call(f, key, blas, x, w, b, epilogue_pass=False):
+def _call(f, key, blas, x, w, b, in_store):
     gemmchoice.BEST[key] = blas  # (one dict store: the product's implementation for this call)
     # (one more: whether a trace this call makes puts the epilogue in the GEMM's store)
-    lower.FUSE_EPILOGUES = not epilogue_pass
+    lower.FUSE_EPILOGUES = in_store
     return f(x, w, b)
 
 

@@ -18,6 +18,7 @@ keeping the attempt with the least foreign load.
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -141,6 +142,30 @@ def _measure_once(calls, budget: Budget) -> list:
     return [Timing(statistics.median(x), x, repeats * n, load) for x, (n, _) in zip(samples, numbers)]
 
 
+def in_turns(calls, rounds: int, warm: float = 0.12, turn: float = 0.05, settle: float = 0.0) -> list:
+    """The median over `rounds` of each call's median time in a turn: every
+    round gives each call a turn, in a new order (the machine's drift falls
+    on all alike), each turn `settle` seconds idle (the last call's thread
+    pools go to sleep), then `warm` seconds of untimed calls (its own
+    threads awake), then `turn` seconds of timed calls (at least 3)."""
+    order, turns = random.Random(0), list(range(len(calls)))
+    samples = [[] for _ in calls]
+    for _ in range(rounds):
+        order.shuffle(turns)
+        for i in turns:
+            time.sleep(settle)
+            end = time.perf_counter() + warm
+            while time.perf_counter() < end:
+                calls[i]()
+            times, end = [], time.perf_counter() + turn
+            while time.perf_counter() < end or len(times) < 3:
+                t0 = time.perf_counter()
+                calls[i]()
+                times.append(time.perf_counter() - t0)
+            samples[i].append(statistics.median(times))
+    return [statistics.median(x) for x in samples]
+
+
 def time_once(call):
     """(seconds, result) of a single call, e.g. a first call that compiles."""
     t0 = time.perf_counter()
@@ -182,7 +207,7 @@ def keep_machine_artifacts() -> None:
             compile_mod.calibrate_gemm(dtype)
             blob, _ = default_cache().get(key, memory=False)
         if blob is not None:  # (a GEMM loaded uncalibrated would start a calibration beside the timings)
-            MACHINE[key] = (blob, "calibration", "(gemm dispatch)")
+            MACHINE[key] = (blob, "calibration", "(gemm dispatch)", np.dtype(dtype).name)
             symbols.append(gemm.symbol_for(dtype))
     for symbol in symbols:
         compile_mod.library_function(symbol)  # (compiled into the user's cache if it was not there)
@@ -196,8 +221,8 @@ def seed_machine_artifacts(directory) -> None:
     """Put the kept machine artifacts into the compile cache at `directory`."""
     from runtime.cache import ArtifactCache
     cache = ArtifactCache(directory=str(directory))
-    for key, (blob, kind, *names) in MACHINE.items():
-        cache.put(key, blob, *names, kind=kind)
+    for key, (blob, kind, function, signature) in MACHINE.items():
+        cache.put(key, blob, function, signature, kind=kind)
 
 
 def print_choice() -> bool:

@@ -61,7 +61,7 @@ from llvmlite import ir
 
 from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field, fits_tiles
 from codegen import support
-from codegen.llvm import for_range
+from codegen.llvm import for_range, smax, smin
 from shapes import host
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -457,13 +457,7 @@ class GemmEmitter:
         return b.shuffle_vector(b.insert_element(ir.Constant(self.vty, ir.Undefined), x, ir.Constant(I32, 0)),
                                 ir.Constant(self.vty, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
-    @staticmethod
-    def _min(b, x, y):
-        return b.select(b.icmp_signed("<", x, y), x, y)
-
-    @staticmethod
-    def _max(b, x, y):
-        return b.select(b.icmp_signed(">", x, y), x, y)
+    _min, _max = staticmethod(smin), staticmethod(smax)
 
     def _lane_mask(self, b, ncols, v: int):
         """Lanes of vector v inside the matrix: col + v * lanes + lane < N."""

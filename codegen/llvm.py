@@ -217,6 +217,16 @@ def optimize_ir(llvm_ir_text: str) -> str:
 # loop builders (llvmlite.ir)
 
 
+def smin(b: ir.IRBuilder, x, y) -> ir.Value:
+    """The smaller of two signed integers."""
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def smax(b: ir.IRBuilder, x, y) -> ir.Value:
+    """The larger of two signed integers."""
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
 def _as_i64(value) -> ir.Value:
     if isinstance(value, int):
         return ir.Constant(I64, value)

@@ -54,7 +54,7 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
             products[s.out.id] = s
     kernels = plan.kernels()
     index = {id(k): i for i, k in enumerate(kernels)}
-    fused = {index[id(k)]: vid for vid, k in _epilogues(plan, products).items()} if FUSE_EPILOGUES else {}
+    fused = {index[id(k)]: vid for vid, k in _epilogues(plan, products).items()} if fuse_epilogues() else {}
     loop_nodes = [s for s in plan.steps if isinstance(s, Node) and s.op in ("loop", "pyloop")]
     if not kernels and not loop_nodes:
         return Lowered("", [], gemms, {})
@@ -94,18 +94,24 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
 # epilogue (when they do not read the product): constants, and ops that make
 # new arrays or views and never write one (a setitem, a re-rolled loop or an
 # eager call may write an operand's buffer)
+_PASSABLE = ops_returning(FRESH, FRESH_C, VIEW_OF_INPUT) | {"const", "dim"}
+
 # Whether a kernel that reads a product may run in the GEMM's store (off: its
 # own pass after the product).  Off unless SHAPEJIT_EPILOGUE_IN_STORE=1: on
 # the AMD EPYC znver3 (AVX2, no AVX-512) the store ran 0.86-1.01x the pass's
 # speed (median 0.96) for bias, bias + GELU and bias + residual at M = 1 ..
 # 1024, (K, N) = (768, 3072) and (3072, 768) (`python -m bench.epilogue --ms
 # 1,16,64,256,1024`), with numpy's BLAS on our pool (no spinning threads
-# beside either); the product stays in its 32 MiB L3 for the pass, and the
-# store's calls between GEMM blocks evict the blocks' panels.  AVX-512 hosts
-# are unmeasured.  It changes what a trace compiles to, so it is part of a
-# saved trace's key (jit/compile.py plan_switches).
-FUSE_EPILOGUES = config.get("SHAPEJIT_EPILOGUE_IN_STORE")
-_PASSABLE = ops_returning(FRESH, FRESH_C, VIEW_OF_INPUT) | {"const", "dim"}
+# beside either; the product stays in its 32 MiB L3 for the pass).  AVX-512
+# hosts are unmeasured.  It changes what a trace compiles to, so it is part of a
+# saved trace's key (jit/compile.py plan_switches).  FUSE_EPILOGUES, when not
+# None, overrides the variable (tests and benches compare the two).
+FUSE_EPILOGUES: bool | None = None
+
+
+def fuse_epilogues() -> bool:
+    """Whether this compile puts a product's epilogue in the GEMM's store."""
+    return config.get("SHAPEJIT_EPILOGUE_IN_STORE") if FUSE_EPILOGUES is None else FUSE_EPILOGUES
 
 
 def _epilogues(plan: Plan, products: dict) -> dict:

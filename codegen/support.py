@@ -88,7 +88,7 @@ import sys
 
 from llvmlite import ir
 
-from codegen.llvm import I64, for_range, host_target
+from codegen.llvm import I64, for_range, host_target, smax
 from codegen.pycall import py_symbol, python_entry
 
 I1, I8, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(32)
@@ -240,9 +240,6 @@ class _Support:
 
     def rmw(self, b, op: str, k: int, v, order="seq_cst"):
         return b.atomic_rmw(op, self.slot(b, k), v, order)
-
-    def _max(self, b, x, y):
-        return b.select(b.icmp_signed(">", x, y), x, y)
 
     def pause(self, b) -> None:
         if self.x86:
@@ -468,8 +465,8 @@ class _Support:
         and calls are serialized (BLAS_LOCK), so no two running jobs share one.
 
         `sj_blas_setup(0, 0, nthreads_address, out)` records that address
-        (up to BLAS_LIBRARIES of them) and writes the callback's own address
-        to the i64 at `out`.
+        (once; up to BLAS_LIBRARIES of them) and writes the callback's own
+        address to the i64 at `out`, or 0 when it has no room for it.
         `sj_blas_close(0, 0)` waits for the call under way and sends every
         later one to started threads (the pool's workers are about to stop)."""
         i8p = I8.as_pointer()
@@ -524,7 +521,7 @@ class _Support:
             count_at = b.load(b.gep(nthreads, [ir.Constant(I32, 0), i]))
             servers = b.sext(b.load(b.inttoptr(count_at, I32.as_pointer())), I64)
             past = b.sub(servers, self.c(1))
-            b.store(self._max(b, b.load(first_at), past), first_at)
+            b.store(smax(b, b.load(first_at), past), first_at)
         first = b.load(first_at)
         record = b.alloca(I64, size=self.c(5))
         for k, v in enumerate((b.ptrtoint(dojob, I64), elsize, b.ptrtoint(jobdata, I64),
@@ -569,10 +566,17 @@ class _Support:
         b = ir.IRBuilder(setup.append_basic_block("entry"))
         address, out = setup.args[2:]
         known = b.load(libraries)
-        with b.if_then(b.icmp_signed("<", known, self.c(BLAS_LIBRARIES))):
+        seen = b.alloca(I1)
+        b.store(ir.Constant(I1, 0), seen)
+        with for_range(b, self.c(0), known) as i:
+            with b.if_then(b.icmp_signed("==", b.load(b.gep(nthreads, [ir.Constant(I32, 0), i])), address)):
+                b.store(ir.Constant(I1, 1), seen)
+        room = b.icmp_signed("<", known, self.c(BLAS_LIBRARIES))
+        with b.if_then(b.and_(b.not_(b.load(seen)), room)):
             b.store(address, b.gep(nthreads, [ir.Constant(I32, 0), known]))
             b.store(b.add(known, self.c(1)), libraries)
-        b.store(b.ptrtoint(cb, I64), b.inttoptr(out, I64.as_pointer()))
+        # (0 when it has no room for another library: that one keeps its own threads)
+        b.store(b.select(b.or_(b.load(seen), room), b.ptrtoint(cb, I64), self.c(0)), b.inttoptr(out, I64.as_pointer()))
         b.ret_void()
 
         close = self.kernel(BLAS_CLOSE, 0)

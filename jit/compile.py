@@ -158,7 +158,7 @@ def bounds_checked() -> bool:
 def plan_switches() -> tuple:
     """The compiler switches that change what a trace compiles to (part of
     a saved trace's key): bounds checks, epilogues in the GEMM's store."""
-    return bounds_checked(), lower.FUSE_EPILOGUES
+    return bounds_checked(), lower.fuse_epilogues()
 
 
 def build_saved(saved: SavedBuild) -> Build | None:

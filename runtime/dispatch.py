@@ -91,9 +91,9 @@ def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, gri
     only from a run no other process interrupted (`_time`); while some
     shape has none for a variant, up to EXTRA_PASSES more passes run, and
     if more than DISTURBED_SHARE of the shapes still have none, it raises
-    Disturbed (unless SHAPEJIT_CALIBRATE_BUSY): a tree learned from such times is kept for good (once per
-    CPU) and was seen to send whole ranges to the slower variant (a
-    calibration that ran beside the test suite)."""
+    Disturbed (unless SHAPEJIT_CALIBRATE_BUSY): a tree learned from such
+    times is kept for good (once per CPU), and one taken, it seems, while
+    the test suite ran sent whole ranges to the slower variant."""
     rng = np.random.default_rng(0)
     dt = np.dtype(dtype)
     shapes = []

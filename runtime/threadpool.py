@@ -282,8 +282,9 @@ def install_native_pool(run_address: int, worker, stop, reset, blas_setup=None, 
 # (nop loops, no yield) for 2^28 cycles, ~0.1 s; our workers, after a kernel,
 # for up to ~80 ms.  A program that mixes numpy's products with jitted calls
 # (or a jitted call that runs a product on numpy's BLAS) had both on the two
-# cores at once: on an AMD EPYC znver3 (2 cores), a jitted 128x768 @ 768x3072
-# right after a numpy product took ~1.6x its time alone.  OpenBLAS >= 0.3.27
+# cores at once: on a 2-core AMD EPYC znver3 (AVX2, no AVX-512) a jitted
+# 256x768 @ 768x3072 + b right after a numpy product took 1.3-1.8x its time
+# alone, 0.86-0.99x with the pool shared (`python -m bench.mixed`, 3 runs).  OpenBLAS >= 0.3.27
 # lets the caller run its threaded jobs (openblas_set_threads_callback_function):
 # we hand it the native pool (codegen/support.py sj_blas_threads), so one set
 # of threads serves both and OpenBLAS's own ones sleep: numpy's library, and
@@ -291,8 +292,6 @@ def install_native_pool(run_address: int, worker, stop, reset, blas_setup=None, 
 # imported after that keeps its own threads).
 
 _blas: dict = {}  # address -> set-callback function of each OpenBLAS library running on the pool
-_blas_counts: set = set()  # the thread-count addresses given to the callback (sj_blas_setup)
-BLAS_LIBRARIES = 4  # (codegen/support.py's: the callback knows this many libraries' thread counts)
 
 
 def _symbol(lib, name: str):
@@ -345,12 +344,10 @@ def _share_blas(setup) -> None:
             count_at = ctypes.addressof(ctypes.c_int.in_dll(lib, "blas_num_threads"))
             if threads() > _configured_threads():
                 continue
-            if count_at not in _blas_counts:
-                if len(_blas_counts) >= BLAS_LIBRARIES:
-                    continue
-                _blas_counts.add(count_at)
             out = ctypes.c_int64(0)
             setup(0, 0, count_at, ctypes.addressof(out))
+            if not out.value:  # (the callback knows as many libraries as it can)
+                continue
             set_callback.argtypes = [ctypes.c_void_p]
             set_callback(out.value)
             _blas[where] = set_callback

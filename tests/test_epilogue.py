@@ -221,3 +221,26 @@ def test_fusion_is_a_keyed_switch_never_a_saved_trace_of_the_other(monkeypatch):
         assert_like_numpy(fused(x, w, b), program(x, w, b, None), ulps=64, atol=1e-5)
     assert "in the GEMM store" not in unfused.explain()
     assert "in the GEMM store" in fused.explain() and fused.stats()["traces"] == 1
+
+
+def test_the_store_is_off_unless_the_variable_asks(monkeypatch):
+    """With no override, SHAPEJIT_EPILOGUE_IN_STORE decides at each compile:
+    unset, the epilogue is a pass of its own (measured faster); 1, it runs
+    in the GEMM's store."""
+    from codegen import lower
+    monkeypatch.setattr(lower, "FUSE_EPILOGUES", None)
+    monkeypatch.setattr(gemmchoice, "PREFER", "kernel")
+    rng = np.random.default_rng(1)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 64), (64, 256), (256,)))
+    program = EPILOGUES["relu"]
+    seen = {}
+    for value in (None, "1"):
+        if value is None:
+            monkeypatch.delenv("SHAPEJIT_EPILOGUE_IN_STORE", raising=False)
+        else:
+            monkeypatch.setenv("SHAPEJIT_EPILOGUE_IN_STORE", value)
+        f = jit(lambda x, w, b: program(x, w, b, None))
+        for _ in range(2):
+            assert_like_numpy(f(x, w, b), program(x, w, b, None), ulps=64, atol=1e-5)
+        seen[value] = "in the GEMM store" in f.explain()
+    assert seen == {None: False, "1": True}

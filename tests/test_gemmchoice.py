@@ -53,7 +53,7 @@ def test_the_first_call_of_a_class_runs_both_and_decides(matmuls, dtype):
     matmuls.clear()
     check(f(x, w, b), x, w, b)
     # (relu(x @ w + b): in the store when epilogues go there, SHAPEJIT_EPILOGUE_IN_STORE)
-    key = gemmchoice.shape_class(np.dtype(dtype).char, 40, 48, 64, bool(lower.FUSE_EPILOGUES))
+    key = gemmchoice.shape_class(np.dtype(dtype).char, 40, 48, 64, lower.fuse_epilogues())
     assert key in gemmchoice.BEST
     assert len(matmuls) == gemmchoice.ROUNDS  # numpy's matmul raced the kernel
     for _ in range(3):

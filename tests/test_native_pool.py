@@ -317,3 +317,39 @@ def test_scipys_openblas_is_shared_too():
     _shared_against_own(lambda: [linalg.blas.sgemm(1.0, a, b), linalg.lu_factor(mat)[0],
                                  linalg.solve(mat, np.ones(300))],
                         lambda: linalg.blas.sgemm(1.0, a, b), 100)
+
+
+def test_the_callback_knows_each_library_once_and_as_many_as_it_can(tmp_path):
+    """sj_blas_setup records a library's thread count once and refuses (0)
+    one more than BLAS_LIBRARIES: that library then keeps its own threads.
+    (A process of its own: the table is for the process's life.)"""
+    import subprocess
+    import sys
+    from pathlib import Path
+    _shared()
+    script = tmp_path / "setup.py"
+    script.write_text(
+        "import ctypes\n"
+        "import numpy as np\n"
+        "from codegen import support\n"
+        "from jit import jit\n"
+        "from jit.compile import library_function\n"
+        "from runtime import threadpool\n"
+        "jit(lambda x: x @ x)(np.ones((64, 64), np.float32))\n"
+        "assert threadpool.blas_shared()\n"
+        "setup = library_function(support.BLAS_SETUP)\n"
+        "cells = [ctypes.c_int(2) for _ in range(support.BLAS_LIBRARIES)]\n"
+        "def given(cell):\n"
+        "    out = ctypes.c_int64(0)\n"
+        "    setup(0, 0, ctypes.addressof(cell), ctypes.addressof(out))\n"
+        "    return out.value\n"
+        "got = [given(c) for c in cells]\n"
+        "assert all(got[:-len(threadpool._blas)]) and not got[-1], got\n"
+        "assert given(cells[0]) == got[0]  # (known: not recorded twice)\n"
+        "a = np.random.default_rng(0).standard_normal((300, 400)); b = a.T.copy()\n"
+        "assert np.array_equal(a @ b, a @ b)\n"
+        "print('ok')\n")
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240,
+                       env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
