@@ -47,8 +47,9 @@ RACE_ROWS = 128
 # alone: the faster one takes the class.  `python -m bench.gemm_sweep` on an
 # AMD EPYC znver3 (no AVX-512) with the pool shared: with a margin of 2.5
 # every class of 2 rows or more stayed on the kernel (worst cell 0.78x numpy,
-# 45 of 66 within 10% of the best variant); with 1.0 the calibrated tree sent
-# M > 181 (and M > 45 at N > 1024) to BLAS (worst 0.96x, 56 of 66).
+# 45 of 66 within 10% of the best variant); with 1.0 (the calibrated tree
+# sending most classes above 64 rows to BLAS), the epilogue a pass of its
+# own: worst 0.95x, 66 of 66.
 MARGIN = 1.0
 # A product of one row (a GEMV: a decode step, a batch of one) goes to the
 # kernel only when it ran in less than GEMV_MARGIN of numpy's time.  Its
@@ -57,7 +58,8 @@ MARGIN = 1.0
 # but in the jitted linear + GELU of `python -m bench.gemm_sweep` there the
 # whole call ran at 0.51-0.88x numpy with the product on the kernel and at
 # 0.91-1.11x with it on BLAS, in every (K, N) of three sweeps, among them
-# (3072, 768), whose calibrated kernel was 2% the faster alone.
+# (3072, 768), whose calibrated kernel was 2% the faster alone; and with
+# numpy's BLAS on our pool still 0.55-0.80x against 0.98-1.03x.
 GEMV_MARGIN = 0.75
 
 # shape class -> True when numpy's matmul is the faster
