@@ -42,6 +42,22 @@ def run(count, start, stop, chunk, hits):
     count["k_count_par"](start, stop, hits.ctypes.data, 3, chunk, threadpool.native_pool(), 4.0)
 
 
+def run_script(tmp_path, text: str, **env) -> None:
+    """Run `text` as a script in a fresh interpreter of this project (with
+    `env` added), under a time limit so a hang fails the test: it must
+    print ok."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240,
+                       env={**os.environ, "PYTHONPATH": str(root), **env})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
 def test_every_index_exactly_once(count):
     assert threadpool.native_pool() is not None
     for start, stop, chunk in [(0, 10_000, 1), (0, 10_000, 37), (100, 900, 1), (5, 6, 1), (0, 7, 4), (3, 3, 1),
@@ -139,10 +155,8 @@ def test_back_to_back_jobs_never_lose_a_chunk(tmp_path):
     published, and the caller then waited for ever (seen once in the test
     suite on a loaded machine).  Run in a child process with a time limit,
     so a hang fails the test instead of stopping the suite."""
-    import subprocess
-    import sys
-    script = tmp_path / "jobs.py"
-    script.write_text(
+    run_script(
+        tmp_path,
         "import numpy as np\n"
         "from tests.test_native_pool import count\n"
         "from runtime import threadpool\n"
@@ -154,11 +168,6 @@ def test_back_to_back_jobs_never_lose_a_chunk(tmp_path):
         "    par(0, 16, hits.ctypes.data, 3, 1, pool, 4.0)\n"
         "assert (hits[:16] == 100_000).all() and not hits[16:10_000].any(), hits[:17]\n"
         "print('ok')\n")
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240,
-                       env={**__import__("os").environ, "PYTHONPATH": str(root)})
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
 # ------------------------------------------------- numpy's OpenBLAS on the pool
@@ -267,12 +276,9 @@ def test_numpy_blas_with_more_jobs_than_the_pool_has_threads(tmp_path):
     """OpenBLAS told to use more threads than the pool has (after the
     callback was installed), or a pool whose workers stopped: its jobs run
     on threads started for the call, all at once, with the same results."""
-    import subprocess
-    import sys
-    from pathlib import Path
     _shared()
-    script = tmp_path / "more.py"
-    script.write_text(
+    run_script(
+        tmp_path,
         "import numpy as np\n"
         "from jit import jit\n"
         "from runtime import threadpool\n"
@@ -290,12 +296,7 @@ def test_numpy_blas_with_more_jobs_than_the_pool_has_threads(tmp_path):
         "own = _products()\n"
         "assert all(np.array_equal(a, b) and np.array_equal(c, b) and np.array_equal(d, b)\n"
         "           for a, c, d, b in zip(many, closed, again, own))\n"
-        "print('ok')\n")
-    root = Path(__file__).resolve().parent.parent
-    env = {**__import__("os").environ, "PYTHONPATH": str(root), "SHAPEJIT_NUM_THREADS": "2",
-           "OPENBLAS_NUM_THREADS": "2"}
-    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240, env=env)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+        "print('ok')\n", SHAPEJIT_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
 
 
 def test_scipys_openblas_is_shared_too():
@@ -323,12 +324,9 @@ def test_the_callback_knows_each_library_once_and_as_many_as_it_can(tmp_path):
     """sj_blas_setup records a library's thread count once and refuses (0)
     one more than BLAS_LIBRARIES: that library then keeps its own threads.
     (A process of its own: the table is for the process's life.)"""
-    import subprocess
-    import sys
-    from pathlib import Path
     _shared()
-    script = tmp_path / "setup.py"
-    script.write_text(
+    run_script(
+        tmp_path,
         "import ctypes\n"
         "import numpy as np\n"
         "from codegen import support\n"
@@ -349,7 +347,3 @@ def test_the_callback_knows_each_library_once_and_as_many_as_it_can(tmp_path):
         "a = np.random.default_rng(0).standard_normal((300, 400)); b = a.T.copy()\n"
         "assert np.array_equal(a @ b, a @ b)\n"
         "print('ok')\n")
-    root = Path(__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True, timeout=240,
-                       env={**__import__("os").environ, "PYTHONPATH": str(root)})
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
