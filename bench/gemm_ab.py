@@ -5,7 +5,9 @@ one process and timed with their calls interleaved on one thread (each first
 in every other round) — the
 machine's drift falls on both alike.  For each (K, N) and M: both medians and
 A's time over B's (above 1: B is faster).  Compare a constant against its
-value in the tree, e.g. `--a MC=1073741824 --b MC=96`.
+value in the tree, e.g. `--a MC=1073741824 --b MC=96`.  `--cold`: each
+call reads another of enough copies of B that they outgrow the last-level
+cache (B comes from memory, as a model's weights do between their uses).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from codegen.llvm import compile_ir
 from runtime.loader import load
 
 PAIRS = ((768, 3072), (3072, 768), (768, 768))
+COLD_BYTES = 96 << 20  # copies of B for --cold: three times a 32 MiB L3
 
 
 def build(symbol: str, consts: dict):
@@ -57,6 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--b", nargs="*", default=[])
     ap.add_argument("--ms", default="8,16,64,256,1024")
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--cold", action="store_true", help="B from memory: a call reads another copy")
     ap.add_argument("--pairs", default=",".join(f"{k}x{n}" for k, n in PAIRS), help="KxN,...")
     a = ap.parse_args(argv)
     print(f"{cpu_description()}; A: {a.a or 'as in the tree'}, B: {a.b or 'as in the tree'}; 1 thread")
@@ -65,13 +69,15 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     for K, N in (map(int, p.split("x")) for p in a.pairs.split(",")):
         b = rng.standard_normal((K, N)).astype(np.float32)
+        bs = [b] + [b.copy() for _ in range(int(COLD_BYTES // b.nbytes) if a.cold else 0)]
         row = []
         for M in map(int, a.ms.split(",")):
             x = rng.standard_normal((M, K)).astype(np.float32)
             c = np.empty((M, N), np.float32)
             t = {k: [] for k in fns}
             for i in range(a.repeats):
-                for k, fn in sorted(fns.items(), reverse=bool(i % 2)):  # (A first, then B first: no seat favoured)
+                for j, (k, fn) in enumerate(sorted(fns.items(), reverse=bool(i % 2))):  # (A, then B first)
+                    b = bs[(2 * i + j) % len(bs)]
                     t0 = time.perf_counter()
                     fn(0, -(-N // nr), x, b, c, M, N, K, 0, 0, 0, 0)
                     t[k].append(time.perf_counter() - t0)

@@ -143,16 +143,21 @@ def _measure_once(calls, budget: Budget) -> list:
 
 
 def in_turns(calls, rounds: int, warm: float = 0.12, turn: float = 0.05, settle: float = 0.0) -> list:
-    """The median over `rounds` of each call's median time in a turn: every
-    round gives each call a turn, in a new order (the machine's drift falls
-    on all alike), each turn `settle` seconds idle (the last call's thread
-    pools go to sleep), then `warm` seconds of untimed calls (its own
-    threads awake), then `turn` seconds of timed calls (at least 3)."""
-    order, turns = random.Random(0), list(range(len(calls)))
+    """The median over `rounds` of each call's median time in a turn (`turns`)."""
+    return [statistics.median(x) for x in turns(calls, rounds, warm, turn, settle)]
+
+
+def turns(calls, rounds: int, warm: float = 0.12, turn: float = 0.05, settle: float = 0.0) -> list:
+    """Each call's median time in each of `rounds` turns: every round gives
+    each call a turn, in a new order (the machine's drift falls on all
+    alike), each turn `settle` seconds idle (the last call's thread pools go
+    to sleep), then `warm` seconds of untimed calls (its own threads awake),
+    then `turn` seconds of timed calls (at least 3)."""
+    order, seats = random.Random(0), list(range(len(calls)))
     samples = [[] for _ in calls]
     for _ in range(rounds):
-        order.shuffle(turns)
-        for i in turns:
+        order.shuffle(seats)
+        for i in seats:
             time.sleep(settle)
             end = time.perf_counter() + warm
             while time.perf_counter() < end:
@@ -163,7 +168,7 @@ def in_turns(calls, rounds: int, warm: float = 0.12, turn: float = 0.05, settle:
                 calls[i]()
                 times.append(time.perf_counter() - t0)
             samples[i].append(statistics.median(times))
-    return [statistics.median(x) for x in samples]
+    return samples
 
 
 def time_once(call):
@@ -191,10 +196,10 @@ def best_of(call, repeats: int) -> float:
 MACHINE: dict = {}
 
 
-def keep_machine_artifacts() -> None:
+def keep_machine_artifacts(calibrate=("float32",)) -> None:
     """Read this machine's calibrations and libraries from the user's compile
-    cache, calibrating float32 (and so compiling its GEMM) there first when
-    it has none (seconds)."""
+    cache, calibrating the dtypes `calibrate` (and so compiling their GEMMs)
+    there first when it has none (seconds each)."""
     import numpy as np
     from codegen import gemm, support
     from jit import compile as compile_mod
@@ -203,7 +208,7 @@ def keep_machine_artifacts() -> None:
     for dtype in (np.float32, np.float64):
         key = compile_mod._dispatch_key(dtype)
         blob, _ = default_cache().get(key, memory=False)
-        if blob is None and dtype is np.float32:
+        if blob is None and np.dtype(dtype).name in calibrate:
             compile_mod.calibrate_gemm(dtype)
             blob, _ = default_cache().get(key, memory=False)
         if blob is not None:  # (a GEMM loaded uncalibrated would start a calibration beside the timings)

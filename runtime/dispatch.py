@@ -7,8 +7,9 @@ the epilogue's own pass).  Which is faster depends on the CPU and the shape,
 so nothing is assumed:
 
 1. Calibration (`calibrate`, seconds): both variants are timed on this host
-   at a grid of shapes (M from 1 to 1024, three (K, N) pairs), the least of
-   a few runs; the table is kept in the persistent cache under a key made of
+   at a grid of shapes (M from 1 to 1024, three (K, N) pairs), each run
+   reading its B from memory as a program's weights come, the least of a
+   few runs; the table is kept in the persistent cache under a key made of
    the CPU's name and features, the dtype and shapejit's build, so a new CPU
    (or SHAPEJIT_ISA forcing a narrower one) is calibrated again.
 2. Cost model (`predict`): a variant's time at any (M, N, K) is the FLOPs
@@ -32,6 +33,7 @@ jit calibrate` makes one in the foreground.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import resource
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shapes import config
+from shapes import config, host
 
 VERSION = 1
 # background calibrations of this process: started, installed (its own or
@@ -82,7 +84,8 @@ class Disturbed(RuntimeError):
 def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, grid_kn=GRID_KN,
               rounds: int = ROUNDS) -> Calibration:
     """Time `kernel(a, b, c)` (the GEMM into c) and numpy's matmul at every
-    grid shape: the least of `rounds` passes over the grid, each pass the
+    grid shape, each run reading another copy of B (from memory, not cache:
+    `cold_copies`): the least of `rounds` passes over the grid, each pass the
     kernel at every shape, then numpy's at every shape (each variant alone,
     SETTLE apart: our pool's threads wait busily for a while after a
     product).  Passes, not runs in a row: a stall of the machine for a
@@ -99,8 +102,9 @@ def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, gri
     shapes = []
     for k, n in grid_kn:
         b = rng.standard_normal((k, n)).astype(dt)
+        bs = itertools.cycle([b] + [b.copy() for _ in range(cold_copies(b.nbytes) - 1)])
         for m in grid_m:
-            shapes.append((m, k, n, rng.standard_normal((m, k)).astype(dt), b, np.empty((m, n), dt)))
+            shapes.append((m, k, n, rng.standard_normal((m, k)).astype(dt), bs, np.empty((m, n), dt)))
     best = {variant: [math.inf] * len(shapes) for variant in ("kernel", "blas")}
     clean = {variant: [False] * len(shapes) for variant in best}
     runs = {"kernel": kernel, "blas": lambda a, b, c: np.matmul(a, b, out=c)}
@@ -109,8 +113,8 @@ def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, gri
             break
         for variant, run in runs.items():
             time.sleep(SETTLE)
-            for i, (_, _, _, a, b, c) in enumerate(shapes):
-                t, ok = _time(lambda: run(a, b, c))
+            for i, (_, _, _, a, bs, c) in enumerate(shapes):
+                t, ok = _time(lambda: run(a, next(bs), c))
                 if ok and not clean[variant][i]:  # (a clean time replaces every disturbed one)
                     best[variant][i], clean[variant][i] = t, True
                 elif ok or not clean[variant][i]:
@@ -121,6 +125,22 @@ def calibrate(dtype, kernel, cpu: str, nr: int, threads: int, grid_m=GRID_M, gri
                         f"that another process left alone in {rounds + EXTRA_PASSES} passes")
     return Calibration(cpu, dt.char, nr, threads,
                        tuple((m, k, n, tk, tb) for (m, k, n, *_), tk, tb in zip(shapes, best["kernel"], best["blas"])))
+
+
+def cold_copies(nbytes: int) -> int:
+    """Copies of a B of `nbytes` a calibration takes in turns, so that each
+    run reads its B from memory, as a program's weights come between two
+    uses of one (the other layers' weights pass through the cache
+    meanwhile): together twice the last-level cache.  Calibrated hot, the
+    same B over and over, the tree sent GPT-2's 8-row products to the
+    kernel, and the model ran at 0.86x numpy at T=8 on an AMD EPYC znver3
+    (no AVX-512); calibrated from memory (the kernel at 0.76-0.86x numpy's
+    speed at 8 rows there) they go to BLAS, 1.17x (`python -m bench
+    --models`, `python -m jit calibrate`)."""
+    return min(MAX_COPIES, max(2, -(-2 * host.last_level_cache_bytes() // max(1, nbytes))))
+
+
+MAX_COPIES = 1024  # (bounds the count for a B far smaller than any of the grid: a test's)
 
 
 PREEMPTED_RETRIES = 4

@@ -7,6 +7,7 @@ here, so a forced ISA is one consistent target."""
 from __future__ import annotations
 
 import functools
+import os
 
 import llvmlite.binding as llvm
 
@@ -43,3 +44,28 @@ def cpu_name() -> str:
 
 def has_avx512() -> bool:
     return "+avx512f" in features().split(",")
+
+
+DEFAULT_CACHE_BYTES = 32 << 20  # (where the kernel does not say: a Zen 3 or Zen 4 CCD's L3)
+
+
+@functools.cache
+def last_level_cache_bytes() -> int:
+    """The size of this CPU's largest data cache (Linux's sysfs view of cpu0),
+    or DEFAULT_CACHE_BYTES where it cannot be read."""
+    sizes = []
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(root):
+            if not entry.startswith("index"):
+                continue
+            with open(f"{root}/{entry}/type") as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(f"{root}/{entry}/size") as f:
+                text = f.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            sizes.append(int(text.rstrip("KMG")) * scale)
+    except (OSError, ValueError):
+        return DEFAULT_CACHE_BYTES
+    return max(sizes, default=DEFAULT_CACHE_BYTES)

@@ -186,6 +186,31 @@ def _small_calibration(monkeypatch, busy):
                               grid_m=(1, 2, 4, 8, 16), grid_kn=((8, 8), (16, 8))), switches
 
 
+def test_a_calibration_reads_its_b_from_memory(monkeypatch):
+    """Each run of a variant reads another copy of B, the copies of a shape
+    together twice the last-level cache: B comes from memory, as a model's
+    weights do (hot, the kernel's few-row paths looked up to 2x faster than
+    they are there)."""
+    monkeypatch.setattr(dispatch, "SETTLE", 0.0)
+    monkeypatch.setattr(dispatch.host, "last_level_cache_bytes", lambda: 8 * 16 * 4 * 5)
+    seen = []
+
+    def kernel(a, b, c):
+        seen.append((a.shape, b.shape, id(b), b.nbytes))
+        np.matmul(a, b, out=c)
+    dispatch.calibrate(np.float32, kernel, "test-cpu", 16, 2, grid_m=(1, 4), grid_kn=((8, 16), (16, 8)), rounds=3)
+    for shape in {s[:2] for s in seen}:
+        runs = [s for s in seen if s[:2] == shape]
+        assert all(x[2] != y[2] for x, y in zip(runs, runs[1:]))  # (the warm-up's copy is not the timed run's)
+    for kn in ((8, 16), (16, 8)):
+        assert len({s[2] for s in seen if s[1] == kn}) >= 6  # (of the 10 copies: the kernel's runs and numpy's alternate)
+    assert dispatch.cold_copies(512) == 10
+    for llc in (32 << 20, 96 << 20):  # (a 768 x 768 float32 B: 2.25 MiB)
+        monkeypatch.setattr(dispatch.host, "last_level_cache_bytes", lambda: llc)
+        assert 2 * llc <= dispatch.cold_copies(768 * 768 * 4) * 768 * 768 * 4 < 2 * llc + 768 * 768 * 4
+    assert dispatch.cold_copies(64) == dispatch.MAX_COPIES
+
+
 def test_a_calibration_on_a_busy_machine_keeps_nothing(monkeypatch):
     """Every run interrupted by another process: no time is clean, so no
     calibration (a tree learned from such times would be kept for good),

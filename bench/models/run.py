@@ -3,9 +3,10 @@
 GPT-2 (124M width, 2 layers, vocab 8192) over a sweep of sequence lengths and
 a stream of 20 random lengths; Llama (dim 768, 12 heads, 4 KV heads, 2
 layers) prefill at a few lengths and a 16-step decode loop.  Each timed cell
-is the median of adaptive repeats (``harness.measure``, one implementation
-after the other), after the output was checked against numpy
-(``suite.check``).  "first" is the first call at that size (it traces and
+is the median over rounds in which each implementation takes a turn, in a
+new order every round (``harness.turns``; the stream's passes, seconds each,
+one implementation after the other), after the output was checked against
+numpy (``suite.check``).  "first" is the first call at that size (it traces and
 compiles when the size is new to shapejit).  The last section lists what shapejit did with each model:
 ``stats()`` and the reasons ``explain()`` gives (``bench.models.facts``).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +33,8 @@ SWEEP, QUICK_SWEEP = [1, 8, 32, 64, 128, 256, 384, 512], [1, 32, 128, 512]
 STREAM_CALLS, MAX_LEN = 20, 512
 PREFILL, QUICK_PREFILL = [16, 128, 512], [16, 128]
 PROMPT, DECODE_STEPS = 32, 16
+ROUNDS, QUICK_ROUNDS = 7, 3  # turns of each implementation per cell
+WARM, TURN = 0.1, 0.2  # seconds of untimed, then timed, calls in a turn
 
 
 def _torch():
@@ -86,9 +90,18 @@ class Rows:
 
 
 def _time(calls: dict, budget) -> dict:
-    """{name: Timing}: each implementation measured on its own, SETTLE_S after the
-    previous one (interleaved samples would time numpy while torch's or
-    shapejit's thread pool still spins after its call)."""
+    """{name: Timing}: the implementations' calls in turns (``harness.turns``:
+    every round each one's turn, in a new order, SETTLE_S idle before each:
+    the previous one's thread pool stops spinning), so the machine's drift
+    falls on all alike; a Timing's samples are its turns' medians."""
+    rounds = QUICK_ROUNDS if budget.target < 0.2 else ROUNDS
+    samples = harness.turns(list(calls.values()), rounds, warm=WARM, turn=TURN, settle=SETTLE_S)
+    return {name: harness.Timing(statistics.median(x), x, len(x)) for name, x in zip(calls, samples)}
+
+
+def _one_after_another(calls: dict, budget) -> dict:
+    """{name: Timing}: each implementation measured on its own (a stream's
+    pass takes seconds: too long for turns), SETTLE_S after the previous one."""
     out = {}
     for name, call in calls.items():
         time.sleep(SETTLE_S)
@@ -148,7 +161,7 @@ def run_gpt2(rows, budget, sweep, tmp, log, torch_mod):
         calls["torch"] = lambda: [tref.gpt2(t, PT, H) for t in tids]
     n = 1 if budget.target < 0.2 else 3   # a pass takes seconds: one timed pass (quick) or three
     stream_budget = dataclasses.replace(budget, warmup=0, min_repeats=n, max_repeats=n, retries=0)
-    times = _time(calls, stream_budget)
+    times = _one_after_another(calls, stream_budget)
     counts, _ = _counts(js)
     rows.add("gpt2", "stream of %d lengths in 1..%d (per call)" % (STREAM_CALLS, MAX_LEN), times,
              cold / STREAM_CALLS, counts, {"shapejit": bad[0] if bad else None}, scale=STREAM_CALLS)
