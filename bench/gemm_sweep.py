@@ -17,7 +17,10 @@ jitted once (one compile serves every M and policy):
 each against numpy (its matmul, then its epilogue); `--small-m 0` runs the
 kernel as it was before products of few rows streamed B (one packed tile), as numpy's time / the
 policy's (above 1: faster than numpy).  Run it with SHAPEJIT_ISA=avx2 too on
-an AVX-512 host.  The policies are measured in turns, in a new order every
+an AVX-512 host.  `--cold`: every call reads another of enough copies of w
+that together they outgrow the last-level cache (twice it), so w comes from
+memory as a model's weights do (the calibration times it so:
+runtime/dispatch.py); by default one w stays hot in cache.  The policies are measured in turns, in a new order every
 round (the machine's drift falls on all alike), each turn after 0.12
 seconds of its own untimed calls: after a call our pool's threads wait
 busily for a while, which would charge one policy's threads to the next
@@ -27,6 +30,7 @@ turn's median call.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import statistics
@@ -38,7 +42,7 @@ from bench import harness
 from bench.report import cpu_description
 from codegen import gemm, lower
 from jit import jit
-from runtime import gemmchoice
+from runtime import dispatch, gemmchoice
 from runtime.cache import reset_default_cache
 
 MS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
@@ -54,13 +58,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--pairs", default="768x3072,3072x768,768x768")
+    ap.add_argument("--cold", action="store_true", help="w from memory: each call reads another copy")
     ap.add_argument("--small-m", type=int, default=None, metavar="ROWS",
                     help="stream B for products of at most ROWS rows (0: the single packed tile of before)")
     a = ap.parse_args(argv)
     if a.small_m is not None:  # (part of the GEMM library's cache key: a build of its own)
         gemm.SMALL_M, gemm.ROW_STREAM_M = a.small_m, min(gemm.ROW_STREAM_M, a.small_m)
     rounds, ms = (3, MS_QUICK) if a.quick else (ROUNDS, MS)
-    print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}")
+    print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}; "
+          + ("w from memory (--cold)" if a.cold else "w hot in cache"))
     # (a compile cache of its own, holding this CPU's calibration: the sweep's compiles stay out of the user's)
     harness.keep_machine_artifacts()
     cache_dir = tempfile.TemporaryDirectory(prefix="shapejit-sweep-cache-")
@@ -76,6 +82,7 @@ def main(argv=None) -> int:
         K, N = map(int, pair.split("x"))
         w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
         b = (rng.standard_normal(N) * 0.1).astype(np.float32)
+        ws = itertools.cycle([w] + [w.copy() for _ in range(dispatch.cold_copies(w.nbytes) - 1 if a.cold else 0)])
         # f: the epilogue in the GEMM's store; g: as a pass of its own; shapejit: whichever is the default
         f, g = jit(linear_gelu), jit(lambda x, w, b: linear_gelu(x, w, b))
         runs = {"shapejit": (f if store else g, store), "kernel": (f, True), "pass": (g, False), "BLAS": (f, True)}
@@ -92,14 +99,14 @@ def main(argv=None) -> int:
                       "kernel": False, "pass": False, "BLAS": True}
             if choice["shapejit"] is None:  # (the product did not reach a GEMM step: numpy ran it)
                 choice["shapejit"] = True
-            calls = [lambda: linear_gelu(x, w, b)]
+            calls = [lambda: linear_gelu(x, next(ws), b)]
             for name in policies:
                 fn, in_store = runs[name]
                 k = gemmchoice.shape_class("f", m, N, K, in_store)
                 for _ in range(2):
                     got = _call(fn, k, choice[name], x, w, b, in_store)
                 assert got.dtype == ref.dtype and np.allclose(got, ref, rtol=1e-4, atol=1e-4), (name, m)
-                calls.append(lambda fn=fn, k=k, name=name, s=in_store: _call(fn, k, choice[name], x, w, b, s))
+                calls.append(lambda fn=fn, k=k, name=name, s=in_store: _call(fn, k, choice[name], x, next(ws), b, s))
             t = harness.in_turns(calls, rounds)
             ratios = {name: t[0] / t[i + 1] for i, name in enumerate(policies)}
             ratios["oracle"] = max(ratios["kernel"], ratios["pass"], ratios["BLAS"])
