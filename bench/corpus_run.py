@@ -13,7 +13,8 @@ counts and first calls are cold and a crash or hang costs one kernel, not the
 run) holding only what shapejit keeps per machine (this CPU's calibrated
 product dispatch for float32 and float64, the GEMM and pool libraries:
 ``harness.keep_machine_artifacts``), as on a machine that has run shapejit
-before — not one calibrating in the background while it is timed; the markdown report is printed and written to --out (default
+before — not one calibrating in the background while it is timed; the
+markdown report is printed and written to --out (default
 bench/results/corpus.md).
 """
 from __future__ import annotations

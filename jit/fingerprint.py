@@ -110,8 +110,11 @@ class _Hasher:
     # -------------------------------------------------------------- values
     def value(self, v, where: str) -> None:
         t = type(v)
-        if v is None or t in (bool, int, float, complex, str, bytes):
+        if v is None or v is Ellipsis or t in (bool, int, float, complex, str, bytes):
             self.put(f"{t.__name__}:{v!r}")
+        elif t is slice:
+            self.put("slice")
+            self.value((v.start, v.stop, v.step), where)
         elif t in (tuple, list):
             self.put(f"{t.__name__}[{len(v)}")
             for x in v:

@@ -247,6 +247,11 @@ def test_fingerprint_follows_code_constants_closures_and_arrays():
     assert function_fingerprint(make(2.0))[0] != function_fingerprint(make(3.0))[0]
     assert function_fingerprint(_fn("def f(x, a=1):\n    return x * a\n"))[0] != \
         function_fingerprint(_fn("def f(x, a=2):\n    return x * a\n"))[0]
+    # indexing constants (rotary embeddings' x[..., ::2]): Ellipsis and slices have an identity
+    even = function_fingerprint(_fn("def f(x):\n    return x[..., ::2]\n"))[0]
+    assert even is not None and even == function_fingerprint(_fn("def f(x):\n    return x[..., ::2]\n"))[0]
+    assert even != function_fingerprint(_fn("def f(x):\n    return x[..., 1::2]\n"))[0]
+    assert stable_text((Ellipsis, slice(1, None, 2))) != stable_text((Ellipsis, slice(0, None, 2)))
 
 
 def test_fingerprint_refuses_values_without_identity():
