@@ -134,8 +134,9 @@ def cold_copies(nbytes: int) -> int:
     meanwhile): together twice the last-level cache.  Calibrated hot, the
     same B over and over, the tree sent GPT-2's 8-row products to the
     kernel, and the model ran at 0.86x numpy at T=8 on an AMD EPYC znver3
-    (no AVX-512); calibrated from memory (the kernel at 0.76-0.86x numpy's
-    speed at 8 rows there) they go to BLAS, 1.17x (`python -m bench
+    (no AVX-512); calibrated from memory (the kernel at 0.76-0.83x numpy's
+    speed at 8 rows for (K, N) = (768, 3072) and (3072, 768)) the wide ones
+    go to BLAS, 1.17x (`python -m bench
     --models`, `python -m jit calibrate`)."""
     return min(MAX_COPIES, max(2, -(-2 * host.last_level_cache_bytes() // max(1, nbytes))))
 
