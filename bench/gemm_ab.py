@@ -6,8 +6,9 @@ in every other round) — the
 machine's drift falls on both alike.  For each (K, N) and M: both medians and
 A's time over B's (above 1: B is faster).  Compare a constant against its
 value in the tree, e.g. `--a MC=1073741824 --b MC=96`.  `--cold`: each
-call reads another of enough copies of B that they outgrow the last-level
-cache (B comes from memory, as a model's weights do between their uses).
+call reads another of the copies of B the calibration takes
+(`runtime.dispatch.cold_copies`: twice the last-level cache), so B comes
+from memory, as a model's weights do between their uses.
 """
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from bench.report import cpu_description
 from codegen import gemm, support
 from codegen.artifact import KernelInfo
 from codegen.llvm import compile_ir
+from runtime import dispatch
 from runtime.loader import load
 
 PAIRS = ((768, 3072), (3072, 768), (768, 768))
-COLD_BYTES = 96 << 20  # copies of B for --cold: three times a 32 MiB L3
 
 
 def build(symbol: str, consts: dict):
@@ -69,7 +70,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     for K, N in (map(int, p.split("x")) for p in a.pairs.split(",")):
         b = rng.standard_normal((K, N)).astype(np.float32)
-        bs = [b] + [b.copy() for _ in range(int(COLD_BYTES // b.nbytes) if a.cold else 0)]
+        bs = [b] + [b.copy() for _ in range(dispatch.cold_copies(b.nbytes) - 1 if a.cold else 0)]
         row = []
         for M in map(int, a.ms.split(",")):
             x = rng.standard_normal((M, K)).astype(np.float32)

@@ -20,8 +20,9 @@ policy's (above 1: faster than numpy).  Run it with SHAPEJIT_ISA=avx2 too on
 an AVX-512 host.  `--cold`: every call reads another of enough copies of w
 that together they outgrow the last-level cache (twice it), so w comes from
 memory as a model's weights do (the calibration times it so:
-runtime/dispatch.py); by default one w stays hot in cache.  The policies are measured in turns, in a new order every
-round (the machine's drift falls on all alike), each turn after 0.12
+runtime/dispatch.py); by default one w stays hot in cache.  The policies
+are measured in turns, in a new order every round (the machine's drift
+falls on all alike), each turn after 0.12
 seconds of its own untimed calls: after a call our pool's threads wait
 busily for a while, which would charge one policy's threads to the next
 (bench.harness.in_turns).  A policy's time: the median over rounds of each

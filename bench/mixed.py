@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from bench import harness
 from bench.report import cpu_description
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +73,7 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(_child(args.rounds)))
         return 0
+    harness.keep_machine_artifacts()  # (this CPU's calibration: no child starts one in the background)
     print(f"# numpy products and jitted calls in one program ({cpu_description()})")
     print(f"x {SHAPE[0]}x{SHAPE[1]} @ w {SHAPE[1]}x{SHAPE[2]} (+ b jitted), float32; medians of {args.rounds} "
           "calls; ratio = in the mix / alone")

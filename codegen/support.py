@@ -241,6 +241,10 @@ class _Support:
     def rmw(self, b, op: str, k: int, v, order="seq_cst"):
         return b.atomic_rmw(op, self.slot(b, k), v, order)
 
+    def claim(self, b, k: int, order="acq_rel"):
+        """Whether this thread took slot k from 0 to 1 (an i1)."""
+        return b.extract_value(b.cmpxchg(self.slot(b, k), self.c(0), self.c(1), order, "monotonic"), 1)
+
     def pause(self, b) -> None:
         if self.x86:
             name = "llvm.x86.sse2.pause"
@@ -348,8 +352,7 @@ class _Support:
         workers = self.load(b, _WORKERS)
         pooled = b.and_(b.icmp_signed(">", workers, self.c(0)), b.icmp_signed(">=", n, b.mul(chunk, self.c(2))))
         with b.if_then(pooled):
-            got = b.cmpxchg(self.slot(b, _BUSY), self.c(0), self.c(1), "acq_rel", "monotonic")
-            with b.if_then(b.extract_value(got, 1)):  # the pool is ours: post the job
+            with b.if_then(self.claim(b, _BUSY)):  # the pool is ours: post the job
                 threads = b.add(workers, self.c(1))
                 want = b.mul(threads, self.c(CHUNKS_PER_THREAD))
                 size = b.sdiv(b.add(n, b.sub(want, self.c(1))), want)  # ceil(n / want)
@@ -513,8 +516,7 @@ class _Support:
         n = b.sext(numjobs, I64)
         with b.if_then(b.icmp_signed("<=", n, self.c(0))):
             b.ret_void()
-        self.wait_until(b, lambda: b.extract_value(
-            b.cmpxchg(self.slot(b, _BLAS_LOCK), self.c(0), self.c(1), "acquire", "monotonic"), 1))
+        self.wait_until(b, lambda: self.claim(b, _BLAS_LOCK, "acquire"))
         first_at = b.alloca(I64)  # (past every library's server threads)
         b.store(self.c(0), first_at)
         with for_range(b, self.c(0), b.load(libraries)) as i:
@@ -537,8 +539,7 @@ class _Support:
                     with alone:
                         b.call(job, [self.c(0), self.c(1), rec])
                     with shared:  # (the pool's holder, a kernel of another thread, lets go soon)
-                        self.wait_until(b, lambda: b.extract_value(
-                            b.cmpxchg(self.slot(b, _BUSY), self.c(0), self.c(1), "acq_rel", "monotonic"), 1))
+                        self.wait_until(b, lambda: self.claim(b, _BUSY))
                         self.post(b, work, b.ptrtoint(job, I64), rec, self.c(0), n, self.c(1))
             with started:
                 tids = b.alloca(I64, size=n)
@@ -581,8 +582,7 @@ class _Support:
 
         close = self.kernel(BLAS_CLOSE, 0)
         b = ir.IRBuilder(close.append_basic_block("entry"))
-        self.wait_until(b, lambda: b.extract_value(
-            b.cmpxchg(self.slot(b, _BLAS_LOCK), self.c(0), self.c(1), "acquire", "monotonic"), 1))
+        self.wait_until(b, lambda: self.claim(b, _BLAS_LOCK, "acquire"))
         self.store(b, _BLAS_CLOSED, self.c(1), "seq_cst")
         self.store(b, _BLAS_LOCK, self.c(0), "release")
         b.ret_void()

@@ -136,8 +136,8 @@ def cold_copies(nbytes: int) -> int:
     kernel, and the model ran at 0.86x numpy at T=8 on an AMD EPYC znver3
     (no AVX-512); calibrated from memory (the kernel at 0.76-0.83x numpy's
     speed at 8 rows for (K, N) = (768, 3072) and (3072, 768)) the wide ones
-    go to BLAS, 1.17x (`python -m bench
-    --models`, `python -m jit calibrate`)."""
+    go to BLAS, and it ran at 1.17x (`python -m bench --models`, `python -m
+    jit calibrate`)."""
     return min(MAX_COPIES, max(2, -(-2 * host.last_level_cache_bytes() // max(1, nbytes))))
 
 

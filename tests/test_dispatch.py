@@ -189,8 +189,7 @@ def _small_calibration(monkeypatch, busy):
 def test_a_calibration_reads_its_b_from_memory(monkeypatch):
     """Each run of a variant reads another copy of B, the copies of a shape
     together twice the last-level cache: B comes from memory, as a model's
-    weights do (hot, the kernel's few-row paths looked up to 2x faster than
-    they are there)."""
+    weights do."""
     monkeypatch.setattr(dispatch, "SETTLE", 0.0)
     monkeypatch.setattr(dispatch.host, "last_level_cache_bytes", lambda: 8 * 16 * 4 * 5)
     seen = []
@@ -203,7 +202,8 @@ def test_a_calibration_reads_its_b_from_memory(monkeypatch):
         runs = [s for s in seen if s[:2] == shape]
         assert all(x[2] != y[2] for x, y in zip(runs, runs[1:]))  # (the warm-up's copy is not the timed run's)
     for kn in ((8, 16), (16, 8)):
-        assert len({s[2] for s in seen if s[1] == kn}) >= 6  # (of the 10 copies: the kernel's runs and numpy's alternate)
+        # (of the 10 copies: the kernel's runs and numpy's take them in turn)
+        assert len({s[2] for s in seen if s[1] == kn}) >= 6
     assert dispatch.cold_copies(512) == 10
     for llc in (32 << 20, 96 << 20):  # (a 768 x 768 float32 B: 2.25 MiB)
         monkeypatch.setattr(dispatch.host, "last_level_cache_bytes", lambda: llc)

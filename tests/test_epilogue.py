@@ -227,7 +227,6 @@ def test_the_store_is_off_unless_the_variable_asks(monkeypatch):
     """With no override, SHAPEJIT_EPILOGUE_IN_STORE decides at each compile:
     unset, the epilogue is a pass of its own (measured faster); 1, it runs
     in the GEMM's store."""
-    from codegen import lower
     monkeypatch.setattr(lower, "FUSE_EPILOGUES", None)
     monkeypatch.setattr(gemmchoice, "PREFER", "kernel")
     rng = np.random.default_rng(1)

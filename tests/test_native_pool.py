@@ -2,6 +2,12 @@
 a range over the workers and the caller, every index exactly once, from any
 number of calling threads, after a fork, and after the pool was stopped."""
 import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +16,7 @@ from llvmlite import ir
 from codegen import support
 from codegen.artifact import KernelInfo
 from codegen.llvm import I64, compile_ir, for_range
-from jit.compile import _start_pools
+from jit.compile import _start_pools, library_function
 from runtime import threadpool
 from runtime.loader import load
 from tests.conftest import run_in_threads
@@ -46,10 +52,6 @@ def run_script(tmp_path, text: str, **env) -> None:
     """Run `text` as a script in a fresh interpreter of this project (with
     `env` added), under a time limit so a hang fails the test: it must
     print ok."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
     root = Path(__file__).resolve().parent.parent
     script = tmp_path / "script.py"
     script.write_text(text)
@@ -197,8 +199,6 @@ def _products(seed=0):
 def _blas_server_ticks() -> int:
     """CPU ticks of this process's threads that are not Python threads (the
     main one, the pools' workers): OpenBLAS's own server threads."""
-    import os
-    import threading
     ours = {t.native_id for t in threading.enumerate()}
     ticks = 0
     for tid in os.listdir("/proc/self/task"):
@@ -218,8 +218,6 @@ def _shared_against_own(products, product, times: int) -> None:
     same; and over `times` calls of product() OpenBLAS's server threads stay
     asleep while shared (before, they spun ~0.1 s after every product on the
     cores our kernels need) and work when not (the check can fail)."""
-    import time
-    from jit.compile import library_function
 
     def server_ticks():
         time.sleep(0.3)  # (a spin left over from before settles)
@@ -305,7 +303,6 @@ def test_scipys_openblas_is_shared_too():
     threads), scipy's products bit for bit as on its own threads, and its
     server threads asleep."""
     linalg = pytest.importorskip("scipy.linalg")
-    from jit.compile import library_function
     _shared()
     threadpool._share_blas(library_function(support.BLAS_SETUP))  # (scipy's: here loaded after the pool started)
     libs = threadpool._openblas()
