@@ -98,10 +98,8 @@ def kernel_op_ok(n: Node, producers) -> str | None:
         return f"{op}: dtype {n.out.dtype}"
     for v in n.inputs:
         if v.ndim == 0:
-            p = producers.get(v.id)
-            folded = p is not None and p.op in ("const", "dim")
-            # (a runtime scalar reaches a kernel as a double: integers only as constants or dims)
-            if not (v.weak or v.dtype in FLOAT_DTYPES or v.dtype in KERNEL_DTYPES and folded):
+            # (a runtime scalar reaches a kernel as a double or, integer or bool, as an int64)
+            if v.dtype not in KERNEL_DTYPES:
                 return f"{op}: scalar operand of dtype {v.dtype}"
         elif v.dtype not in KERNEL_DTYPES:
             return f"{op}: operand dtype {v.dtype}"

@@ -3,8 +3,9 @@
 ABI (plain C): `void k(i64 start, i64 stop, i8* arrays..., i64 ints..., double floats...)`
 where `arrays` are numpy array objects (the kernel reads their data pointer
 and, for strided ones, their strides from numpy's public PyArrayObject
-layout, checked at import by runtime/), `ints` are the dynamic extents and
-integer scalars, `floats` the runtime scalars.  [start, stop) ranges over
+layout, checked at import by runtime/), `ints` are the dynamic extents, the
+integer scalars folded from dims and the runtime integer and bool scalars
+(exactly, as int64), `floats` the runtime float scalars.  [start, stop) ranges over
 the flattened rows, so the runtime can split the work across cores.
 
 Loop structure, per row of the domain R + (n,):
@@ -41,6 +42,7 @@ DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40
 
 REASSOC = ("reassoc", "nsz")
 SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
+INT_KINDS = ("int", "intval")  # the ABI's arguments passed as i64 (KernelABI)
 COLUMN_BLOCK = 64  # columns a column reduction's work unit covers (a vector loop's worth, several times)
 
 
@@ -51,8 +53,9 @@ def array_field(b: ir.IRBuilder, obj, offset: int, ty):
 
 @dataclass(frozen=True)
 class KernelABI:
-    """What the runtime passes, in order: ("array", value id), ("int", expr),
-    ("float", value id)."""
+    """What the runtime passes, in order: ("array", value id), then the ints
+    (("int", expr) and ("intval", value id): a runtime integer or bool
+    scalar as int64), then ("float", value id)."""
     symbol: str
     args: tuple
     rows: object      # expr: the [start, stop) range the kernel splits over
@@ -64,7 +67,7 @@ class KernelABI:
 
     @property
     def n_ints(self) -> int:
-        return sum(1 for a in self.args if a[0] == "int")
+        return sum(1 for a in self.args if a[0] in INT_KINDS)
 
     @property
     def n_floats(self) -> int:
@@ -107,6 +110,8 @@ class KernelEmitter:
                 self.consts[v.id] = p.attr("value")
             elif p is not None and p.op == "dim":
                 ints.append(("int", p.attr("expr"), v.id))
+            elif v.ndim == 0 and v.dtype.kind in "iub":
+                ints.append(("intval", v.id, v.id))
             elif v.ndim == 0:
                 floats.append(("float", v.id))
             else:
@@ -133,7 +138,7 @@ class KernelEmitter:
     # -------------------------------------------------------------- driver
     def emit(self) -> KernelABI:
         n_arr = sum(1 for a in self.arg_list if a[0] == "array")
-        n_int = sum(1 for a in self.arg_list if a[0] == "int")
+        n_int = sum(1 for a in self.arg_list if a[0] in INT_KINDS)
         n_flt = sum(1 for a in self.arg_list if a[0] == "float")
         lead = 4 if self.tile else 2  # start, stop (and the tile's col0, col1)
         fnty = ir.FunctionType(ir.VoidType(), [I64] * lead + [I8.as_pointer()] * n_arr + [I64] * n_int

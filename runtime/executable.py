@@ -691,7 +691,8 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
     if kc.epilogue is not None:
         e = kc.epilogue
         srcs = _arg_sources(e, names, const)
-        n_arr, n_int = (sum(1 for a in e.args if a[0] == kind) for kind in ("array", "int"))
+        n_arr = sum(1 for a in e.args if a[0] == "array")
+        n_int = sum(1 for a in e.args if a[0] in ("int", "intval"))
         groups = (srcs[:n_arr], srcs[n_arr:n_arr + n_int], srcs[n_arr + n_int:])  # arrays, ints, floats
         lines.append(f"    _ea = _epilogue_args({', '.join('(' + ''.join(x + ', ' for x in g) + ')' for g in groups)})")
         epilogue = const(_address(functions[e.tile]), ("address", e.tile)), "_addressof(_ea)"
@@ -818,7 +819,8 @@ _UNPACK = {"int": lambda i, f, k: int(i[k]), "bool": lambda i, f, k: bool(i[k]),
 def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> list[str]:
     """The source of each argument of a kernel's ABI (codegen/kernels.py
     KernelABI): an array's name (`local`: a prepared copy's), an int's
-    expression or the error cell's address, a scalar as a double; a
+    expression or the error cell's address, an integer or bool scalar as an
+    int, a float scalar as a double; a
     product's epilogue's (address, packed arguments) as `epilogue` gives them."""
     out = []
     for a in kc.args:
@@ -832,6 +834,8 @@ def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> lis
             out.append(epilogue[1])
         elif a[0] == "int":
             out.append(to_python(a[1]))
+        elif a[0] == "intval":  # (a runtime integer or bool scalar, exactly)
+            out.append(f"int({names[a[1]]})")
         else:
             out.append(f"float({names[a[1]]})")
     return out

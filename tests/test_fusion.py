@@ -91,6 +91,33 @@ def test_bert_layer_clusters():
     assert sorted(set(compiled_ops(plan))) == ["matmul"]
 
 
+@pytest.mark.parametrize("backend", ["llvm", "reference"])
+def test_integer_and_bool_runtime_scalars_fuse_exactly(backend):
+    # NPBench's compute: int64 arrays times int64 scalars.  A runtime integer
+    # scalar reaches the kernel as an int64, so values past 2**53 stay exact.
+    def f(a1, a2, a, b, c, flag):
+        return (np.clip(a1, 2, 10) * a + a2 * b + c) * flag
+
+    rng = np.random.default_rng(0)
+    a1, a2 = rng.integers(0, 1000, (7, 9)), rng.integers(0, 1000, (7, 9))
+    args = (a1, a2, np.int64(4), np.int64(3), np.int64(9), np.bool_(True))
+    plan = plan_of(f, *args)
+    (k,) = plan.kernels()
+    assert compiled_ops(plan) == [] and not plan.refusals
+    jf = jit(f, backend=backend)
+    for c, flag in ((np.int64(9), np.bool_(True)), (np.int64(2 ** 53 + 1), np.bool_(True)),
+                    (np.int64(-2 ** 62 - 3), np.bool_(False))):
+        for x1, x2 in ((a1, a2), (a1[:, ::2], a2[:, ::2])):
+            args = (x1, x2, np.int64(4), np.int64(3), c, flag)
+            assert_like_numpy(jf(*args), f(*args))
+    g = lambda x, s: x * s + s  # noqa: E731  (an int32 scalar with an int32 array)
+    jg = jit(g, backend=backend)
+    x = rng.integers(-5, 5, (4, 6)).astype(np.int32)
+    for s in (np.int32(7), np.int32(-2 ** 31)):
+        assert_like_numpy(jg(x, s), g(x, s))
+    assert jf.stats()["eager_calls"] == jg.stats()["eager_calls"] == 0
+
+
 def test_refused_fusion_says_why():
     def f(x):
         y = np.exp(x)
