@@ -14,6 +14,7 @@ import pytest
 from bench.corpus.discrete import nussinov
 from bench.corpus.linalg import cholesky, syr2k, syrk, trisolv as forward, trmm
 from bench.corpus.stencils import deriche, seidel_2d
+from codegen import loops
 from jit import JitWarning, jit
 from runtime.executable import KernelCall
 from shapes.ir import Graph, Value
@@ -334,9 +335,15 @@ def column_products(A, out):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_a_vector_times_a_matrix_read_down_its_columns(dtype):
     """x @ M sums down M's columns: computed row by row of M into a buffer
-    (a unit column stride, and any other)."""
-    data = lambda n: np.random.default_rng(n).standard_normal((n + 3, n)).astype(dtype)
-    rtol = 1e-5 if dtype == np.float32 else 1e-12
-    _check(column_products, lambda n: (data(n), np.zeros((n, n), dtype)), rtol=rtol)
+    (a unit column stride, and any other), loops.ROWS_AT_ONCE rows a pass:
+    fewer rows than that, a multiple of it, and more with some left over."""
+    # (float32: small integers, every sum exact in any order, so ours (summed
+    # in float64) and numpy's float32 sums agree however much they cancel)
+    if dtype == np.float32:
+        data, rtol = lambda n: np.random.default_rng(n).integers(-4, 5, (n + 3, n)).astype(dtype), None
+    else:
+        data, rtol = lambda n: np.random.default_rng(n).standard_normal((n + 3, n)), 1e-12
+    sizes = (3, loops.ROWS_AT_ONCE * 2 - 3, loops.ROWS_AT_ONCE * 2 + 2)  # (rows: n + 3)
+    _check(column_products, lambda n: (data(n), np.zeros((n, n), dtype)), sizes=sizes, rtol=rtol)
     wide = lambda n: np.repeat(data(n), 2, axis=1)[:, ::2]  # (a view: its columns 2 elements apart)
-    _check(column_products, lambda n: (wide(n), np.zeros((n, n), dtype)), rtol=rtol)
+    _check(column_products, lambda n: (wide(n), np.zeros((n, n), dtype)), sizes=sizes, rtol=rtol)
