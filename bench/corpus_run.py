@@ -6,7 +6,9 @@ accepts the function), and reports per kernel and preset: whether shapejit's
 results (return value and mutated arguments) equal numpy's, whether it was
 fully compiled (no eager node, graph break, fallback or eager call), its compile count
 (one jitted function per kernel across the presets), first-call times and
-steady-state speedups over numpy (medians).
+steady-state speedups over numpy (medians; the implementations' steady calls
+in turns, so the machine's drift, and one implementation's threads going to
+sleep, fall on all alike).
 
 Each kernel runs in a fresh process with a fresh compile cache (so compile
 counts and first calls are cold and a crash or hang costs one kernel, not the
@@ -23,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -40,6 +43,15 @@ from bench import harness
 from bench.report import cpu_description
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPEATS = 9  # steady calls per implementation and cell (rounds of turns)
+# Seconds of untimed rounds before the timed ones.  OpenBLAS's own threads wait
+# busily for ~0.1 s after a threaded product; once shapejit's pool has taken
+# numpy's BLAS (runtime/threadpool.py) they sleep for good, but the first
+# jitted calls after numpy's reference calls shared the cores with them: on a
+# 2-core AMD EPYC znver3 (no AVX-512) doitgen S ran 3.0-5.6 ms a call for its
+# first ~25 calls and 1.6 ms after (numpy: 1.6 ms).
+WARM = 0.2
+SETTLE = 0.2  # seconds idle before numba's calls: shapejit's workers wait ~80 ms for a job, then sleep
 ROW = "@@corpus-row "   # marks the worker's result lines on its stdout
 
 
@@ -56,26 +68,46 @@ def _numba_version(fn):
     return numba.njit(types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__))
 
 
-def _steady(call, base, copy, repeats, budget, check=None):
-    """Median seconds of `call(args)` over up to `repeats` calls (fewer once
-    `budget` seconds are spent, at least one), the arguments copied from
-    `base` before each call when `copy` (outside the timed region).  `check`
-    sees (args, result) of the first and the last call."""
+def _steady(calls: dict, base, copy, repeats, budget, checks=None) -> dict:
+    """Median seconds of each `calls[name](args)`, timed in turns: every round
+    runs each implementation once, in a new order, so the machine's drift
+    (and another implementation's threads going to sleep) falls on all
+    alike; after WARM seconds of untimed rounds, up to `repeats` rounds (fewer once each has spent `budget`
+    seconds on average, at least one), the arguments copied from `base`
+    before each call when `copy` (outside the timed region).  `checks[name]`
+    sees (args, result) of its first and last call; a call that raises
+    drops that implementation (its exception in the result instead)."""
     from bench.corpus import fresh
-    times, spent = [], 0.0
+    times = {name: [] for name in calls}
+    order, names, spent = random.Random(0), list(calls), 0.0
+    end = time.perf_counter() + WARM
+    while time.perf_counter() < end:  # untimed rounds (see WARM)
+        for name in names:
+            try:
+                calls[name](fresh(base) if copy else base)
+            except Exception:  # noqa: BLE001 - the timed call reports it
+                pass
     for r in range(repeats):
-        args = fresh(base) if copy else base
-        t0 = time.perf_counter()
-        out = call(args)
-        dt = time.perf_counter() - t0
-        times.append(dt)
-        spent += dt
-        last = r == repeats - 1 or spent > budget
-        if check is not None and (r == 0 or last):
-            check(args, out)
-        if last:
+        order.shuffle(names)
+        last = r == repeats - 1
+        for name in names:
+            if not isinstance(times[name], list):
+                continue
+            args = fresh(base) if copy else base
+            try:
+                t0 = time.perf_counter()
+                out = calls[name](args)
+                dt = time.perf_counter() - t0
+            except Exception as e:  # noqa: BLE001 - reported by the caller
+                times[name] = e
+                continue
+            times[name].append(dt)
+            spent += dt
+            if checks and name in checks and (r == 0 or last or spent > budget * len(calls)):
+                checks[name](args, out)
+        if spent > budget * len(calls):
             break
-    return statistics.median(times)
+    return {name: statistics.median(t) if isinstance(t, list) else t for name, t in times.items()}
 
 
 def _short_exc(e: BaseException) -> str:
@@ -141,15 +173,14 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
         base = k.make_inputs(preset, np.random.default_rng(42))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            # numpy: the reference outputs, then the steady time
+            # first calls: numpy's (the reference outputs), shapejit's (trace +
+            # compile), numba's (its compile); then the steady calls of all, in turns
             args = fresh(base)
             t0 = time.perf_counter()
             res = k.fn(*args)
             row["numpy_first"] = time.perf_counter() - t0
             want = k.outputs(args, res)
-            row["numpy"] = _steady(lambda a: k.fn(*a), base, copy, repeats, budget)
-
-            # shapejit: the first call (trace + compile), then steady calls (compiled code)
+            steady = {"numpy": lambda a: k.fn(*a)}
             problems = []
 
             def check(args, out, what):
@@ -168,10 +199,49 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
                 out = jf(*args)
                 row["jit_first"] = time.perf_counter() - t0
                 check(args, out, "first call")
-                row["jit"] = _steady(lambda a: jf(*a), base, copy, repeats, budget,
-                                     check=lambda a, o: check(a, o, "later call"))
+                steady["jit"] = lambda a: jf(*a)
             except Exception as e:  # noqa: BLE001 - a shapejit failure is a result
                 row["jit_error"] = _short_exc(e)
+
+            if nf is not None:
+                try:
+                    args = fresh(base)
+                    t0 = time.perf_counter()
+                    out = nf(*args)
+                    row["numba_first"] = time.perf_counter() - t0
+                    why = compare(k.outputs(args, out), want, rtol=k.rtol_for(preset))
+                    if why:
+                        row["numba_status"] = f"wrong: {why}"
+                    else:
+                        steady["numba"] = lambda a: nf(*a)
+                        row["numba_status"] = "ok"
+                except Exception as e:  # noqa: BLE001
+                    row["numba_status"] = f"rejected: {_numba_reason(e)}"
+                    if "numba_first" not in row:
+                        nf = None   # not again for the next preset
+                        numba_note = row["numba_status"]
+            else:
+                row["numba_status"] = numba_note or ("not run" if not use_numba else "rejected")
+
+            # numpy and shapejit in turns (numpy's BLAS runs on shapejit's pool);
+            # numba after them, alone (its products run on scipy's OpenBLAS, whose
+            # own threads would wait busily beside the others' calls), once
+            # shapejit's workers have gone to sleep
+            numba_call = steady.pop("numba", None)
+            medians = _steady(steady, base, copy, repeats, budget,
+                              checks={"jit": lambda a, o: check(a, o, "later call")})
+            if numba_call is not None:
+                time.sleep(SETTLE)
+                medians.update(_steady({"numba": numba_call}, base, copy, repeats, budget))
+            for name, m in medians.items():
+                if not isinstance(m, Exception):
+                    row[name] = m
+                elif name == "jit":
+                    row["jit_error"] = _short_exc(m)
+                elif name == "numba":
+                    row["numba_status"] = f"rejected: {_numba_reason(m)}"
+                else:
+                    raise m
             s = jf.stats()
             row["equal"] = "jit_error" not in row and not problems
             row["mismatch"] = problems[0] if problems else ""
@@ -183,27 +253,6 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
                 s["eager_nodes"] == 0 and s["fallbacks"] == 0 and s["eager_calls"] == 0 and s["graph_breaks"] == 0
             row["why_not"] = "" if row["fully"] else _why_not(jf)
             row["jit_warnings"] = sum(issubclass(w.category, JitWarning) for w in caught)
-
-            # numba
-            if nf is not None:
-                try:
-                    args = fresh(base)
-                    t0 = time.perf_counter()
-                    out = nf(*args)
-                    row["numba_first"] = time.perf_counter() - t0
-                    why = compare(k.outputs(args, out), want, rtol=k.rtol_for(preset))
-                    if why:
-                        row["numba_status"] = f"wrong: {why}"
-                    else:
-                        row["numba"] = _steady(lambda a: nf(*a), base, copy, repeats, budget)
-                        row["numba_status"] = "ok"
-                except Exception as e:  # noqa: BLE001
-                    row["numba_status"] = f"rejected: {_numba_reason(e)}"
-                    if "numba_first" not in row:
-                        nf = None   # not again for the next preset
-                        numba_note = row["numba_status"]
-            else:
-                row["numba_status"] = numba_note or ("not run" if not use_numba else "rejected")
         rows.append(row)
         emit(ROW + json.dumps(row))
     return rows
@@ -213,7 +262,7 @@ def worker(argv) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", required=True)
     ap.add_argument("--preset", default="S")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=REPEATS)
     ap.add_argument("--budget", type=float, default=1.0)
     ap.add_argument("--no-numba", action="store_true")
     a = ap.parse_args(argv)
@@ -230,8 +279,9 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="S,M", help="comma-separated presets: T, S, M (default S,M)")
     ap.add_argument("--only", default="", help="comma-separated kernel names (default: all)")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="steady calls per cell (fewer once --budget seconds are spent; default 5)")
+    ap.add_argument("--repeats", type=int, default=REPEATS,
+                    help=f"steady calls per cell, the implementations in turns (fewer once --budget seconds "
+                         f"are spent; default {REPEATS})")
     ap.add_argument("--budget", type=float, default=1.0, help="seconds of steady calls per cell (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per kernel process (default 600)")
     ap.add_argument("--no-numba", action="store_true", help="skip numba")
@@ -402,7 +452,7 @@ def render(rows, a, seconds) -> str:
         f"{time.strftime('%Y-%m-%d %H:%M')}, {commit}{cpu_description()}, {os.cpu_count()} cores, "
         f"numpy {np.__version__}, "
         f"numba {nb}; presets {','.join(a.presets)}, up to {a.repeats} steady calls per cell "
-        f"(budget {a.budget:g} s), {seconds:.0f} s in all.",
+        f"and implementation, in turns (budget {a.budget:g} s), {seconds:.0f} s in all.",
         "",
         "Speedups are numpy's median time over the implementation's (higher is faster); first calls "
         "include tracing and compiling (shapejit, cold compile cache) or numba's compile. `equal`: the "
