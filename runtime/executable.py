@@ -24,7 +24,7 @@ from shapes.pyloop import ABORTS
 from shapes.pyexpr import compile_source, exprs_source, ident, to_python
 from runtime import gemmchoice
 from runtime.bufferpool import BufferPool
-from runtime.threadpool import native_pool, parallel_for
+from runtime.threadpool import dgemv_address, native_pool, parallel_for
 
 
 @dataclass(frozen=True)
@@ -454,6 +454,8 @@ def _rebuild_const(recipe: tuple, functions: dict):
         return _address(functions[recipe[1]])
     if kind == "errcell":
         return ctypes.addressof(_ERRCELL)
+    if kind == "gemv":
+        return dgemv_address()
     if kind == "pool":
         address = native_pool()
         if address is None:
@@ -828,6 +830,8 @@ def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> lis
             out.append((local or {}).get(a[1], names[a[1]]))
         elif a == ("int", "errcell"):
             out.append(const(ctypes.addressof(_ERRCELL), ("errcell",)))
+        elif a == ("int", "gemv"):  # (codegen/loops.py GEMV)
+            out.append(const(dgemv_address(), ("gemv",)))
         elif a == ("int", "epilogue"):
             out.append(epilogue[0])
         elif a == ("int", "epilogue_args"):

@@ -44,7 +44,7 @@ import threading
 
 from shapes import config
 
-__all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown", "install_native_pool",
+__all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown", "install_native_pool", "dgemv_address",
            "native_pool", "blas_shared"]
 
 
@@ -305,10 +305,10 @@ def _symbol(lib, name: str):
     return None
 
 
-def _openblas() -> list:
-    """[(path, library)] of the OpenBLAS libraries loaded in this process that
-    take a threads callback (OpenBLAS >= 0.3.27): numpy's, and scipy's once
-    scipy.linalg is imported (its wheel brings one of its own)."""
+def _openblas_libraries() -> list:
+    """[(path, library)] of the OpenBLAS libraries loaded in this process:
+    numpy's, and scipy's once scipy.linalg is imported (its wheel brings one
+    of its own)."""
     try:
         with open("/proc/self/maps") as maps:
             paths = {fields[5].strip() for fields in (line.split(None, 5) for line in maps)
@@ -318,12 +318,39 @@ def _openblas() -> list:
     out = []
     for path in sorted(paths):
         try:
-            lib = ctypes.CDLL(path)
+            out.append((path, ctypes.CDLL(path)))
         except OSError:
             continue
-        if _symbol(lib, "openblas_set_threads_callback_function") is not None:
-            out.append((path, lib))
     return out
+
+
+def _openblas() -> list:
+    """_openblas_libraries() that take a threads callback (OpenBLAS >= 0.3.27)."""
+    return [(path, lib) for path, lib in _openblas_libraries()
+            if _symbol(lib, "openblas_set_threads_callback_function") is not None]
+
+
+_gemv: list = []  # [address]: numpy's cblas_dgemv with 64-bit ints, once found
+
+
+def dgemv_address() -> int:
+    """The address of numpy's OpenBLAS's cblas_dgemv with 64-bit integers
+    (numpy's wheels: `scipy_cblas_dgemv64_`), which a re-rolled loop calls
+    for a large float64 vector times a matrix (codegen/loops.py GEMV); 0
+    where numpy's BLAS is not such an OpenBLAS (the loop's own code runs)."""
+    if not _gemv:
+        found = 0
+        libs = sorted(_openblas_libraries(), key=lambda pl: "numpy" not in pl[0])  # (numpy's first)
+        for _, lib in libs:
+            for name in ("scipy_cblas_dgemv64_", "cblas_dgemv64_", "cblas_dgemv_64"):
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    found = ctypes.cast(fn, ctypes.c_void_p).value or 0
+                    break
+            if found:
+                _gemv.append(found)
+                break
+    return _gemv[0] if _gemv else 0
 
 
 def _share_blas(setup) -> None:

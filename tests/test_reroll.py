@@ -332,6 +332,29 @@ def column_products(A, out):
     return out
 
 
+@pytest.mark.parametrize("blas", ["every trip", "none to be had", "never"])
+def test_a_float64_vector_times_a_matrix_runs_on_numpys_blas(blas, monkeypatch):
+    """A float64 x @ M of GEMV_MIN_ELEMENTS or more runs on numpy's
+    cblas_dgemv (both cores, as numpy's own product); a view whose rows are
+    not unit-strided, a smaller product, or no such BLAS in the process:
+    the loop's own code.  Either gives numpy's result."""
+    from runtime import threadpool
+    if blas == "every trip":
+        assert threadpool.dgemv_address() != 0  # (numpy's wheels bring an OpenBLAS with 64-bit ints)
+        monkeypatch.setattr(loops, "GEMV_MIN_ELEMENTS", 1)
+    elif blas == "none to be had":
+        monkeypatch.setattr(loops, "GEMV_MIN_ELEMENTS", 1)
+        monkeypatch.setattr(threadpool, "dgemv_address", lambda: 0)
+        import runtime.executable
+        monkeypatch.setattr(runtime.executable, "dgemv_address", lambda: 0)
+    else:
+        monkeypatch.setattr(loops, "GEMV_MIN_ELEMENTS", 1 << 62)
+    data = lambda n: np.random.default_rng(n).standard_normal((n + 3, n))
+    _check(column_products, lambda n: (data(n), np.zeros((n, n))), sizes=(3, 11), rtol=1e-12)
+    wide = lambda n: np.repeat(data(n), 2, axis=1)[:, ::2]  # (a view: its columns 2 elements apart)
+    _check(column_products, lambda n: (wide(n), np.zeros((n, n))), sizes=(3, 11), rtol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_a_vector_times_a_matrix_read_down_its_columns(dtype):
     """x @ M sums down M's columns: computed row by row of M into a buffer
