@@ -161,7 +161,7 @@ def broadcasts_into(small: tuple, big: tuple) -> bool:
 
 
 def partition(g: Graph) -> Plan:
-    producers = {o.id: n for n in g.nodes for o in n.outputs}
+    producers = g.producers()
     pidx = {o.id: k for k, n in enumerate(g.nodes) for o in n.outputs}
     succ: dict[int, list[int]] = {k: [] for k in range(len(g.nodes))}
     for k, n in enumerate(g.nodes):

@@ -59,7 +59,7 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
     if not kernels and not loop_nodes:
         return Lowered("", [], gemms, {})
     module = ir.Module(name="shapejit")  # (compile_ir sets the host's triple and data layout)
-    producers = {o.id: n for n in plan.graph.nodes for o in n.outputs}
+    producers = plan.graph.producers()
     loops, programs = {}, {}  # (programs: one function per program, a loop lifted again runs the same one)
     for k, n in enumerate(loop_nodes):
         if n.op == "loop":

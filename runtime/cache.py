@@ -99,10 +99,8 @@ def key_symbol(key: str) -> str:
 
 @dataclass
 class CacheStats:
-    memory_hits: int = 0
-    disk_hits: int = 0
-    misses: int = 0
-    writes: int = 0
+    """What the cache counts itself (hits and misses are the metrics',
+    counted where a call looks its entry up: runtime/metrics.py)."""
     write_errors: int = 0
 
     def __post_init__(self):
@@ -113,7 +111,8 @@ class CacheStats:
 
 
 @dataclass
-class Entry:
+class Listing:
+    """One record as `entries()` lists it (`python -m jit cache`)."""
     key: str
     size: int
     age_s: float
@@ -272,7 +271,6 @@ class ArtifactCache:
         with self._lock:
             b = self._memory.get(key) if memory else None
         if b is not None:
-            self.stats.memory_hits += 1
             return b, "memory"
         if self._disk is not None:
             try:
@@ -280,7 +278,6 @@ class ArtifactCache:
                 if blob is not None:
                     _, payload = unpack_record(key, blob, _secret())
                     self._keep(key, payload, memory)
-                    self.stats.disk_hits += 1
                     return payload, "disk"
             except Rejected as e:
                 self.reject(key, e.reason, str(e), drop=e.reason != "unverifiable")
@@ -298,7 +295,6 @@ class ArtifactCache:
                 self._keep(key, payload, memory)
                 self._write_disk(key, blob)
                 return payload, "remote"
-        self.stats.misses += 1
         return None, None
 
     def _keep(self, key: str, payload: bytes, memory: bool) -> None:
@@ -337,7 +333,6 @@ class ArtifactCache:
             return
         try:
             self._disk.set(key, record)
-            self.stats.writes += 1
         except Exception as e:  # noqa: BLE001 - a full or read-only disk degrades to memory
             self.stats.write_errors += 1
             if self.stats.write_errors == 1:
@@ -366,7 +361,7 @@ class ArtifactCache:
             except Exception:  # noqa: BLE001
                 pass
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> list[Listing]:
         out = []
         if self._disk is None:
             return out
@@ -379,11 +374,11 @@ class ArtifactCache:
             try:
                 blob = self._disk.get(key)
                 info = record_header(blob)
-                out.append(Entry(key, len(blob) - _HEAD.size, now - float(info.get("time", now)),
+                out.append(Listing(key, len(blob) - _HEAD.size, now - float(info.get("time", now)),
                                  str(info.get("function", "?")), str(info.get("signature", "")),
                                  str(info.get("kind", "artifact"))))
             except Exception:  # noqa: BLE001 - listed, never loaded
-                out.append(Entry(str(key), 0, 0.0, "?", "", "corrupt"))
+                out.append(Listing(str(key), 0, 0.0, "?", "", "corrupt"))
         return out
 
     def volume(self) -> int:

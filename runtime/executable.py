@@ -1,7 +1,9 @@
 """The Executable: a graph turned into one Python function that runs its
-steps in order.  This is the reference back end: every step calls the op's
-numpy reference implementation.  It stays as the oracle and the fallback for
-the compiled back end.
+steps in order, both back ends': a step is a compiled kernel, a product (our
+GEMM or numpy's matmul, chosen per shape: runtime/gemmchoice.py), a
+re-rolled or lifted loop, or the op's numpy reference implementation.  With
+no compiled function (backend="reference") every step is the latter: the
+oracle the compiled back end is tested against.
 
 Hot path: the generated function unpacks inputs and bound dims, runs the
 steps, and returns the flat outputs; no sympy, no dict lookups per node.
@@ -12,6 +14,7 @@ import ctypes
 import dataclasses
 import operator
 import struct
+import threading
 import time
 from dataclasses import dataclass
 
@@ -128,7 +131,7 @@ class PortableExecutable:
     source, how to rebuild each constant it names, and the memory model's
     source.  Rebuilding it needs no graph and no sympy."""
     source: str
-    consts: dict          # name -> ("value", obj) | ("op", op name) | ("kernel", symbol) | ("errcell",)
+    consts: dict          # name -> ("value", obj) | ("op", op name) | ("kernel", symbol) | ("address", symbol) | ("gemv",) | ("pool",)
     memory_source: str
 
 
@@ -210,7 +213,7 @@ def _poolable(steps, outputs) -> set[int]:
 
 def _base_namespace(pool) -> dict:
     return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "_shape": np.shape, "_empty": np.empty,
-            "_par": parallel_for, "_check_bounds": _check_bounds, "_pool": pool,
+            "_par": parallel_for, "_check_bounds": _check_bounds, "_errcell": _errcell_address, "_pool": pool,
             "_matmul": np.matmul, "_item": _item, "_rows4": _rows4, "_copyto": np.copyto,
             "_WARMUP": _WARMUP, "_maximum": _maximum, "_minimum": _minimum,
             "_aliased": _aliased, "_slice": _slice, "_copy": _copy, "BreakMismatch": BreakMismatch,
@@ -452,8 +455,6 @@ def _rebuild_const(recipe: tuple, functions: dict):
         return functions[recipe[1]]
     if kind == "address":
         return _address(functions[recipe[1]])
-    if kind == "errcell":
-        return ctypes.addressof(_ERRCELL)
     if kind == "gemv":
         return dgemv_address()
     if kind == "pool":
@@ -829,7 +830,7 @@ def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> lis
         if a[0] == "array":
             out.append((local or {}).get(a[1], names[a[1]]))
         elif a == ("int", "errcell"):
-            out.append(const(ctypes.addressof(_ERRCELL), ("errcell",)))
+            out.append("_errcell()")
         elif a == ("int", "gemv"):  # (codegen/loops.py GEMV)
             out.append(const(dgemv_address(), ("gemv",)))
         elif a == ("int", "epilogue"):
@@ -892,12 +893,27 @@ def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const, funct
 
 
 # bounds-checked kernels (SHAPEJIT_BOUNDS_CHECK=1) flag an out-of-bounds access here
-_ERRCELL = ctypes.c_int64(0)
+_errcells = threading.local()
+
+
+def _errcell() -> ctypes.c_int64:
+    """The calling thread's bounds-check error cell: a checked kernel (its
+    chunks on any thread of the pool) stores a nonzero into the cell of the
+    call that runs it, so two threads' calls never see each other's errors."""
+    cell = getattr(_errcells, "cell", None)
+    if cell is None:
+        cell = _errcells.cell = ctypes.c_int64(0)
+    return cell
+
+
+def _errcell_address() -> int:
+    return ctypes.addressof(_errcell())
 
 
 def _check_bounds(symbol: str) -> None:
-    if _ERRCELL.value:
-        _ERRCELL.value = 0
+    cell = _errcell()
+    if cell.value:
+        cell.value = 0
         raise IndexError(f"shapejit: kernel {symbol} accessed memory out of bounds (a compiler bug)")
 
 

@@ -36,8 +36,6 @@ class ShapeEnv:
     replacements: dict[sympy.Symbol, sympy.Expr] = field(default_factory=dict)
     guards: list[Guard] = field(default_factory=list)
     dd_guards: list[Guard] = field(default_factory=list)  # decisions on data-dependent sizes
-    # data-dependent symbols that were unified: checked right after binding
-    deferred: list[tuple[sympy.Symbol, sympy.Expr]] = field(default_factory=list)
     reserved: frozenset = frozenset()  # the names dims= gives: no generated name takes one
 
     # ------------------------------------------------------------ symbols
@@ -107,11 +105,6 @@ class ShapeEnv:
         if not isinstance(e, sympy.Basic):
             return int(e)
         return int(e.xreplace({s: sympy.Integer(self.symbols[s].hint) for s in e.free_symbols}))
-
-    def is_data_dependent(self, e) -> bool:
-        return isinstance(e, sympy.Basic) and any(
-            self.symbols[s].data_dependent for s in self.simplify(e).free_symbols
-            if isinstance(self.simplify(e), sympy.Basic))
 
     # ------------------------------------------------------------- deciding
     def _static_truth(self, cond) -> bool | None:
@@ -273,7 +266,9 @@ class ShapeEnv:
         # a bare symbol is replaced only by an expression that does not contain it
         syms = [x for x in (a, b) if isinstance(x, sympy.Symbol)
                 and x not in getattr(b if x == a else a, "free_symbols", ())]
-        # Prefer replacing a data-dependent symbol (checked when bound), then
+        # Prefer replacing a data-dependent symbol (the executable checks its
+        # value against the replacement when it binds it: jit/trace.py
+        # DataDependentDim), then
         # the newer input symbol by the older one or by a constant.
         dd = [x for x in syms if self.symbols[x].data_dependent]
         if dd:
@@ -281,7 +276,6 @@ class ShapeEnv:
             u = max(dd, key=order.index)  # the later one: the other is bound first
             other = b if u == a else a
             self.replacements[u] = other
-            self.deferred.append((u, other))
             return
         if syms:
             order = list(self.symbols)

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
-import sympy
 
 Dim = "int | sympy.Expr"
 
@@ -155,10 +154,3 @@ def format_graph(g: Graph) -> str:
     lines.append("}")
     return "\n".join(lines)
 
-
-def free_symbols(shape: Iterable) -> set:
-    out = set()
-    for d in shape:
-        if isinstance(d, sympy.Basic):
-            out |= d.free_symbols
-    return out

@@ -201,11 +201,24 @@ def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
     fence = np.full(2 * 8 + 64, -7.0, F32)  # the output, then memory it does not own
     small = fence[:16].reshape(2, 8)
     n_ints = sum(1 for a in kc.args if a[0] == "int")
-    ints = [8] * (n_ints - 1) + [rx.ctypes.addressof(rx._ERRCELL)]
+    ints = [8] * (n_ints - 1) + [rx._errcell_address()]
     fn(0, 4, x, small, *ints)  # 4 rows into a 2-row output: caught, nothing past it written
     assert np.all(fence[16:] == -7.0)
     with pytest.raises(IndexError, match="out of bounds"):
         rx._check_bounds(kc.symbol)
+
+
+def test_each_thread_has_its_own_bounds_error_cell():
+    import runtime.executable as rx
+    rx._errcell().value = 5  # (as a checked kernel of this thread's call stores it)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append((rx._errcell().value, rx._errcell_address())))
+    t.start()
+    t.join()
+    assert seen[0][0] == 0 and seen[0][1] != rx._errcell_address()
+    with pytest.raises(IndexError, match="out of bounds"):
+        rx._check_bounds("k")
+    assert rx._errcell().value == 0
 
 
 @pytest.fixture
