@@ -297,7 +297,7 @@ class JitFunction:
                     m.slow_hits["memory"] += 1
                     return out
             m.misses["memory"] += 1
-            sig = Signature.of(leaves, treedef, self._leaf_paths(treedef), self.dynamic, self._dyn_ints)
+            sig = Signature.of(leaves, key, self._leaf_paths(treedef), self.dynamic)
             state.signature = sig
             if sig.unsupported or self._generator:
                 return self._fall_back(state, "unsupported_input", sig.unsupported or "a generator (or coroutine) "

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jit.trace import InputSpec
+from shapes.env import SYMBOLIC_FROM
 
 _ndarray = np.ndarray
 _generic = np.generic
@@ -44,7 +45,7 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
             if dynamic is False:
                 key.append((x.dtype, x.shape, x.flags.c_contiguous))
             else:
-                key.append((x.dtype, tuple([d if d < 2 else -1 for d in x.shape]), x.flags.c_contiguous))
+                key.append((x.dtype, tuple([d if d < SYMBOLIC_FROM else -1 for d in x.shape]), x.flags.c_contiguous))
         elif t is float:
             runtime.append(x)
             key.append(float)
@@ -53,7 +54,7 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
             arrays.append(x)
             runtime.append(x)
             key.append((t, x.dtype, x.shape if dynamic is False else
-                        tuple([d if d < 2 else -1 for d in x.shape]), x.flags.c_contiguous))
+                        tuple([d if d < SYMBOLIC_FROM else -1 for d in x.shape]), x.flags.c_contiguous))
         elif isinstance(x, _generic):
             runtime.append(x)
             key.append(x.dtype)
@@ -73,17 +74,17 @@ class Signature:
     unsupported: str | None
 
     @staticmethod
-    def of(leaves, treedef, paths, dynamic, dyn_ints=frozenset()) -> "Signature":
+    def of(leaves, key, paths, dynamic) -> "Signature":
+        """The inputs of a call as classify_call keyed them (`key`: its key,
+        one entry per leaf after the tree's), described, and the first reason
+        one of them cannot be traced."""
         specs, text, bad = [], [], None
-        for k, (x, path) in enumerate(zip(leaves, paths)):
-            if type(x) is int and not -_INT64 <= x < _INT64:
-                bad = bad or f"argument {path} is an int beyond int64 (numpy decides what it becomes)"
-                specs.append(InputSpec("static", path))
-                text.append(f"{path}={x!r}")
-            elif type(x) is int and k in dyn_ints:
+        for x, path, kind in zip(leaves, paths, key[1:]):
+            if kind is int:  # (a dynamic int)
                 specs.append(InputSpec("int", path))
                 text.append(f"{path}: int")
-            elif isinstance(x, _ndarray):
+            elif type(kind) is tuple and (isinstance(kind[0], np.dtype)
+                                          or isinstance(kind[0], type) and issubclass(kind[0], _ndarray)):
                 if type(x) not in (_ndarray, np.memmap) and bad is None:
                     bad = (f"argument {path} is a {type(x).__module__}.{type(x).__name__} (an ndarray subclass: "
                            f"its own methods and result type are numpy's)")
@@ -91,17 +92,19 @@ class Signature:
                 if x.dtype.kind in "OSUVMm" and bad is None:
                     bad = f"argument {path} has unsupported dtype {x.dtype}"
                 specs.append(InputSpec("array", path))
-                dims = ", ".join(str(d) if (d < 2 or dynamic is False) else "*" for d in x.shape)
+                dims = ", ".join(str(d) if (d < SYMBOLIC_FROM or dynamic is False) else "*" for d in x.shape)
                 lay = "C" if x.flags.c_contiguous else "strided"
                 text.append(f"{path}: {x.dtype}[{dims}] {lay}")
-            elif type(x) is float or isinstance(x, _generic):
+            elif kind is float or isinstance(kind, np.dtype):
                 specs.append(InputSpec("scalar", path))
                 text.append(f"{path}: {'float' if type(x) is float else x.dtype} scalar")
-            else:
-                try:
-                    hash(x)
-                except TypeError:
-                    if bad is None:
+            else:  # (static: keyed by value)
+                if type(x) is int and not -_INT64 <= x < _INT64:
+                    bad = bad or f"argument {path} is an int beyond int64 (numpy decides what it becomes)"
+                elif bad is None:
+                    try:
+                        hash(x)
+                    except TypeError:
                         bad = (f"argument {path} is an unhashable {type(x).__name__}; static arguments "
                                f"must be hashable (pass arrays, floats, or hashable values)")
                 specs.append(InputSpec("static", path))

@@ -13,7 +13,7 @@ from jit import lift, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.held import HeldObject, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
-from shapes.env import Guard, ShapeEnv
+from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value
 from runtime.executable import DataDependentDim, OutputSpec
@@ -108,10 +108,10 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                     if d != name:
                         raise DeclarationError(f"argument {spec.path}: dim {axis} is {d}, declared {name}")
                     shape.append(d)
-                    if d >= 2 and dynamic is not False:
+                    if d >= SYMBOLIC_FROM and dynamic is not False:
                         input_dims.append(InputDim(n_arrays, axis, sympy.Integer(d), src))
                     continue
-                if d < 2 or dynamic is False:
+                if d < SYMBOLIC_FROM or dynamic is False:
                     shape.append(d)
                     if name is not None:  # (a constraint on it is decided now)
                         fixed.setdefault(name, sympy.Integer(d))

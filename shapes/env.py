@@ -1,8 +1,9 @@
 """The shape environment: dim symbols with hints and ranges, replacements from
 unification, and the guards a trace relied on.
 
-Policy (one place): input dims of size 0 and 1 are specialized by the caller
-(they are part of the signature key); every other dynamic dim becomes a symbol
+Policy (one place: SYMBOLIC_FROM): input dims of size 0 and 1 are specialized
+by the caller (they are part of the signature key, jit/signature.py, and
+traced as numbers, jit/trace.py); every other dynamic dim becomes a symbol
 with range [2, inf).  Data-dependent symbols (sizes of eager-op outputs) have
 range [0, inf) and are bound at run time from the actual array.
 """
@@ -11,6 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
+
+
+# the least input dim that becomes a symbol: smaller ones (0, 1) are keyed and traced as numbers
+SYMBOLIC_FROM = 2
 
 
 @dataclass
@@ -39,7 +44,7 @@ class ShapeEnv:
     reserved: frozenset = frozenset()  # the names dims= gives: no generated name takes one
 
     # ------------------------------------------------------------ symbols
-    def new_symbol(self, hint: int, source: str, *, lo: int | None = 2, hi: int | None = None,
+    def new_symbol(self, hint: int, source: str, *, lo: int | None = SYMBOLIC_FROM, hi: int | None = None,
                    data_dependent: bool = False, name: str | None = None) -> sympy.Symbol:
         if name is None:
             prefix = "u" if data_dependent else "s"

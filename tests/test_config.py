@@ -45,6 +45,7 @@ def test_an_unreadable_value_warns_and_uses_the_default(name, text, monkeypatch)
     assert value == config.VARS[name].default
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", [
     {"SHAPEJIT_CACHE_SIZE": "1GiB"}, {"SHAPEJIT_CACHE_SIZE": "1e6"}, {"SHAPEJIT_CACHE_SIZE": "abc"},
     {"SHAPEJIT_NUM_THREADS": "abc"}, {"SHAPEJIT_CHECKS": "false"}, {"SHAPEJIT_CACHE_SIZ": "1"},

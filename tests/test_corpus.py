@@ -37,6 +37,7 @@ def _numpy_outputs(k, base):
         return k.outputs(args, k.fn(*args))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,backend", list(_cases()))
 def test_kernel_equals_numpy(name, backend):
     k = BY_NAME[name]

@@ -94,6 +94,7 @@ def _await_tree(trees, char="f", seconds=300.0):
     return trees.get(char)
 
 
+@pytest.mark.slow
 def test_a_cpu_without_calibration_is_calibrated_in_the_background_once(trees, monkeypatch):
     monkeypatch.setenv("SHAPEJIT_CALIBRATE", "1")
     monkeypatch.setenv("SHAPEJIT_CALIBRATE_BUSY", "1")  # (the suite keeps the machine busy)

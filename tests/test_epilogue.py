@@ -72,6 +72,7 @@ def kernel_only(monkeypatch):
     monkeypatch.setattr(gemmchoice, "PREFER", "kernel")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("kind", list(EPILOGUES))
 def test_each_epilogue_in_the_store_matches_numpy(kind, dtype, kernel_only):

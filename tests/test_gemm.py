@@ -200,6 +200,7 @@ def test_hypothesis_shapes_through_jit(M, K, N, batch, dtype, transposed_a):
     assert np.array_equal(got, want)
 
 
+@pytest.mark.slow
 def test_the_avx2_kernels_with_avx2_forced(tmp_path):
     """SHAPEJIT_ISA=avx2: no AVX-512 feature in the target, the AVX2 tile
     (8 float32 lanes, 2 vectors), and the tile-edge and epilogue tests pass

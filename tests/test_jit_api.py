@@ -37,6 +37,7 @@ def random_shapes(n, rng, lo=2, hi=24):
     return shapes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dynamic,expected", [(True, "one"), ("auto", "two"), (False, "per-shape")])
 def test_mlp_1000_shapes_trace_counts(dynamic, expected, backend):
     rng = np.random.default_rng(1)

@@ -353,6 +353,7 @@ def check(program: Program, directory) -> bool:
 
 # ------------------------------------------------------------ the tests
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=programs())
 def test_lifted_loops_match_python(program, tmp_path):

@@ -173,6 +173,7 @@ def full_reductions(x, m):
             i.sum(), i.max(), i.min(), b.sum(), (x * 2).sum(keepdims=True))
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:invalid value")
 @pytest.mark.parametrize("shape", [(1,), (7,), (300,), (3, 5), (2, 3, 4), (1, 1), (5, 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -219,6 +220,7 @@ def test_an_empty_max_raises_as_numpy():
 
 # ------------------------------------------- reductions over middle axes (batched columns)
 
+@pytest.mark.slow
 @pytest.mark.parametrize("axis", [(1,), (1, 2), (0, 1, 2), (2,), (0,)])
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (3, 1, 2, 70), (1, 4, 4, 130), (2, 0, 3, 4), (2, 3, 4, 0)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])

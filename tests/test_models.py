@@ -122,6 +122,7 @@ def llama_decode(params, backend):
     return m
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [G.gpt2, G.gpt2_pico])
 def test_gpt2_lengths(model, gpt2_params, backend):
     jf = gpt2_sweep(model, gpt2_params, backend)

@@ -240,6 +240,7 @@ def _shared_against_own(products, product, times: int) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y)
 
 
+@pytest.mark.slow
 def test_numpy_blas_runs_on_the_pool_with_the_same_results():
     """With the callback installed numpy's threaded products run on our
     workers, bit for bit as on OpenBLAS's own threads, its threads asleep."""
@@ -249,6 +250,7 @@ def test_numpy_blas_runs_on_the_pool_with_the_same_results():
     _shared_against_own(_products, lambda: a @ b, 150)
 
 
+@pytest.mark.slow
 def test_numpy_blas_and_kernels_from_many_threads():
     """numpy's products, LU solves and jitted GEMMs from several threads at
     once: every result exact, nothing waits for ever (OpenBLAS's jobs wait
@@ -270,6 +272,7 @@ def test_numpy_blas_and_kernels_from_many_threads():
     run_in_threads(caller, 4, timeout=180)
 
 
+@pytest.mark.slow
 def test_numpy_blas_with_more_jobs_than_the_pool_has_threads(tmp_path):
     """OpenBLAS told to use more threads than the pool has (after the
     callback was installed), or a pool whose workers stopped: its jobs run

@@ -174,6 +174,7 @@ def _storm(tmp_path, seconds: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.stress
 def test_calls_compiles_clears_scrapes_and_forks_never_deadlock(tmp_path):
     seconds = 300.0 if os.environ.get("SHAPEJIT_STRESS") == "full" else 10.0

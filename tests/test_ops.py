@@ -208,6 +208,7 @@ UNARY_TERM_SCALE = {"sigmoid_tanh": 1.0}
 UNARY_PARAMS = [p for p in combos(UNARY, ALL_DTYPES) if p.values != ("reciprocal", np.bool_)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,dtype", UNARY_PARAMS)
 def test_unary(name, dtype, backend, rng):
     fn = UNARY[name]
@@ -254,6 +255,7 @@ def binary_inputs(rng, name, shape_a, shape_b, dtype):
     return rand(rng, shape_a, dtype), rand(rng, shape_b, dtype, b_domain)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,dtype", combos(BINARY, ALL_DTYPES, arity=2))
 def test_binary(name, dtype, backend, rng):
     cases = [binary_inputs(rng, name, s, s, dtype) for s in SHAPES_2D]
@@ -269,6 +271,7 @@ BROADCAST_PAIRS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide", "floor_divide", "mod",
                                   "power", "maximum", "minimum", "op_mul", "op_truediv"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64], ids=dtype_id)
@@ -335,6 +338,7 @@ MIXED = [(np.float32, np.float64), (np.int32, np.float32), (np.int64, np.float32
          (np.bool_, np.int32), (np.bool_, np.float32), (np.int8, np.uint8), (np.int32, np.int32)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("da,db", MIXED, ids=lambda d: dtype_id(d))
 def test_mixed_dtype_promotion(da, db, backend, rng):
     def fn(a, b):
@@ -344,6 +348,7 @@ def test_mixed_dtype_promotion(da, db, backend, rng):
 
 # ------------------------------------------------------ Python scalars
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int8, np.bool_], ids=dtype_id)
 def test_python_scalars_are_weak(dtype, backend, rng):
     """NEP 50: Python scalars take the array's dtype (0.5 * x32 stays float32)."""
@@ -427,6 +432,7 @@ COMPARE = {
 COMPARE = {k: py(f) for k, f in COMPARE.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_comparison(dtype, backend, rng):
     """Every comparison (ufunc and operator): array-array, array-int,
@@ -461,6 +467,7 @@ LOGICAL = {
 LOGICAL = {k: py(f) for k, f in LOGICAL.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,dtype", combos(LOGICAL, ALL_DTYPES, arity=2))
 def test_logical(name, dtype, backend, rng):
     cases = [(rand(rng, s, dtype), rand(rng, s, dtype)) for s in SHAPES_2D]
@@ -487,6 +494,7 @@ def test_logical_broadcast_and_comparison_chain(backend, rng):
 
 # -------------------------------------------- where, maximum, clip, astype
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
 def test_where(dtype, backend, rng):
     def fn(c, x, y):
@@ -496,6 +504,7 @@ def test_where(dtype, backend, rng):
     check(fn, cases, backend)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
 def test_maximum_minimum_clip(dtype, backend, rng):
     def fn(x, y):
@@ -521,6 +530,7 @@ def test_maximum_minimum_clip_special_values(dtype, backend):
 CASTS = [np.float32, np.float64, np.int8, np.int32, np.int64, np.bool_]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("src", ALL_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("dst", CASTS, ids=dtype_id)
 def test_astype(src, dst, backend, rng):
@@ -583,6 +593,7 @@ def _reduction_fn(name, axes):
 REDUCTION_DTYPES = [np.float32, np.float64, np.int32, np.bool_]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", REDUCTION_DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("name", REDUCTIONS)
 def test_reduction(name, dtype, backend, rng):
@@ -597,6 +608,7 @@ def test_reduction(name, dtype, backend, rng):
         check(fn, [(rand(rng, s, dtype, domain),) for s in group], backend)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", REDUCTIONS)
 @pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
 def test_reduction_special_values(name, dtype, backend):

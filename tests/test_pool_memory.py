@@ -70,6 +70,7 @@ def storm(tmp_path, budget: str, calls: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_rss_after_a_storm_of_32_threads_stays_within_the_budget(tmp_path):
     """One intermediate of up to 512 x 2048 float64 (8 MiB) per call: 32
     calls at once hold 32 sets (256 MiB); afterwards the kept sets fit the

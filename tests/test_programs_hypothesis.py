@@ -28,6 +28,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -223,6 +224,7 @@ def assert_explained(got, want, dev):
                            f"explain: got {g[bad][:5]}, numpy {w[bad][:5]}, allowed {tol[bad][:5]}")
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prog=programs())
 def test_random_programs(prog, backend):

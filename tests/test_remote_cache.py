@@ -117,6 +117,7 @@ def test_a_second_replica_compiles_nothing(tmp_path, server):
 MIXES = {"signatures": ["unsigned", "wrong secret", "tampered"], "damage": ["truncated", "pickle", "tampered"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mix", list(MIXES))
 def test_a_forged_remote_record_never_runs(tmp_path, server, mix):
     """Records planted on the server by someone without the secret (object
@@ -158,6 +159,7 @@ def test_no_secret_no_remote_tier(tmp_path, server):
     assert server.client().command("KEYS", "shapejit:*") == []
 
 
+@pytest.mark.slow
 def test_redis_killed_mid_run_and_restarted(tmp_path, server):
     run(tmp_path, "a", [37], server.url)  # (the server holds a's records)
     server.stop()
@@ -184,6 +186,7 @@ def test_a_server_that_does_not_answer_costs_one_timeout(tmp_path, server):
     assert stalled["remote_errors"] == {"timeout": 1}  # one wait; the tier was off for the calls after it
 
 
+@pytest.mark.slow
 def test_a_full_server_and_a_password_and_database(tmp_path):
     """A server out of memory refuses the writes: warned once as full, the
     call goes on.  A URL with a password and a database number is honoured."""

@@ -75,6 +75,7 @@ def test_a_new_process_serves_new_shapes_without_tracing(tmp_path):
     assert "gemm kernel:" in second["explain"]  # the matmul ran on the GEMM library kernel, loaded from disk
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", [
     pytest.param(lambda m: m.replace("- x.mean(", "+ x.mean("), id="function body"),
     pytest.param(lambda m: m.replace("SCALE = 2.0", "SCALE = 3.0"), id="global constant"),
@@ -153,6 +154,7 @@ fn = Net().forward
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [
     pytest.param({"env": {"NET_SCALE": "3.0"}}, id="a float attribute"),
     pytest.param({"env": {"NET_ACT": "sin"}}, id="a numpy function attribute"),

@@ -137,6 +137,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,data,code", BAD, ids=[b[0] for b in BAD])
 def test_bad_requests_get_a_json_4xx_quickly(service, name, data, code):
     app, url = service
@@ -149,6 +150,7 @@ def test_bad_requests_get_a_json_4xx_quickly(service, name, data, code):
     assert post(url + "/encode", {"tokens": [1, 2, 3]})["length"] == 3  # still serving
 
 
+@pytest.mark.slow
 def test_a_body_shorter_than_announced_and_a_slow_client_are_cut_off(service):
     """A client that announces 100 bytes and sends 10, and one that sends half
     a request line and stops: neither holds the service; each connection is
@@ -203,6 +205,7 @@ def start_service(tmp_path, *extra):
     return proc, url
 
 
+@pytest.mark.slow
 @pytest.mark.stress
 def test_concurrent_clients_get_right_answers_in_bounded_memory(tmp_path):
     """16 clients at once for a while (60 s of 50 under SHAPEJIT_STRESS=full):
@@ -258,6 +261,7 @@ def test_concurrent_clients_get_right_answers_in_bounded_memory(tmp_path):
     assert "Traceback" not in err, err[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.stress
 def test_soak_memory_stays_flat(tmp_path):
     """The service in its own process (as deployed), thousands of requests of
