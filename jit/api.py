@@ -14,6 +14,7 @@ import numpy as np
 from jit import persist, pytree
 from jit.compile import BACKENDS, Build, build, build_saved, calibrating, gemm_dispatch, plan_switches
 from jit.declare import check_constraints, check_dims, dim_names
+from jit.errors import JitWarning
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
 from jit.signature import Signature, classify_call
@@ -32,10 +33,6 @@ _now = time.perf_counter
 
 
 MAX_BREAK_RETRACES = 8  # past it, a signature whose Python decisions keep changing runs eagerly
-
-
-class JitWarning(UserWarning):
-    """shapejit ran something eagerly or gave up specializing."""
 
 
 # how a product ran (runtime/executable.py Executable.products)

@@ -40,6 +40,7 @@ import warnings
 
 import numpy as np
 
+from jit.errors import JitWarning
 from jit.tracer import SymInt, Tracer, user_location
 from shapes.ir import Node, make_attrs
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
@@ -257,7 +258,6 @@ class Hook:
                 raise
             why = f"{user_location()}: loop not compiled whole: internal error {type(e).__name__}: {e}"
             self.ctx.lift_refusals.append(why)
-            from jit.api import JitWarning  # (jit.api imports this module)
             warnings.warn(f"shapejit: {why}; it runs traced, as written", JitWarning, stacklevel=2)
             return None
 

@@ -10,6 +10,7 @@ import numpy as np
 import sympy
 
 from jit import pytree
+from jit import tracer
 from jit.tracer import Fallback, SymInt, TraceContext, TraceError, Tracer, user_location
 from shapes.indexing import infer_reshape, normalize_index
 from shapes.ops import ELEMENTWISE, OPS
@@ -906,3 +907,8 @@ def method(t: Tracer, name: str):
     if name in ("real", "imag"):
         return eager_call(t.ctx, lambda x: getattr(x, name), (t,), {}, f"ndarray.{name}")
     raise Fallback(f"attribute .{name} of a traced array", user_location())
+
+
+tracer.PROTOCOL.ufunc, tracer.PROTOCOL.function = handle_ufunc, handle_function
+tracer.PROTOCOL.getitem, tracer.PROTOCOL.setitem = getitem, setitem
+tracer.PROTOCOL.method, tracer.PROTOCOL.ufunc_into = method, ufunc_into

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
-from jit import lift, pytree
+from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.held import HeldObject, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
@@ -316,19 +316,16 @@ class _NumpyProxy(types.ModuleType):
             else dtype
         if isinstance(fill_value, (Tracer, SymInt)) or not _traceable_dtype(dt) or kw or order != "C":
             return np.full(shape, fill_value, dtype=dtype, order=order, **kw)
-        from jit.optable import full
-        return full(self._ctx, shape, fill_value, dtype)
+        return optable.full(self._ctx, shape, fill_value, dtype)
 
     def _create(self, npfn, shape, fill, dtype, order, kw):
         if not _traceable_dtype(dtype) or kw or order != "C":
             return npfn(shape, dtype=dtype, order=order, **kw)
-        from jit.optable import full
-        return full(self._ctx, shape, fill, np.dtype(dtype))
+        return optable.full(self._ctx, shape, fill, np.dtype(dtype))
 
     def arange(self, *args, dtype=None, **kw):
         if self._has_sym(*args) and not kw:
-            from jit.optable import arange
-            r = arange(self._ctx, *args, dtype=dtype)
+            r = optable.arange(self._ctx, *args, dtype=dtype)
             if r is not None:
                 return r
         return np.arange(*args, dtype=dtype, **kw)
@@ -337,7 +334,6 @@ class _NumpyProxy(types.ModuleType):
         def create(self, *args, **kw):
             dt = kw.get("dtype", float)
             if (always and _traceable_dtype(dt)) or self._has_sym(*args, *kw.values()):
-                from jit import optable
                 r = getattr(optable, name)(self._ctx, *args, **kw)
                 if r is not None:
                     return r
@@ -356,8 +352,7 @@ class _NumpyProxy(types.ModuleType):
         if isinstance(a, Tracer):
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
         if not kw and self._has_sym(a):
-            from jit.optable import array_of
-            return array_of(self._ctx, a, dtype)
+            return optable.array_of(self._ctx, a, dtype)
         return np.asarray(a, dtype=dtype, **kw)
 
     asanyarray = ascontiguousarray = asarray
@@ -366,8 +361,7 @@ class _NumpyProxy(types.ModuleType):
         if isinstance(a, Tracer):
             return a.astype(dtype or a.dtype)
         if not kw and self._has_sym(a):
-            from jit.optable import array_of
-            return array_of(self._ctx, a, dtype)
+            return optable.array_of(self._ctx, a, dtype)
         return np.array(a, dtype=dtype, copy=copy, **kw)
 
     @property

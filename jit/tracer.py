@@ -20,6 +20,17 @@ from shapes.ir import ArrayConst, Node, Value, make_attrs
 from runtime.executable import OUTCOME
 from shapes.ops import OPS, VIEW
 
+
+class _Protocol:
+    """How traced values answer numpy's protocols (ufuncs, array functions,
+    indexing, methods, in-place operators): jit/optable.py installs its
+    handlers here when it is imported, so the op table imports the tracer
+    and never the other way round."""
+    ufunc = function = getitem = setitem = method = ufunc_into = None
+
+
+PROTOCOL = _Protocol()
+
 _PKG_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + p + os.sep
     for p in ("jit", "shapes", "clustering", "codegen", "runtime"))
@@ -362,8 +373,7 @@ class SymInt:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if any(isinstance(x, Tracer) for x in inputs):
             return NotImplemented  # the Tracer's own __array_ufunc__ takes it
-        from jit.optable import handle_ufunc
-        return handle_ufunc(self.ctx, ufunc, method, inputs, kwargs)
+        return PROTOCOL.ufunc(self.ctx, ufunc, method, inputs, kwargs)
 
 
 class Storage:
@@ -492,24 +502,19 @@ class Tracer:
 
     # ---------------------------------------------------- numpy protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from jit.optable import handle_ufunc
-        return handle_ufunc(self.ctx, ufunc, method, inputs, kwargs)
+        return PROTOCOL.ufunc(self.ctx, ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from jit.optable import handle_function
-        return handle_function(self.ctx, func, args, kwargs)
+        return PROTOCOL.function(self.ctx, func, args, kwargs)
 
     def __getitem__(self, index):
-        from jit.optable import getitem
-        return getitem(self.ctx, self, index)
+        return PROTOCOL.getitem(self.ctx, self, index)
 
     def __setitem__(self, index, value):
-        from jit.optable import setitem
-        setitem(self.ctx, self, index, value)
+        PROTOCOL.setitem(self.ctx, self, index, value)
 
     def __getattr__(self, name):
-        from jit.optable import method
-        return method(self, name)
+        return PROTOCOL.method(self, name)
 
     # ------------------------------------------------------------ operators
     def _bin(name, reflected=False):
@@ -571,8 +576,7 @@ class Tracer:
             if not isinstance(self._concrete, np.ndarray):
                 # a Python or numpy scalar is immutable: `s += 1` rebinds s, as in numpy
                 return getattr(self, f"__{name}__")(other)
-            from jit.optable import ufunc_into
-            return ufunc_into(self.ctx, getattr(np, _INPLACE_UFUNC[name]), (self, other), self)
+            return PROTOCOL.ufunc_into(self.ctx, getattr(np, _INPLACE_UFUNC[name]), (self, other), self)
         return f
 
     __iadd__, __isub__, __imul__ = _inplace("add"), _inplace("sub"), _inplace("mul")

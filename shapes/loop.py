@@ -1,12 +1,11 @@
 """The `loop` node's body (clustering/reroll.py makes it, codegen/loops.py
-compiles it) and the loop's numpy reference: a Python loop that tracing
-unrolled, as the first trip's nodes and how each integer in them moves per
-trip."""
+compiles it, shapes/ops.py run_loop is its numpy reference): a Python loop
+that tracing unrolled, as the first trip's nodes and how each integer in
+them moves per trip."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import sympy
 
 
@@ -75,32 +74,6 @@ class LoopBody:
 
 
 TRIP = sympy.Symbol("_trip", integer=True, nonnegative=True)  # (dim names never begin with _)
-
-
-def run_loop(*xs, body: LoopBody, base=None):
-    """The `loop` op's numpy reference: the trips, node by node (a nested
-    loop's integers as the outer trip moved them: `base`, the loop node's)."""
-    from shapes.ops import OPS as ops  # (the registry is complete by the time a loop runs)
-    prev: dict[int, object] = {}
-    trips, bases = (body.trips, [None] * len(body.nodes)) if base is None else body.split(base)
-    for t in range(trips):
-        cur: dict[int, object] = {}
-        for q, n in enumerate(body.nodes):
-            args = []
-            for r in body.refs[q]:
-                if r[0] == "in":
-                    args.append(xs[r[1]])
-                elif r[0] == "local":
-                    args.append(cur[r[1]])
-                else:
-                    args.append(xs[r[1]] if t == 0 else prev[r[2]])
-            if n.op == "loop":
-                cur[q] = run_loop(*args, body=n.attr("body"), base=body.moved_ints(q, t, base=bases[q]))
-            else:
-                attrs, _ = body.attrs_at(q, t, base=bases[q])
-                cur[q] = ops[n.op].ref(*args, **dict(attrs))
-        prev = cur
-    return np.asarray(prev[body.result]) if trips else xs[0]
 
 
 # ------------------------------------------------------------- integers

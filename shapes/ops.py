@@ -22,7 +22,7 @@ import sympy
 
 from shapes.env import ShapeEnv
 from shapes.ir import Value
-from shapes.loop import run_loop
+from shapes.loop import LoopBody
 from shapes.pyloop import dtype_of, run_pyloop
 
 ELEMENTWISE = "elementwise"
@@ -495,6 +495,31 @@ register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [n
 
 
 # -------------------------------------------------------------------- loop
+
+def run_loop(*xs, body: LoopBody, base=None):
+    """The `loop` op's numpy reference: the trips, node by node (a nested
+    loop's integers as the outer trip moved them: `base`, the loop node's)."""
+    prev: dict[int, object] = {}
+    trips, bases = (body.trips, [None] * len(body.nodes)) if base is None else body.split(base)
+    for t in range(trips):
+        cur: dict[int, object] = {}
+        for q, n in enumerate(body.nodes):
+            args = []
+            for r in body.refs[q]:
+                if r[0] == "in":
+                    args.append(xs[r[1]])
+                elif r[0] == "local":
+                    args.append(cur[r[1]])
+                else:
+                    args.append(xs[r[1]] if t == 0 else prev[r[2]])
+            if n.op == "loop":
+                cur[q] = run_loop(*args, body=n.attr("body"), base=body.moved_ints(q, t, base=bases[q]))
+            else:
+                attrs, _ = body.attrs_at(q, t, base=bases[q])
+                cur[q] = OPS[n.op].ref(*args, **dict(attrs))
+        prev = cur
+    return np.asarray(prev[body.result]) if trips else xs[0]
+
 
 register("loop", LOOP, run_loop, lambda env, i, a: [i[0].shape], _same_dtype)
 
