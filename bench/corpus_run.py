@@ -72,11 +72,12 @@ def _steady(calls: dict, base, copy, repeats, budget, checks=None) -> dict:
     """Median seconds of each `calls[name](args)`, timed in turns: every round
     runs each implementation once, in a new order, so the machine's drift
     (and another implementation's threads going to sleep) falls on all
-    alike; after WARM seconds of untimed rounds, up to `repeats` rounds (fewer once each has spent `budget`
-    seconds on average, at least one), the arguments copied from `base`
-    before each call when `copy` (outside the timed region).  `checks[name]`
-    sees (args, result) of its first and last call; a call that raises
-    drops that implementation (its exception in the result instead)."""
+    alike; after WARM seconds of untimed rounds, up to `repeats` rounds
+    (fewer once each has spent `budget` seconds on average, at least one),
+    the arguments copied from `base` before each call when `copy` (outside
+    the timed region).  `checks[name]` sees (args, result) of its first and
+    last call; a call that raises drops that implementation (its exception
+    in the result instead)."""
     from bench.corpus import fresh
     times = {name: [] for name in calls}
     order, names, spent = random.Random(0), list(calls), 0.0
@@ -181,6 +182,7 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
             row["numpy_first"] = time.perf_counter() - t0
             want = k.outputs(args, res)
             steady = {"numpy": lambda a: k.fn(*a)}
+            numba_call = None
             problems = []
 
             def check(args, out, what):
@@ -213,7 +215,7 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
                     if why:
                         row["numba_status"] = f"wrong: {why}"
                     else:
-                        steady["numba"] = lambda a: nf(*a)
+                        numba_call = lambda a: nf(*a)  # noqa: E731
                         row["numba_status"] = "ok"
                 except Exception as e:  # noqa: BLE001
                     row["numba_status"] = f"rejected: {_numba_reason(e)}"
@@ -227,7 +229,6 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
             # numba after them, alone (its products run on scipy's OpenBLAS, whose
             # own threads would wait busily beside the others' calls), once
             # shapejit's workers have gone to sleep
-            numba_call = steady.pop("numba", None)
             medians = _steady(steady, base, copy, repeats, budget,
                               checks={"jit": lambda a, o: check(a, o, "later call")})
             if numba_call is not None:

@@ -335,10 +335,8 @@ def _computable(lb: LoopBody, ins, producers) -> bool:
     target = ins[0]
     if target.ndim == 0 or target.dtype not in LOOP_DTYPES:
         return False
-    for v in ins[1:]:  # (a scalar from outside: a constant, a dim, or a value passed as a double)
-        p = producers.get(v.id)
-        folded = p is not None and (p.op == "dim" or p.op == "const" and is_scalar_const(p.attr("value")))
-        if v.dtype not in LOOP_DTYPES or v.ndim == 0 and not (folded or _exact_in_double(v.dtype)):
+    for v in ins[1:]:  # (a scalar from outside: a constant, a dim, or a value passed as an int64 or a double)
+        if v.dtype not in LOOP_DTYPES:
             return False
     nodes = lb.nodes
     # where each vector is computed: it is evaluated lazily by the node that consumes it
@@ -472,11 +470,6 @@ def _stored_after_read(lb: LoopBody, q_read: int, q_store: int, target) -> bool:
             if not (r[2] == w[2] and _positive_int(r[2]) and d.is_nonnegative):
                 return False
     return True
-
-
-def _exact_in_double(dt) -> bool:
-    """Whether every value of dt passes through a double unchanged."""
-    return dt.kind == "f" or dt.kind in "iub" and dt.itemsize <= 4
 
 
 def _positive_int(x) -> bool:

@@ -5,7 +5,8 @@ arrays..., i64 ints..., double floats...)`; [start, stop) are the trips to
 run, in order (a loop is never split across threads: each trip reads what
 the one before stored).  The first array is the one the loop updates, in
 place; the others are the arrays it reads; ints are the symbolic extents and
-indices its body names, floats the runtime scalars it reads.
+indices its body names and the integer and bool scalars it reads (exactly,
+as int64), floats the float scalars it reads.
 
 A trip computes its body's nodes in order.  Scalars are LLVM values; a 1-D
 vector (a basic-index view, or elementwise math on views, a matrix view
@@ -25,22 +26,22 @@ from shapes.loop import LoopBody, leaves, symbolic_rest
 from codegen.emitters import EMITTERS, REDUCERS
 from codegen.kernels import (DATA_OFFSET, F64, I8, I64, LLTYPE, REASSOC, STRIDES_OFFSET, KernelABI,
                              _const, _const_dtype, _identity, array_field, cast, operand_dtypes)
-from codegen.llvm import for_range
+from codegen.llvm import for_range, smax
 from shapes.ir import Node
 
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 # Rows of a matrix a vector-times-matrix adds into its buffer per pass (see
-# _vector_matrix).  On a 2-core AMD EPYC znver3 (AVX2, no AVX-512), NPBench's
-# covariance M (a re-rolled loop of 1400 products of 1800 x up to 1400,
-# float64) ran 350-360 ms a call with one row per pass, 330 with four, 255
-# with eight (numpy, whose dgemv runs on both cores: 205-265 ms).
+# _vector_matrix): each element of the buffer is loaded and stored once per
+# pass.  Eight ran NPBench's covariance M (a re-rolled loop of 1400 products
+# of 1800 x up to 1400, float64) fastest of 1, 4 and 8 on a 2-core AMD EPYC
+# znver3 (AVX2, no AVX-512), by a script not kept; still on one core.
 ROWS_AT_ONCE = 8
 # A float64 vector times a matrix of at least this many elements runs on
 # numpy's BLAS (cblas_dgemv, on both cores), whose address the runtime passes
 # as the int argument GEMV (0: none to be had, the loop's own code runs).  On
-# the AMD EPYC above: covariance M 0.80x -> 0.93-1.04x numpy, correlation M
-# 0.80-0.85x -> 1.00x (the loop's own code, eight rows a pass, on one core).
+# the AMD EPYC above, `python -m bench --corpus`: covariance M 0.45x and
+# correlation M 0.47x numpy before either change, 0.98x and 1.02x after.
 GEMV = "gemv"
 GEMV_MIN_ELEMENTS = 1 << 14
 _CBLAS_ROW_MAJOR, _CBLAS_TRANS = 101, 112
@@ -65,8 +66,8 @@ class _Mat:
 def _roles(node: Node, producers: dict) -> list[tuple]:
     """How each of the loop's inputs reaches it: ("array",) its data and
     strides; ("const", value) inline; ("dim", expr) an int argument;
-    ("float",) a double argument (a float, or an integer or bool that a
-    double holds exactly: clustering/reroll.py admits no other)."""
+    ("intval",) an integer or bool scalar, an int64 argument (as a kernel
+    takes it: codegen/kernels.py KernelABI); ("float",) a double argument."""
     out = []
     for k, v in enumerate(node.inputs):
         p = producers.get(v.id)
@@ -77,14 +78,14 @@ def _roles(node: Node, producers: dict) -> list[tuple]:
         elif p is not None and p.op == "dim":
             out.append(("dim", p.attr("expr")))
         else:
-            out.append(("float",))
+            out.append(("intval",) if v.dtype.kind in "ib" else ("float",))
     return out
 
 
 def loop_abi(node: Node, producers: dict) -> tuple[list, list, list]:
     """(arrays, ints, floats) the loop function takes: ("array", value id),
-    ("int", expr), ("float", value id); the updated array is passed as the
-    loop's output value."""
+    ("int", expr) and ("intval", value id), ("float", value id); the updated
+    array is passed as the loop's output value."""
     body: LoopBody = node.attr("body")
     roles = _roles(node, producers)
     arrays = [("array", node.out.id if k == 0 else v.id) for k, (v, r) in enumerate(zip(node.inputs, roles))
@@ -96,7 +97,8 @@ def loop_abi(node: Node, producers: dict) -> tuple[list, list, list]:
             ints.append(e)
     if _blas_products(body):
         ints.append(GEMV)
-    return arrays, [("int", e) for e in ints], floats
+    intvals = [("intval", v.id) for v, r in zip(node.inputs, roles) if r[0] == "intval"]
+    return arrays, [("int", e) for e in ints] + intvals, floats
 
 
 def _blas_products(body: LoopBody) -> bool:
@@ -152,7 +154,7 @@ class _LoopEmitter:
             strides = array_field(b, obj, STRIDES_OFFSET, I64.as_pointer())
             self.strides[k] = [b.sdiv(b.load(b.gep(strides, [ir.Constant(I64, a)])),
                                       ir.Constant(I64, v.dtype.itemsize)) for a in range(v.ndim)]
-        self.ext = {e: next(args) for _, e in self.ints}
+        self.ext = {a[1] if a[0] == "int" else a: next(args) for a in self.ints}
         env = []  # each loop input: ("array", its index) | ("scalar", (LLVM value, dtype))
         for k, r in enumerate(_roles(node, self.producers)):
             if r[0] == "array":
@@ -162,9 +164,12 @@ class _LoopEmitter:
                 env.append(("scalar", (_const(dt, r[1]), dt)))
             elif r[0] == "dim":
                 env.append(("scalar", (self.ext[r[1]], _I64)))
-            else:  # (a scalar passed as a double: the floats come last, in input order)
-                dt, x = node.inputs[k].dtype, next(args)
-                env.append(("scalar", (b.fptosi(x, LLTYPE[dt]) if dt.kind == "i" else cast(b, x, _F64, dt), dt)))
+            elif r[0] == "intval":
+                dt = node.inputs[k].dtype
+                env.append(("scalar", (cast(b, self.ext["intval", node.inputs[k].id], _I64, dt), dt)))
+            else:  # (a float passed as a double: the floats come last, in input order)
+                dt = node.inputs[k].dtype
+                env.append(("scalar", (cast(b, next(args), _F64, dt), dt)))
         with for_range(b, start, stop) as t:
             self._body(self.body, t, env, [None] * len(self.body.nodes))
         b.ret_void()
@@ -439,13 +444,20 @@ class _LoopEmitter:
         b = self.b
         a, off, s0, s1 = y.view
         gemv, one = self.ext[GEMV], ir.Constant(I64, 1)
-        xs8 = b.call(self._libc("malloc", I8.as_pointer(), [I64]), [b.mul(b.add(y.rows, one), ir.Constant(I64, 8))])
-        self.scratch.append(xs8)
-        use = b.and_(ok, b.icmp_unsigned("!=", xs8, ir.Constant(I8.as_pointer(), None)))
-        use = b.and_(use, b.icmp_signed("!=", gemv, ir.Constant(I64, 0)))
-        use = b.and_(use, b.icmp_signed("==", s1, one))
-        use = b.and_(use, b.icmp_signed(">=", s0, b.select(b.icmp_signed(">", y.cols, one), y.cols, one)))
-        use = b.and_(use, b.icmp_signed(">=", b.mul(y.rows, y.cols), ir.Constant(I64, GEMV_MIN_ELEMENTS)))
+        null = ir.Constant(I8.as_pointer(), None)
+        fits = b.and_(ok, b.icmp_signed("!=", gemv, ir.Constant(I64, 0)))
+        fits = b.and_(fits, b.icmp_signed("==", s1, one))
+        fits = b.and_(fits, b.icmp_signed(">=", s0, smax(b, y.cols, one)))
+        fits = b.and_(fits, b.icmp_signed(">=", b.mul(y.rows, y.cols), ir.Constant(I64, GEMV_MIN_ELEMENTS)))
+        before = b.block
+        with b.if_then(fits):  # (x's buffer only for a product that goes to BLAS)
+            got = b.call(self._libc("malloc", I8.as_pointer(), [I64]), [b.mul(b.add(y.rows, one), ir.Constant(I64, 8))])
+            got_in = b.block
+        xs8 = b.phi(I8.as_pointer())
+        xs8.add_incoming(null, before)
+        xs8.add_incoming(got, got_in)
+        self.scratch.append(xs8)  # (freed at the trip's end; free(NULL) does nothing)
+        use = b.and_(fits, b.icmp_unsigned("!=", xs8, null))
         with b.if_else(use) as (blas, own):
             with blas:
                 xs = b.bitcast(xs8, F64.as_pointer())

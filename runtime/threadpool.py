@@ -294,11 +294,11 @@ def install_native_pool(run_address: int, worker, stop, reset, blas_setup=None, 
 _blas: dict = {}  # address -> set-callback function of each OpenBLAS library running on the pool
 
 
-def _symbol(lib, name: str):
+def _symbol(lib, name: str, suffixes=("", "64_", "_64")):
     """`name` in `lib` under any of OpenBLAS's builds' decorations (scipy's
     wheels prefix `scipy_` and, for 64-bit ints, suffix `64_`), or None."""
     for prefix in ("", "scipy_"):
-        for suffix in ("", "64_", "_64"):
+        for suffix in suffixes:
             fn = getattr(lib, f"{prefix}{name}{suffix}", None)
             if fn is not None:
                 return fn
@@ -339,16 +339,10 @@ def dgemv_address() -> int:
     for a large float64 vector times a matrix (codegen/loops.py GEMV); 0
     where numpy's BLAS is not such an OpenBLAS (the loop's own code runs)."""
     if not _gemv:
-        found = 0
-        libs = sorted(_openblas_libraries(), key=lambda pl: "numpy" not in pl[0])  # (numpy's first)
-        for _, lib in libs:
-            for name in ("scipy_cblas_dgemv64_", "cblas_dgemv64_", "cblas_dgemv_64"):
-                fn = getattr(lib, name, None)
-                if fn is not None:
-                    found = ctypes.cast(fn, ctypes.c_void_p).value or 0
-                    break
-            if found:
-                _gemv.append(found)
+        for _, lib in sorted(_openblas_libraries(), key=lambda pl: "numpy" not in pl[0]):  # (numpy's first)
+            fn = _symbol(lib, "cblas_dgemv", suffixes=("64_", "_64"))  # (64-bit ints only)
+            if fn is not None and ctypes.cast(fn, ctypes.c_void_p).value:
+                _gemv.append(ctypes.cast(fn, ctypes.c_void_p).value)
                 break
     return _gemv[0] if _gemv else 0
 

@@ -273,8 +273,8 @@ class ShapeEnv:
                 and x not in getattr(b if x == a else a, "free_symbols", ())]
         # Prefer replacing a data-dependent symbol (the executable checks its
         # value against the replacement when it binds it: jit/trace.py
-        # DataDependentDim), then
-        # the newer input symbol by the older one or by a constant.
+        # DataDependentDim), then the newer input symbol by the older one or
+        # by a constant.
         dd = [x for x in syms if self.symbols[x].data_dependent]
         if dd:
             order = list(self.symbols)
