@@ -794,7 +794,9 @@ def repeat(ctx, a, repeats, axis=None):
     x = broadcast_to(ctx, x, tuple(shape))
     out_shape = list(a.shape)
     out_shape[axis] = a.shape[axis] * int(repeats)
-    return astype(ctx, reshape(ctx, x, tuple(out_shape)), a.dtype)  # (a fresh array, as numpy's)
+    # (a fresh array, as numpy's: copied before the merge, which then is a view, where numpy's
+    # reshape of the broadcast would copy it once more)
+    return reshape(ctx, astype(ctx, x, a.dtype), tuple(out_shape))
 
 
 def outer(ctx, a, b, out=None):

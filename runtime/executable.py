@@ -189,6 +189,9 @@ def _step_io(s):
     return [v.id for v in s.inputs], [o.id for o in s.outputs]
 
 
+# view ops run as the array's method, with the attribute that is its one argument
+_METHODS = {"reshape": "shape", "transpose": "perm"}
+
 # ops whose result is a new array (never a view of an operand, nor its buffer)
 _FRESH = ops_returning(FRESH, FRESH_C)
 
@@ -613,6 +616,9 @@ def _generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, 
         if (n.op in ("maximum", "minimum") and n.out.ndim == 0
                 and all(v.ndim == 0 and not v.weak and v.dtype == n.out.dtype for v in n.inputs)):
             lines.append(f"    {outs} = _{n.op}({args})")  # (scalars picked without a ufunc call)
+            continue
+        if n.op in _METHODS and not n.inputs[0].weak:  # (an array's own method: no numpy function dispatch)
+            lines.append(f"    {outs} = {args}.{n.op}({attr_src(n.attr(_METHODS[n.op]))})")
             continue
         fn = const(OPS[n.op].ref, ("op", n.op))
         if n.op == "eager":
