@@ -27,7 +27,7 @@ from codegen.llvm import compile_ir, host_target
 from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache, key_symbol
-from runtime import dispatch, gemmchoice
+from runtime import dispatch, gemmchoice, gemv
 from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable, run_split
 from runtime.loader import LoadError, load
 from runtime import threadpool
@@ -348,12 +348,16 @@ def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M,
     _start_pools()
     nr = gemm.tile_for(dtype).nr
 
-    def kernel(a, b, c):  # (as an executable calls it: gemm.abi_of's units and work)
+    def kernel(a, b, c):  # (as an executable calls it: gemm.abi_of's units and work, a row split over K)
         (m, k), n = a.shape, b.shape[1]
-        run_split(fn, par, -(-n // nr), m * k * max(1, nr // 16), (a, b, c, m, n, k, 0, 0, 0, 0))
+        t, pool = gemv.parts(m, k, n), threadpool.native_pool()
+        if t and pool is not None:
+            gemv.split(par, pool, a, b, c, n, k, -(-n // nr), t)
+        else:
+            run_split(fn, par, -(-n // nr), m * k * max(1, nr // 16), (a, b, c, m, n, k, 0, 0, 0, 0))
     cal = dispatch.calibrate(dtype, kernel, target_description(), nr, threadpool.num_threads(), grid_m, grid_kn,
                              rounds)
-    tree = dispatch.learn(dispatch.votes(cal, gemmchoice.MARGIN, gemmchoice.GEMV_MARGIN))
+    tree = dispatch.learn(dispatch.votes(cal, gemmchoice.MARGIN))
     default_cache().put(key or _dispatch_key(dtype), dispatch.record(cal, tree), "(gemm dispatch)", dtype.name,
                         kind="calibration")
     gemmchoice.install(dtype.char, tree)

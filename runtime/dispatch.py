@@ -18,7 +18,7 @@ so nothing is assumed:
    and for the balance of its strips over the cores, both as at the grid
    shape and as at this one.
 3. Votes and a tree (`learn`): the model votes for the faster variant at
-   shapes sampled across the range (numpy's by gemmchoice's margins: alone,
+   shapes sampled across the range (numpy's by gemmchoice's margin: alone,
    BLAS looks faster than it is next to our kernels); a small decision tree
    over log2 M, N and K learned from the votes (CART, Gini, fixed order of
    features and thresholds: deterministic for a given calibration) becomes
@@ -231,15 +231,15 @@ def from_record(blob: bytes) -> tuple[Calibration, Tree]:
     return Calibration.from_json(d["calibration"]), tree_from_json(d["tree"])
 
 
-def votes(cal: Calibration, margin: float, gemv_margin: float) -> list[tuple[tuple, bool]]:
+def votes(cal: Calibration, margin: float) -> list[tuple[tuple, bool]]:
     """((M, N, K), BLAS faster) at every sampled shape, by the cost model:
-    numpy's matmul wins when it is faster by the margin (gemv_margin for one row)."""
+    numpy's matmul wins when it is faster by the margin."""
     out = []
     for m in SAMPLE_M:
         for n in SAMPLE_KN:
             for k in SAMPLE_KN:
                 tk, tb = predict(cal, m, n, k)
-                out.append(((m, n, k), (gemv_margin if m == 1 else margin) * tb < tk))
+                out.append(((m, n, k), margin * tb < tk))
     return out
 
 

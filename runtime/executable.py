@@ -25,7 +25,7 @@ from shapes.ir import ArrayConst, Graph, Node
 from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, index_of, ops_returning
 from shapes.pyloop import ABORTS
 from shapes.pyexpr import compile_source, exprs_source, ident, to_python
-from runtime import gemmchoice
+from runtime import gemmchoice, gemv
 from runtime.bufferpool import BufferPool
 from runtime.threadpool import dgemv_address, native_pool, parallel_for
 
@@ -223,7 +223,8 @@ def _base_namespace(pool) -> dict:
             "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_run_lifted": run_lifted,
-            "_epilogue_args": _epilogue_args, "_addressof": ctypes.addressof, "_last": {}}
+            "_epilogue_args": _epilogue_args, "_addressof": ctypes.addressof, "_last": {},
+            "_gemv_parts": gemv.parts, "_gemv_split": gemv.split}
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
@@ -717,13 +718,20 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
         par_args = args[:n_front] + [chunk, pool] + args[n_front:]
         par = lambda n: f"{fpar}(0, {n}, {', '.join(par_args)})"
         min_work = PARALLEL_MIN_WORK
+        rows_of_one = _gemv_split_lines(kc, names, fpar, pool)
     else:
         chunk = f"max(1, {PY_CHUNK_MIN_WORK} // max(1, {inner}))"
         argt = "(" + "".join(x + ", " for x in args) + ")"
         par = lambda n: f"_par({fn}, 0, {n}, {argt}, {chunk})"
         min_work = PY_PARALLEL_MIN_WORK
+        rows_of_one = None
     serial = lambda n: f"{fn}(0, {n}, {', '.join(args)})"
-    if static:  # (an unrolled loop's steps: the choice is made here, not at every call)
+    if rows_of_one is not None:  # (a product that may have one row: B's rows split over the cores)
+        lines.append(f"    _n = {rows}")
+        lines += rows_of_one
+        lines.append(f"    elif _n * {inner} >= {min_work}: {par('_n')}")
+        lines.append(f"    elif _n > 0: {serial('_n')}")
+    elif static:  # (an unrolled loop's steps: the choice is made here, not at every call)
         n_rows, work = int(kc.rows), int(kc.rows) * int(kc.inner)
         if n_rows > 0:
             lines.append("    " + (par if work >= min_work else serial)(n_rows))
@@ -736,6 +744,24 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
     if local:  # a prepared operand may be a copy: free it now, as any intermediate
         lines.append("    del " + ", ".join(local.values()))
     return lines
+
+
+def _gemv_split_lines(kc: KernelCall, names, fpar: str, pool: str) -> list[str] | None:
+    """The lines that run a product of one row split over B's rows
+    (runtime/gemv.py) when it has one at run time, `_n` holding its units
+    (its column strips then): an `if` the kernel's other lines follow as
+    `elif`s.  None for a product that never has one row, or whose operands
+    the kernel reads through strided views, or with an epilogue in its
+    store."""
+    if not kc.blas or kc.prepare or kc.epilogue is not None:
+        return None
+    a, b, (m, n, k) = kc.blas
+    if isinstance(m, (int, sympy.Integer)) and int(m) != 1:
+        return None
+    m, n, k = (to_python(d) for d in (m, n, k))
+    return [f"    _gt = _gemv_parts({m}, {k}, {n})",
+            f"    if _gt: _gemv_split({fpar}, {pool}, {names[a]}, {names[b]}, {names[kc.outputs[0][0]]}, {n}, {k}, "
+            f"_n, _gt)"]
 
 
 def run_split(fn, par, rows: int, inner: int, args: tuple) -> None:

@@ -51,16 +51,16 @@ RACE_ROWS = 128
 # sending most classes above 64 rows to BLAS), the epilogue a pass of its
 # own: worst 0.95x, 66 of 66.
 MARGIN = 1.0
-# A product of one row (a GEMV: a decode step, a batch of one) goes to the
-# kernel only when it ran in less than GEMV_MARGIN of numpy's time.  Its
-# kernel reads B row after row as numpy's BLAS does, and at about the same
-# speed alone (calibrations on an AMD EPYC znver3: 0.98-1.9x numpy's time),
-# but in the jitted linear + GELU of `python -m bench.gemm_sweep` there the
-# whole call ran at 0.51-0.88x numpy with the product on the kernel and at
-# 0.91-1.11x with it on BLAS, in every (K, N) of three sweeps, among them
-# (3072, 768), whose calibrated kernel was 2% the faster alone; and with
-# numpy's BLAS on our pool still 0.55-0.80x against 0.98-1.03x.
-GEMV_MARGIN = 0.75
+# A product of one row (a GEMV: a decode step, a batch of one) once had a
+# margin of its own, 0.75: its kernel then split B over its column strips,
+# and in the jitted linear + GELU of `python -m bench.gemm_sweep` on an AMD
+# EPYC znver3 (no AVX-512) the whole call ran at 0.51-0.88x numpy with the
+# product on the kernel and 0.91-1.11x on BLAS, though the kernel alone was
+# about as fast.  Now each thread reads a contiguous block of B's rows
+# (runtime/gemv.py): `python -m bench.gemm_sweep --quick --cold` there, M =
+# 1, the product on the kernel and the epilogue a pass of its own, 1.15-1.28x
+# numpy against 0.98-1.02x on BLAS for the three (K, N), and MARGIN serves
+# one row as any other.
 
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
@@ -101,8 +101,7 @@ def decide(key: tuple, kernel_seconds: list, blas_seconds: list) -> None:
     (ROUNDS each, taken in turns): the faster by its least time (numpy's by
     MARGIN) runs the class from now on."""
     with _lock:
-        margin = GEMV_MARGIN if key[1] == 1 else MARGIN  # (key[1]: the bit length of M)
-        BEST.setdefault(key, PREFER == "blas" if PREFER else margin * min(blas_seconds) < min(kernel_seconds))
+        BEST.setdefault(key, PREFER == "blas" if PREFER else MARGIN * min(blas_seconds) < min(kernel_seconds))
 
 
 def forget(char: str | None = None) -> None:

@@ -44,9 +44,9 @@ def test_the_model_charges_padding_and_balance():
 
 def test_the_tree_follows_the_votes_and_is_deterministic():
     cal = synthetic(4)
-    samples = dispatch.votes(cal, margin=2.5, gemv_margin=1.0)
+    samples = dispatch.votes(cal, margin=2.5)
     tree = dispatch.learn(samples)
-    assert tree == dispatch.learn(dispatch.votes(cal, 2.5, 1.0))  # (the same calibration, the same tree)
+    assert tree == dispatch.learn(dispatch.votes(cal, 2.5))  # (the same calibration, the same tree)
     assert all(tree(*x) == blas for x, blas in samples)  # (a split on M alone separates these votes)
     assert tree(3, 100, 100) and not tree(9, 100, 100)
     choose = dispatch.compile_tree(tree)
@@ -56,12 +56,12 @@ def test_the_tree_follows_the_votes_and_is_deterministic():
 
 def test_a_margin_keeps_products_on_the_kernel():
     cal = synthetic(1024)  # numpy's 10x faster everywhere alone...
-    assert dispatch.learn(dispatch.votes(cal, margin=20.0, gemv_margin=20.0)) == dispatch.Tree(leaf=False)
+    assert dispatch.learn(dispatch.votes(cal, margin=20.0)) == dispatch.Tree(leaf=False)
 
 
 def test_the_record_round_trips_and_refuses_garbage():
     cal = synthetic(8)
-    tree = dispatch.learn(dispatch.votes(cal, 2.5, 1.0))
+    tree = dispatch.learn(dispatch.votes(cal, 2.5))
     assert dispatch.from_record(dispatch.record(cal, tree)) == (cal, tree)
     with pytest.raises(ValueError):
         dispatch.tree_from_json([7, 1, True, False])
@@ -139,7 +139,7 @@ def test_a_claimed_calibration_is_not_started_twice(trees, monkeypatch):
     assert compile_mod._load_dispatch(np.float32) is False
     assert dispatch.EVENTS["started"] == events["started"]  # (another process is at it: this one waits)
     cal = synthetic(8)
-    tree = dispatch.learn(dispatch.votes(cal, 2.5, 1.0))
+    tree = dispatch.learn(dispatch.votes(cal, 2.5))
     default_cache().put(key, dispatch.record(cal, tree), kind="calibration")  # (that process's result)
     assert _await_tree(trees, seconds=30)[0] == tree
 

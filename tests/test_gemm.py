@@ -186,6 +186,51 @@ def test_int_and_vector_products_stay_in_numpy(rng):
     assert "gemm kernel:" not in f.explain()
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_products_of_one_row_split_over_b_rows(dtype, rng, monkeypatch):
+    """A product of one row (a decode step's x @ w) on the kernel splits B's
+    rows into one block per thread (runtime/gemv.py) when they divide evenly
+    and B is large enough: exact for exact inputs, whatever the row's shape
+    ([1, K], [1, 1, K], a batch of one), N past the column strips, K
+    even or odd (the odd one takes the kernel's own split), B below the
+    size that splits; a one-row M that is a symbol at trace time too."""
+    if threadpool.num_threads() < 2:
+        pytest.skip("one thread: nothing to split over")
+    from runtime import gemv
+    splits = []
+
+    def counted(*args):
+        splits.append(args[-1])
+        return real(*args)
+    real = gemv.split
+    monkeypatch.setattr(gemv, "split", counted)  # (executables built from now on call it)
+    f = jit(lambda x, w: x @ w)
+    nr = gemm.tile_for(np.dtype(dtype)).nr
+    t = threadpool.num_threads()
+    big_k = 2 * t * 512
+    for K, N, lead in [(big_k, 3 * nr + 5, (1,)), (big_k, 7 * nr, (1, 1)), (big_k, 2 * nr - 1, (1,)),
+                       (big_k + 1, 5 * nr, (1,)), (2 * t, 3 * nr, (1,))]:
+        for batched in (False, True):
+            x = exact(rng, (1, 1, K) if batched else lead + (K,), dtype)
+            w = exact(rng, (1, K, N) if batched else (K, N), dtype)
+            f(x, w)  # (the first call of a signature may return the traced result)
+            before = len(splits)
+            got, want = f(x, w), x @ w
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got, want), (K, N, lead, batched)
+            split = K % t == 0 and K * N >= gemv.SPLIT_MIN_ELEMENTS
+            assert (len(splits) > before) == split, (K, N, lead, batched)
+    assert set(splits) == {t}
+    g = jit(lambda x, w: x @ w)  # (rows a symbol: one row at run time splits, more do not)
+    w = exact(rng, (big_k, 4 * nr), dtype)
+    for m in (3, 1, 2, 1):
+        x = exact(rng, (m, big_k), dtype)
+        g(x, w)
+        before = len(splits)
+        assert np.array_equal(g(x, w), x @ w), m
+        assert (len(splits) > before) == (m == 1), m
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 20), st.integers(0, 70), st.integers(1, 140), st.integers(1, 3),
        st.sampled_from(DTYPES), st.booleans())
