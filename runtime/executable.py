@@ -905,12 +905,13 @@ def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const, funct
     out = names[kc.outputs[0][0]]
     char = np.dtype(kc.outputs[0][2]).char
     fused = kc.epilogue is not None
+    strided = any(vid == b for vid, _, _ in kc.prepare)  # (B through a view the runtime makes, or a copy)
     if all(isinstance(d, (int, sympy.Integer)) for d in sizes):
-        key = const(gemmchoice.shape_class(char, *(int(d) for d in sizes), fused))
+        key = const(gemmchoice.shape_class(char, *(int(d) for d in sizes), fused, strided))
         head = []
     else:  # (dims are Python ints at run time)
         key = "_gk"
-        head = [f"    _gk = _gemm_class({char!r}, {', '.join(to_python(d) for d in sizes)}, {fused})"]
+        head = [f"    _gk = _gemm_class({char!r}, {', '.join(to_python(d) for d in sizes)}, {fused}, {strided})"]
     blas = [f"    _matmul({names[a]}, {names[b]}, out={out})"]
     if fused:
         blas += _call_lines(kc.epilogue, names, const, functions)

@@ -73,14 +73,21 @@ PREFER: str | None = None
 _lock = forksafe.lock()
 
 
-def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False) -> tuple:
+def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strided: bool = False) -> tuple:
     """The class of an (m x k) @ (k x n) product of dtype `char` (np.dtype.char),
     with an `epilogue` in the kernel's store or not (numpy's matmul is then
     followed by the epilogue's own pass); one of RACE_ROWS rows or more is
-    decided for the kernel on sight."""
-    key = char, m.bit_length(), n.bit_length(), k.bit_length(), epilogue
+    decided for the kernel on sight.  `strided`: the kernel reads B through
+    a strided view or a copy (a transposed weight, `x @ w.T`), which it
+    packs where a C-contiguous B of few rows streams (codegen/gemm.py): the
+    tree, calibrated on C-contiguous operands, does not decide such a class
+    of fewer than RACE_ROWS rows; it is raced.  (Where the tree sent a
+    product of one row to the kernel, GPT-2's logits, `x @ wte.T`, ran
+    several times slower on it than on numpy's gemv: `python -m bench
+    --models`, T=1 at 0.69x numpy on an AMD EPYC znver3, no AVX-512.)"""
+    key = char, m.bit_length(), n.bit_length(), k.bit_length(), epilogue, strided
     if key not in BEST:
-        tree = TREES.get(char) if PREFER is None else None
+        tree = TREES.get(char) if PREFER is None and not (strided and m < RACE_ROWS) else None
         if tree is not None:
             BEST[key] = tree[1](m, n, k)
         elif m >= RACE_ROWS and PREFER != "blas":

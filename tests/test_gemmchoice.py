@@ -118,3 +118,26 @@ def test_a_class_is_decided_once_for_every_function(matmuls, monkeypatch):
     h = jit(lambda x, w: x @ w)  # a product alone is a class of its own (no epilogue pass after numpy's)
     h(x, w), h(x, w)
     assert len(gemmchoice.BEST) == 2
+
+
+def test_a_transposed_weight_of_few_rows_is_raced_not_decided_by_the_tree(matmuls, monkeypatch):
+    """The tree is calibrated on C-contiguous operands, where a product of
+    few rows streams B; `x @ w.T` makes the kernel pack B instead, so its
+    class is raced at its first product (both run, the faster stays), while
+    a C-contiguous B of the same shape takes the tree's variant on sight."""
+    from runtime import dispatch
+    monkeypatch.setattr(gemmchoice, "TREES", {})
+    gemmchoice.install("f", dispatch.Tree(leaf=False))  # (the kernel for every shape)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((64, 200)).astype(np.float32)
+    wt = np.ascontiguousarray(w.T)
+    f, g = jit(lambda x, w: x @ w), jit(lambda x, wt: x @ wt.T)
+    for fn, arg in ((f, w), (g, wt)):
+        fn(x, arg)  # (the trace)
+        matmuls.clear()
+        np.testing.assert_allclose(fn(x, arg), x @ w, rtol=1e-5, atol=1e-5)
+        raced = len(matmuls)
+        assert raced == (gemmchoice.ROUNDS if fn is g else 0)
+    keys = [k for k in gemmchoice.BEST if k[1] == 1]
+    assert sorted(k[-1] for k in keys) == [False, True]
+    assert gemmchoice.BEST[next(k for k in keys if not k[-1])] is False  # (the tree's kernel)
