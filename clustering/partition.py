@@ -53,25 +53,26 @@ class Plan:
     graph: Graph
     steps: list  # Kernel | Node, in execution order
     refusals: list[str]
-    compiled_matmuls: set[int] = field(default_factory=set)  # matmul outputs lowered to GEMM kernels
-    fused_epilogues: set[str] = field(default_factory=set)  # kernels (by name) run in their GEMM's store
 
     def kernels(self) -> list[Kernel]:
         return [s for s in self.steps if isinstance(s, Kernel)]
 
-    def describe(self) -> str:
+    def describe(self, on_gemm=frozenset(), in_store=frozenset()) -> str:
+        """The steps as text; `on_gemm`: the matmul outputs lowering put on
+        the GEMM library kernel, `in_store`: the kernels (by name) it runs in
+        their GEMM's store (codegen's decisions: codegen.lower.Lowered)."""
         names = value_names(self.graph)
         lines = []
         for s in self.steps:
             if isinstance(s, Kernel):
-                kind = ("matmul epilogue in the GEMM store" if s.name in self.fused_epilogues else
+                kind = ("matmul epilogue in the GEMM store" if s.name in in_store else
                         "matmul epilogue" if s.matmul_inputs else "column reduction" if s.column else
                         "row kernel" if s.has_reduction else "loop kernel")
                 dom = ", ".join(str(d) for d in s.domain)
                 lines.append(f"{s.name}: {kind} over [{dom}]  in: {', '.join(names[v.id] for v in s.inputs)}"
                              f"  out: {', '.join(names[v.id] for v in s.outputs)}")
                 lines += ["    " + format_node(n, names) for n in s.nodes]
-            elif s.op == "matmul" and s.out.id in self.compiled_matmuls:
+            elif s.op == "matmul" and s.out.id in on_gemm:
                 lines.append("gemm kernel: " + format_node(s, names))
             elif s.op == "loop":
                 lines.append("re-rolled loop: " + format_node(s, names))

@@ -62,7 +62,7 @@ class Entry:
         if self.saved is not None:
             return self.saved.summary
         if self._summary is None:
-            self._summary = persist.Summary.of(self.trace, self.build.plan)
+            self._summary = persist.Summary.of(self.trace, self.build.describe_plan())
         return self._summary
 
     def account(self, dims, m) -> None:

@@ -53,6 +53,12 @@ class Build:
     abis: list = field(default_factory=list)
     libraries: tuple = ()  # library kernels it calls (the GEMMs), by symbol
     tiles: tuple = ()  # the tile entries of its epilogues fused into a GEMM's store
+    on_gemm: frozenset = frozenset()  # matmul outputs on the GEMM library kernel
+    in_store: frozenset = frozenset()  # kernels (by name) run in their GEMM's store
+
+    def describe_plan(self) -> str | None:
+        """The plan as text with lowering's decisions (None: the reference back end)."""
+        return None if self.plan is None else self.plan.describe(self.on_gemm, self.in_store)
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,6 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     contiguous = _contiguous_values(g, plan, input_contiguous)
     low = emit_plan(plan, contiguous, checked)
     kernel_abis, gemms, loops = low.kernels, low.gemms, low.loops
-    plan.compiled_matmuls = set(gemms)
-    plan.fused_epilogues = {plan.kernels()[i].name for i in low.epilogues}
     abis = kernel_abis + list(loops.values())
     t2 = time.perf_counter()
     times["codegen"] = t2 - t1
@@ -147,7 +151,8 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     defined = {o.id for n in g.nodes for o in n.outputs}
     dd = [d for d in tr.dd_dims if d.value_id in defined]
     exe = Executable(g, symbols, outputs, dd, steps, functions, keepalive=loaded, dd_checks=tr.dd_checks)
-    return Build(exe, plan, times, level, key, abis, libraries, tuple(t for t, _ in low.epilogues.values()))
+    return Build(exe, plan, times, level, key, abis, libraries, tuple(t for t, _ in low.epilogues.values()),
+                 frozenset(gemms), frozenset(plan.kernels()[i].name for i in low.epilogues))
 
 
 def bounds_checked() -> bool:

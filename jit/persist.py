@@ -54,12 +54,13 @@ class Summary:
     specialized: tuple = ()    # (arg, axis, size) of the input dims traced as a number
 
     @staticmethod
-    def of(trace, plan) -> "Summary":
+    def of(trace, plan: str | None) -> "Summary":
+        """`plan`: the build's plan as text (jit.compile.Build.describe_plan)."""
         env = trace.env
         return Summary(
             tuple(f"{s} = {i.source}" for s, i in env.symbols.items() if s not in env.replacements),
             tuple(trace.eager_nodes), tuple((b.loc, b.describe()) for b in trace.breaks),
-            tuple(trace.lift_refusals), repr(trace.graph), plan.describe() if plan is not None else None,
+            tuple(trace.lift_refusals), repr(trace.graph), plan,
             tuple((d.arg, d.axis, int(d.symbol)) for d in trace.input_dims if getattr(d.symbol, "is_Integer", False)))
 
 
