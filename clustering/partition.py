@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shapes.ir import Graph, Node, Value, format_node, value_names
-from shapes.ops import OPS, REDUCE, kernel_ops
+from shapes.ops import ELEMENTWISE, OPS, REDUCE, kernel_ops
 
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
 INT_DTYPES = {np.dtype(np.int32), np.dtype(np.int64)}
@@ -177,7 +177,7 @@ def partition(g: Graph) -> Plan:
     for k, n in enumerate(g.nodes):
         why = kernel_op_ok(n, producers)
         if why is not None:
-            if n.op not in _QUIET:
+            if OPS[n.op].category in _FUSIBLE_CATEGORIES:
                 refusals.append(f"{format_node(n, names)}  # {why}")
             continue
         group[k], members[k] = k, {k}
@@ -197,9 +197,9 @@ def partition(g: Graph) -> Plan:
     return Plan(g, _schedule(g, kernels), refusals)
 
 
-_QUIET = {"const", "dim", "reshape", "transpose", "getitem", "broadcast_to", "eager", "matmul", "full",
-          "arange", "concatenate", "einsum", "setitem", "index", "take_along_axis", "cholesky", "inv", "cov",
-          "loop", "pyloop"}
+# ops a kernel could hold, whose refusals explain() lists: the others (views,
+# products, creation, loops, numpy's steps) are never kernel members
+_FUSIBLE_CATEGORIES = (ELEMENTWISE, REDUCE)
 
 
 def _merge_refusal(g, union: set[int], succ) -> str | None:

@@ -69,7 +69,6 @@ def test_the_record_round_trips_and_refuses_garbage():
 
 def test_calibrated_once_kept_and_loaded_and_recalibrated_for_another_cpu(trees, monkeypatch):
     monkeypatch.setenv("SHAPEJIT_CALIBRATE", "1")
-    monkeypatch.setenv("SHAPEJIT_CALIBRATE_BUSY", "1")  # (the suite keeps the machine busy)
     events = dict(dispatch.EVENTS)
     cal, tree = compile_mod.calibrate_gemm(np.float32, rounds=1, grid_m=(1, 8, 64), grid_kn=((64, 256),))
     assert [t[:3] for t in cal.times] == [(1, 64, 256), (8, 64, 256), (64, 64, 256)]
@@ -97,7 +96,6 @@ def _await_tree(trees, char="f", seconds=300.0):
 @pytest.mark.slow
 def test_a_cpu_without_calibration_is_calibrated_in_the_background_once(trees, monkeypatch):
     monkeypatch.setenv("SHAPEJIT_CALIBRATE", "1")
-    monkeypatch.setenv("SHAPEJIT_CALIBRATE_BUSY", "1")  # (the suite keeps the machine busy)
     monkeypatch.setattr(compile_mod, "CALIBRATION_ROUNDS", 1)
     cache = default_cache()
     events = dict(dispatch.EVENTS)
