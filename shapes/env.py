@@ -70,8 +70,10 @@ class ShapeEnv:
     def simplify(self, e):
         if not isinstance(e, sympy.Basic):
             return int(e) if not isinstance(e, bool) else e
+        # (replacements chain, s2 -> s1 -> 768, as long as unify made them, and never
+        # cycle: each maps a symbol to an expression of symbols not replaced then)
         if e.is_Symbol:  # (the common case: no expand, a chain of replacements at most)
-            for _ in range(5):
+            for _ in range(len(self.replacements) + 1):
                 r = self.replacements.get(e)
                 if r is None:
                     return e
@@ -85,8 +87,7 @@ class ShapeEnv:
             return int(e)
         if self.replacements:
             e = e.xreplace(self.replacements)
-            # replacements may chain (s2 -> s1, s1 -> 768)
-            for _ in range(4):
+            for _ in range(len(self.replacements)):
                 if not isinstance(e, sympy.Basic):
                     break
                 e2 = e.xreplace(self.replacements)
@@ -290,6 +291,8 @@ class ShapeEnv:
                 lo, hi = self.symbols[target].lo, self.symbols[target].hi
                 if (lo is not None and other < lo) or (hi is not None and other > hi):
                     raise ValueError(f"{target} = {other} is outside its range: {reason}")
+            else:
+                self._carry_range(target, other, reason)
             self.replacements[target] = other
             # (unevaluated: equal hints, different expressions, so sympy's
             # evaluation, milliseconds of assumptions, could not decide it)
@@ -298,10 +301,24 @@ class ShapeEnv:
         solved = self._solve_for_symbol(a - b)
         if solved is not None:  # s1 - 2*s3 == s3: s1 -> 3*s3
             target, other = solved
+            self._carry_range(target, other, reason)
             self.replacements[target] = other
             self.guards.append(Guard(sympy.Eq(target, other, evaluate=False), reason))
             return
         self.decide(sympy.Eq(a, b), reason)
+
+    def _carry_range(self, target, other, reason: str) -> None:
+        """Before `other` replaces `target`: the range decisions narrowed
+        target's to (y.shape[0] > 9) must hold for `other` too, or a shape
+        outside it would pass the guards once target is gone from them: a
+        bare symbol's range narrows, an expression's bound is guarded, one
+        the ranges prove records nothing."""
+        info = self.symbols[target]
+        why = info.range_reason or reason
+        if info.lo is not None:
+            self.decide(sympy.Ge(other, info.lo), why)
+        if info.hi is not None:
+            self.decide(sympy.Le(other, info.hi), why)
 
     def _solve_for_symbol(self, diff):
         """(s, e) with diff == 0 <=> s == e, e an integer polynomial in the
