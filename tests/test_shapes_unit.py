@@ -13,7 +13,7 @@ import pickle
 import numpy as np
 import pytest
 import sympy
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from jit import pytree
@@ -68,6 +68,16 @@ bool_exprs = st.recursive(_relations, lambda c: st.one_of(
     c.map(sympy.Not)), max_leaves=3)
 
 
+def _dropped_floor(e) -> bool:
+    """Whether e holds what sympy leaves of a floor it proved an integer:
+    floor(Max(2*s0, 4)/2) is Max(4, 2*s0)/2 (see test_a_floor_sympy_dropped_is_printed)."""
+    if isinstance(e, (sympy.floor, sympy.ceiling)):
+        return False
+    if isinstance(e, sympy.Mul) and not e.args[0].is_Integer and e.args[0].is_Rational and e.has(sympy.Max, sympy.Min):
+        return True
+    return any(_dropped_floor(a) for a in e.args)
+
+
 def _sympy_value(v):
     """sympy's value of a closed expression: a bool or an int."""
     if v in (sympy.true, sympy.false):
@@ -81,7 +91,12 @@ def _sympy_value(v):
        values=st.tuples(nonneg_values, nonneg_values, nonneg_values, any_values))
 def test_printed_source_computes_what_sympy_does(exprs, values):
     # (each expression is an integer or a truth value for integer symbols: printing it must not refuse)
-    source = exprs_source(exprs, SYMS)  # (runtime/executable.py: the memory model's sizes)
+    try:
+        source = exprs_source(exprs, SYMS)  # (runtime/executable.py: the memory model's sizes)
+    except ValueError:
+        if any(map(_dropped_floor, exprs)):
+            reject()  # (rare here: the xfail test below holds the case)
+        raise
     assert "/" not in source.replace("//", ""), source  # no true division: no float on the way
     got = compile_source(source)(*values)
     want = tuple(_sympy_value(e.xreplace(dict(zip(SYMS, map(sympy.Integer, values))))) for e in exprs)
@@ -98,6 +113,18 @@ def test_floor_ceiling_mod_are_exact_past_2_53(value):
     want = tuple(int(e.xreplace(dict(zip(SYMS, map(sympy.Integer, values))))) for e in exprs)
     assert got == want
     assert all(type(g) is int for g in got)
+
+
+@pytest.mark.xfail(strict=True, reason="to_python refuses an integer expression that sympy makes of a floor: "
+                   "sympy.floor(Max(2*s0, 4)/2) evaluates to Max(4, 2*s0)/2 (sympy proves the quotient an integer "
+                   "and drops the floor), a Mul with coefficient 1/2, refused as 'non-integer shape expression'; "
+                   "through jit, constraints=['max(2*S, 4) // 2 <= 100'] makes the build fail (the function runs "
+                   "eagerly, with a JitWarning)")
+def test_a_floor_sympy_dropped_is_printed():
+    exprs = [sympy.floor(sympy.Max(2 * A, 4) / 2), sympy.ceiling(sympy.Min(-2, -4 * N) / 2)]
+    assert all(map(_dropped_floor, exprs))
+    got = compile_source(exprs_source(exprs, SYMS))(7, 0, 0, 3)
+    assert got == (7, -6)
 
 
 def test_symbols_print_as_prefixed_names():
@@ -325,10 +352,15 @@ decisions = st.one_of(st.tuples(st.just("decide"), _ops, terms, terms),
                       st.tuples(st.just("decide"), _ops, _shifted, _small),  # (n - 1 < 7: a range too)
                       st.tuples(st.just("bool"), terms),
                       st.tuples(st.just("specialize"), terms))
-_unify_operand = st.one_of(st.sampled_from([X0, X1, X2]), st.integers(2, 12),
-                           st.tuples(st.sampled_from([X0, X1]), st.sampled_from([X1, X2])).map(sum))
-unifications = st.tuples(st.just("unify"), _unify_operand, _unify_operand)
+_dim_sym = st.sampled_from([X0, X1, X2])
+_unify_operand = st.sampled_from([_dim_sym, _dim_sym, st.integers(2, 12), st.tuples(_dim_sym, _dim_sym).map(sum)]
+                                 ).flatmap(lambda kind: kind)
+unifications = st.tuples(st.just("unify"), _unify_operand, _unify_operand)  # (broadcasting two dims)
+# (one in four: one_of would flatten decisions' kinds in beside it)
+decisions_or_unifications = st.sampled_from([decisions] * 3 + [unifications]).flatmap(lambda kind: kind)
 dim_hints = st.integers(2, 12)
+# x's three dims, often equal (unify needs equal hints)
+x_hints = dim_hints.flatmap(lambda h: st.tuples(st.just(h), *[st.one_of(st.just(h), dim_hints)] * 2))
 n_hints = st.integers(-6, 6)
 
 
@@ -368,13 +400,15 @@ def _values_near(hints, n_hint):
 def _one_moved(env, at_hints) -> list[dict]:
     """The trace's values with one symbol moved next to its hint, or to an
     end of its range or just past it (where a range check is the only one
-    that can fail)."""
+    that can fail); alone, and with the dims of the same hint (unified ones)."""
     out = []
     for s, h in at_hints.items():
         ends = [e + d for e in env.range_of(s) if e is not None for d in (-1, 0, 1)]
         for v in sorted({h - 1, h + 1, *ends}):
             if v >= 2 or s == NARG:
                 out.append({**at_hints, s: v})
+                if s != NARG:
+                    out.append({t: v if t != NARG and ht == h else ht for t, ht in at_hints.items()})
     return out
 
 
@@ -389,12 +423,12 @@ def _in_range(env, values) -> bool:
 @settings(max_examples=120, deadline=None)
 @given(st.data())
 def test_decisions_agree_with_the_hints_and_hold_wherever_the_guards_do(data):
-    hints, n_hint = data.draw(st.tuples(dim_hints, dim_hints, dim_hints)), data.draw(n_hints)
+    hints, n_hint = data.draw(x_hints), data.draw(n_hints)
     env, dims, n = _new_env(hints, n_hint)
     assert (*dims, n) == (X0, X1, X2, NARG)
     at_hints = dict(zip((X0, X1, X2, NARG), (*hints, n_hint)))
     taken = []
-    for d in data.draw(st.lists(st.one_of(decisions, unifications), max_size=8)):
+    for d in data.draw(st.lists(decisions_or_unifications, max_size=8)):
         r = _take(env, d)
         if r is not None:
             assert r[1] == _truth(r[0], at_hints), d  # the outcome is the hints' outcome
@@ -546,12 +580,14 @@ def test_state_is_plain_data_and_restores_the_same_checks():
 @settings(max_examples=120, deadline=None)
 @given(st.data())
 def test_guards_accept_exactly_the_shapes_the_decisions_hold_for(data):
-    hints, n_hint = data.draw(st.tuples(dim_hints, dim_hints, dim_hints)), data.draw(n_hints)
+    hints, n_hint = data.draw(x_hints), data.draw(n_hints)
     fixed = data.draw(dim_hints)  # x.shape[3]: kept as a number (dynamic="auto")
     env, dims, n = _new_env(hints, n_hint)
     taken = [(sympy.Ge(n, 0), n_hint >= 0)]  # (the sign guard)
-    for d in data.draw(st.lists(decisions, max_size=8)):
-        taken.append(_take(env, d))
+    for d in data.draw(st.lists(decisions_or_unifications, max_size=8)):
+        r = _take(env, d)
+        if r is not None:
+            taken.append(r)
     input_dims = [InputDim(0, k, s, f"x.shape[{k}]") for k, s in enumerate(dims)]
     input_dims += [InputDim(0, 3, sympy.Integer(fixed), "x.shape[3]"), InputDim(1, 0, n, "n")]
     gs = GuardSet(env, input_dims)
