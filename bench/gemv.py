@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     dtype = np.dtype(a.dtype)
     _start_pools()
-    pool, threads = threadpool.native_pool(), threadpool.num_threads()
+    pool, threads = threadpool.native_pool(), threadpool.native_threads()
     if pool is None or threads < 2:
         raise SystemExit("needs the native pool and at least 2 threads")
     par = library_function(support.par_symbol(gemm.symbol_for(dtype)))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.threadpool import num_threads
+from runtime.threadpool import native_threads
 
 # B's elements below which a product of one row is not split: it is in
 # cache, and a fork/join is not paid back
@@ -35,9 +35,10 @@ SPLIT_MIN_ELEMENTS = 1 << 16
 
 def parts(m: int, k: int, n: int) -> int:
     """How many blocks of rows a product of m rows, depth k and n columns
-    is split into: the pool's threads when m is 1, B is large enough and
-    its rows divide evenly among them, else 0 (the kernel's own split)."""
-    t = num_threads()
+    is split into: the native pool's threads when m is 1, B is large enough
+    and its rows divide evenly among them, else 0 (the kernel's own split;
+    so too with no native pool, or one shut down)."""
+    t = native_threads()
     if m != 1 or t < 2 or k % t or k * n < SPLIT_MIN_ELEMENTS:
         return 0
     return t

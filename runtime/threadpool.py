@@ -45,7 +45,7 @@ import threading
 from shapes import config
 
 __all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown", "install_native_pool", "dgemv_address",
-           "native_pool", "blas_shared"]
+           "native_pool", "native_threads", "blas_shared"]
 
 
 # A few chunks per thread so that a late (descheduled, slow to wake) worker
@@ -386,6 +386,14 @@ def _unshare_blas() -> None:
 def blas_shared() -> bool:
     """Whether an OpenBLAS (numpy's) runs its threaded calls on the native pool."""
     return bool(_blas)
+
+
+def native_threads() -> int:
+    """The threads a native pool job runs on (its workers and the caller);
+    0 when there is no native pool.  Starts nothing (num_threads() starts
+    the Python pool)."""
+    pool = _native
+    return 0 if pool is None else len(pool.threads) + 1
 
 
 def native_pool() -> int | None:

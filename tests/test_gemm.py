@@ -194,7 +194,7 @@ def test_products_of_one_row_split_over_b_rows(dtype, rng, monkeypatch):
     ([1, K], [1, 1, K], a batch of one), N past the column strips, K
     even or odd (the odd one takes the kernel's own split), B below the
     size that splits; a one-row M that is a symbol at trace time too."""
-    if threadpool.num_threads() < 2:
+    if threadpool.native_threads() < 2:
         pytest.skip("one thread: nothing to split over")
     from runtime import gemv
     splits = []
@@ -206,7 +206,7 @@ def test_products_of_one_row_split_over_b_rows(dtype, rng, monkeypatch):
     monkeypatch.setattr(gemv, "split", counted)  # (executables built from now on call it)
     f = jit(lambda x, w: x @ w)
     nr = gemm.tile_for(np.dtype(dtype)).nr
-    t = threadpool.num_threads()
+    t = threadpool.native_threads()
     big_k = 2 * t * 512
     for K, N, lead in [(big_k, 3 * nr + 5, (1,)), (big_k, 7 * nr, (1, 1)), (big_k, 2 * nr - 1, (1,)),
                        (big_k + 1, 5 * nr, (1,)), (2 * t, 3 * nr, (1,))]:
