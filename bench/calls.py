@@ -4,7 +4,7 @@ Per-call times of one jitted corpus kernel, call after call in a fresh jit
 (the first call traces and compiles), against numpy's median on the same
 inputs: what the first calls after a compile cost, which the corpus report's
 few steady calls fold into one median (an unrolled loop's executable runs
-unspecialized bytecode until CPython 3.11 specializes it, runtime/executable.py
+unspecialized bytecode until CPython 3.11 specializes it, runtime/generate.py
 _WARMUP).  Times in ms; inputs fresh for every call.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from bench.report import cpu_description
 from codegen import gemm, support
 from jit.compile import _start_pools, library_function
 from runtime import dispatch, gemv, threadpool
-from runtime.executable import CHUNK_MIN_WORK
+from runtime.kernelcall import CHUNK_MIN_WORK
 
 PAIRS = "768x256,768x768,768x2048,2048x768,768x8192"
 

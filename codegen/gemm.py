@@ -188,8 +188,8 @@ def abi_of(n, contiguous: set[int]):
     """-> ((args, rows, inner), prepare) of the kernel for matmul node `n`:
     rows are the (batch, NR-column strip) pairs, inner a unit's work;
     `prepare` lists the operands not known to be C-contiguous with the
-    (batch, rows, columns) shape the runtime makes a 4-D view of (runtime
-    `_rows4`; a copy when no view has unit-stride columns, or for B
+    (batch, rows, columns) shape the runtime makes a 4-D view of (runtime/kernelcall.py
+    `rows4`; a copy when no view has unit-stride columns, or for B
     unit-stride rows); the kernel then reads their strides (the a_strided /
     b_strided flags)."""
     a, b = n.inputs

@@ -44,7 +44,7 @@ def pyloop_abi(node: Node, symbol: str) -> KernelABI:
     prog: PyLoop = node.attr("program")
     args = [("array", o.id) for o in node.outputs[:len(prog.written)]]
     args += [("array", v.id) for v, p in zip(node.inputs, prog.inputs) if p[1] == "array"]
-    args.append(("array", "#io"))  # (not a graph value: runtime/executable.py run_lifted makes it)
+    args.append(("array", "#io"))  # (not a graph value: runtime/kernelcall.py run_lifted makes it)
     return KernelABI(symbol, tuple(args), 1, 1)
 
 

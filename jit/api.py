@@ -22,7 +22,8 @@ from jit.trace import DeclarationError, TraceResult, trace
 from jit.tracer import Fallback
 from runtime.cache import default_cache
 from runtime.dispatch import describe as describe_tree
-from runtime.executable import BreakMismatch, Executable, RunEagerly
+from runtime.executable import Executable
+from runtime.runeagerly import BreakMismatch, RunEagerly
 from shapes import forksafe
 from shapes.config import parse_size
 from shapes.guards import GuardSet

@@ -28,7 +28,8 @@ from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache, key_symbol
 from runtime import dispatch, gemmchoice, gemv
-from runtime.executable import Executable, KernelCall, OutputSpec, PortableExecutable, run_split
+from runtime.executable import Executable, OutputSpec, PortableExecutable
+from runtime.kernelcall import KernelCall, run_split
 from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
@@ -139,7 +140,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
             a = loops[s.out.id]
             steps.append(KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
                                     a.args, a.rows, a.inner, target=True))
-        elif s.op == "pyloop":  # (its scalars pass through an int64 buffer: runtime/executable.py)
+        elif s.op == "pyloop":  # (its scalars pass through an int64 buffer: runtime/kernelcall.py run_lifted)
             a, prog = loops[s.out.id], s.attr("program")
             scalars = tuple((v.id, p[2]) for v, p in zip(s.inputs, prog.inputs) if p[1] == "scalar")
             outs = tuple((o.id, t) for o, (_, t) in zip(s.outputs[len(prog.written):], prog.outputs))

@@ -17,7 +17,7 @@ import sympy
 
 from shapes.env import ShapeEnv
 from shapes.ir import ArrayConst, Node, Value, make_attrs
-from runtime.executable import OUTCOME
+from runtime.generate import OUTCOME
 from shapes.ops import OPS, VIEW
 
 
@@ -217,7 +217,7 @@ class TraceContext:
         an index, .item()).  The trace continues with this call's outcome and
         records it; the executable computes the value where the trace needed
         it and checks the outcome, so a call that would decide otherwise is
-        traced again, down its own path (runtime/executable.py)."""
+        traced again, down its own path (runtime/generate.py)."""
         with np.errstate(all="ignore"):
             outcome = OUTCOME[kind](t.concrete)  # numpy's own errors (an ambiguous truth value)
         if self.constant(t.value):

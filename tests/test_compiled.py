@@ -189,7 +189,7 @@ def test_compile_failure_falls_back_to_reference_with_a_warning(monkeypatch):
 
 
 def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
-    from runtime import executable as rx
+    from runtime import kernelcall as rx
     monkeypatch.setenv("SHAPEJIT_BOUNDS_CHECK", "1")
     f = jit(lambda x: np.exp(x) * 2.0)
     x = np.ones((4, 8), F32)
@@ -201,24 +201,24 @@ def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
     fence = np.full(2 * 8 + 64, -7.0, F32)  # the output, then memory it does not own
     small = fence[:16].reshape(2, 8)
     n_ints = sum(1 for a in kc.args if a[0] == "int")
-    ints = [8] * (n_ints - 1) + [rx._errcell_address()]
+    ints = [8] * (n_ints - 1) + [rx.errcell_address()]
     fn(0, 4, x, small, *ints)  # 4 rows into a 2-row output: caught, nothing past it written
     assert np.all(fence[16:] == -7.0)
     with pytest.raises(IndexError, match="out of bounds"):
-        rx._check_bounds(kc.symbol)
+        rx.check_bounds(kc.symbol)
 
 
 def test_each_thread_has_its_own_bounds_error_cell():
-    import runtime.executable as rx
-    rx._errcell().value = 5  # (as a checked kernel of this thread's call stores it)
+    import runtime.kernelcall as rx
+    rx.errcell().value = 5  # (as a checked kernel of this thread's call stores it)
     seen = []
-    t = threading.Thread(target=lambda: seen.append((rx._errcell().value, rx._errcell_address())))
+    t = threading.Thread(target=lambda: seen.append((rx.errcell().value, rx.errcell_address())))
     t.start()
     t.join()
-    assert seen[0][0] == 0 and seen[0][1] != rx._errcell_address()
+    assert seen[0][0] == 0 and seen[0][1] != rx.errcell_address()
     with pytest.raises(IndexError, match="out of bounds"):
-        rx._check_bounds("k")
-    assert rx._errcell().value == 0
+        rx.check_bounds("k")
+    assert rx.errcell().value == 0
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from codegen import gemm, support
 from jit import jit
 from jit.compile import _start_pools, library_function
-from runtime.executable import _rows4
+from runtime.kernelcall import rows4
 from runtime import threadpool
 
 DTYPES = [np.float32, np.float64]
@@ -38,7 +38,7 @@ def run_kernel(a, b, c, parallel=False, strided=False):
         batch, M = int(np.prod(a.shape[:-2])), a.shape[-2]
     K, N = b.shape[-2], b.shape[-1]
     if strided:
-        a, b = _rows4(a, batch, M, K), _rows4(b, batch if b.ndim > 2 else 1, K, N, True)
+        a, b = rows4(a, batch, M, K), rows4(b, batch if b.ndim > 2 else 1, K, N, True)
     units = batch * ((N + nr - 1) // nr)
     args = (a, b, c, M, N, K, int(strided), int(strided), 0, 0)  # (no epilogue)
     if parallel:  # on the native pool (the jit's way) where there is one, else the Python pool
@@ -141,8 +141,8 @@ def test_strided_operands_are_read_in_place_or_copied(dtype, rng):
     for a, b, a_in_place, b_in_place in cases:
         batch = int(np.prod(a.shape[:-2])) if b.ndim > 2 else 1
         rows = a.shape[-2] if b.ndim > 2 else int(np.prod(a.shape[:-1]))
-        assert np.shares_memory(_rows4(a, batch, rows, a.shape[-1]), a) == a_in_place
-        assert np.shares_memory(_rows4(b, batch, *b.shape[-2:], True), b) == b_in_place
+        assert np.shares_memory(rows4(a, batch, rows, a.shape[-1]), a) == a_in_place
+        assert np.shares_memory(rows4(b, batch, *b.shape[-2:], True), b) == b_in_place
         want = a @ b
         c = np.full(want.shape, np.nan, dtype)
         run_kernel(a, b, c, parallel=True, strided=True)

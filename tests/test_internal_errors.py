@@ -47,7 +47,7 @@ STAGES = {
     "codegen": (compile_, "emit_plan", _boom, "compile_failed"),
     "llvm": (compile_, "compile_module", _boom, "compile_failed"),
     "load": (compile_, "load", _boom, "compile_failed"),
-    "executable": (runtime.executable, "_generate", _boom, "internal_error"),
+    "executable": (runtime.executable, "generate", _boom, "internal_error"),
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from bench.corpus.discrete import crc16
 from jit import JitWarning, jit
-from runtime.executable import KernelCall
+from runtime.kernelcall import KernelCall
 from shapes.ir import Node, make_attrs
 
 

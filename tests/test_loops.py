@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jit import jit
-from runtime.executable import WARMUP_STEPS
+from runtime.generate import WARMUP_STEPS
 from tests.conftest import assert_like_numpy
 
 

@@ -92,7 +92,7 @@ def _sympy_value(v):
 def test_printed_source_computes_what_sympy_does(exprs, values):
     # (each expression is an integer or a truth value for integer symbols: printing it must not refuse)
     try:
-        source = exprs_source(exprs, SYMS)  # (runtime/executable.py: the memory model's sizes)
+        source = exprs_source(exprs, SYMS)  # (runtime/bufferplan.py: the memory model's sizes)
     except ValueError:
         if any(map(_dropped_floor, exprs)):
             reject()  # (rare here: the xfail test below holds the case)

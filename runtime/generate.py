@@ -1,0 +1,366 @@
+"""An executable's Python source, generated from its steps: one function
+`run(inputs, dims)` that unpacks the inputs and bound dims, runs each step
+(a kernel call, runtime/kernelcall.py; a numpy op inline; an eager call),
+frees each intermediate after its last read (runtime/bufferplan.py), checks
+what the trace relied on, and returns the flat outputs.  Also the names
+that source calls, and how to rebuild its constants in another process."""
+from __future__ import annotations
+
+import ctypes
+import operator
+import time
+
+import numpy as np
+import sympy
+
+from shapes.ir import ArrayConst
+from shapes.ops import OPS, index_of
+from shapes.pyexpr import ident, to_python
+from runtime import gemmchoice, gemv, kernelcall
+from runtime.bufferplan import may_stop, plan_buffers, step_io
+from runtime.kernelcall import KernelCall
+from runtime.runeagerly import Aliased, BreakMismatch, ShapeMismatch
+from runtime.threadpool import dgemv_address, native_pool, parallel_for
+
+
+# view ops run as the array's method, with the attribute that is its one argument
+_METHODS = {"reshape": "shape", "transpose": "perm"}
+
+
+def namespace(pool) -> dict:
+    """The names the generated source calls (its constants come on top)."""
+    return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "BreakMismatch": BreakMismatch,
+            "_shape": np.shape, "_empty": np.empty, "_matmul": np.matmul, "_copyto": np.copyto,
+            "_par": parallel_for, "_pool": pool, "_check_bounds": kernelcall.check_bounds,
+            "_errcell": kernelcall.errcell_address, "_rows4": kernelcall.rows4,
+            "_run_lifted": kernelcall.run_lifted, "_epilogue_args": kernelcall.epilogue_args,
+            "_addressof": ctypes.addressof, "_item": _item, "_WARMUP": _WARMUP, "_maximum": _maximum,
+            "_minimum": _minimum, "_aliased": _aliased, "_slice": _slice, "_copy": _copy,
+            "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
+            "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
+            "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
+            "_gemv_parts": gemv.parts, "_gemv_split": gemv.split}
+
+
+# how Python reads a traced value at a graph break (jit/tracer.py takes the same)
+OUTCOME = {"bool": bool, "float": float, "int": int, "index": operator.index, "item": lambda x: x.item()}
+
+
+def _same(a, b) -> bool:
+    return a == b or (a != a and b != b)  # NaN decides as NaN did
+
+
+# CPython 3.11 specializes a function's bytecode (LOAD_GLOBAL from a dict,
+# BINARY_SUBSCR of an array...) only after 8 calls or backward jumps: an
+# executable runs every line once a call, so an unrolled loop's thousands of
+# steps ran unspecialized (~40% slower) for its first 8 calls.  A loop of 8
+# empty turns at the top makes the first call specialize.  (3.12 and later
+# specialize from the start.)  The loop costs ~0.2 us a call: only
+# executables of WARMUP_STEPS steps or more (an unrolled loop, milliseconds a
+# call) have it; a short one reaches its 8 calls soon enough.
+_WARMUP = range(8)
+WARMUP_STEPS = 64
+
+
+def _maximum(a, b):
+    """np.maximum of two 0-d values of one dtype: two numpy scalars (a
+    loop's `np.maximum(t[i, j - 1], t[i + 1, j])`) are picked without a
+    ufunc call by numpy's own rule (b on a tie, so -0.0 and 0.0 come out as
+    numpy's; a NaN propagates); anything else goes to numpy."""
+    if type(a) is type(b) and isinstance(a, np.generic):
+        return a if a > b or a != a else b
+    return np.maximum(a, b)
+
+
+def _minimum(a, b):
+    """np.minimum as _maximum."""
+    if type(a) is type(b) and isinstance(a, np.generic):
+        return a if a < b or a != a else b
+    return np.minimum(a, b)
+
+
+# (not power: ndarray's ** takes np.square for an exponent of 2, another dtype for bools)
+_OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
+              "remainder": "%", "less": "<", "less_equal": "<=", "greater": ">",
+              "greater_equal": ">=", "equal": "==", "not_equal": "!="}
+
+
+# Python's operators on Python ints (weak int operands): exact where numpy's int64 would wrap
+_PY_OPERATORS = {"add": "{} + {}", "subtract": "{} - {}", "multiply": "{} * {}", "floor_divide": "{} // {}",
+                 "remainder": "{} % {}", "bitwise_and": "{} & {}", "bitwise_or": "{} | {}",
+                 "bitwise_xor": "{} ^ {}", "left_shift": "{} << {}", "right_shift": "{} >> {}",
+                 "invert": "~{}", "negative": "-{}"}
+
+
+def _index_source(items, arrays: list[str], const) -> str:
+    """Python source of the numpy index of normalized items (shapes/indexing.py
+    and ("array", k): the k-th of `arrays`): a constant when nothing in it
+    changes from call to call."""
+    if not arrays and not _has_sym(items):
+        idx = index_of(items, ())
+        return const(idx[0] if len(idx) == 1 else idx)  # (x[5], not x[(5,)]: numpy's faster path)
+    parts = []
+    for it in items:
+        if it[0] == "array":
+            parts.append(arrays[it[1]])
+        elif it[0] == "int":
+            parts.append(to_python(it[1]) if isinstance(it[1], sympy.Basic) else str(it[1]))
+        elif it[0] == "new":
+            parts.append("None")
+        elif not _has_sym(it):
+            parts.append(const(index_of((it,), ())[0]))
+        else:
+            _, start, step, length = it
+            parts.append(f"_slice({to_python(sympy.sympify(start))}, {step}, {to_python(sympy.sympify(length))})")
+    return parts[0] if len(parts) == 1 else "(" + "".join(p + ", " for p in parts) + ")"
+
+
+def _symbols_of(items) -> set:
+    return set().union(*(x.free_symbols for it in items for x in it if isinstance(x, sympy.Basic)))
+
+
+def _slice(start: int, step: int, length: int) -> slice:
+    stop = start + step * length  # (as shapes/ops.py index_from_items)
+    return slice(start, None if stop < 0 else stop, step)
+
+
+def _copy(x):
+    return np.array(x, copy=True)
+
+
+def _aliased(x, others) -> bool:
+    return any(np.may_share_memory(x, o) for o in others)
+
+
+def _has_sym(a) -> bool:
+    if isinstance(a, sympy.Basic):
+        return True
+    return type(a) is tuple and any(_has_sym(x) for x in a)
+
+
+def _item(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def rebuild_const(recipe: tuple, functions: dict):
+    kind = recipe[0]
+    if kind == "value":
+        return recipe[1]
+    if kind == "op":
+        return OPS[recipe[1]].ref
+    if kind == "kernel":
+        return functions[recipe[1]]
+    if kind == "address":
+        return kernelcall.address(functions[recipe[1]])
+    if kind == "gemv":
+        return dgemv_address()
+    if kind == "pool":
+        address = native_pool()
+        if address is None:
+            raise RuntimeError("shapejit: this executable runs kernels on the native thread pool, which is not running")
+        return address
+    raise ValueError(f"unknown constant recipe {recipe!r}")
+
+
+class Source:
+    """What the generated lines name: each value's variable (by value id),
+    the constants (each with how to rebuild it), and the index expressions
+    of the input dims only, computed once at the top."""
+
+    def __init__(self, pool, symbols):
+        self.ns = namespace(pool)
+        self.names: dict[int, str] = {}
+        self.recipes: dict[str, tuple] = {}
+        self.hoisted: dict[str, str] = {}  # index source -> the name it is computed into once
+        self._consts: dict[int, str] = {}
+        self._input_dims = frozenset(symbols)
+
+    def const(self, obj, recipe: tuple | None = None) -> str:
+        key = id(obj)
+        if key not in self._consts:
+            self._consts[key] = name = f"_k{len(self._consts)}"
+            self.ns[name] = obj
+            self.recipes[name] = recipe or ("value", obj)
+        return self._consts[key]
+
+    def attr_src(self, a) -> str:
+        if isinstance(a, sympy.Basic):
+            return to_python(a)
+        if type(a) is tuple and _has_sym(a):
+            return "(" + "".join(self.attr_src(x) + ", " for x in a) + ")"
+        return self.const(a)
+
+    def index_src(self, items, arrays) -> str:
+        src = _index_source(items, arrays, self.const)
+        if arrays or not _symbols_of(items) <= self._input_dims or src.startswith("_k"):
+            return src
+        return self.hoisted.setdefault(src, f"_ix{len(self.hoisted)}")
+
+
+def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, dd_checks=()):
+    """-> (source, namespace, consts): consts says how to rebuild each
+    constant the source names (PortableExecutable)."""
+    src = Source(pool, symbols)
+    names, const = src.names, src.const
+    plan = plan_buffers(graph, steps, outputs, pooled, may_stop(steps, outputs, dd_dims, dd_checks))
+    lines = ["def run(inputs, dims):"] + (["    for _ in _WARMUP: pass"] if len(steps) >= WARMUP_STEPS else [])
+    for v in graph.inputs:
+        names[v.id] = f"v{v.id}"
+    if graph.inputs:
+        lines.append("    " + "".join(f"{names[v.id]}, " for v in graph.inputs) + "= inputs")
+    if symbols:
+        lines.append("    " + "".join(f"{ident(s)}, " for s in symbols) + "= dims")
+    head = len(lines)
+    writebacks = [o.payload for o in outputs if o.kind == "writeback" and o.payload[0] != o.payload[1]]
+    lines += _alias_checks(graph, writebacks, names)
+    checks: dict[int, list[tuple]] = {}  # value id -> the graph breaks it decides, checked once it exists
+    for o in outputs:
+        if o.kind == "check":
+            checks.setdefault(o.payload[0], []).append(o.payload[1:])
+
+    def check_lines(vids) -> list[str]:
+        return [f"    if not _same(_outcome[{kind!r}]({names[vid]}), {const(outcome)}): raise BreakMismatch()"
+                for vid in vids for kind, outcome in checks.get(vid, ())]
+    lines += check_lines([v.id for v in graph.inputs])
+    n_head = len(lines)
+    dd_by_value: dict[int, list] = {}
+    for d in dd_dims:
+        dd_by_value.setdefault(d.value_id, []).append(d)
+    bound, pending = set(symbols), list(dd_checks)
+    for k, n in enumerate(steps):
+        if k - 1 in plan.dead_after:
+            lines.append("    del " + ", ".join(names[i] for i in sorted(set(plan.dead_after[k - 1]))))
+        if k and checks:
+            lines += check_lines(step_io(steps[k - 1])[1])
+        if isinstance(n, KernelCall):
+            lines += _kernel_call_lines(n, src, plan, functions, pooled)
+        elif n.op == "eager":
+            lines += _eager_lines(n, src, dd_by_value, bound, pending)
+        else:
+            lines += _node_lines(n, k, src, plan, pooled)
+    rets = []
+    for o in outputs:
+        if o.kind == "value":
+            rets.append(names[o.payload])
+        elif o.kind == "dim":
+            rets.append(to_python(o.payload))
+        else:
+            rets.append(const(o.payload))
+    if steps and checks:
+        lines += check_lines(step_io(steps[-1])[1])
+    for target, final in writebacks:
+        lines.append(f"    if {names[final]} is not {names[target]}: _copyto({names[target]}, {names[final]})")
+    lines.append("    return [" + ", ".join(rets) + "]")
+    lines[head:head] = [f"    {name} = {s}" for s, name in src.hoisted.items()]
+    n_head += len(src.hoisted)
+    if pooled:  # the call's buffer set, taken for the steps and given back however they end
+        lines[n_head:] = (["    _b = _pool.acquire()", "    try:"] + ["    " + x for x in lines[n_head:]]
+                          + ["    finally:", "        _pool.release(_b)"])
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, "<shapejit executable>", "exec"), src.ns)
+    return source, src.ns, src.recipes
+
+
+def _alias_checks(graph, writebacks, names) -> list[str]:
+    """The graph does not see a write through an aliasing argument: numpy must run that call."""
+    lines = []
+    if writebacks:
+        arrays = [v for v in graph.inputs if not v.weak]
+        checked: set[int] = set()
+        for target, _ in writebacks:
+            checked.add(target)  # (a pair of targets is checked once)
+            others = "".join(names[v.id] + ", " for v in arrays if v.id not in checked)
+            if others:
+                lines.append(f"    if _aliased({names[target]}, ({others})): raise Aliased({names[target]!r})")
+    return lines
+
+
+def _kernel_call_lines(n: KernelCall, src: Source, plan, functions, pooled) -> list[str]:
+    names, const = src.names, src.const
+    into = {vid: f"{names[st.inputs[0].id]}[{src.index_src(st.attr('items'), [])}]"
+            for vid, _, _ in n.outputs if (st := plan.direct.get(vid)) is not None}
+    if n.target:
+        return kernelcall.loop_lines(n, names, const, functions, n.outputs[0][0] in plan.in_place)
+    if n.lifted:
+        return kernelcall.lifted_lines(n, names, const, functions)
+    return kernelcall.kernel_lines(n, names, const, functions, pooled, into)
+
+
+def _eager_lines(n, src: Source, dd_by_value, bound: set, pending: list) -> list[str]:
+    """An eager node's call, and the checks of the sizes it made that the
+    trace relied on (`bound`: the dims known so far; `pending`: the
+    decisions not checked yet)."""
+    names = src.names
+    for o in n.outputs:
+        names[o.id] = f"v{o.id}"
+    outs = ", ".join(names[o.id] for o in n.outputs)
+    args = ", ".join(names[v.id] for v in n.inputs)
+    lines = [f"    _r = {src.const(n.attr('call'))}([{args}])",
+             f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')",
+             f"    {outs}{',' if len(n.outputs) == 1 else ''} = _r"]
+    for o in n.outputs:
+        for d in dd_by_value.get(o.id, []):
+            lines.append(f"    {ident(d.symbol)} = _shape({names[o.id]})[{d.axis}]")
+            bound.add(d.symbol)
+            if d.expr != d.symbol:
+                lines.append(f"    if {ident(d.symbol)} != {to_python(d.expr)}: "
+                             f"raise ShapeMismatch({str(d.symbol) + ' != ' + str(d.expr)!r})")
+    for c in [c for c in pending if c[0].free_symbols <= bound]:  # decisions the trace took on them
+        pending.remove(c)
+        lines.append(f"    if not ({to_python(c[0])}): raise ShapeMismatch({str(c[0]) + ' (' + c[1] + ')'!r})")
+    return lines
+
+
+def _node_lines(n, k: int, src: Source, plan, pooled) -> list[str]:
+    """A graph node's step `k`, run in numpy: inline where Python says it
+    faster (indexing, operators, methods), else the op's reference."""
+    names, const = src.names, src.const
+    if n.out.id in pooled:  # matmul into a pooled buffer
+        names[n.out.id] = f"v{n.out.id}"
+        shp = "(" + "".join(to_python(d) + ", " for d in n.out.shape) + ")"
+        return [f"    v{n.out.id} = _pool.get(_b, {n.out.id}, {shp}, {const(n.out.dtype)})",
+                f"    _matmul({names[n.inputs[0].id]}, {names[n.inputs[1].id]}, out=v{n.out.id})"]
+    for o in n.outputs:
+        names[o.id] = f"v{o.id}"
+    outs = ", ".join(names[o.id] for o in n.outputs)
+    args = ", ".join(names[v.id] for v in n.inputs)
+    if n.op == "const":
+        value = n.attr("value")
+        return [f"    {outs} = {const(value.array if isinstance(value, ArrayConst) else value)}"]
+    if n.op == "dim":
+        return [f"    {outs} = {to_python(n.attr('expr'))}"]
+    if n.op in ("getitem", "index", "setitem"):  # numpy indexing inline: no index rebuilt per call
+        arrays = [names[v.id] for v in n.inputs[2 if n.op == "setitem" else 1:]]
+        idx = src.index_src(n.attr("items"), arrays)
+        x = names[n.inputs[0].id]
+        if n.op != "setitem":
+            return [f"    {outs} = {x}[{idx}]"]
+        if n.inputs[1].id in plan.direct:  # (the kernel wrote it there unless the slot was strided)
+            v = names[n.inputs[1].id]
+            return [f"    if {v} is not _t{n.inputs[1].id}: {x}[{idx}] = {v}",
+                    f"    {outs} = {x}; del _t{n.inputs[1].id}"]
+        if n.out.id in plan.stored:
+            return [f"    {outs} = {x}"]
+        if n.out.id in plan.in_place:
+            return [f"    {x}[{idx}] = {names[n.inputs[1].id]}; {outs} = {x}"]
+        return [f"    {outs} = _copy({x}); {outs}[{idx}] = {names[n.inputs[1].id]}"]
+    if k in plan.into_operand:  # (x[idx] op= y: into the view of the slot, as numpy's own)
+        return [f"    {outs} = {const(OPS[n.op].ref, ('op', n.op))}({args}, out={names[plan.into_operand[k]]})"]
+    if n.op in _OPERATORS and len(n.inputs) == 2 and not all(v.weak for v in n.inputs):
+        # (numpy's own operator: the same ufunc, but numpy scalars take their fast path)
+        a, b = (names[v.id] for v in n.inputs)
+        return [f"    {outs} = {a} {_OPERATORS[n.op]} {b}"]
+    if n.op in _PY_OPERATORS and all(v.weak and v.dtype.kind in "iu" for v in n.inputs):
+        # (Python ints: Python's own operators, as the function's own code computes them)
+        return [f"    {outs} = " + _PY_OPERATORS[n.op].format(*(names[v.id] for v in n.inputs))]
+    if (n.op in ("maximum", "minimum") and n.out.ndim == 0
+            and all(v.ndim == 0 and not v.weak and v.dtype == n.out.dtype for v in n.inputs)):
+        return [f"    {outs} = _{n.op}({args})"]  # (scalars picked without a ufunc call)
+    if n.op in _METHODS and not n.inputs[0].weak:  # (an array's own method: no numpy function dispatch)
+        return [f"    {outs} = {args}.{n.op}({src.attr_src(n.attr(_METHODS[n.op]))})"]
+    fn = const(OPS[n.op].ref, ("op", n.op))
+    kw = "".join(f", {key}={src.attr_src(a)}" for key, a in n.attrs)
+    call = f"{fn}({args}{kw})" if args else f"{fn}({kw[2:]})"
+    if len(n.outputs) == 1 and n.outputs[0].weak:
+        call = f"_item({call})"
+    return [f"    {outs} = {call}"]

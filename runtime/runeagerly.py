@@ -1,0 +1,32 @@
+"""Why a call leaves its executable: RunEagerly and its reasons.  The
+generated function (or a step it runs) raises one, and the caller runs that
+call in numpy; `reason` is the fallback metric's label."""
+
+
+class RunEagerly(Exception):
+    """This call cannot run on the executable (the caller runs it in numpy)."""
+    reason = "eager"
+
+
+class ShapeMismatch(RunEagerly):
+    """An eager op's output did not have the size the trace relied on."""
+    reason = "eager_size_changed"
+
+
+class BreakMismatch(RunEagerly):
+    """A graph break's value decides otherwise than on the traced call: this
+    entry does not serve the call (another entry, or a new trace, does)."""
+    reason = "graph_break"
+
+
+class LoopAbort(RunEagerly):
+    """A lifted loop met what Python or numpy raises or warns about (an
+    index out of range, an overflow, a division by zero): numpy runs the
+    call and does so."""
+    reason = "lifted_loop"
+
+
+class Aliased(RunEagerly):
+    """An argument the function writes into shares memory with another
+    argument: the functionalized graph would not see the write through it."""
+    reason = "aliased_arguments"
