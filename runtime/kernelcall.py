@@ -117,7 +117,7 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
         par_args = args[:n_front] + [chunk, pool] + args[n_front:]
         par = lambda n: f"{fpar}(0, {n}, {', '.join(par_args)})"
         min_work = PARALLEL_MIN_WORK
-        rows_of_one = _gemv_split_lines(kc, names, fpar, pool)
+        rows_of_one = _gemv_split_lines(kc, names, const, functions, fpar, pool)
     else:
         chunk = f"max(1, {PY_CHUNK_MIN_WORK} // max(1, {inner}))"
         argt = "(" + "".join(x + ", " for x in args) + ")"
@@ -145,22 +145,25 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
     return lines
 
 
-def _gemv_split_lines(kc: KernelCall, names, fpar: str, pool: str) -> list[str] | None:
+def _gemv_split_lines(kc: KernelCall, names, const, functions, fpar: str, pool: str) -> list[str] | None:
     """The lines that run a product of one row split over B's rows
     (runtime/gemv.py) when it has one at run time, `_n` holding its units
     (its column strips then): an `if` the kernel's other lines follow as
-    `elif`s.  None for a product that never has one row, or whose operands
-    the kernel reads through strided views, or with an epilogue in its
-    store."""
-    if not kc.blas or kc.prepare or kc.epilogue is not None:
+    `elif`s.  A product with an epilogue in its store then runs that
+    epilogue as a pass of its own, as after numpy's matmul.  None for a
+    product that never has one row, or whose operands the kernel reads
+    through strided views."""
+    if not kc.blas or kc.prepare:
         return None
     a, b, (m, n, k) = kc.blas
     if isinstance(m, (int, sympy.Integer)) and int(m) != 1:
         return None
     m, n, k = (to_python(d) for d in (m, n, k))
-    return [f"    _gt = _gemv_parts({m}, {k}, {n})",
-            f"    if _gt: _gemv_split({fpar}, {pool}, {names[a]}, {names[b]}, {names[kc.outputs[0][0]]}, {n}, {k}, "
-            f"_n, _gt)"]
+    split = f"_gemv_split({fpar}, {pool}, {names[a]}, {names[b]}, {names[kc.outputs[0][0]]}, {n}, {k}, _n, _gt)"
+    if kc.epilogue is None:
+        return [f"    _gt = _gemv_parts({m}, {k}, {n})", f"    if _gt: {split}"]
+    then = _call_lines(kc.epilogue, names, const, functions)
+    return [f"    _gt = _gemv_parts({m}, {k}, {n})", "    if _gt:", f"        {split}"] + ["    " + x for x in then]
 
 
 def run_split(fn, par, rows: int, inner: int, args: tuple) -> None:

@@ -111,6 +111,32 @@ def test_strided_operands_and_batches(dtype, kernel_only):
     assert fused(ft) and fused(fb)
 
 
+@pytest.mark.parametrize("kind", ["gelu", "residual"])
+def test_a_product_of_one_row_splits_and_runs_its_epilogue_as_a_pass(kind, kernel_only, monkeypatch):
+    """At one row (a decode step) the product splits B's rows over the
+    threads (runtime/gemv.py), which the store cannot follow: its epilogue
+    then runs as a pass of its own, as after numpy's matmul.  More rows keep
+    the epilogue in the store."""
+    from runtime import gemv, threadpool
+    splits = []
+    real = gemv.split
+    monkeypatch.setattr(gemv, "split", lambda *a: (splits.append(a[-1]), real(*a))[1])
+    rng = np.random.default_rng(3)
+    fn = EPILOGUES[kind]
+    f = jit(fn)
+    f(*operands(rng, 2, 8, 8, np.float32))  # (the first jitted call starts the native pool)
+    if threadpool.native_threads() < 2:
+        pytest.skip("one thread: nothing to split over")
+    K = 4 * threadpool.native_threads() * 128
+    for M in (1, 3, 1):
+        for _ in range(2):
+            args = operands(rng, M, K, 200, np.float32)
+            before = len(splits)
+            close(f(*args), fn(*args))
+        assert (len(splits) > before) == (M == 1), M
+    assert fused(f), f.explain()
+
+
 @pytest.mark.parametrize("prefer", ["kernel", "blas"])
 def test_both_variants_give_numpys_result(monkeypatch, prefer):
     """numpy's matmul and then the epilogue's pass (the BLAS variant), or
