@@ -39,7 +39,7 @@ epilogue_args)`, [start, stop) ranging over the (batch, NR-column strip)
 pairs, so the runtime splits a product across cores like any other kernel.
 
 Epilogue in the store: `epilogue`, when not 0, is the address of a fused
-kernel's tile entry (codegen/kernels.py `tile`, codegen/support.py
+kernel's tile entry (codegen/schedule.py `tile`, codegen/support.py
 `packed_entry`: `void e(row0, row1, col0, col1, args)`, `epilogue_args`
 the address of its packed arguments), called on each block of C as soon as
 the block is final: the columns a unit computes, EPILOGUE_ROWS rows at a
@@ -59,9 +59,10 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field, fits_tiles
 from codegen import support
+from codegen.abi import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field
 from codegen.llvm import for_range, smax, smin
+from codegen.schedule import fits_tiles
 from shapes import host
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -145,7 +146,7 @@ NO_EPILOGUE = (("int", sympy.Integer(0)), ("int", sympy.Integer(0)))
 def fuses(n, k) -> bool:
     """Whether kernel `k` can run in the store of matmul node `n`'s GEMM: it
     reads the product and is elementwise over the product's shape
-    (codegen.kernels.fits_tiles).  (codegen/lower.py also asks that the
+    (codegen.schedule.fits_tiles).  (codegen/lower.py also asks that the
     steps between them can run before the product.)"""
     return (compiles(n) and any(v.id == n.out.id for v in k.inputs) and fits_tiles(k)
             and tuple(k.domain) == tuple(n.out.shape))
@@ -377,7 +378,7 @@ class GemmEmitter:
             row = phi
 
     def _epilogue(self, b, row, rows, col0, col1) -> None:
-        """The call's epilogue (a kernel's tile entry, codegen/kernels.py),
+        """The call's epilogue (a kernel's tile entry, codegen/schedule.py),
         when it has one, over rows [row, row + rows) and columns [col0, col1)
         of this product's C, which are final and in cache: the product is
         written to memory once, with its epilogue applied."""

@@ -1,6 +1,6 @@
 """Lowering a re-rolled loop (clustering/reroll.py) to one LLVM function.
 
-ABI: the kernels' (codegen/kernels.py): `void k(i64 start, i64 stop, i8*
+ABI: the kernels' (codegen/abi.py): `void k(i64 start, i64 stop, i8*
 arrays..., i64 ints..., double floats...)`; [start, stop) are the trips to
 run, in order (a loop is never split across threads: each trip reads what
 the one before stored).  The first array is the one the loop updates, in
@@ -24,8 +24,8 @@ from llvmlite import ir
 from clustering.reroll import UPDATES, is_scalar_const
 from shapes.loop import LoopBody, leaves, symbolic_rest
 from codegen.emitters import EMITTERS, REDUCERS
-from codegen.kernels import (DATA_OFFSET, F64, I8, I64, LLTYPE, REASSOC, STRIDES_OFFSET, KernelABI,
-                             _const, _const_dtype, _identity, array_field, cast, operand_dtypes)
+from codegen.abi import DATA_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, KernelABI, array_field
+from codegen.values import REASSOC, cast, const, const_dtype, identity, operand_dtypes
 from codegen.llvm import for_range, smax
 from shapes.ir import Node
 
@@ -67,7 +67,7 @@ def _roles(node: Node, producers: dict) -> list[tuple]:
     """How each of the loop's inputs reaches it: ("array",) its data and
     strides; ("const", value) inline; ("dim", expr) an int argument;
     ("intval",) an integer or bool scalar, an int64 argument (as a kernel
-    takes it: codegen/kernels.py KernelABI); ("float",) a double argument."""
+    takes it: codegen/abi.py KernelABI); ("float",) a double argument."""
     out = []
     for k, v in enumerate(node.inputs):
         p = producers.get(v.id)
@@ -160,8 +160,8 @@ class _LoopEmitter:
             if r[0] == "array":
                 env.append(("array", k))
             elif r[0] == "const":
-                dt = _const_dtype(r[1])
-                env.append(("scalar", (_const(dt, r[1]), dt)))
+                dt = const_dtype(r[1])
+                env.append(("scalar", (const(dt, r[1]), dt)))
             elif r[0] == "dim":
                 env.append(("scalar", (self.ext[r[1]], _I64)))
             elif r[0] == "intval":
@@ -207,8 +207,8 @@ class _LoopEmitter:
             elif n.op == "setitem":
                 self._setitem(env[0][1], attrs["items"], ops[1], n)
             elif n.op == "const":  # (a Python int moving with the trips is an i64 value: `a[i] = i`)
-                dt, c = _const_dtype(n.attr("value")), attrs["value"]
-                vals[q] = (c if isinstance(c, ir.Value) else _const(dt, c), dt)
+                dt, c = const_dtype(n.attr("value")), attrs["value"]
+                vals[q] = (c if isinstance(c, ir.Value) else const(dt, c), dt)
             elif n.op == "matmul":
                 vals[q] = self._product(ops[0], ops[1], n.out.dtype)
             elif n.op in ("sum", "max", "min"):
@@ -488,6 +488,6 @@ class _LoopEmitter:
             r = self._fold(x.length, ir.Constant(F64, 0.0),
                            lambda acc, j: b.fadd(acc, cast(b, x.at(j), x.dtype, _F64), flags=REASSOC))
             return cast(b, r, _F64, dt), dt
-        init = ir.Constant(LLTYPE[dt], _identity(op, dt))
+        init = ir.Constant(LLTYPE[dt], identity(op, dt))
         return self._fold(x.length, init, lambda acc, j: REDUCERS[op](b, self.m, acc, cast(b, x.at(j), x.dtype, dt),
                                                                REASSOC)), dt

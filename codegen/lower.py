@@ -13,11 +13,12 @@ from llvmlite import ir
 
 from clustering.partition import Kernel, Plan
 from codegen import gemm, support
+from codegen.abi import KernelABI
 from codegen.artifact import Artifact, KernelInfo
-from codegen.kernels import KernelABI, KernelEmitter
 from codegen.llvm import compile_ir
 from codegen.loops import emit_loop
 from codegen.pyloop import emit_pyloop, pyloop_abi
+from codegen.schedule import KernelEmitter
 from shapes import config
 from shapes.ir import Node
 from shapes.ops import FRESH, FRESH_C, VIEW_OF_INPUT, ops_returning

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from codegen.kernels import DATA_OFFSET, DIMS_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, KernelABI, array_field
+from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, KernelABI, array_field
 from codegen.llvm import for_range
 from shapes.ir import Node
 from shapes.pyloop import COMPARISONS, PyLoop, dtype_of, is_weak

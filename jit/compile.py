@@ -22,7 +22,7 @@ from clustering.partition import Kernel, Plan
 from clustering.reroll import reroll
 from codegen import gemm, lower, support
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
-from codegen.kernels import DATA_OFFSET, STRIDES_OFFSET
+from codegen.abi import DATA_OFFSET, STRIDES_OFFSET
 from codegen.llvm import compile_ir, host_target
 from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult

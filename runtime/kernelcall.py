@@ -254,7 +254,7 @@ _UNPACK = {"int": lambda i, f, k: int(i[k]), "bool": lambda i, f, k: bool(i[k]),
 
 
 def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> list[str]:
-    """The source of each argument of a kernel's ABI (codegen/kernels.py
+    """The source of each argument of a kernel's ABI (codegen/abi.py
     KernelABI): an array's name (`local`: a prepared copy's), an int's
     expression or the error cell's address, an integer or bool scalar as an
     int, a float scalar as a double; a

@@ -1,4 +1,4 @@
-"""Epilogues in the GEMM's store (codegen/gemm.py, codegen/kernels.py
+"""Epilogues in the GEMM's store (codegen/gemm.py, codegen/schedule.py
 `tile`): the elementwise kernel that reads a product runs on each final
 block of C inside the GEMM.  Differential against numpy for each kind of
 epilogue, float32 and float64, sizes on and off every tile edge (0 and 1

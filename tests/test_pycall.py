@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from codegen import support
 from codegen.artifact import KernelInfo
-from codegen.kernels import DATA_OFFSET, array_field
+from codegen.abi import DATA_OFFSET, array_field
 from codegen.llvm import I64, compile_ir, for_range
 from jit import jit
 from jit.compile import _start_pools

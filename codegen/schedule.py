@@ -1,0 +1,415 @@
+"""One fused Kernel as an LLVM function over symbolic extents: its loops.
+
+In: a clustering Kernel, the producers of its inputs, which inputs are
+C-contiguous, the function's symbol.  Out: the function, added to the
+module, and its KernelABI (codegen/abi.py).  The values inside the loops
+come from codegen/values.py, the memory accesses from codegen/access.py.
+
+Loop structure, per row of the domain R + (n,):
+    pass 1..L   for j < n: accumulate the reductions of that level
+    final pass  for j < n: compute and store the full-size outputs
+    then        store per-row outputs
+Values are recomputed from the inputs in each pass rather than stored: the
+row stays in cache, memory traffic is one read per input and one write per
+output.  With strided inputs the whole row loop is emitted twice, a fast
+version for unit inner strides chosen at run time (BladeDISC's speculation).
+A column reduction (over the leading axes) runs over blocks of columns
+instead, each output element taking one row after the other.
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy
+from llvmlite import ir
+
+from clustering.partition import ROW_REDUCTIONS, Kernel, is_column_reduction
+from codegen.abi import F32, F64, I1, I64, LLTYPE, KernelABI, KernelArgs
+from codegen.access import Arrays
+from codegen.emitters import MATH
+from codegen.llvm import for_range
+from codegen.values import REASSOC, ValueEmitter, add_block, identity, is_float_sum
+from shapes.ir import Node, Value
+
+SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
+COLUMN_BLOCK = 64  # columns a column reduction's work unit covers (a vector loop's worth, several times)
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
+def fits_tiles(k: Kernel) -> bool:
+    """Whether kernel `k` can run a tile at a time (KernelEmitter `tile`):
+    elementwise over a domain of two dims or more, every output of the
+    domain's shape."""
+    return (not k.has_reduction and not k.column and len(k.domain) >= 2
+            and all(tuple(v.shape) == tuple(k.domain) for v in k.outputs))
+
+
+class KernelEmitter:
+    """`tile`: the function computes a rectangle of the domain, rows [start,
+    stop) of its flattened leading dims and columns [col0, col1) of its last
+    (two more i64 arguments after stop): a GEMM computes an epilogue a tile
+    of the product at a time, while the tile is in cache (fits_tiles)."""
+
+    def __init__(self, module: ir.Module, kernel: Kernel, producers: dict[int, Node],
+                 contiguous: set[int], symbol: str, checked: bool = False, tile: bool = False):
+        self.m, self.k, self.producers, self.symbol = module, kernel, producers, symbol
+        self.tile = tile
+        assert not tile or fits_tiles(kernel)
+        self.dom = tuple(kernel.domain)
+        self.rank = len(self.dom)
+        self.members = {n.out.id: n for n in kernel.nodes}
+        self.flat = not kernel.has_reduction and self.rank == 1
+        self.args = KernelArgs.of(kernel, producers, checked)
+        self.consts = self.args.consts
+        self.strided = {v.id for v in kernel.inputs if v.ndim > 0 and v.id not in contiguous
+                        and v.id not in self.consts}
+        self.values = {v.id: v for v in kernel.inputs + kernel.outputs}
+        for n in kernel.nodes:
+            self.values[n.out.id] = n.out
+
+    # -------------------------------------------------------------- driver
+    def emit(self) -> KernelABI:
+        """The kernel's function, added to the module, and its ABI."""
+        lead = 4 if self.tile else 2  # start, stop (and the tile's col0, col1)
+        fn = self.fn = self.args.function(self.m, self.symbol, lead)
+        b = self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        start, stop = fn.args[0], fn.args[1]
+        self.cols = tuple(fn.args[2:4]) if self.tile else None
+        bound = self.args.bind(b, fn, lead)
+        self.ext_val = bound.extents
+        self.arrays = Arrays(b, bound.arrays, self.values, bound.errcell)
+        self.vals = ValueEmitter(b, self.m, self.members, self.consts, bound.ints, bound.floats, self.arrays)
+        self.inner_stride_arg = {vid: self.arrays.stride(vid, self.values[vid].ndim - 1)
+                                 for vid in self.strided}
+        self.accs = {n.out.id: b.alloca(LLTYPE[n.out.dtype], name=f"acc{n.out.id}")
+                     for n in self.k.nodes if n.op in ROW_REDUCTIONS}
+        # a sum adds SUM_BLOCK-element block sums into a float64 total (with a
+        # compensation term for float64 sums): long rows stay as accurate as
+        # numpy's pairwise sum; a row of one block is summed exactly as before
+        self.totals = {n.out.id: (b.alloca(F64, name=f"total{n.out.id}"), b.alloca(F64, name=f"comp{n.out.id}"))
+                       for n in self.k.nodes if is_float_sum(n)}
+        body = self._columns if self.k.column else self._rows
+        runtime_strided = [vid for vid in self.strided if not self._static_inner_zero(vid)]
+        if runtime_strided:
+            fast = ir.Constant(I1, 1)
+            for v in runtime_strided:
+                fast = b.and_(fast, b.icmp_signed("==", self.inner_stride_arg[v], ir.Constant(I64, 1)))
+            with b.if_else(fast) as (then, other):
+                with then:
+                    body(start, stop, unit_inner=True)
+                with other:
+                    body(start, stop, unit_inner=False)
+        else:
+            body(start, stop, unit_inner=True)
+        b.ret_void()
+        return self._abi()
+
+    def _abi(self) -> KernelABI:
+        """The ABI, with the units [start, stop) ranges over and the work of one."""
+        if self.k.column:  # split over (batch index, block of columns) units
+            p = next(n for n in self.k.nodes if is_column_reduction(n)).attr("axis")[0]
+            blocks = sympy.floor((sympy.sympify(self.dom[-1]) + COLUMN_BLOCK - 1) / COLUMN_BLOCK)
+            units = sympy.sympify(_prod(self.dom[:p])) * blocks
+            units = int(units) if units.is_Integer else units
+            return self.args.abi(self.symbol, units, COLUMN_BLOCK * _prod(self.dom[p:-1]))
+        rows = self.dom[-1] if self.flat else _prod(self.dom[:-1])
+        inner = 1 if self.flat else self.dom[-1]
+        return self.args.abi(self.symbol, rows, inner)
+
+    def whole_domain(self, symbol: str) -> ir.Function:
+        """After emit() with `tile`: `symbol`, the kernel's usual function
+        (the ABI without the tile's columns), calling the tile function on
+        rows [start, stop) and every column."""
+        tile = self.fn
+        n_arr = self.args.n_arrays
+        types = [tile.args[0].type, tile.args[1].type] + [a.type for a in tile.args[4:]]
+        fn = ir.Function(self.m, ir.FunctionType(ir.VoidType(), types), symbol)
+        tile.attributes.add("noinline")  # (one copy of the loops, called from here and from a GEMM)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        n = self.dom[-1]
+        width = ir.Constant(I64, n) if isinstance(n, int) else fn.args[2 + n_arr + self.args.extents.index(n)]
+        b.call(tile, [fn.args[0], fn.args[1], ir.Constant(I64, 0), width] + list(fn.args[2:]))
+        b.ret_void()
+        return fn
+
+    # ----------------------------------------------------- strides and rows
+    def _ext(self, d) -> ir.Value:
+        return ir.Constant(I64, d) if isinstance(d, int) else self.ext_val[d]
+
+    def _static_inner_zero(self, vid) -> bool:
+        v = self.values[vid]
+        return v.ndim == 0 or _is_one(v.shape[-1]) and not _is_one(self.dom[-1])
+
+    def _dom_axis_stride(self, vid, k, unit_inner):
+        """Element stride of input `vid` along domain axis k (0 when broadcast)."""
+        v = self.values[vid]
+        off = self.rank - v.ndim
+        a = k - off
+        if a < 0 or (_is_one(v.shape[a]) and not _is_one(self.dom[k])):
+            return ir.Constant(I64, 0)
+        if vid in self.strided and vid not in self.consts:
+            if k == self.rank - 1:
+                return ir.Constant(I64, 1) if unit_inner else self.inner_stride_arg[vid]
+            return self.arrays.stride(vid, a)
+        s = ir.Constant(I64, 1)
+        for d in v.shape[a + 1:]:
+            if not _is_one(d):
+                s = self.b.mul(s, self._ext(d))
+        return s
+
+    def _input_strides(self, unit_inner: bool) -> dict:
+        """{input array id: its element stride along each axis of the domain}."""
+        return {vid: [self._dom_axis_stride(vid, k, unit_inner) for k in range(self.rank)]
+                for vid in self.arrays.data if vid in {v.id for v in self.k.inputs}}
+
+    def _rows(self, start, stop, unit_inner: bool):
+        b = self.b
+        strides = self._input_strides(unit_inner)
+        if self.flat:
+            self.vals.base = {vid: ir.Constant(I64, 0) for vid in strides}
+            self.vals.inner = {vid: s[-1] for vid, s in strides.items()}
+            self.row = ir.Constant(I64, 0)
+            self._passes(start, stop)
+            return
+        with for_range(b, start, stop) as row:
+            self._at_row(row, strides)
+            self._passes(*(self.cols or (ir.Constant(I64, 0), self._ext(self.dom[-1]))))
+
+    def _at_row(self, row, strides) -> None:
+        """Point every operand at row `row` of the domain (its leading dims flattened)."""
+        b = self.b
+        self.row = row
+        idx, rem = [], row
+        for d in reversed(self.dom[:-1]):
+            if _is_one(d):
+                idx.append(ir.Constant(I64, 0))
+                continue
+            e = self._ext(d)
+            idx.append(b.srem(rem, e))
+            rem = b.sdiv(rem, e)
+        idx.reverse()
+        base = {}
+        for vid, s in strides.items():
+            off = ir.Constant(I64, 0)
+            for k, i in enumerate(idx):
+                if not (isinstance(s[k], ir.Constant) and s[k].constant == 0):
+                    off = b.add(off, b.mul(i, s[k]))
+            base[vid] = off
+        self.vals.base = base
+        self.vals.inner = {vid: s[-1] for vid, s in strides.items()}
+
+    # ------------------------------------------------------------- columns
+    def _columns(self, start, stop, unit_inner: bool):
+        """A column reduction over axes p..ndim-2 (the leading p axes kept:
+        a batch of column reductions): [start, stop) are work units, a batch
+        index and a block of COLUMN_BLOCK columns; each output element starts
+        at the identity and takes one row after the other, the columns of a
+        row in the inner (vector) loop -- numpy's own order for a C-contiguous
+        input."""
+        b = self.b
+        strides = self._input_strides(unit_inner)
+        reds = [nd for nd in self.k.nodes if is_column_reduction(nd)]
+        p = reds[0].attr("axis")[0]
+        n = self._ext(self.dom[-1])
+        blk = ir.Constant(I64, COLUMN_BLOCK)
+        n_blocks = b.sdiv(b.add(n, ir.Constant(I64, COLUMN_BLOCK - 1)), blk)
+        rows = self._count(self.dom[p:-1])
+        self.vals.known, self.vals.recip = {}, {}
+        with for_range(b, start, stop) as unit:
+            batch = b.sdiv(unit, n_blocks)
+            j0 = b.mul(b.srem(unit, n_blocks), blk)
+            j1 = b.add(j0, blk)
+            j1 = b.select(b.icmp_signed("<", j1, n), j1, n)
+            first = b.mul(batch, n)  # (the batch's first output element)
+            with for_range(b, j0, j1) as j:
+                for nd in reds:
+                    self.arrays.store(nd.out, b.add(first, j),
+                                      ir.Constant(LLTYPE[nd.out.dtype], identity(nd.op, nd.out.dtype)))
+            with for_range(b, ir.Constant(I64, 0), rows) as row:
+                self._at_row(b.add(b.mul(batch, rows), row), strides)
+                with for_range(b, j0, j1) as j:
+                    memo: dict = {}
+                    for nd in reds:
+                        at = b.add(first, j)
+                        acc = b.load(self.arrays.addr(nd.out.id, at))
+                        x = self.vals.value(nd.inputs[0], j, memo)
+                        self.arrays.store(nd.out, at, self.vals.combine(nd, acc, x, ()))
+
+    def _count(self, dims) -> ir.Value:
+        c = ir.Constant(I64, 1)
+        for d in dims:
+            if not _is_one(d):
+                c = self.b.mul(c, self._ext(d))
+        return c
+
+    # -------------------------------------------------------------- passes
+    def _passes(self, j0, j1):
+        """Columns [j0, j1) of the current row: a pass per level of
+        reductions, the final pass, then the per-row outputs."""
+        vals = self.vals
+        vals.recip = {}  # divide node output id -> the row's reciprocal of its divisor (final pass)
+        levels = self._levels()
+        vals.known = {}
+        full = [v for v in self.k.outputs if not self._row_value(v)]
+        last = max(levels.values(), default=0)
+        stash = self._stash(full, [n for n in self.k.nodes if n.op in ROW_REDUCTIONS and levels[n.out.id] == last])
+        for lvl in sorted(set(levels.values())):
+            reds = [n for n in self.k.nodes if n.op in ROW_REDUCTIONS and levels[n.out.id] == lvl]
+            self._reduction_pass(reds, j0, j1, stash if lvl == last else {})
+        if full:
+            self._final_pass(full, stash, j0, j1)
+        memo = {}
+        for v in self.k.outputs:
+            if self._row_value(v):
+                self.arrays.store(v, self.row, vals.value(v, None, memo))
+
+    def _out_offset(self, j):
+        """The element offset of column j of the current row in a full-size output."""
+        b = self.b
+        return b.add(b.mul(self.row, self._ext(self.dom[-1])), j) if not self.flat else j
+
+    def _reduction_pass(self, reds: list[Node], j0, j1, stash: dict) -> None:
+        """Reductions `reds` (one level) over columns [j0, j1), their results
+        then known for the row; float sums a block of SUM_BLOCK columns at a
+        time.  `stash` (the last level's): values stored on the way."""
+        b, vals = self.b, self.vals
+        sums = [n for n in reds if is_float_sum(n)]  # (integer sums wrap around as numpy's do: no blocks)
+        for n in reds:
+            b.store(ir.Constant(LLTYPE[n.out.dtype], identity(n.op, n.out.dtype)), self.accs[n.out.id])
+        for n in sums:
+            for cell in self.totals[n.out.id]:
+                b.store(ir.Constant(F64, 0.0), cell)
+
+        def reduce_pass(lo, hi):
+            with for_range(b, lo, hi) as j:
+                memo: dict = {}
+                for n in reds:
+                    acc = b.load(self.accs[n.out.id])
+                    b.store(vals.combine(n, acc, vals.value(n.inputs[0], j, memo), REASSOC), self.accs[n.out.id])
+                for u, v in stash.items():
+                    self.arrays.store(v, self._out_offset(j), memo[u.id])
+
+        if sums:
+            with for_range(b, j0, j1, SUM_BLOCK) as jb:
+                block_end = b.add(jb, ir.Constant(I64, SUM_BLOCK))
+                for n in sums:
+                    b.store(ir.Constant(LLTYPE[n.out.dtype], 0.0), self.accs[n.out.id])
+                reduce_pass(jb, b.select(b.icmp_signed("<", j1, block_end), j1, block_end))
+                for n in sums:
+                    add_block(b, self.m, n, self.accs[n.out.id], *self.totals[n.out.id])
+        else:
+            reduce_pass(j0, j1)
+        for n in reds:
+            if is_float_sum(n):
+                total = b.load(self.totals[n.out.id][0])
+                vals.known[n.out.id] = total if n.out.dtype == np.float64 else b.fptrunc(total, F32)
+            else:
+                vals.known[n.out.id] = b.load(self.accs[n.out.id])
+
+    def _final_pass(self, full: list[Value], stash: dict, j0, j1) -> None:
+        """The full-size outputs `full` over columns [j0, j1), reading back
+        the values `stash` names."""
+        b, vals = self.b, self.vals
+
+        def one_pass():
+            with for_range(b, j0, j1) as j:
+                memo = {}
+                for u, v in stash.items():  # read back what the last pass stored
+                    memo[u.id] = b.load(self.arrays.addr(v.id, self._out_offset(j)))
+                for v in full:
+                    self.arrays.store(v, self._out_offset(j), vals.value(v, j, memo))
+
+        recip, ok = vals.reciprocals(self._row_divides(full))
+        if recip:
+            # divisions by a row-invariant value (softmax's sum, layernorm's
+            # std) multiply by its reciprocal, computed once per row, when
+            # the reciprocal is a normal number (then x * (1/d) is within
+            # about an ulp of x / d); other rows divide
+            with b.if_else(ok, likely=True) as (fast, exact):
+                with fast:
+                    vals.recip = recip
+                    one_pass()
+                    vals.recip = {}
+                with exact:
+                    one_pass()
+        else:
+            one_pass()
+
+    def _row_divides(self, full: list[Value]) -> dict[int, Node]:
+        """{output id: node} of the float divisions by a row value in the
+        final pass (which multiply by the row's reciprocal instead)."""
+        divides = {}
+        for v in full:
+            for x in self._cone(v.id):
+                n = self.members[x]
+                if (n.op == "divide" and self._static_inner_zero(n.inputs[1].id) and not self._row_value(n.out)
+                        and n.out.dtype in (np.float32, np.float64)):
+                    divides[n.out.id] = n
+        return divides
+
+    def _stash(self, full: list[Value], last_reds: list[Node]) -> dict:
+        """Expensive values the last reduction pass computes anyway and an
+        output needs again (softmax's exp): stored into that output's buffer
+        in the reduction pass and read back from cache in the final pass."""
+        if not last_reds:
+            return {}
+        cone: set[int] = set()
+        for n in last_reds:
+            cone |= self._cone(n.inputs[0].id)
+        stash = {}
+        for v in full:
+            n = self.members.get(v.id)
+            if n is None:
+                continue
+            for u in n.inputs:
+                if (u.id in cone and u.id in self.members and tuple(u.shape) == self.dom
+                        and u.dtype == v.dtype and v.dtype != np.bool_
+                        and any(self.members[c].op in MATH for c in self._cone(u.id) if c in self.members)
+                        and u not in stash):
+                    stash[u] = v
+                    break
+        return stash
+
+    def _cone(self, vid) -> set[int]:
+        """Member values `vid` is computed from, itself included, stopping at reductions."""
+        out, stack = set(), [vid]
+        while stack:
+            x = stack.pop()
+            if x in out or x not in self.members:
+                continue
+            out.add(x)
+            n = self.members[x]
+            if n.op not in ROW_REDUCTIONS:
+                stack += [i.id for i in n.inputs]
+        return out
+
+    def _row_value(self, v: Value) -> bool:
+        if self.flat:
+            return False
+        return tuple(v.shape) != self.dom or (_is_one(self.dom[-1]))
+
+    def _levels(self) -> dict[int, int]:
+        level: dict[int, int] = {}
+
+        def lv(vid) -> int:
+            if vid in level:
+                return level[vid]
+            n = self.members.get(vid)
+            if n is None:
+                return 0
+            m = max((lv(v.id) for v in n.inputs), default=0)
+            level[vid] = m + 1 if n.op in ROW_REDUCTIONS else m
+            return level[vid]
+
+        for n in self.k.nodes:
+            lv(n.out.id)
+        return {n.out.id: level[n.out.id] for n in self.k.nodes if n.op in ROW_REDUCTIONS}
+
+
+def _prod(dims):
+    p = sympy.Integer(1)
+    for d in dims:
+        p *= d
+    return int(p) if p.is_Integer else p

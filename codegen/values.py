@@ -1,0 +1,201 @@
+"""The LLVM value of each member of a fused kernel, an element at a time.
+
+In: a kernel's member nodes, its folded constants and scalar arguments,
+its arrays (codegen/access.py) and, from the schedule (codegen/schedule.py),
+where the current row of each input starts.  Out: `ValueEmitter.value(v,
+j)`, v's element at column j: an input loaded, a constant or scalar, or a
+node computed from its operands, each cast to the dtype the op computes in
+(shapes/ops.py COMPUTE) and handed to its emitter (codegen/emitters.py).
+Also what reductions need: identities, the combine step, float sums added
+up in blocks with compensation, and a row's reciprocals of the divisors it
+divides by.  The casts and constants serve re-rolled loops too
+(codegen/loops.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from clustering.partition import compare_dtype
+from codegen.abi import F64, I1, I64, LLTYPE
+from codegen.access import Arrays
+from codegen.emitters import EMITTERS, REDUCERS, intrinsic
+from shapes.ir import Node, Value
+from shapes.ops import OPS
+
+REASSOC = ("reassoc", "nsz")
+
+
+def operand_dtypes(n: Node) -> list:
+    """The dtype each operand of elementwise node n is cast to before its
+    emitter runs: the one the op computes in (shapes/ops.py COMPUTE)."""
+    how, out = OPS[n.op].compute, n.out.dtype
+    if how == "select":
+        return [np.dtype(np.bool_), out, out]
+    ctype = (compare_dtype(n.inputs) if how == "promoted" else np.dtype(np.bool_) if how == "bool"
+             else n.inputs[0].dtype if how == "operand" else out)
+    return [ctype] * len(n.inputs)
+
+
+def cast(b: ir.IRBuilder, x, src: np.dtype, dst: np.dtype):
+    """x (an LLVM value of dtype src) as dtype dst, as numpy's astype (float to int is not compiled)."""
+    if src == dst:
+        return x
+    t = LLTYPE[dst]
+    if dst == np.bool_:
+        if src.kind == "f":
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if dst.kind == "i":  # (from bool or a narrower/wider int: float to int is not compiled)
+        if src == np.bool_:
+            return b.zext(x, t)
+        return x if src.itemsize == dst.itemsize else (
+            b.sext(x, t) if src.itemsize < dst.itemsize else b.trunc(x, t))
+    if src == np.bool_:
+        return b.uitofp(x, t)
+    if src.kind in "iu":
+        return b.sitofp(x, t)
+    return b.fpext(x, t) if src.itemsize < dst.itemsize else b.fptrunc(x, t)
+
+
+def const_dtype(c) -> np.dtype:
+    """The dtype a folded constant is emitted in: its own for numpy scalars,
+    int64/float64/bool for Python scalars (cast at use, as NEP 50 does)."""
+    if isinstance(c, np.generic):
+        return c.dtype
+    if isinstance(c, bool):
+        return np.dtype(np.bool_)
+    return np.dtype(np.int64) if isinstance(c, int) else np.dtype(np.float64)
+
+
+def const(dt: np.dtype, c):
+    """The LLVM constant of scalar c in dtype dt."""
+    if dt == np.bool_:
+        return ir.Constant(I1, int(bool(c)))
+    if dt.kind in "iu":
+        return ir.Constant(LLTYPE.get(dt, I64), int(c))
+    return ir.Constant(LLTYPE.get(dt, F64), float(c))
+
+
+def identity(op, dtype):
+    """The value reduction `op` starts from in `dtype`."""
+    if dtype.kind == "f":
+        return {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[op]
+    return {"sum": 0, "prod": 1, "max": int(np.iinfo(dtype).min), "min": int(np.iinfo(dtype).max)}[op]
+
+
+def is_float_sum(n: Node) -> bool:
+    return n.op == "sum" and n.out.dtype.kind == "f"
+
+
+def add_block(b: ir.IRBuilder, m: ir.Module, n: Node, acc, total_cell, comp_cell) -> None:
+    """total += the block's sum (float sum n's accumulator `acc`): exact
+    enough in float64 for float32 sums; for float64 sums with a compensation
+    term (Kahan's) in `comp_cell`, left out once the total is not finite
+    (inf - inf would turn an overflow into NaN)."""
+    block = b.load(acc)
+    total = b.load(total_cell)
+    if n.out.dtype != np.float64:
+        b.store(b.fadd(total, b.fpext(block, F64)), total_cell)
+        return
+    y = b.fsub(block, b.load(comp_cell))
+    t = b.fadd(total, y)
+    comp = b.fsub(b.fsub(t, total), y)
+    finite = b.fcmp_ordered("<", b.call(intrinsic(m, "llvm.fabs", F64, 1), [t]), ir.Constant(F64, float("inf")))
+    b.store(b.select(finite, comp, ir.Constant(F64, 0.0)), comp_cell)
+    b.store(t, total_cell)
+
+
+class ValueEmitter:
+    """Values of one kernel's members.  `members` (output id -> node),
+    `consts` (value id -> folded scalar), `ints` and `floats` (value id ->
+    the scalar's i64 or double argument), `arrays` for inputs.  The
+    schedule sets, per row: `base` (input id -> element offset of the row)
+    and `inner` (input id -> element stride along the row), `known` (value
+    id -> a value fixed for the row: a reduction's result) and `recip`
+    (divide's output id -> the reciprocal of its divisor, in a final pass
+    that multiplies instead)."""
+
+    def __init__(self, b: ir.IRBuilder, m: ir.Module, members: dict[int, Node], consts: dict,
+                 ints: dict, floats: dict, arrays: Arrays):
+        self.b, self.m, self.members, self.consts = b, m, members, consts
+        self.ints, self.floats, self.arrays = ints, floats, arrays
+        self.base: dict = {}
+        self.inner: dict = {}
+        self.known: dict[int, ir.Value] = {}
+        self.recip: dict = {}
+
+    def value(self, v: Value, j, memo) -> ir.Value:
+        """v's element at column j of the row (j None: a value of the row),
+        each value computed once per `memo`."""
+        if v.id in self.known:
+            return self.known[v.id]
+        if v.id in memo:
+            return memo[v.id]
+        if v.id in self.consts:
+            c = self.consts[v.id]
+            r = const(const_dtype(c), c)
+        elif v.id in self.ints:
+            r = self.ints[v.id]
+        elif v.id in self.floats:
+            r = self.floats[v.id]
+        elif v.id in self.members:
+            r = self._node(self.members[v.id], j, memo)
+        else:
+            b = self.b
+            off = self.base[v.id]
+            inner = self.inner[v.id]
+            if j is not None and not (isinstance(inner, ir.Constant) and inner.constant == 0):
+                off = b.add(off, j if (isinstance(inner, ir.Constant) and inner.constant == 1) else b.mul(j, inner))
+            r = self.arrays.load(v, off)
+        memo[v.id] = r
+        return r
+
+    def dtype(self, v: Value):
+        """The numpy dtype of the LLVM value `value(v)` produces."""
+        if v.id in self.consts:
+            return const_dtype(self.consts[v.id])
+        if v.id in self.ints:
+            return np.dtype(np.int64)
+        if v.id in self.floats:
+            return np.dtype(np.float64)
+        return v.dtype
+
+    def _node(self, n: Node, j, memo) -> ir.Value:
+        """n's value: its operands cast to the dtype it computes in
+        (shapes/ops.py COMPUTE), then codegen/emitters.py's emitter."""
+        op, out = n.op, n.out.dtype
+        types = operand_dtypes(n)
+        if op == "divide" and n.out.id in self.recip:
+            return self.b.fmul(self._operand(n.inputs[0], types[0], j, memo), self.recip[n.out.id])
+        if op == "power":  # (the exponent: the constant the partition checked)
+            return EMITTERS[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
+                                self.consts.get(n.inputs[1].id))
+        return EMITTERS[op](self.b, self.m, *(self._operand(v, t, j, memo) for v, t in zip(n.inputs, types)))
+
+    def _operand(self, v: Value, dtype: np.dtype, j, memo) -> ir.Value:
+        return cast(self.b, self.value(v, j, memo), self.dtype(v), dtype)
+
+    def combine(self, n: Node, acc, x, flags):
+        """acc op x for reduction n (codegen/emitters.py REDUCERS): ints and
+        bools cast to the result's dtype first."""
+        if n.out.dtype.kind != "f":
+            x = cast(self.b, x, self.dtype(n.inputs[0]), n.out.dtype)
+        return REDUCERS[n.op](self.b, self.m, acc, x, flags)
+
+    def reciprocals(self, divides: dict[int, Node]):
+        """({divide node output id: 1/d}, all reciprocals normal) for
+        `divides`, divisions by a value of the row."""
+        b = self.b
+        recip, ok = {}, ir.Constant(I1, 1)
+        memo: dict = {}
+        for vid, n in divides.items():
+            t = LLTYPE[n.out.dtype]
+            d = cast(b, self.value(n.inputs[1], None, memo), self.dtype(n.inputs[1]), n.out.dtype)
+            r = b.fdiv(ir.Constant(t, 1.0), d)
+            info = np.finfo(n.out.dtype)
+            mag = b.call(intrinsic(self.m, "llvm.fabs", t, 1), [r])
+            ok = b.and_(ok, b.and_(b.fcmp_ordered(">=", mag, ir.Constant(t, float(info.tiny))),
+                                   b.fcmp_ordered("<=", mag, ir.Constant(t, float(info.max)))))
+            recip[vid] = r
+        return recip, ok
