@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from clustering.partition import Kernel
 from shapes.ir import Node
+from shapes.kernelargs import ERRCELL, INT_KINDS
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -33,7 +34,6 @@ LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
 DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40
 
-INT_KINDS = ("int", "intval")  # the ABI's arguments passed as i64 (KernelABI)
 
 
 def _count(args, kinds: tuple) -> int:
@@ -122,7 +122,7 @@ class KernelArgs:
                 extents.append(d)
         args = arrays + [("int", e) for e in extents] + [a[:2] for a in ints]
         if checked:
-            args.append(("int", "errcell"))
+            args.append(ERRCELL)
         args += floats
         return cls(args, extents, consts, {a[2]: a for a in ints}, checked)
 

@@ -28,6 +28,7 @@ from codegen.abi import DATA_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, Kerne
 from codegen.values import REASSOC, cast, const, const_dtype, identity, operand_dtypes
 from codegen.llvm import for_range, smax
 from shapes.ir import Node
+from shapes.kernelargs import GEMV
 
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
@@ -39,10 +40,9 @@ _I64 = np.dtype(np.int64)
 ROWS_AT_ONCE = 8
 # A float64 vector times a matrix of at least this many elements runs on
 # numpy's BLAS (cblas_dgemv, on both cores), whose address the runtime passes
-# as the int argument GEMV (0: none to be had, the loop's own code runs).  On
+# as the int argument kernelargs.GEMV (0: none to be had, the loop's own code runs).  On
 # the AMD EPYC above, `python -m bench --corpus`: covariance M 0.45x and
 # correlation M 0.47x numpy before either change, 0.98x and 1.02x after.
-GEMV = "gemv"
 GEMV_MIN_ELEMENTS = 1 << 14
 _CBLAS_ROW_MAJOR, _CBLAS_TRANS = 101, 112
 
@@ -95,10 +95,8 @@ def loop_abi(node: Node, producers: dict) -> tuple[list, list, list]:
     for e in [r[1] for r in roles if r[0] == "dim"] + [e for n in body.nodes for e in _symbolic((n.attrs, n.out.shape))]:
         if e not in ints:
             ints.append(e)
-    if _blas_products(body):
-        ints.append(GEMV)
     intvals = [("intval", v.id) for v, r in zip(node.inputs, roles) if r[0] == "intval"]
-    return arrays, [("int", e) for e in ints] + intvals, floats
+    return arrays, [("int", e) for e in ints] + ([GEMV] if _blas_products(body) else []) + intvals, floats
 
 
 def _blas_products(body: LoopBody) -> bool:
@@ -405,7 +403,7 @@ class _LoopEmitter:
                     p = b.gep(buf, [j])
                     b.store(b.fadd(b.load(p), b.fmul(xk, cast(b, element(k, j), y.dtype, _F64))), p)
 
-        if GEMV in self.ext and x.dtype == _F64 and y.dtype == _F64 and dt == _F64:
+        if GEMV[1] in self.ext and x.dtype == _F64 and y.dtype == _F64 and dt == _F64:
             self._on_blas(x, y, buf, ok, rows)
         else:
             self._own(buf, ok, rows, y)
@@ -443,7 +441,7 @@ class _LoopEmitter:
         buffer), else by the loop's own code."""
         b = self.b
         a, off, s0, s1 = y.view
-        gemv, one = self.ext[GEMV], ir.Constant(I64, 1)
+        gemv, one = self.ext[GEMV[1]], ir.Constant(I64, 1)
         null = ir.Constant(I8.as_pointer(), None)
         fits = b.and_(ok, b.icmp_signed("!=", gemv, ir.Constant(I64, 0)))
         fits = b.and_(fits, b.icmp_signed("==", s1, one))

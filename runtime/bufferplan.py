@@ -11,6 +11,7 @@ import numpy as np
 import sympy
 
 from shapes.ir import Node
+from shapes.kernelargs import ERRCELL
 from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, ops_returning
 from shapes.pyexpr import compile_source, exprs_source
 from runtime.kernelcall import KernelCall
@@ -62,7 +63,7 @@ def may_stop(steps, outputs, dd_dims, dd_checks) -> bool:
     size, a graph break's outcome, a bounds check, a lifted loop, an eager
     op)."""
     return bool(dd_checks or dd_dims or any(o.kind == "check" for o in outputs)) or any(
-        ("int", "errcell") in st.args or bool(st.lifted) if isinstance(st, KernelCall) else st.op == "eager"
+        ERRCELL in st.args or bool(st.lifted) if isinstance(st, KernelCall) else st.op == "eager"
         for st in steps)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
+from shapes.kernelargs import EPILOGUE, EPILOGUE_ARGS, ERRCELL, GEMV, INT_KINDS
 from shapes.pyloop import ABORTS
 from shapes.pyexpr import to_python
 from runtime import gemmchoice
@@ -54,7 +55,7 @@ class KernelCall:
         # a pooled buffer, freed after the step)
         ins = self.inputs + tuple(i for i in k.inputs if i not in self.inputs)
         return dataclasses.replace(self, inputs=ins, outputs=self.outputs + k.outputs, epilogue=k,
-                                   args=self.args[:-2] + (("int", "epilogue"), ("int", "epilogue_args")))
+                                   args=self.args[:-2] + (EPILOGUE, EPILOGUE_ARGS))
 
 
 # Work (elements) below which a kernel runs on the calling thread, and the
@@ -91,7 +92,7 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
     calling thread, or split over the cores when its work is large enough
     (a product with an epilogue first packs the epilogue's arguments)."""
     lines = []
-    checked = ("int", "errcell") in kc.args
+    checked = ERRCELL in kc.args
     local = {}
     for vid, dims, unit_rows_ok in kc.prepare:
         local[vid] = f"_c{vid}"
@@ -101,7 +102,7 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
         e = kc.epilogue
         srcs = _arg_sources(e, names, const)
         n_arr = sum(1 for a in e.args if a[0] == "array")
-        n_int = sum(1 for a in e.args if a[0] in ("int", "intval"))
+        n_int = sum(1 for a in e.args if a[0] in INT_KINDS)
         groups = (srcs[:n_arr], srcs[n_arr:n_arr + n_int], srcs[n_arr + n_int:])  # arrays, ints, floats
         lines.append(f"    _ea = _epilogue_args({', '.join('(' + ''.join(x + ', ' for x in g) + ')' for g in groups)})")
         epilogue = const(address(functions[e.tile]), ("address", e.tile)), "_addressof(_ea)"
@@ -263,13 +264,13 @@ def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> lis
     for a in kc.args:
         if a[0] == "array":
             out.append((local or {}).get(a[1], names[a[1]]))
-        elif a == ("int", "errcell"):
+        elif a == ERRCELL:
             out.append("_errcell()")
-        elif a == ("int", "gemv"):  # (codegen/loops.py GEMV)
+        elif a == GEMV:
             out.append(const(dgemv_address(), ("gemv",)))
-        elif a == ("int", "epilogue"):
+        elif a == EPILOGUE:
             out.append(epilogue[0])
-        elif a == ("int", "epilogue_args"):
+        elif a == EPILOGUE_ARGS:
             out.append(epilogue[1])
         elif a[0] == "int":
             out.append(to_python(a[1]))

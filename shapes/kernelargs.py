@@ -1,0 +1,18 @@
+"""The arguments of a native kernel, as codegen declares them (codegen/abi.py
+KernelABI, codegen/gemm.py, codegen/loops.py) and the runtime passes them
+(runtime/kernelcall.py): one place for the contract both sides read.
+
+An argument is (kind, what): ("array", value id) a numpy array object,
+("int", expr) an int64 the runtime computes from the bound dims,
+("intval", value id) a runtime integer or bool scalar passed exactly as
+int64, ("float", value id) a float scalar as a double.  A few ints are not
+dims: the runtime supplies them itself, below."""
+
+INT_KINDS = ("int", "intval")  # the kinds passed as int64, in the ints' place of the ABI
+
+# the calling thread's bounds-check error cell's address (a kernel compiled checked)
+ERRCELL = ("int", "errcell")
+# numpy's cblas_dgemv's address, 0 where there is none (a re-rolled loop's vector times a matrix)
+GEMV = ("int", "gemv")
+# a product's epilogue run in its store: the tile entry's address, and its packed arguments' (0, 0: none)
+EPILOGUE, EPILOGUE_ARGS = ("int", "epilogue"), ("int", "epilogue_args")
