@@ -158,7 +158,7 @@ def run_kernel(k, presets, repeats: int, budget: float, use_numba: bool, emit=pr
     """All measurements of one kernel (in this process); one row per preset."""
     from bench.corpus import compare, fresh
     from jit import jit
-    from jit.api import JitWarning
+    from jit.errors import JitWarning
 
     jf = jit(k.fn)
     nf, numba_note = None, ""

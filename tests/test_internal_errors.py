@@ -36,12 +36,12 @@ def _emit_failing_on_tanh(real):
     return emit
 
 
-api, compile_, tracer = (importlib.import_module(f"jit.{m}") for m in ("api", "compile", "tracer"))
+miss, compile_, tracer = (importlib.import_module(f"jit.{m}") for m in ("miss", "compile", "tracer"))
 
 STAGES = {
     "trace": (tracer.TraceContext, "emit", _emit_failing_on_tanh(tracer.TraceContext.emit),
               "internal_error"),
-    "verify": (api, "verify", _boom, "internal_error"),
+    "verify": (miss, "verify", _boom, "internal_error"),
     "passes": (compile_, "run_pipeline", _boom, "compile_failed"),
     "partition": (compile_, "partition", _boom, "compile_failed"),
     "codegen": (compile_, "emit_plan", _boom, "compile_failed"),

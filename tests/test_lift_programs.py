@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jit import jit
-from jit.api import JitWarning
+from jit.errors import JitWarning
 
 A_DTYPES = ("int64", "float64", "int32", "int8", "uint8", "uint32", "float32", "bool")
 B_DTYPES = ("float64", "int64")

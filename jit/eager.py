@@ -1,0 +1,77 @@
+"""Running a call in numpy instead of compiled code, and saying so: the
+fallbacks of a JitFunction.  In: the function, the bound call and why; out:
+numpy's result (or numpy's own exception, when the error is the user's),
+with the fallback counted in the metrics and the log, and a key that runs
+eagerly from now on marked in its KeyState."""
+from __future__ import annotations
+
+from jit.entries import KeyState
+from jit.errors import warn
+from runtime.runeagerly import RunEagerly
+from runtime.metrics import logger_for
+
+# why a compiled call asked to run once in numpy (runtime/executable.py RunEagerly)
+_ONCE = {"eager_size_changed": "an eager op's output size changed",
+         "aliased_arguments": "an argument the function writes into shares memory with another",
+         "lifted_loop": "a compiled loop met what Python or numpy raise or warn about"}
+
+
+def count_fallback(jf, category: str, text: str) -> None:
+    jf.metrics.fallbacks[category] += 1
+    jf.log.append(f"fallback: {text}")
+    lg = logger_for("fallbacks")
+    if lg:
+        lg.info("%s: fallback: %s", jf.__qualname__, text)
+
+
+def run_eagerly(jf, bound):
+    """The call run in numpy (counted as an eager call)."""
+    jf.metrics.eager_calls += 1
+    jf.metrics.slow_calls += 1
+    args, kwargs = jf._params.unbind(bound)
+    return jf.fn(*args, **kwargs)
+
+
+def mark_eager(jf, state: KeyState, category: str, reason: str) -> None:
+    """The key runs eagerly from now on: counted, logged and warned."""
+    state.eager_reason = reason
+    count_fallback(jf, category, reason)
+    warn(f"shapejit: {jf.__name__} runs eagerly for this signature: {reason}")
+
+
+def run_eagerly_from_now(jf, state: KeyState, category: str, reason: str, bound):
+    mark_eager(jf, state, category, reason)
+    return run_eagerly(jf, bound)
+
+
+def run_eagerly_once(jf, err: RunEagerly, bound):
+    count_fallback(jf, err.reason, f"(one call) {_ONCE.get(err.reason, err.reason)}: {err}")
+    return run_eagerly(jf, bound)
+
+
+def after_failure(jf, state: KeyState, failure: Exception, bound, stage: str = "tracing"):
+    """Tracing (or a compiled call) raised: run the call in numpy.  If
+    numpy raises too, the error is the user's (numpy's own exception is
+    raised, and the function stays as it was); if numpy runs it, the
+    failure was shapejit's and this signature runs eagerly from now on."""
+    error = None
+    args, kwargs = jf._params.unbind(bound)
+    try:
+        result = jf.fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - re-raised below, outside this handler
+        error = e
+    if error is not None:
+        raise error
+    jf.metrics.eager_calls += 1
+    jf.metrics.slow_calls += 1
+    mark_eager(jf, state, "internal_error", f"{stage} failed: {type(failure).__name__}: {failure}"
+                                            f" (at {_where(failure)})")
+    return result
+
+
+def _where(e: BaseException) -> str:
+    """file:line where an exception was raised (the innermost frame)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "?"

@@ -1,0 +1,93 @@
+"""The full key of a call.  In: a JitFunction's keying state (the paths of
+the held arrays and of the other values its traces read) and one call's
+leaves; out: the call's specialization key (jit/signature.py) extended by the
+held arrays' dtypes, shapes and layouts and the tokens of those values
+(jit/held.py), and the held arrays, passed after the runtime inputs.  A trace
+that reaches more of them rekeys the function; an int argument whose value
+changed becomes a symbol (automatic dynamic)."""
+from __future__ import annotations
+
+from jit.entries import KeyState
+from jit.errors import warn
+from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
+from jit.trace import TraceResult
+
+
+def extended_key(jf, key, leaves):
+    """(key with the held arrays' part and the tokens of the values
+    traces read, the held arrays), or (None, None) when a held path no
+    longer reaches an array.  On the hot path."""
+    if not jf._held_paths:
+        return key + (jf._values.tokens(leaves),), []
+    held = fetch_all(jf._held_paths, jf.fn, leaves)
+    if held is None:
+        return None, None
+    return key + (key_of(held), jf._values.tokens(leaves)), held
+
+
+def full_key(jf, key, leaves):
+    """(the full key, the held arrays) for this call; a path that no
+    longer reaches an array is dropped (traces find them)."""
+    if not (jf._held_paths or jf._value_paths):
+        return key, []
+    full, held = extended_key(jf, key, leaves)
+    if full is None:
+        jf._held_paths = []
+        full, held = extended_key(jf, key, leaves)
+    return full, held
+
+
+def rekey(jf, state: KeyState, full, key, leaves, base_runtime, paths, values=()):
+    """After a trace (or a saved entry) reached more held arrays, or
+    read more values, than were known: key them too.  -> (state, full
+    key, runtime inputs)."""
+    new_values = [p for p in values if p not in jf._value_paths]
+    if len(paths) <= len(jf._held_paths) and not new_values:
+        return state, full, base_runtime + full_key(jf, key, leaves)[1]
+    if len(paths) > len(jf._held_paths):
+        jf._held_paths = list(paths)
+    jf._value_paths = jf._value_paths + new_values
+    jf._values = ValueKeys(jf._value_paths, jf.fn)
+    if not state.entries:
+        del jf._keys[full]
+    full, held = full_key(jf, key, leaves)
+    new = jf._keys.setdefault(full, state)
+    new.signature = state.signature
+    return new, full, base_runtime + held
+
+
+def note_values(jf, tr: TraceResult, leaves) -> None:
+    """Remember the values the traces read (a later change names them
+    as the reason of the retrace); warn once of those no token describes."""
+    jf._last_values = dict(zip(jf._value_paths, jf._values.tokens(leaves)))
+    jf._changed += [p for p in tr.changed if p not in jf._changed]
+    new = [p for p in tr.unguarded if p not in jf._unguarded]
+    if new:
+        jf._unguarded += new
+        warn(f"shapejit: {jf.__name__} reads {', '.join(new)}, which it cannot key on (an object "
+             f"of a library's class, or a container of more than {MAX_ITEMS} values or of "
+             f"objects): a change to it after this trace is not seen")
+
+
+def changed_values(jf, leaves) -> list[str]:
+    """The values the traces read that differ now from the last trace's."""
+    return [str(p) for p, t in zip(jf._value_paths, jf._values.tokens(leaves))
+            if jf._last_values.get(p, t) != t]
+
+
+def changed_ints(jf, key) -> frozenset:
+    """Leaf indices of the int arguments whose value differs from the one
+    an earlier call of the same argument structure passed there (torch's
+    automatic dynamic; dynamic=False: none)."""
+    if jf.dynamic is False:
+        return frozenset()
+    out = set()
+    for other in jf._keys:
+        if len(other) == len(key) and other[0] == key[0]:
+            out.update(k - 1 for k in range(1, len(key))
+                       if _is_int_key(key[k]) and _is_int_key(other[k]) and other[k] != key[k])
+    return frozenset(out)
+
+
+def _is_int_key(k) -> bool:
+    return type(k) is tuple and len(k) == 2 and k[0] is int

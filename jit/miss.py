@@ -1,0 +1,286 @@
+"""A call no entry served (the miss path of JitFunction.__call__), under
+the function's lock.  In: the call as the hot path bound and keyed it; out:
+its result, and the function grown by an entry that serves it (or its key
+marked eager, with the reason in its log and metrics).
+
+In order: the full key (an int argument that changed becomes a symbol); an
+entry another thread added meanwhile; the reason this call traces again;
+the entry limit; a saved trace of another process; else trace, build,
+count the recompile, give the call numpy's effects on its arguments, and
+save the trace for other processes."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from jit import pytree
+from jit.compile import build
+from jit.eager import after_failure, count_fallback, mark_eager, run_eagerly, run_eagerly_from_now, run_eagerly_once
+from jit.entries import CompiledEntry, KeyState
+from jit.errors import warn
+from jit.keys import changed_ints, changed_values, full_key, note_values, rekey
+from jit.saved_traces import load_entry, record_key, save_entry
+from jit.signature import Signature, classify_call
+from jit.trace import DeclarationError, TraceResult, trace
+from jit.tracer import Fallback
+from runtime.runeagerly import BreakMismatch, RunEagerly
+from runtime.metrics import logger_for
+from shapes.guards import GuardSet
+from shapes.verify import verify
+
+_now = time.perf_counter
+
+MAX_BREAK_RETRACES = 8  # past it, a signature whose Python decisions keep changing runs eagerly
+
+_UNSERVED = object()  # (no entry of the key served the call)
+
+
+def serve_miss(jf, key, bound, leaves, treedef, arrays, runtime):
+    """The result of a call no entry served: `key` and `runtime` as
+    classify_call made them, without the held arrays' part."""
+    with jf._lock:
+        return _Miss(jf, key, bound, leaves, treedef, arrays, runtime).serve()
+
+
+class _Miss:
+    """One call on the miss path, and what its steps learn of it."""
+
+    def __init__(self, jf, key, bound, leaves, treedef, arrays, runtime):
+        self.jf, self.bound, self.leaves, self.treedef = jf, bound, leaves, treedef
+        self.key, self.arrays, self.base_runtime = key, arrays, runtime
+        self.full = self.state = self.runtime = self.shapes = self.sig = None
+        self.broke: CompiledEntry | None = None  # an entry whose graph break decided otherwise
+
+    def serve(self):
+        jf, bound = self.jf, self.bound
+        state = self._key()
+        if state.eager_reason is not None:
+            return run_eagerly(jf, bound)
+        self.shapes = tuple([a.shape for a in self.arrays])
+        out = self._run_entries()
+        if out is not _UNSERVED:
+            return out
+        jf.metrics.misses["memory"] += 1
+        sig = self.sig = state.signature = Signature.of(self.leaves, self.key, jf._params.leaf_paths(self.treedef),
+                                                        jf.dynamic)
+        if sig.unsupported or jf._generator:
+            return run_eagerly_from_now(jf, state, "unsupported_input", sig.unsupported or "a generator (or "
+                                        "coroutine) function: its values are made after the call returns", bound)
+        reason, category = self._note_retrace()
+        if self.broke is not None and state.break_retraces > MAX_BREAK_RETRACES:
+            return run_eagerly_from_now(jf, state, "graph_break_outcomes",
+                                        f"data-dependent Python decisions at {_break_sites(self.broke)} took more "
+                                        f"than {MAX_BREAK_RETRACES + 1} different outcomes", bound)
+        if jf.max_entries is not None and jf._n_entries >= jf.max_entries:
+            return self._past_entry_limit(reason)
+        record = record_key(jf, self.key)
+        found = None if record is None else load_entry(jf, state, record, self.shapes, self.leaves)
+        if found is not None:
+            try:
+                return self._run_saved(*found)
+            except BreakMismatch:  # saved for another outcome of a graph break: trace this one
+                reason, category = "a saved trace's graph break decided otherwise", "graph_break"
+        failure = None
+        try:
+            tr = self._trace()
+        except Fallback as f:
+            return run_eagerly_from_now(jf, self.state, "data_dependent",
+                                        f"{f.reason} (at {f.loc})" if f.loc else f.reason, bound)
+        except DeclarationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's error, or shapejit's: numpy tells which
+            failure = e
+        if failure is not None:  # (outside the handler: numpy's own exception is not chained to it)
+            return after_failure(jf, self.state, failure, bound)
+        return self._build_and_run(tr, record, reason, category)
+
+    def _key(self) -> KeyState:
+        """The full key, its state and the runtime inputs.  An int argument
+        whose value differs from an earlier call's of the same structure
+        becomes a symbol (automatic dynamic): the call is keyed again."""
+        jf = self.jf
+        full, held = full_key(jf, self.key, self.leaves)
+        changed = changed_ints(jf, full) if full not in jf._keys else frozenset()
+        if changed:
+            jf._dyn_ints |= changed
+            self.key, self.arrays, self.base_runtime = classify_call(self.leaves, self.treedef, jf.dynamic,
+                                                                     jf._dyn_ints)
+            full, held = full_key(jf, self.key, self.leaves)
+            paths = jf._params.leaf_paths(self.treedef)
+            jf._int_changes = ", ".join(paths[k] for k in sorted(changed))
+        self.full, self.runtime = full, self.base_runtime + held
+        self.state = jf._keys.setdefault(full, KeyState())
+        return self.state
+
+    def _held(self) -> list:
+        """The held arrays of the call (the runtime inputs after the arguments')."""
+        return self.runtime[len(self.base_runtime):]
+
+    def _run_entries(self):
+        """The result from an entry another thread added while this one
+        waited for the lock, or _UNSERVED."""
+        for e in self.state.entries:
+            dims = e.guards.check(self.shapes)
+            if dims is not None:
+                try:
+                    out = self._run(e, dims)
+                except BreakMismatch:
+                    self.broke = e
+                    continue
+                m = self.jf.metrics
+                m.slow_calls += 1
+                m.slow_hits["memory"] += 1
+                return out
+        return _UNSERVED
+
+    def _run(self, e: CompiledEntry, dims):
+        """A slow-path call of an entry (the hot path in JitFunction.__call__
+        inlines this); raises BreakMismatch when a graph break decides otherwise."""
+        try:
+            out = e.run(self.runtime, dims)
+        except BreakMismatch:
+            raise
+        except RunEagerly as err:
+            return run_eagerly_once(self.jf, err, self.bound)
+        except Exception as err:  # noqa: BLE001 - the compiled code failed: numpy decides whose fault
+            return after_failure(self.jf, self.state, err, self.bound, "running the compiled code")
+        return pytree.unflatten(e.out_treedef, iter(out))
+
+    def _note_retrace(self) -> tuple[str | None, str]:
+        """(why this call traces again, the recompile's category); notes a
+        graph break's outcome and, with dynamic="auto", the dims that changed."""
+        jf, state = self.jf, self.state
+        reason, category = None, "signature"
+        changed = changed_values(jf, self.leaves)
+        if changed:
+            reason, category = f"{', '.join(changed)} changed (read by the trace)", "value_changed"
+        if jf._int_changes:
+            reason, category = f"int argument {jf._int_changes} changed: now a symbol", "auto_dynamic"
+            jf._int_changes = None
+        if self.broke is not None:
+            state.break_retraces += 1
+            reason, category = f"a graph break at {_break_sites(self.broke)} decided otherwise", "graph_break"
+        elif state.entries:
+            reason = "; ".join(filter(None, (e.guards.failure(self.shapes) for e in state.entries[-1:])))
+            category = "guard"
+            if jf.dynamic == "auto":
+                state.dynamic_dims = state.dynamic_dims | _changed_dims(state.entries[-1], self.shapes)
+                category = "auto_dynamic"
+        return reason, category
+
+    def _past_entry_limit(self, reason: str | None):
+        jf = self.jf
+        if not jf._warned_limit:
+            jf._warned_limit = True
+            warn(f"shapejit: {jf.__name__} reached max_entries={jf.max_entries}; new shapes run eagerly")
+        count_fallback(jf, "max_entries", f"max_entries={jf.max_entries} reached ({reason})")
+        return run_eagerly(jf, self.bound)
+
+    def _rekey(self, paths, values) -> None:
+        self.state, self.full, self.runtime = rekey(self.jf, self.state, self.full, self.key, self.leaves,
+                                                    self.base_runtime, paths, values)
+
+    def _add(self, entry: CompiledEntry) -> None:
+        self.state.entries.append(entry)
+        self.jf._n_entries += 1
+        self.jf.metrics.slow_calls += 1
+
+    def _run_saved(self, entry: CompiledEntry, dims):
+        """Add an entry loaded from a saved trace and run the call on it;
+        raises BreakMismatch when its graph break decides otherwise."""
+        self._rekey(entry.saved.held, entry.saved.guarded)
+        self._add(entry)
+        return self._run(entry, dims)
+
+    def _trace(self) -> TraceResult:
+        jf, m = self.jf, self.jf.metrics
+        t0 = _now()
+        tr = trace(jf.fn, self.treedef, self.leaves, self.sig.specs, dynamic=jf.dynamic,
+                   dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
+                   constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()))
+        verify(tr.graph)
+        m.compile_seconds["trace"].observe(_now() - t0)
+        m.traces += 1
+        m.graph_breaks += len(tr.breaks)
+        return tr
+
+    def _build_and_run(self, tr: TraceResult, record: str | None, reason: str | None, category: str):
+        """Build the trace's entry and add it; the call's result is the
+        trace's own (computed while tracing)."""
+        jf = self.jf
+        self._rekey(tr.held, tr.guarded)
+        note_values(jf, tr, self.leaves)
+        try:
+            entry = build_entry(jf, tr, self.runtime, self.sig.describe())
+        except Exception as e:  # noqa: BLE001 - an internal error never reaches the user
+            mark_eager(jf, self.state, "internal_error", f"building the executable failed: {type(e).__name__}: {e}")
+            tr.apply_writes()
+            return tr.concrete
+        self._count_recompile(reason, category)
+        self._add(entry)
+        held = self._held()  # (all of them: the trace may have found more)
+        if tr.writes and _aliasing([a for a in self.arrays if isinstance(a, np.ndarray)] + held):
+            count_fallback(jf, "aliased_arguments", "(one call) an argument the function writes into "
+                                                    "shares memory with another")
+            result = run_eagerly(jf, self.bound)
+        else:
+            tr.apply_writes()
+            result = tr.concrete
+        save_entry(jf, record, tr, entry, held, self.sig)
+        return result
+
+    def _count_recompile(self, reason: str | None, category: str) -> None:
+        """A new entry when the function has one already is a recompile."""
+        jf, m = self.jf, self.jf.metrics
+        if self.state.entries or any(s.entries for s in jf._keys.values() if s is not self.state):
+            m.recompiles[category] += 1
+            text = f"recompile #{sum(m.recompiles.values())}: {reason or 'new signature ' + self.sig.describe()}"
+            jf.log.append(text)
+            lg = logger_for("recompiles")
+            if lg:
+                lg.info("%s: %s", jf.__qualname__, text)
+
+
+def build_entry(jf, tr: TraceResult, runtime, sig: str) -> CompiledEntry:
+    """The entry of a trace: its guards and the Executable compile.build
+    makes (on the reference back end when compiling fails)."""
+    m = jf.metrics
+    guards = GuardSet(tr.env, tr.input_dims)
+    contiguous = [isinstance(x, np.ndarray) and x.flags.c_contiguous for x in runtime]
+    try:
+        b = build(tr, guards.symbols, jf.backend, contiguous, jf.__qualname__, sig)
+    except Exception as e:  # noqa: BLE001 - a compiler bug must not break the user's call
+        count_fallback(jf, "compile_failed", f"compile failed, running the reference back end: "
+                                             f"{type(e).__name__}: {e}")
+        warn(f"shapejit: compiling {jf.__name__} failed ({type(e).__name__}: {e}); "
+             f"running it on the reference back end")
+        b = build(tr, guards.symbols, "reference", contiguous, jf.__qualname__)
+    for stage, sec in b.seconds.items():
+        m.compile_seconds[stage].observe(sec)
+    if b.cache_level is not None:
+        m.slow_hits[b.cache_level] += 1
+    else:
+        m.compiles += 1
+        if b.artifact_key is not None:  # object code was looked up and compiled
+            m.misses["disk"] += 1
+    lg = logger_for("compile")
+    if lg:
+        lg.info("%s: built %s (%s) in %s", jf.__qualname__, sig,
+                f"cache hit: {b.cache_level}" if b.cache_level else "compiled",
+                ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in b.seconds.items()))
+    b.executable.pool.budget = jf.pool_bytes
+    return CompiledEntry(guards, b.executable.run, tr.out_treedef, b.executable, b, trace=tr)
+
+
+def _break_sites(entry: CompiledEntry) -> str:
+    """file:line of each graph break of an entry."""
+    return ", ".join(loc for loc, _ in entry.summary().breaks)
+
+
+def _changed_dims(entry: CompiledEntry, shapes) -> frozenset:
+    return frozenset((arg, axis) for arg, axis, size in entry.summary().specialized if shapes[arg][axis] != size)
+
+
+def _aliasing(arrays) -> bool:
+    return any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
