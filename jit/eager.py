@@ -10,7 +10,7 @@ from jit.errors import warn
 from runtime.runeagerly import RunEagerly
 from runtime.metrics import logger_for
 
-# why a compiled call asked to run once in numpy (runtime/executable.py RunEagerly)
+# why a compiled call asked to run once in numpy (runtime/runeagerly.py)
 _ONCE = {"eager_size_changed": "an eager op's output size changed",
          "aliased_arguments": "an argument the function writes into shares memory with another",
          "lifted_loop": "a compiled loop met what Python or numpy raise or warn about"}

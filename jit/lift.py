@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from jit.errors import JitWarning
+from jit.errors import warn
 from jit.tracer import SymInt, Tracer, user_location
 from shapes.ir import Node, make_attrs
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
@@ -258,7 +258,7 @@ class Hook:
                 raise
             why = f"{user_location()}: loop not compiled whole: internal error {type(e).__name__}: {e}"
             self.ctx.lift_refusals.append(why)
-            warnings.warn(f"shapejit: {why}; it runs traced, as written", JitWarning, stacklevel=2)
+            warn(f"shapejit: {why}; it runs traced, as written")
             return None
 
 
