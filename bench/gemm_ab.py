@@ -19,7 +19,7 @@ import numpy as np
 from llvmlite import ir
 
 from bench.report import cpu_description
-from codegen import gemm, support
+from codegen import gemm, parallel
 from codegen.artifact import KernelInfo
 from codegen.llvm import compile_ir
 from runtime import dispatch
@@ -36,8 +36,8 @@ def build(symbol: str, consts: dict):
     try:
         m = ir.Module(name=symbol)
         gemm.GemmEmitter(m, symbol, np.float32).emit()
-        support.parallel_entries(m, m.globals[symbol], *gemm.ARGS, python=True)
-        kernels = support.with_parallel([(symbol, *gemm.ARGS)], python=True)
+        parallel.parallel_entries(m, m.globals[symbol], *gemm.ARGS, python=True)
+        kernels = parallel.with_parallel([(symbol, *gemm.ARGS)], python=True)
         art = compile_ir(str(m), [KernelInfo(*k) for k in kernels], {"function": "library"}, optimize=False)
         return load(art)[symbol]
     finally:

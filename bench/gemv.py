@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from bench.report import cpu_description
-from codegen import gemm, support
+from codegen import gemm, parallel
 from jit.compile import _start_pools, library_function
 from runtime import dispatch, gemv, threadpool
 from runtime.kernelcall import CHUNK_MIN_WORK
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     pool, threads = threadpool.native_pool(), threadpool.native_threads()
     if pool is None or threads < 2:
         raise SystemExit("needs the native pool and at least 2 threads")
-    par = library_function(support.par_symbol(gemm.symbol_for(dtype)))
+    par = library_function(parallel.par_symbol(gemm.symbol_for(dtype)))
     nr = gemm.tile_for(dtype).nr
     print(f"{cpu_description()}; {dtype}, {threads} threads, w from memory; median of {a.rounds} calls each")
     print(f"{'K':>6} {'N':>6} {'w MB':>6}  " + "  ".join(f"{v:>20}" for v in ("numpy", "strips", "rows")))

@@ -201,10 +201,10 @@ def keep_machine_artifacts(calibrate=("float32",)) -> None:
     cache, calibrating the dtypes `calibrate` (and so compiling their GEMMs)
     there first when it has none (seconds each)."""
     import numpy as np
-    from codegen import gemm, support
+    from codegen import gemm, parallel
     from jit import compile as compile_mod
     from runtime.cache import default_cache
-    symbols = [support.POOL_RUN]
+    symbols = [parallel.POOL_RUN]
     for dtype in (np.float32, np.float64):
         key = compile_mod._dispatch_key(dtype)
         blob, _ = default_cache().get(key, memory=False)

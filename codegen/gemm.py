@@ -39,7 +39,7 @@ epilogue_args)`, [start, stop) ranging over the (batch, NR-column strip)
 pairs, so the runtime splits a product across cores like any other kernel.
 
 Epilogue in the store: `epilogue`, when not 0, is the address of a fused
-kernel's tile entry (codegen/schedule.py `tile`, codegen/support.py
+kernel's tile entry (codegen/schedule.py `tile`, codegen/parallel.py
 `packed_entry`: `void e(row0, row1, col0, col1, args)`, `epilogue_args`
 the address of its packed arguments), called on each block of C as soon as
 the block is final: the columns a unit computes, EPILOGUE_ROWS rows at a
@@ -59,7 +59,7 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from codegen import support
+from codegen import parallel
 from codegen.abi import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field
 from codegen.llvm import for_range, smax, smin
 from codegen.schedule import fits_tiles
@@ -181,7 +181,7 @@ def library(dtype) -> str:
     once per machine and kept in the compile cache like any artifact."""
     module = ir.Module(name=f"shapejit_gemm_{np.dtype(dtype).name}")
     GemmEmitter(module, symbol_for(dtype), dtype).emit()
-    support.parallel_entries(module, module.globals[symbol_for(dtype)], *ARGS, python=True)
+    parallel.parallel_entries(module, module.globals[symbol_for(dtype)], *ARGS, python=True)
     return str(module)
 
 

@@ -12,7 +12,7 @@ import sympy
 from llvmlite import ir
 
 from clustering.partition import Kernel, Plan
-from codegen import gemm, support
+from codegen import gemm, parallel
 from codegen.abi import KernelABI
 from codegen.artifact import Artifact, KernelInfo
 from codegen.llvm import compile_ir
@@ -87,7 +87,7 @@ def emit_plan(plan: Plan, contiguous: set[int], checked: bool = False) -> Lowere
             epilogues[i] = _tile_entry(module, abi), fused[i]
         abis.append(_concrete(abi, sizes) if shared else abi)
     for a in _distinct(abis + list(loops.values())):
-        support.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
+        parallel.parallel_entries(module, module.globals[a.symbol], a.n_arrays, a.n_ints, a.n_floats, python=True)
     return Lowered(str(module), abis, gemms, loops, epilogues)
 
 
@@ -135,11 +135,11 @@ def _epilogues(plan: Plan, products: dict) -> dict:
 
 
 def _tile_entry(module, abi: KernelABI) -> str:
-    """The packed tile entry (codegen/support.py packed_entry) of the kernel
+    """The packed tile entry (codegen/parallel.py packed_entry) of the kernel
     whose whole-domain function is `abi`'s, emitted once."""
     name = abi.symbol + "_tile"
     if name + "_packed" not in module.globals:
-        support.packed_entry(module, module.globals[name], 4, abi.n_arrays, abi.n_ints, abi.n_floats)
+        parallel.packed_entry(module, module.globals[name], 4, abi.n_arrays, abi.n_ints, abi.n_floats)
     return name + "_packed"
 
 
@@ -245,10 +245,10 @@ def _structure(k, producers, contiguous, checked) -> tuple[tuple, list[int]]:
 
 def entries(abis: list[KernelABI], tiles: tuple = ()) -> tuple:
     """(symbol, arrays, ints, floats, Python entry) of every kernel function
-    the module exports: each kernel and its parallel entry (codegen/support.py),
+    the module exports: each kernel and its parallel entry (codegen/parallel.py),
     with their Python entries (codegen/pycall.py), and the packed tile entries
     `tiles` (five i64 arguments: called by address from a GEMM)."""
-    return support.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in _distinct(abis)),
+    return parallel.with_parallel(((a.symbol, a.n_arrays, a.n_ints, a.n_floats) for a in _distinct(abis)),
                                  python=True) + tuple((t, 0, 3, 0, "") for t in dict.fromkeys(tiles))
 
 

@@ -1,6 +1,6 @@
 """Kernels callable from Python without ctypes: for a kernel entry `k`
 whose array arguments are numpy array objects (the jit's kernels and GEMMs;
-codegen/support.py `parallel_entries(..., python=True)`), a CPython
+codegen/parallel.py `parallel_entries(..., python=True)`), a CPython
 METH_FASTCALL function `<k>_py`.
 
     PyObject *k_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -20,7 +20,7 @@ import sympy
 from clustering import partition, run_pipeline
 from clustering.partition import Kernel, Plan
 from clustering.reroll import reroll
-from codegen import gemm, lower, support
+from codegen import gemm, lower, parallel
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.abi import DATA_OFFSET, STRIDES_OFFSET
 from codegen.llvm import compile_ir, host_target
@@ -118,13 +118,13 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
         a, prepare = gemms[s.out.id]
         sizes = (sympy.Mul(*s.out.shape[:-1]), s.out.shape[-1], s.inputs[0].shape[-1])  # M, N, K
         return KernelCall(a.symbol, tuple(v.id for v in s.inputs), ((s.out.id, s.out.shape, s.out.dtype),),
-                          a.args, a.rows, a.inner, prepare, support.par_symbol(a.symbol),
+                          a.args, a.rows, a.inner, prepare, parallel.par_symbol(a.symbol),
                           (s.inputs[0].id, s.inputs[1].id, sizes))
 
     def kernel_call(k: Kernel, tile: str = "") -> KernelCall:
         a = by_kernel[id(k)]
         return KernelCall(a.symbol, tuple(v.id for v in k.inputs), tuple((v.id, v.shape, v.dtype) for v in k.outputs),
-                          a.args, a.rows, a.inner, parallel=support.par_symbol(a.symbol), pointwise=True, tile=tile)
+                          a.args, a.rows, a.inner, parallel=parallel.par_symbol(a.symbol), pointwise=True, tile=tile)
     steps = []
     for s in plan.steps:
         if isinstance(s, Kernel):
@@ -200,13 +200,13 @@ _libraries_lock = forksafe.lock()
 
 def _library_functions(libraries) -> dict:
     """The library kernels (by symbol) and their parallel entries."""
-    return {sym: library_function(sym) for lib in libraries for sym in (lib, support.par_symbol(lib))}
+    return {sym: library_function(sym) for lib in libraries for sym in (lib, parallel.par_symbol(lib))}
 
 
 def library_function(symbol: str):
     """A kernel shared by every function of the process — the GEMM of a
     dtype and its parallel entry (codegen/gemm.py), the thread pools'
-    helpers (codegen/support.py) — compiled once per machine (kept in the
+    helpers (codegen/parallel.py) — compiled once per machine (kept in the
     compile cache under a key of its own) and loaded once per process."""
     with _libraries_lock:
         fn = _libraries.get(symbol)
@@ -223,22 +223,22 @@ def library_function(symbol: str):
             cache.put(key, artifact.to_bytes(), "(library)", name, kind="library")
             found = load(artifact), None
         _libraries.update(_functions(found[0], kernels, (DATA_OFFSET, STRIDES_OFFSET)))  # (they keep their code)
-        if name != "support":
+        if name != "parallel":
             _load_dispatch(gemm.dtype_of(name))
         return _libraries[symbol]
 
 
 def library_spec(symbol: str) -> tuple:
     """(cache key, name, module maker, kernels) of the library that defines
-    `symbol`: the support library, or the GEMM of a dtype.  Its key is the
+    `symbol`: the thread pool's library (codegen/parallel.py), or the GEMM of a dtype.  Its key is the
     machine's (target, build): compiled once per machine."""
-    if symbol in {k[0] for k in support.exported()}:
-        name, make, kernels, variant = "support", support.module, support.exported(), ""
+    if symbol in {k[0] for k in parallel.exported()}:
+        name, make, kernels, variant = "parallel", parallel.module, parallel.exported(), ""
     else:
-        name = symbol.removesuffix(support.PAR_SUFFIX)
+        name = symbol.removesuffix(parallel.PAR_SUFFIX)
         dtype = gemm.dtype_of(name)
         make, variant = (lambda: gemm.library(dtype)), gemm.variant(dtype)
-        kernels = support.with_parallel([(name, *gemm.ARGS)], python=True)
+        kernels = parallel.with_parallel([(name, *gemm.ARGS)], python=True)
     key = content_key("library", name, repr(kernels), variant, target_description(), build_id())
     return key, name, make, kernels
 
@@ -348,7 +348,7 @@ def calibrate_gemm(dtype, rounds: int = dispatch.ROUNDS, grid_m=dispatch.GRID_M,
     sym = gemm.symbol_for(dtype)
     _calibrating_here.add(dtype.char)  # (loading the kernel starts no calibration of its own)
     try:
-        fn, par = library_function(sym), library_function(support.par_symbol(sym))
+        fn, par = library_function(sym), library_function(parallel.par_symbol(sym))
     finally:
         _calibrating_here.discard(dtype.char)
     _start_pools()
@@ -384,12 +384,12 @@ def _start_pools() -> None:
     global _pools_started
     if _pools_started:
         return
-    threadpool.set_spin_wait(library_function(support.SPIN_SYMBOL))
-    if support.native_pool_supported():
-        run = library_function(support.POOL_RUN)
-        threadpool.install_native_pool(ctypes.cast(run, ctypes.c_void_p).value, library_function(support.POOL_WORKER),
-                                       library_function(support.POOL_STOP), library_function(support.POOL_RESET),
-                                       library_function(support.BLAS_SETUP), library_function(support.BLAS_CLOSE))
+    threadpool.set_spin_wait(library_function(parallel.SPIN_SYMBOL))
+    if parallel.native_pool_supported():
+        run = library_function(parallel.POOL_RUN)
+        threadpool.install_native_pool(ctypes.cast(run, ctypes.c_void_p).value, library_function(parallel.POOL_WORKER),
+                                       library_function(parallel.POOL_STOP), library_function(parallel.POOL_RESET),
+                                       library_function(parallel.BLAS_SETUP), library_function(parallel.BLAS_CLOSE))
     _pools_started = True
 
 

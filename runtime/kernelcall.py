@@ -286,7 +286,7 @@ _DOUBLE, _INT64 = struct.Struct("=d"), struct.Struct("=q")
 
 def epilogue_args(arrays: tuple, ints: tuple, floats: tuple):
     """A fused epilogue's arguments packed as its tile entry reads them
-    (codegen/support.py packed_entry): int64 words, an array as its object's
+    (codegen/parallel.py packed_entry): int64 words, an array as its object's
     address (the kernel reads numpy's array struct), a float as its bits.
     The caller holds the arrays, and this buffer, until the product returns."""
     words = [id(a) for a in arrays] + [int(i) for i in ints] + [_INT64.unpack(_DOUBLE.pack(x))[0] for x in floats]

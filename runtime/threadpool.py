@@ -1,6 +1,6 @@
 """Process-wide persistent thread pools for running kernels in parallel.
 
-Two pools: the native one (codegen/support.py; Linux on x86-64 and
+Two pools: the native one (codegen/parallel.py; Linux on x86-64 and
 aarch64), whose workers never leave native code, runs every compiled kernel
 the jit splits (a fork/join costs ~0.5 us); this module starts its workers
 (`install_native_pool`) and restarts them in a forked child.  The Python
@@ -57,7 +57,7 @@ CHUNKS_PER_THREAD = 4
 # the kernels of one call follow each other within microseconds, and waking a
 # sleeping worker costs tens of them (set_spin_wait installs the spinner).
 SPIN_ROUNDS = 8192
-_spin_wait = None  # native spin-wait (codegen/support.py), installed by the jit
+_spin_wait = None  # native spin-wait (codegen/parallel.py), installed by the jit
 
 
 def set_spin_wait(fn) -> None:
@@ -227,7 +227,7 @@ def parallel_for(fn, start: int, stop: int, args=(), min_chunk: int = 1) -> None
 
 
 # ---------------------------------------------------------------- native pool
-# Kernels split over the cores by the native pool (codegen/support.py): its
+# Kernels split over the cores by the native pool (codegen/parallel.py): its
 # workers never leave native code.  The jit installs it; each worker is a
 # Python thread whose whole life is one ctypes call.
 
@@ -286,7 +286,7 @@ def install_native_pool(run_address: int, worker, stop, reset, blas_setup=None, 
 # 256x768 @ 768x3072 + b right after a numpy product took 1.3-1.8x its time
 # alone, 0.86-0.99x with the pool shared (`python -m bench.mixed`, 3 runs).  OpenBLAS >= 0.3.27
 # lets the caller run its threaded jobs (openblas_set_threads_callback_function):
-# we hand it the native pool (codegen/support.py sj_blas_threads), so one set
+# we hand it the native pool (codegen/parallel.py sj_blas_threads), so one set
 # of threads serves both and OpenBLAS's own ones sleep: numpy's library, and
 # any other loaded when the pool starts (scipy's wheel brings its own: one
 # imported after that keeps its own threads).

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codegen import gemm, support
+from codegen import gemm
+from codegen.parallel import par_symbol
 from jit import jit
 from jit.compile import _start_pools, library_function
 from runtime.kernelcall import rows4
@@ -43,7 +44,7 @@ def run_kernel(a, b, c, parallel=False, strided=False):
     args = (a, b, c, M, N, K, int(strided), int(strided), 0, 0)  # (no epilogue)
     if parallel:  # on the native pool (the jit's way) where there is one, else the Python pool
         if threadpool.native_pool() is not None:
-            library_function(support.par_symbol(gemm.symbol_for(dtype)))(0, units, *args, 1, threadpool.native_pool())
+            library_function(par_symbol(gemm.symbol_for(dtype)))(0, units, *args, 1, threadpool.native_pool())
         else:
             threadpool.parallel_for(fn, 0, units, args, 1)
     elif units:

@@ -365,7 +365,7 @@ def wait_mode(request):
     """Workers and callers that spin-wait natively between jobs (what the jit
     installs) or only sleep on locks."""
     from jit.compile import library_function
-    from codegen.support import SPIN_SYMBOL
+    from codegen.parallel import SPIN_SYMBOL
     before = threadpool._spin_wait
     threadpool.set_spin_wait(library_function(SPIN_SYMBOL) if request.param == "spin" else None)
     yield request.param

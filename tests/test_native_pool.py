@@ -1,4 +1,4 @@
-"""The native thread pool (codegen/support.py): kernels' `_par` entries split
+"""The native thread pool (codegen/parallel.py): kernels' `_par` entries split
 a range over the workers and the caller, every index exactly once, from any
 number of calling threads, after a fork, and after the pool was stopped."""
 import multiprocessing
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from codegen import support
+from codegen import parallel
 from codegen.artifact import KernelInfo
 from codegen.llvm import I64, compile_ir, for_range
 from jit.compile import _start_pools, library_function
@@ -21,7 +21,7 @@ from runtime import threadpool
 from runtime.loader import load
 from tests.conftest import run_in_threads
 
-pytestmark = pytest.mark.skipif(not support.native_pool_supported(), reason="no native pool on this platform")
+pytestmark = pytest.mark.skipif(not parallel.native_pool_supported(), reason="no native pool on this platform")
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,8 @@ def count():
     last = b.gep(hits, [ir.Constant(I64, 10_000)])
     b.atomic_rmw("add", last, b.add(scale, b.fptosi(add, I64)), "monotonic")
     b.ret_void()
-    support.parallel_entries(m, fn, 1, 1, 1)
-    art = compile_ir(str(m), [KernelInfo(*k) for k in support.with_parallel([("k_count", 1, 1, 1)])])
+    parallel.parallel_entries(m, fn, 1, 1, 1)
+    art = compile_ir(str(m), [KernelInfo(*k) for k in parallel.with_parallel([("k_count", 1, 1, 1)])])
     _start_pools()
     return load(art)
 
@@ -88,8 +88,8 @@ def test_workers_take_part(count):
             b.store(b.fadd(b.fmul(b.load(b.gep(sink, [i])), ir.Constant(f64, 1.0000001)), x), b.gep(sink, [i]))
         b.store(b.ptrtoint(b.alloca(I64), I64), b.gep(out, [i]))  # an address on this thread's stack
     b.ret_void()
-    support.parallel_entries(m, fn, 2, 0, 0)
-    who = load(compile_ir(str(m), [KernelInfo(*k) for k in support.with_parallel([("k_who", 2, 0, 0)])]))
+    parallel.parallel_entries(m, fn, 2, 0, 0)
+    who = load(compile_ir(str(m), [KernelInfo(*k) for k in parallel.with_parallel([("k_who", 2, 0, 0)])]))
     out, sink = np.zeros(64, np.int64), np.ones(64)
     for _ in range(20):
         who["k_who_par"](0, 64, out.ctypes.data, sink.ctypes.data, 1, threadpool.native_pool())
@@ -234,7 +234,7 @@ def _shared_against_own(products, product, times: int) -> None:
         own = products()
         assert server_ticks() >= 5
     finally:
-        threadpool._share_blas(library_function(support.BLAS_SETUP))
+        threadpool._share_blas(library_function(parallel.BLAS_SETUP))
     assert threadpool.blas_shared()
     for x, y in zip(shared, own):
         assert x.dtype == y.dtype and np.array_equal(x, y)
@@ -307,7 +307,7 @@ def test_scipys_openblas_is_shared_too():
     server threads asleep."""
     linalg = pytest.importorskip("scipy.linalg")
     _shared()
-    threadpool._share_blas(library_function(support.BLAS_SETUP))  # (scipy's: here loaded after the pool started)
+    threadpool._share_blas(library_function(parallel.BLAS_SETUP))  # (scipy's: here loaded after the pool started)
     libs = threadpool._openblas()
     if len(libs) < 2:
         pytest.skip("scipy's BLAS is numpy's library here")
@@ -329,14 +329,14 @@ def test_the_callback_knows_each_library_once_and_as_many_as_it_can(tmp_path):
         tmp_path,
         "import ctypes\n"
         "import numpy as np\n"
-        "from codegen import support\n"
+        "from codegen import parallel\n"
         "from jit import jit\n"
         "from jit.compile import library_function\n"
         "from runtime import threadpool\n"
         "jit(lambda x: x @ x)(np.ones((64, 64), np.float32))\n"
         "assert threadpool.blas_shared()\n"
-        "setup = library_function(support.BLAS_SETUP)\n"
-        "cells = [ctypes.c_int(2) for _ in range(support.BLAS_LIBRARIES)]\n"
+        "setup = library_function(parallel.BLAS_SETUP)\n"
+        "cells = [ctypes.c_int(2) for _ in range(parallel.BLAS_LIBRARIES)]\n"
         "def given(cell):\n"
         "    out = ctypes.c_int64(0)\n"
         "    setup(0, 0, ctypes.addressof(cell), ctypes.addressof(out))\n"

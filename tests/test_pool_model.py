@@ -1,4 +1,4 @@
-"""A model check of the native pool's protocol (codegen/support.py).
+"""A model check of the native pool's protocol (codegen/parallel.py).
 
 The stress tests run the real pool, but the race issue 10 suspected needs
 a worker to be descheduled between two loads for exactly as long as a

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from codegen import support
+from codegen import parallel
 from codegen.artifact import KernelInfo
 from codegen.abi import DATA_OFFSET, array_field
 from codegen.llvm import I64, compile_ir, for_range
@@ -36,7 +36,7 @@ def axpb_module() -> str:
     with for_range(b, start, stop) as i:
         b.store(b.fadd(b.fmul(a, b.load(b.gep(xs, [i]))), b.sitofp(add, F64)), b.gep(outs, [i]))
     b.ret_void()
-    support.parallel_entries(m, fn, 2, 1, 1, python=True)
+    parallel.parallel_entries(m, fn, 2, 1, 1, python=True)
     return str(m)
 
 
@@ -56,12 +56,12 @@ def wait_module() -> str:
             b.store_atomic(ir.Constant(I64, 1), cell(2), "seq_cst", 8)
             b.ret_void()
     b.ret_void()
-    support.parallel_entries(m, fn, 1, 1, 0, python=True)
+    parallel.parallel_entries(m, fn, 1, 1, 0, python=True)
     return str(m)
 
 
 def compiled(text: str, kernel: tuple):
-    return compile_ir(text, [KernelInfo(*k) for k in support.with_parallel([kernel], python=True)])
+    return compile_ir(text, [KernelInfo(*k) for k in parallel.with_parallel([kernel], python=True)])
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_result_like_numpy(axpb):
     assert not out[:10].any() and not out[20:].any()
 
 
-@pytest.mark.skipif(not support.native_pool_supported(), reason="no native pool on this platform")
+@pytest.mark.skipif(not parallel.native_pool_supported(), reason="no native pool on this platform")
 def test_parallel_entry_like_numpy(axpb):
     _start_pools()
     x = np.random.default_rng(0).standard_normal(100_000)

@@ -1,5 +1,7 @@
-"""Native helpers of the runtime, compiled like any kernel (one library per
-process, kept in the compile cache).
+"""The native thread pool and what runs kernels on it (their parallel
+entries, OpenBLAS's jobs, the Python pool's spin-wait): native helpers of
+the runtime (runtime/threadpool.py runs them), compiled like any kernel
+(one library per machine, kept in the compile cache).
 
 The thread pool, native (Linux, x86-64 and aarch64): workers that never
 leave native code, so a kernel split over the cores costs no GIL hand-off,
