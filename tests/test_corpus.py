@@ -57,6 +57,7 @@ def test_kernel_equals_numpy(name, backend):
         _LLVM_STATS[name] = (jf.stats(), jf)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FULLY_COMPILED))
 def test_kernel_stays_fully_compiled(name):
     if name in _LLVM_STATS:

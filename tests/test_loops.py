@@ -79,6 +79,7 @@ def growing(r, w, A):
     return y, w, A
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kernels_that_differ_only_in_sizes_share_one_function(backend, dtype):
     f = jit(growing, backend=backend)

@@ -169,6 +169,7 @@ def _runs(gpt2_params, llama_params):
         return {k: _LLVM_RUNS.get(k) or run() for k, run in runs.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt2", "llama prefill", "llama decode"])
 def test_models_compile_whole(name, gpt2_params, llama_params):
     """No eager node, no graph break, no fallback, and at most two compiles
@@ -181,6 +182,7 @@ def test_models_compile_whole(name, gpt2_params, llama_params):
     assert s["compiles"] <= 2 and s["traces"] <= 2, jf.log
 
 
+@pytest.mark.slow
 def test_compile_facts(gpt2_params, llama_params, capsys):
     """Prints stats() and explain()'s reasons after the sweeps (llvm back end),
     gpt2_pico too: `np.arange(len(ids))` specializes the length (Python's len()
