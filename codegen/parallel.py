@@ -92,6 +92,7 @@ from llvmlite import ir
 
 from codegen.llvm import I64, for_range, host_target, smax
 from codegen.pycall import py_symbol, python_entry
+from shapes.kernelargs import CHUNKS_PER_THREAD
 
 I1, I8, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(32)
 VOID = ir.VoidType()
@@ -113,7 +114,6 @@ _SYMBOLS = {SPIN_SYMBOL: (0, 1, 0), POOL_RESET: (0, 0, 0), POOL_RUN: (0, 3, 0), 
 # the same reason, wait busily for ~0.1 s
 POOL_SPIN_ROUNDS = 1 << 21
 POOL_HOT_ROUNDS = 1 << 14
-CHUNKS_PER_THREAD = 4      # chunks of a job per thread: a late thread leaves its share to the others
 _YIELD_ROUNDS = 4096       # a caller waiting on the last chunks yields the CPU this often
 
 # (futex, sched_yield) system call numbers

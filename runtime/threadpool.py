@@ -43,14 +43,11 @@ import queue
 import threading
 
 from shapes import config
+from shapes.kernelargs import CHUNKS_PER_THREAD
 
 __all__ = ["parallel_for", "num_threads", "get_pool", "ThreadPool", "shutdown", "install_native_pool", "dgemv_address",
            "native_pool", "native_threads", "blas_shared"]
 
-
-# A few chunks per thread so that a late (descheduled, slow to wake) worker
-# does not hold up the caller, which then simply takes more chunks.
-CHUNKS_PER_THREAD = 4
 
 # After a job a worker spins this many pause instructions (~0.2 ms here) in
 # native code, without the GIL, watching for the next job before it sleeps:

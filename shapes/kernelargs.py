@@ -6,7 +6,9 @@ An argument is (kind, what): ("array", value id) a numpy array object,
 ("int", expr) an int64 the runtime computes from the bound dims,
 ("intval", value id) a runtime integer or bool scalar passed exactly as
 int64, ("float", value id) a float scalar as a double.  A few ints are not
-dims: the runtime supplies them itself, below."""
+dims: the runtime supplies them itself, below.  Last, the one fact the two
+thread pools share (codegen/parallel.py's native pool, runtime/threadpool.py's
+Python pool where there is no native one)."""
 
 INT_KINDS = ("int", "intval")  # the kinds passed as int64, in the ints' place of the ABI
 
@@ -16,3 +18,7 @@ ERRCELL = ("int", "errcell")
 GEMV = ("int", "gemv")
 # a product's epilogue run in its store: the tile entry's address, and its packed arguments' (0, 0: none)
 EPILOGUE, EPILOGUE_ARGS = ("int", "epilogue"), ("int", "epilogue_args")
+
+# chunks of a job per thread, in either pool: a late (descheduled, slow to
+# wake) thread leaves its share to the others, which take more chunks
+CHUNKS_PER_THREAD = 4
