@@ -153,7 +153,7 @@ def bounds_section(limits, rows, peer_names):
 
 def _jit_detail(res):
     st = res.get("stats") or {}
-    keys = ("recompiles", "fallbacks", "cache_hits_disk", "cache_hits_memory")
+    keys = ("recompiles", "fallbacks", "cache_hits_disk", "entry_hits")
     return ", ".join("%s %s" % (k, st[k]) for k in keys if k in st)
 
 
@@ -260,7 +260,7 @@ def first_section(first, notes):
 def jit_stats_section(jit_stats):
     if not jit_stats:
         return ""
-    keys = ["traces", "compiles", "recompiles", "cache_hits_memory", "cache_hits_disk", "fallbacks"]
+    keys = ["traces", "compiles", "recompiles", "entry_hits", "cache_hits_disk", "fallbacks"]
     body = []
     for peer, per_w in jit_stats.items():
         for w, st in per_w.items():

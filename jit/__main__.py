@@ -61,7 +61,7 @@ def demo(calls: int, backend: str) -> int:
     print(f"{'first call (' + how + ')':28s}{first * 1e3:>10.1f}ms")
     print(f"\ndistinct shapes: {len(set(shapes))}   traces: {st['traces']}   compiles: {st['compiles']}   "
           f"recompiles: {st['recompiles']}   fallbacks: {st['fallbacks']}")
-    print(f"compile cache: {st['cache_hits_memory']} memory hits, {st['cache_hits_disk']} disk hits "
+    print(f"calls served by a compiled entry: {st['entry_hits']}; compile cache: {st['cache_hits_disk']} disk hits "
           f"(a second run of this demo loads the saved trace and object code from disk: "
           f"traces 0, compiles 0, disk hits 1); "
           f"{len(cache)} entries in {cache.directory if cache.on_disk else '(memory only)'}")
@@ -74,7 +74,8 @@ def demo(calls: int, backend: str) -> int:
     for line in text.splitlines():
         if 'function="demo_layer"' in line and any(k in line for k in (
                 "shapejit_compiles_total", "shapejit_calls_total", "shapejit_call_seconds_count",
-                "shapejit_call_seconds_sum", 'level="disk"', "shapejit_peak_bytes")):
+                "shapejit_call_seconds_sum", "shapejit_entry_hits_total", 'artifact="trace",function="demo_layer",level="disk"',
+                "shapejit_peak_bytes")):
             print("  " + line)
     server.shutdown()
     ok = st["traces"] + st["cache_hits_disk"] == 1 and worst < 1e-4  # traced here, or loaded from disk

@@ -61,7 +61,7 @@ class _Miss:
         out = self._run_entries()
         if out is not _UNSERVED:
             return out
-        jf.metrics.misses["memory"] += 1
+        jf.metrics.entry_misses += 1
         sig = self.sig = state.signature = Signature.of(self.leaves, self.key, jf._params.leaf_paths(self.treedef),
                                                         jf.dynamic)
         if sig.unsupported or jf._generator:
@@ -130,7 +130,7 @@ class _Miss:
                     continue
                 m = self.jf.metrics
                 m.slow_calls += 1
-                m.slow_hits["memory"] += 1
+                m.slow_entry_hits += 1
                 return out
         return _UNSERVED
 
@@ -259,11 +259,11 @@ def build_entry(jf, tr: TraceResult, runtime, sig: str) -> CompiledEntry:
     for stage, sec in b.seconds.items():
         m.compile_seconds[stage].observe(sec)
     if b.cache_level is not None:
-        m.slow_hits[b.cache_level] += 1
+        m.cache_hits[b.cache_level, "object"] += 1
     else:
         m.compiles += 1
         if b.artifact_key is not None:  # object code was looked up and compiled
-            m.misses["disk"] += 1
+            m.cache_misses += 1
     lg = logger_for("compile")
     if lg:
         lg.info("%s: built %s (%s) in %s", jf.__qualname__, sig,

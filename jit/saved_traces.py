@@ -61,7 +61,7 @@ def load_entry(jf, state: KeyState, record: str, shapes, leaves) -> tuple[Compil
             return None
         for stage, sec in b.seconds.items():
             m.compile_seconds[stage].observe(sec)
-        m.slow_hits[state.saved_level or "disk"] += 1
+        m.cache_hits[state.saved_level or "disk", "trace"] += 1
         lg = logger_for("compile")
         if lg:
             lg.info("%s: loaded a saved trace (%s) in %.1f ms", jf.__qualname__,

@@ -1,5 +1,6 @@
 """Prometheus metrics, prefix `shapejit_`, labelled by function name only
-(and small fixed reason/level/stage sets; never a shape).
+(and small fixed reason/level/stage sets; never a shape): functions that
+share a name report one series, their sum.
 
 The hot path only bumps plain Python counters on a FunctionMetrics (a few
 hundred nanoseconds); a Collector turns them into metric families when
@@ -25,6 +26,10 @@ FALLBACK_REASONS = ("data_dependent", "unsupported_input", "max_entries", "eager
                     "compile_failed", "aliased_arguments", "internal_error", "graph_break_outcomes",
                     "lifted_loop")
 STAGES = ("trace", "passes", "codegen", "llvm", "load")
+# (level, artifact) of a compile cache hit: object code this process holds,
+# else a saved trace with its object code or object code alone, from disk or Redis
+CACHE_HITS = (("memory", "object"), ("disk", "trace"), ("disk", "object"), ("remote", "trace"),
+              ("remote", "object"))
 
 log = logging.getLogger("shapejit")
 
@@ -36,6 +41,10 @@ class Histogram:
         self.bounds = bounds
         self.counts = [0] * (len(bounds) + 1)
         self.sum = 0.0
+
+    def add(self, other: "Histogram") -> None:
+        self.counts = [a + b for a, b in zip(self.counts, other.counts)]
+        self.sum += other.sum
 
     def observe(self, x: float) -> None:
         self.counts[bisect.bisect_left(self.bounds, x)] += 1
@@ -57,16 +66,28 @@ class Histogram:
 class FunctionMetrics:
     """Plain counters for one jitted function."""
 
-    def __init__(self, name: str):
+    _COUNTS = ("slow_calls", "traces", "compiles", "slow_entry_hits", "entry_misses", "cache_misses",
+               "eager_calls", "graph_breaks", "bytes_allocated")
+    _BY_LABEL = ("recompiles", "cache_hits", "fallbacks")
+
+    def __init__(self, name: str, live: bool = True):
         self.name = name
         # A call served by a compiled entry only observes its latency: that
-        # observation is also its count as a call and as a memory hit.
+        # observation is also its count as a call and as an entry hit.
         self.slow_calls = 0
         self.traces = 0
         self.compiles = 0
         self.recompiles = dict.fromkeys(RECOMPILE_REASONS, 0)
-        self.slow_hits = {"memory": 0, "disk": 0, "remote": 0}
-        self.misses = {"memory": 0, "disk": 0}
+        # Two caches, named apart: the compiled entries this process holds
+        # (a call's first lookup), and the compile cache (object code this
+        # process holds, then disk, then Redis) a call no entry served may
+        # load from: a saved trace with its object code (neither traced nor
+        # compiled; disk or remote), or object code after a trace (not
+        # compiled).
+        self.slow_entry_hits = 0
+        self.entry_misses = 0
+        self.cache_hits = dict.fromkeys(CACHE_HITS, 0)
+        self.cache_misses = 0  # object code looked up there and compiled
         self.fallbacks = dict.fromkeys(FALLBACK_REASONS, 0)
         self.eager_calls = 0
         self.graph_breaks = 0  # data-dependent Python decisions traced (each compiled on both sides)
@@ -74,16 +95,39 @@ class FunctionMetrics:
         self.compile_seconds = {s: Histogram(COMPILE_BOUNDS) for s in STAGES}
         self.bytes_allocated = 0
         self.peak_bytes = 0
-        _live.add(self)
+        if live:
+            _live.add(self)
+
+    @classmethod
+    def total(cls, ms: list) -> "FunctionMetrics":
+        """The figures of functions that share a name, as one (a metric's
+        series are one per name: two would be a duplicate)."""
+        if len(ms) == 1:
+            return ms[0]
+        t = cls(ms[0].name, live=False)
+        for m in ms:
+            for k in cls._COUNTS:
+                setattr(t, k, getattr(t, k) + getattr(m, k))
+            for k in cls._BY_LABEL:
+                mine = getattr(t, k)
+                for label, n in getattr(m, k).items():
+                    mine[label] += n
+            t.latency.add(m.latency)
+            for s, h in m.compile_seconds.items():
+                t.compile_seconds[s].add(h)
+            t.peak_bytes = max(t.peak_bytes, m.peak_bytes)
+        return t
 
     @property
     def calls(self) -> int:
         return self.slow_calls + self.latency.count
 
     @property
-    def hits(self) -> dict:
-        return {"memory": self.slow_hits["memory"] + self.latency.count, "disk": self.slow_hits["disk"],
-                "remote": self.slow_hits["remote"]}
+    def entry_hits(self) -> int:
+        return self.slow_entry_hits + self.latency.count
+
+    def cache_hits_at(self, level: str) -> int:
+        return sum(n for (lv, _), n in self.cache_hits.items() if lv == level)
 
 
 _live: "weakref.WeakSet[FunctionMetrics]" = weakref.WeakSet()
@@ -91,15 +135,17 @@ _live: "weakref.WeakSet[FunctionMetrics]" = weakref.WeakSet()
 
 class ShapejitCollector:
     def collect(self):
-        fms = sorted(list(_live), key=lambda m: m.name)
+        by_name: dict[str, list] = {}
+        for m in list(_live):
+            by_name.setdefault(m.name, []).append(m)
+        fms = [FunctionMetrics.total(by_name[name]) for name in sorted(by_name)]
 
-        def counter(name, doc, value_of, extra=None):
-            labels = ["function"] + ([extra[0]] if extra else [])
-            fam = CounterMetricFamily(f"shapejit_{name}", doc, labels=labels)
+        def counter(name, doc, value_of, extra=()):
+            fam = CounterMetricFamily(f"shapejit_{name}", doc, labels=["function", *extra])
             for m in fms:
                 if extra:
                     for k, v in value_of(m).items():
-                        fam.add_metric([m.name, k], v)
+                        fam.add_metric([m.name, *((k,) if isinstance(k, str) else k)], v)
                 else:
                     fam.add_metric([m.name], value_of(m))
             return fam
@@ -108,8 +154,14 @@ class ShapejitCollector:
         yield counter("traces", "Traces of jitted functions", lambda m: m.traces)
         yield counter("compiles", "Executables compiled with LLVM (cache hits excluded)", lambda m: m.compiles)
         yield counter("recompiles", "Traces after the first, by reason", lambda m: m.recompiles, ("reason",))
-        yield counter("cache_hits", "Compile cache hits by level", lambda m: m.hits, ("level",))
-        yield counter("cache_misses", "Compile cache misses by level", lambda m: m.misses, ("level",))
+        yield counter("entry_hits", "Calls served by a compiled entry this process holds", lambda m: m.entry_hits)
+        yield counter("entry_misses", "Calls no compiled entry served (traced, or loaded from the compile cache)",
+                      lambda m: m.entry_misses)
+        yield counter("cache_hits", "Compile cache hits by level (memory, disk, remote) and artifact (trace: "
+                      "a saved trace with its object code, neither traced nor compiled; object: object code "
+                      "after a trace, not compiled)", lambda m: m.cache_hits, ("level", "artifact"))
+        yield counter("cache_misses", "Object code looked up in the compile cache and compiled",
+                      lambda m: m.cache_misses)
         yield counter("fallbacks", "Eager fallbacks by reason", lambda m: m.fallbacks, ("reason",))
         yield counter("eager_calls", "Calls run eagerly in numpy", lambda m: m.eager_calls)
         yield counter("graph_breaks", "Data-dependent Python decisions traced as checked outcomes",

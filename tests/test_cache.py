@@ -141,3 +141,67 @@ def test_cache_command_lists_and_clears(tmp_path):
     out = subprocess.run([sys.executable, "-m", "jit", "cache", "--clear"], env=env, capture_output=True,
                          text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0 and f"cleared {n}" in out.stdout
+
+
+def test_entry_hits_and_compile_cache_hits_are_counted_apart(tmp_path, monkeypatch):
+    """A call a compiled entry serves is an entry hit; a call no entry serves
+    is an entry miss, and loads from the compile cache (a cache hit by level
+    and artifact) or compiles (a cache miss)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from jit import metrics
+    from tests.test_service import metric
+    monkeypatch.setenv("SHAPEJIT_CACHE_DIR", str(tmp_path / "c"))
+    reset_default_cache()
+
+    def softplus_counted(x):
+        return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0.0)
+
+    f = jit(softplus_counted)
+    for n in (5, 9, 9, 40):
+        f(np.linspace(-3, 3, n))
+    s = f.stats()
+    assert (s["compiles"], s["cache_misses"], s["entry_hits"]) == (1, 1, 3), f.log
+    assert s["cache_hits_memory"] + s["cache_hits_disk"] + s["cache_hits_remote"] == 0
+    g = jit(softplus_counted)  # no entry of its own: the trace saved by f, or f's object code after a trace
+    assert_like_numpy(g(np.linspace(-3, 3, 7)), softplus_counted(np.linspace(-3, 3, 7)))
+    t = g.stats()
+    assert t["compiles"] == 0 and t["cache_misses"] == 0 and t["entry_hits"] == 0, g.log
+    assert t["cache_hits_memory"] + t["cache_hits_disk"] == 1
+    registry = CollectorRegistry()
+    metrics.register(registry)
+    text = generate_latest(registry).decode()
+    name = f.metrics.name  # g shares it: one series each, their sum
+    assert metric(text, "shapejit_calls_total", function=name) == 5
+    assert metric(text, "shapejit_entry_hits_total", function=name) == 3
+    assert metric(text, "shapejit_entry_misses_total", function=name) == 2  # f's first call and g's
+    assert metric(text, "shapejit_cache_misses_total", function=name) == 1
+    artifact = "trace" if t["traces"] == 0 else "object"
+    level = "disk" if t["cache_hits_disk"] else "memory"
+    assert metric(text, "shapejit_cache_hits_total", function=name, level=level, artifact=artifact) == 1
+    series = [line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(series) == len(set(series))
+
+
+def test_functions_that_share_a_name_sum_every_figure():
+    from runtime.metrics import FunctionMetrics
+    a, b = FunctionMetrics("same"), FunctionMetrics("same")
+    for k, m in enumerate((a, b)):
+        for attr, v in vars(m).items():
+            if isinstance(v, int):
+                setattr(m, attr, 10 * k + len(attr))
+            elif isinstance(v, dict) and attr != "compile_seconds":
+                for label in v:
+                    v[label] = 7 + k
+        m.latency.observe(1e-3 * (k + 1))
+        m.compile_seconds["llvm"].observe(0.1)
+    t = FunctionMetrics.total([a, b])
+    for attr, v in vars(t).items():
+        if attr == "peak_bytes":
+            assert v == max(a.peak_bytes, b.peak_bytes)
+        elif isinstance(v, int):
+            assert v == getattr(a, attr) + getattr(b, attr), attr
+        elif isinstance(v, dict) and attr != "compile_seconds":
+            assert all(n == 15 for n in v.values()), attr
+    assert t.latency.count == 2 and t.latency.sum == a.latency.sum + b.latency.sum
+    assert t.compile_seconds["llvm"].count == 2 and t.calls == a.calls + b.calls

@@ -144,7 +144,7 @@ def check(fn, cases, backend, *, ulps=4, term_scale=None, **jit_kw):
     assert "eager nodes" not in jf.explain(), jf.explain()
     assert stats["traces"] == len(keys), jf.explain()
     assert stats["calls"] == len(cases)
-    assert stats["cache_hits_memory"] >= len(cases) - len(keys)  # every other call reused an entry
+    assert stats["entry_hits"] >= len(cases) - len(keys)  # every other call reused an entry
     return jf
 
 

@@ -16,7 +16,7 @@ import pytest
 from examples.service import Encoder, make_server, spawn
 from shapes import config
 
-ALLOWED_LABELS = {"function", "reason", "level", "stage", "le", "endpoint", "status", "outcome", "kind", "result"}
+ALLOWED_LABELS = {"function", "reason", "level", "artifact", "stage", "le", "endpoint", "status", "outcome", "kind", "result"}
 
 
 
@@ -77,7 +77,8 @@ def test_service_serves_many_lengths_from_one_compile(service):
     assert metric(text, "shapejit_calls_total", function="encoder") == n
     assert metric(text, "shapejit_call_seconds_count", function="encoder") == n - 1  # the first traced
     assert metric(text, "shapejit_call_seconds_sum", function="encoder") > 0
-    assert metric(text, "shapejit_cache_hits_total", function="encoder", level="memory") == n - 1
+    assert metric(text, "shapejit_entry_hits_total", function="encoder") == n - 1
+    assert metric(text, "shapejit_entry_misses_total", function="encoder") == 1
     for line in text.splitlines():
         if line.startswith("#") or "{" not in line:
             continue
@@ -309,7 +310,7 @@ def test_metrics_serve_and_wsgi_with_a_custom_registry():
     text = generate_latest(reg).decode()
     assert metric(text, "shapejit_calls_total", function="tiny") == 3
     assert metric(text, "shapejit_compiles_total", function="tiny") == 1
-    assert f.stats()["calls"] == 3 and f.stats()["cache_hits_memory"] == 2
+    assert f.stats()["calls"] == 3 and f.stats()["entry_hits"] == 2
     app = jit.metrics.wsgi_app(reg)
     body = b"".join(app({"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": ""},
                         lambda status, headers: None))
