@@ -3,6 +3,8 @@
 shape environment and what each input dim became."""
 from __future__ import annotations
 
+import dis
+import functools
 import types
 from dataclasses import dataclass, field
 
@@ -142,7 +144,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
 
     bound = pytree.unflatten(arg_treedef, iter(traced_leaves))
     args, kwargs = rebind(bound) if rebind is not None else (bound, {})
-    result = _traceable(fn, ctx, lifter)(*args, **kwargs)
+    traceables = _Traceables(_NumpyProxy(ctx), lifter)
+    result = traceables.root(fn)(*args, **kwargs)
+    traceables.write_globals()
     guarded, changed = _still_read(lifter, fn, leaves)
 
     out_leaves: list = []
@@ -384,14 +388,22 @@ class _RandomProxy:
         return refuse
 
 
-def _traceable(fn, ctx, lifter: Lifter):
-    """fn as the trace runs it (see _Traceables); a bound method's `self` is
-    a traced view of the object."""
-    t = _Traceables(_NumpyProxy(ctx), lifter)
-    lifter.traceable = t.function
-    if isinstance(fn, types.MethodType) and holder(fn.__self__):
-        return types.MethodType(t.function(fn.__func__, root=True), HeldObject(lifter, Path(("self",)), fn.__self__))
-    return t.function(fn, root=True)
+_UNSET = object()
+
+
+def _traced(v, copies: set, depth: int = 3) -> bool:
+    """Whether v is (or a list, tuple, dict or set holds) a value of the
+    trace: a traced array or size, a traced view, the proxies, a function
+    made over one of the `copies` of globals."""
+    if isinstance(v, (Tracer, SymInt, _NumpyProxy, _RandomProxy, _UserModule)) or type(v).__module__ == "jit.held":
+        return True
+    if isinstance(v, types.FunctionType):
+        return id(v.__globals__) in copies
+    if depth and isinstance(v, (list, tuple, set, frozenset)):
+        return any(_traced(x, copies, depth - 1) for x in v)
+    if depth and isinstance(v, dict):
+        return any(_traced(x, copies, depth - 1) for x in v.values())
+    return False
 
 
 class _Traceables:
@@ -402,11 +414,43 @@ class _Traceables:
     so `np.tri(T)` in a helper is as symbolic as in the jitted function.
     What they read is found at paths from the jitted function's globals and
     closure, through the helpers (`helper.__globals__['SCALE']`) and user
-    modules (`mod.W`) on the way: arrays there are held, other values keyed."""
+    modules (`mod.W`) on the way: arrays there are held, other values keyed.
+
+    A copy runs over a copy of its module's globals (the proxy and the views
+    in place of what it reads); what the traced run assigns there (`global
+    n; n += 1`, a name it defines) is written into the module's own globals
+    when the trace is done (`write_globals`), as the run would have: its
+    Python side effects run while tracing, as a list it appends to does."""
 
     def __init__(self, proxy, lifter: Lifter):
         self.proxy, self.lifter = proxy, lifter
         self.done: dict = {}
+        self.copies: list = []  # (the module's globals, the copy's, the copy's as made)
+        lifter.traceable = self.function
+
+    def root(self, fn):
+        """fn as the trace runs it; a bound method's `self` is a traced view
+        of the object."""
+        if isinstance(fn, types.MethodType) and holder(fn.__self__):
+            return types.MethodType(self.function(fn.__func__, root=True),
+                                    HeldObject(self.lifter, Path(("self",)), fn.__self__))
+        return self.function(fn, root=True)
+
+    def write_globals(self) -> None:
+        """Assign in the modules' globals what the traced run assigned in
+        the copies'; a traced value kept there (an array a compiled call
+        would not make) runs the function eagerly instead."""
+        ours = {id(copy) for _, copy, _ in self.copies}
+        writes = [(g, k, copy.get(k, _UNSET)) for g, copy, made in self.copies
+                  for k in copy.keys() | made.keys() if copy.get(k, _UNSET) is not made.get(k, _UNSET)]
+        for _, k, now in writes:
+            if _traced(now, ours):
+                raise Fallback(f"assigns a traced value to the global {k!r} (a compiled call would not)")
+        for g, k, now in writes:
+            if now is _UNSET:
+                g.pop(k, None)
+            else:
+                g[k] = now
 
     def function(self, fn, path: Path | None = None, root: bool = False):
         """The copy of user function `fn`; `path` is where the jitted
@@ -440,11 +484,12 @@ class _Traceables:
             new_cells.append(c if w is v else types.CellType(w))
         new = lift.traced_copy(fn, {**g, **hits}, tuple(new_cells), self.proxy._ctx)
         if new is None:
-            if not hits and all(a is b for a, b in zip(new_cells, cells)):
+            if not hits and all(a is b for a, b in zip(new_cells, cells)) and not _assigns_globals(fn.__code__):
                 return fn
             new = types.FunctionType(fn.__code__, {**g, **hits}, fn.__name__, fn.__defaults__,
                                      tuple(new_cells) or None)
             new.__kwdefaults__ = fn.__kwdefaults__
+        self.copies.append((g, new.__globals__, dict(new.__globals__)))
         self.done[fn] = new
         return new
 
@@ -480,6 +525,15 @@ class _UserModule(types.ModuleType):
 def _holds(seq) -> bool:
     items = seq.values() if isinstance(seq, dict) else seq
     return any(type(x) is np.ndarray or holder(x) for x in items)
+
+
+@functools.lru_cache(maxsize=1024)
+def _assigns_globals(code) -> bool:
+    """Whether a function's code (or the code nested in it) may assign a
+    global: `global` statements, or a call of globals()."""
+    return ("globals" in code.co_names
+            or any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") for i in dis.get_instructions(code))
+            or any(_assigns_globals(c) for c in code.co_consts if isinstance(c, types.CodeType)))
 
 
 def _global_names(code) -> set:

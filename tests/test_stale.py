@@ -59,6 +59,75 @@ def test_a_changed_global_function_traces_again():
         helper = old
 
 
+COUNT = 0
+LAST = None
+
+
+def _note(x):
+    global LAST
+    LAST = "noted"  # a helper's assignment lands in its module too
+    return np.exp(x)
+
+
+def counted(x):
+    global COUNT
+    COUNT += 1
+    return np.sqrt(_note(x)) * 2.0
+
+
+def test_a_global_the_traced_run_assigns_lands_in_the_module(backend):
+    """The trace runs the function over a copy of its globals; what it
+    assigns there is written into the module when the trace is done (its
+    Python side effects run while tracing, once per trace), and a global it
+    changed is not keyed (every call would trace again)."""
+    global COUNT, LAST
+    f = jit(counted, backend=backend)
+    try:
+        for n in (3, 4, 5, 5):
+            x = np.arange(float(n))
+            assert_like_numpy(f(x), np.sqrt(np.exp(x)) * 2.0)
+        assert (COUNT, LAST) == (1, "noted")
+        assert f.stats()["traces"] == 1
+        changed = [line for line in f.explain().splitlines() if line.startswith("changed by the function")]
+        assert changed and "COUNT" in changed[0] and "LAST" in changed[0]
+    finally:
+        COUNT, LAST = 0, None
+
+
+def keeps_last(x):
+    global LAST
+    y = x * 2.0
+    LAST = y
+    return y + 1.0
+
+
+def keeps_shape(x):
+    global LAST
+    LAST = x.shape
+    return x - 1.0
+
+
+@pytest.mark.parametrize("fn, last", [(keeps_last, lambda x: x * 2.0), (keeps_shape, lambda x: x.shape)])
+def test_a_traced_value_assigned_to_a_global_runs_eagerly(fn, last):
+    """An array or a size the compiled code would not hand out: the call runs
+    in numpy, the global holds numpy's value, and explain() says why."""
+    global LAST
+    f = jit(fn)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitWarning)
+            for n in (3, 6):
+                x = np.arange(float(n))
+                assert_like_numpy(f(x), fn(x))
+                LAST = None
+                f(x)
+                assert type(LAST) is type(last(x)) and np.array_equal(LAST, last(x))
+        assert f.stats()["eager_calls"] >= 3
+        assert "assigns a traced value to the global 'LAST'" in f.explain()
+    finally:
+        LAST = None
+
+
 def test_closures_lists_and_dicts():
     coef = [1.0, 2.0]
     opts = dict(OPTIONS)
