@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shapes.ir import Graph, Node, Value, format_node, value_names
-from shapes.ops import ELEMENTWISE, OPS, REDUCE, kernel_ops
+from shapes.ir import ArrayConst, Graph, Node, Value, format_node, value_names
+from shapes.ops import ELEMENTWISE, FRESH_C, OPS, REDUCE, kernel_ops, ops_returning
 
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
 INT_DTYPES = {np.dtype(np.int32), np.dtype(np.int64)}
@@ -48,6 +48,9 @@ class Kernel:
         return any(is_column_reduction(n) for n in self.nodes)
 
 
+_FRESH_C = ops_returning(FRESH_C)  # ops whose results are fresh C-ordered arrays
+
+
 @dataclass
 class Plan:
     graph: Graph
@@ -56,6 +59,22 @@ class Plan:
 
     def kernels(self) -> list[Kernel]:
         return [s for s in self.steps if isinstance(s, Kernel)]
+
+    def contiguous_values(self, input_contiguous: list[bool]) -> set[int]:
+        """The ids of the values known C-contiguous before the call: the
+        inputs `input_contiguous` says are, the kernels' outputs, contiguous
+        array constants, fresh C-ordered results and their reshapes."""
+        out = {v.id for v, c in zip(self.graph.inputs, input_contiguous) if c}
+        out |= {v.id for k in self.kernels() for v in k.outputs}
+        for n in self.graph.nodes:
+            if n.op == "const" and isinstance(n.attr("value"), ArrayConst):
+                if n.attr("value").array.flags.c_contiguous:
+                    out.add(n.out.id)
+            elif n.op in _FRESH_C:
+                out.update(o.id for o in n.outputs)
+            elif n.op == "reshape" and n.inputs[0].id in out:
+                out.add(n.out.id)
+        return out
 
     def describe(self, on_gemm=frozenset(), in_store=frozenset()) -> str:
         """The steps as text; `on_gemm`: the matmul outputs lowering put on

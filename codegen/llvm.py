@@ -73,6 +73,13 @@ def host_target() -> llvm.TargetMachine:
     return _target_machine(host.features())
 
 
+def target_description() -> str:
+    """What object code compiled here depends on: the target, the CPU and
+    its features (as SHAPEJIT_ISA narrows them), LLVM's and llvmlite's versions."""
+    return "|".join([host_target().triple, host.cpu_name(), host.features(),
+                     ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__])
+
+
 @functools.cache
 def _target_machine(features: str) -> llvm.TargetMachine:
     _init_native()

@@ -11,9 +11,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-
-import llvmlite
-import llvmlite.binding as llvm
 import numpy as np
 import sympy
 
@@ -23,7 +20,7 @@ from clustering.reroll import reroll
 from codegen import gemm, lower, parallel
 from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.abi import DATA_OFFSET, STRIDES_OFFSET
-from codegen.llvm import compile_ir, host_target
+from codegen.llvm import compile_ir, target_description
 from codegen.lower import compile_module, emit_plan, entries
 from jit.trace import TraceResult
 from runtime.cache import build_id, content_key, default_cache, key_symbol
@@ -33,15 +30,13 @@ from runtime.kernelcall import KernelCall, run_split
 from runtime.loader import LoadError, load
 from runtime import threadpool
 from runtime.native import check_array_layout
-from shapes import config, forksafe, host
-from shapes.ir import ArrayConst, Graph, Node
-from shapes.ops import FRESH_C, ops_returning
+from shapes import config, forksafe
+from shapes.ir import Graph, Node
 from shapes.verify import checks_enabled
 
 BACKENDS = ("llvm", "reference")
 
 # ops whose numpy reference returns a fresh C-contiguous array
-_FRESH_CONTIGUOUS = ops_returning(FRESH_C)
 
 
 @dataclass
@@ -92,7 +87,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
     plan = partition(g)
     t1 = time.perf_counter()
     times["passes"] = t1 - t0
-    contiguous = _contiguous_values(g, plan, input_contiguous)
+    contiguous = plan.contiguous_values(input_contiguous)
     low = emit_plan(plan, contiguous, checked)
     kernel_abis, gemms, loops = low.kernels, low.gemms, low.loops
     abis = kernel_abis + list(loops.values())
@@ -427,30 +422,9 @@ def _cached(cache, key: str, symbols: list):
         return None
 
 
-def target_description() -> str:
-    tm = host_target()
-    return "|".join([tm.triple, host.cpu_name(), host.features(),
-                     ".".join(map(str, llvm.llvm_version_info)), llvmlite.__version__])
-
-
 def _remap_outputs(outputs: list[OutputSpec], g: Graph) -> list[OutputSpec]:
     it = iter(g.outputs)
     return [OutputSpec("value", next(it).id) if o.kind == "value" else
             OutputSpec("writeback", (o.payload[0], next(it).id)) if o.kind == "writeback" else
             OutputSpec("check", (next(it).id,) + o.payload[1:]) if o.kind == "check" else o
             for o in outputs]
-
-
-def _contiguous_values(g: Graph, plan: Plan, input_contiguous: list[bool]) -> set[int]:
-    out = {v.id for v, c in zip(g.inputs, input_contiguous) if c}
-    kernel_outs = {v.id for k in plan.kernels() for v in k.outputs}
-    out |= kernel_outs
-    for n in g.nodes:
-        if n.op == "const" and isinstance(n.attr("value"), ArrayConst):
-            if n.attr("value").array.flags.c_contiguous:
-                out.add(n.out.id)
-        elif n.op in _FRESH_CONTIGUOUS:
-            out.update(o.id for o in n.outputs)
-        elif n.op == "reshape" and n.inputs[0].id in out:
-            out.add(n.out.id)
-    return out
