@@ -85,7 +85,7 @@ class Plan:
         for s in self.steps:
             if isinstance(s, Kernel):
                 kind = ("matmul epilogue in the GEMM store" if s.name in in_store else
-                        "matmul epilogue" if s.matmul_inputs else "column reduction" if s.column else
+                        "matmul epilogue pass" if s.matmul_inputs else "column reduction" if s.column else
                         "row kernel" if s.has_reduction else "loop kernel")
                 dom = ", ".join(str(d) for d in s.domain)
                 lines.append(f"{s.name}: {kind} over [{dom}]  in: {', '.join(names[v.id] for v in s.inputs)}"

@@ -74,8 +74,8 @@ def demo(calls: int, backend: str) -> int:
     for line in text.splitlines():
         if 'function="demo_layer"' in line and any(k in line for k in (
                 "shapejit_compiles_total", "shapejit_calls_total", "shapejit_call_seconds_count",
-                "shapejit_call_seconds_sum", "shapejit_entry_hits_total", 'artifact="trace",function="demo_layer",level="disk"',
-                "shapejit_peak_bytes")):
+                "shapejit_call_seconds_sum", "shapejit_entry_hits_total", "shapejit_peak_bytes",
+                'artifact="trace",function="demo_layer",level="disk"')):
             print("  " + line)
     server.shutdown()
     ok = st["traces"] + st["cache_hits_disk"] == 1 and worst < 1e-4  # traced here, or loaded from disk

@@ -36,8 +36,6 @@ from shapes.verify import checks_enabled
 
 BACKENDS = ("llvm", "reference")
 
-# ops whose numpy reference returns a fresh C-contiguous array
-
 
 @dataclass
 class Build:

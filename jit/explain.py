@@ -19,8 +19,9 @@ _VARIANT = {True: "numpy's matmul (BLAS)", False: "the GEMM kernel", None: "both
 def stats(jf) -> dict:
     m = jf.metrics
     return {"traces": m.traces, "compiles": m.compiles, "recompiles": sum(m.recompiles.values()),
-            "entry_hits": m.entry_hits, "cache_hits_memory": m.cache_hits_at("memory"), "cache_hits_disk": m.cache_hits_at("disk"),
-            "cache_hits_remote": m.cache_hits_at("remote"), "cache_misses": m.cache_misses,
+            "entry_hits": m.entry_hits, "cache_hits_memory": m.cache_hits_at("memory"),
+            "cache_hits_disk": m.cache_hits_at("disk"), "cache_hits_remote": m.cache_hits_at("remote"),
+            "cache_misses": m.cache_misses,
             "fallbacks": sum(m.fallbacks.values()), "eager_calls": m.eager_calls, "calls": m.calls,
             "entries": jf._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes,
             "eager_nodes": sum(e.eager_nodes for s in jf._keys.values() for e in s.entries),
