@@ -7,7 +7,14 @@ import os
 import sys
 import warnings
 
-_PACKAGE = os.path.dirname(__file__) + os.sep
+# shapejit's packages: a user's line is the first frame outside them (and numpy)
+PKG_DIRS = tuple(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + p + os.sep
+                 for p in ("jit", "shapes", "clustering", "codegen", "runtime"))
+
+
+def internal(filename: str) -> bool:
+    """Whether code in `filename` is shapejit's or numpy's, not the user's."""
+    return filename.startswith(PKG_DIRS) or os.sep + "numpy" + os.sep in filename or filename.startswith("<__array")
 
 
 class JitWarning(UserWarning):
@@ -16,8 +23,8 @@ class JitWarning(UserWarning):
 
 def warn(message: str) -> None:
     """Warn with a JitWarning at the user's line that called into shapejit
-    (the first frame outside jit/, however deep the call went)."""
+    (the first frame outside shapejit and numpy, however deep the call went)."""
     frame, level = sys._getframe(), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and internal(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, JitWarning, stacklevel=level)

@@ -27,12 +27,12 @@ import types
 import numpy as np
 
 from jit.held import holder
-from jit.tracer import _PKG_DIRS
+from jit.errors import PKG_DIRS
 
 # shapejit's own packages count as a library (an editable install is not under
 # site-packages): `jit(...)` in a model's __init__ is named, not hashed
 _OWN = ("jit", "shapes", "clustering", "codegen", "runtime")
-_OWN_DIRS = tuple(os.path.realpath(d) + os.sep for d in _PKG_DIRS)
+_OWN_DIRS = tuple(os.path.realpath(d) + os.sep for d in PKG_DIRS)
 MAX_ARRAY_BYTES = 256 << 20  # larger globals are not hashed: the function is traced each process
 
 

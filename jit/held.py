@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jit.tracer import _PKG_DIRS, Fallback, Tracer, user_location
+from jit.errors import PKG_DIRS
+from jit.tracer import Fallback, Tracer, user_location
 
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, types.ModuleType,
           types.FunctionType, types.BuiltinFunctionType, type)
@@ -192,7 +193,7 @@ _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), os.path.dirname(np.__file__
 def user_file(filename: str) -> bool:
     """A file of the user's program: not the standard library, an installed
     package or shapejit itself."""
-    return not filename.startswith(_LIBRARY_DIRS + _PKG_DIRS + ("<frozen",))
+    return not filename.startswith(_LIBRARY_DIRS + PKG_DIRS + ("<frozen",))
 
 
 def user_module(mod) -> bool:

@@ -13,7 +13,7 @@ import sympy
 
 from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
-from jit.held import HeldObject, Lifter, Path, holder, token, user_file, user_module
+from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
@@ -395,7 +395,7 @@ def _traced(v, copies: set, depth: int = 3) -> bool:
     """Whether v is (or a list, tuple, dict or set holds) a value of the
     trace: a traced array or size, a traced view, the proxies, a function
     made over one of the `copies` of globals."""
-    if isinstance(v, (Tracer, SymInt, _NumpyProxy, _RandomProxy, _UserModule)) or type(v).__module__ == "jit.held":
+    if isinstance(v, (Tracer, SymInt, HeldObject, HeldSequence, HeldMapping, _NumpyProxy, _RandomProxy, _UserModule)):
         return True
     if isinstance(v, types.FunctionType):
         return id(v.__globals__) in copies

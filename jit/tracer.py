@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import sympy
 
+from jit.errors import internal
 from shapes.env import ShapeEnv
 from shapes.ir import ArrayConst, Node, Value, make_attrs
 from runtime.generate import OUTCOME
@@ -31,9 +32,6 @@ class _Protocol:
 
 PROTOCOL = _Protocol()
 
-_PKG_DIRS = tuple(
-    os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + p + os.sep
-    for p in ("jit", "shapes", "clustering", "codegen", "runtime"))
 
 
 # Python scalars are weakly typed (NEP 50).  Tested with `type(x) in`, not
@@ -58,9 +56,8 @@ def user_location() -> str:
     """file:line of the innermost frame outside shapejit and numpy."""
     f = sys._getframe(1)
     while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_PKG_DIRS) and os.sep + "numpy" + os.sep not in fn and not fn.startswith("<__array"):
-            return f"{os.path.basename(fn)}:{f.f_lineno}"
+        if not internal(f.f_code.co_filename):
+            return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
         f = f.f_back
     return "?"
 

@@ -94,3 +94,13 @@ def run_in_threads(target, n: int, timeout: float = 120.0) -> None:
     assert not any(t.is_alive() for t in threads), "a thread did not finish"
     if errors:
         raise errors[0]
+
+
+def metric(text, name, **labels):
+    """The value of the Prometheus sample `name` whose labels include `labels`
+    in exposition `text` (None: no such sample)."""
+    for line in text.splitlines():
+        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            if line.split("{")[0].split(" ")[0] == name:
+                return float(line.rsplit(" ", 1)[1])
+    return None

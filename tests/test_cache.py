@@ -11,7 +11,7 @@ import numpy as np
 
 from jit import jit
 from runtime.cache import ArtifactCache, CacheWarning, reset_default_cache
-from tests.conftest import assert_like_numpy
+from tests.conftest import assert_like_numpy, metric
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -150,7 +150,6 @@ def test_entry_hits_and_compile_cache_hits_are_counted_apart(tmp_path, monkeypat
     from prometheus_client import CollectorRegistry, generate_latest
 
     from jit import metrics
-    from tests.test_service import metric
     monkeypatch.setenv("SHAPEJIT_CACHE_DIR", str(tmp_path / "c"))
     reset_default_cache()
 
@@ -163,22 +162,26 @@ def test_entry_hits_and_compile_cache_hits_are_counted_apart(tmp_path, monkeypat
     s = f.stats()
     assert (s["compiles"], s["cache_misses"], s["entry_hits"]) == (1, 1, 3), f.log
     assert s["cache_hits_memory"] + s["cache_hits_disk"] + s["cache_hits_remote"] == 0
-    g = jit(softplus_counted)  # no entry of its own: the trace saved by f, or f's object code after a trace
+    g = jit(softplus_counted)  # no entry of its own: it loads the trace f saved, with its object code
     assert_like_numpy(g(np.linspace(-3, 3, 7)), softplus_counted(np.linspace(-3, 3, 7)))
     t = g.stats()
-    assert t["compiles"] == 0 and t["cache_misses"] == 0 and t["entry_hits"] == 0, g.log
-    assert t["cache_hits_memory"] + t["cache_hits_disk"] == 1
+    assert (t["traces"], t["compiles"], t["cache_misses"], t["entry_hits"], t["cache_hits_disk"]) == (0, 0, 0, 0, 1)
+    monkeypatch.setenv("SHAPEJIT_TRACE_CACHE", "0")
+    h = jit(softplus_counted)  # saved traces off: it traces, and finds the object code this process holds
+    assert_like_numpy(h(np.linspace(-3, 3, 6)), softplus_counted(np.linspace(-3, 3, 6)))
+    u = h.stats()
+    assert (u["traces"], u["compiles"], u["cache_hits_memory"], u["cache_hits_disk"]) == (1, 0, 1, 0), h.log
     registry = CollectorRegistry()
     metrics.register(registry)
     text = generate_latest(registry).decode()
-    name = f.metrics.name  # g shares it: one series each, their sum
-    assert metric(text, "shapejit_calls_total", function=name) == 5
+    name = f.metrics.name  # g and h share it: one series each, their sum
+    assert metric(text, "shapejit_calls_total", function=name) == 6
     assert metric(text, "shapejit_entry_hits_total", function=name) == 3
-    assert metric(text, "shapejit_entry_misses_total", function=name) == 2  # f's first call and g's
+    assert metric(text, "shapejit_entry_misses_total", function=name) == 3  # the first calls of f, g and h
     assert metric(text, "shapejit_cache_misses_total", function=name) == 1
-    artifact = "trace" if t["traces"] == 0 else "object"
-    level = "disk" if t["cache_hits_disk"] else "memory"
-    assert metric(text, "shapejit_cache_hits_total", function=name, level=level, artifact=artifact) == 1
+    assert metric(text, "shapejit_cache_hits_total", function=name, level="disk", artifact="trace") == 1
+    assert metric(text, "shapejit_cache_hits_total", function=name, level="memory", artifact="object") == 1
+    assert metric(text, "shapejit_cache_hits_total", function=name, level="disk", artifact="object") == 0
     series = [line.rsplit(" ", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
     assert len(series) == len(set(series))
 

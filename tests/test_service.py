@@ -15,6 +15,7 @@ import pytest
 
 from examples.service import Encoder, make_server, spawn
 from shapes import config
+from tests.conftest import metric
 
 ALLOWED_LABELS = {"function", "reason", "level", "artifact", "stage", "le", "endpoint", "status", "outcome", "kind", "result"}
 
@@ -51,14 +52,6 @@ def post(url, body, timeout=30):
 def get(url, timeout=30):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.read().decode()
-
-
-def metric(text, name, **labels):
-    for line in text.splitlines():
-        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            if line.split("{")[0].split(" ")[0] == name:
-                return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 def test_service_serves_many_lengths_from_one_compile(service):
