@@ -97,7 +97,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_K, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK,
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK,
                  EPILOGUE_ROWS, MC, accumulators()))
 
 
@@ -118,6 +118,16 @@ SMALL_M = 16  # products of at most this many rows stream B in place (no packed 
 # 3072 and 4096, while N = 768 and 2304 (rows in four sets) streamed
 # 1.1-1.3x faster than packed.
 ALIAS_BYTES = 2048
+# A streamed micro-kernel prefetches at least this many bytes of B's row
+# PREFETCH ahead (from its strip's first column): with B from memory, a
+# strip's one line a row (AVX2, float32), a page apart, left the DRAM's
+# open rows and the L2's streamer idle; the block's next strips' lines,
+# fetched with it, come from L2 when their turn comes.  One thread, B from
+# memory (python -m bench.gemm_ab --cold --a ... --b ..., AMD EPYC znver3,
+# no AVX-512, float32): 256 bytes against 64 ran 1.4-1.9x faster at M =
+# 4..16 for (K, N) = (768, 768) and (768, 256), 1.24-1.65x at M = 4 for
+# (768, 2048) and (2048, 768); 512 bytes was 0.77-0.93x of 256.
+STREAM_PREFETCH_BYTES = 256
 # ... and unless K > STREAM_K: a strip's K rows (a line each) then outgrow
 # what L2 keeps for the next row tile; packed instead, 1.2-2.9x faster at M =
 # 8..16 for K = 1280..3072 (N = 768, 1280), the same for K = 768 (the
@@ -660,7 +670,7 @@ class GemmEmitter:
         bv = [vload(brow, v) for v in range(t.nv)]
         if streamed:  # (a prefetch is a hint: past the end of B it never faults)
             ahead = b.bitcast(b.gep(brow, [b.mul(ir.Constant(I64, PREFETCH), ldb)]), I8.as_pointer())
-            for line in range(0, t.nv * t.lanes * self.dtype.itemsize, 64):
+            for line in range(0, max(t.nv * t.lanes * self.dtype.itemsize, STREAM_PREFETCH_BYTES), 64):
                 b.call(self.prefetch, [b.gep(ahead, [ir.Constant(I64, line)]), ir.Constant(I32, 0),
                                        ir.Constant(I32, 3), ir.Constant(I32, 1)])
         new = []
