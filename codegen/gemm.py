@@ -17,7 +17,7 @@ store, so no access leaves the arrays.  K = 0 stores zeros.
 
 A product of few rows (M <= SMALL_M) with unit-stride columns of B skips
 the panels (unless B's row stride makes its rows alias in L1, ALIAS_BYTES,
-or K is deep, STREAM_K): packing would cost as much as the product, and a
+or K is deep, STREAM_K, and A has more rows than one row tile): packing would cost as much as the product, and a
 tile of one or two rows would keep few accumulators busy.  Each row tile runs the whole
 of K in registers reading B in place (prefetching the rows ahead), over as
 many strips at once as the accumulators allow.  A GEMV (M <= ROW_STREAM_M)
@@ -133,7 +133,14 @@ STREAM_PREFETCH_BYTES = 256
 # 8..16 for K = 1280..3072 (N = 768, 1280), the same for K = 768 (the
 # gemm_ab run above with --a STREAM_K=1099511627776 --b STREAM_K=1024).
 STREAM_K = 1024
-STREAM_M = 4  # (the few rows that stream B in place whatever its stride and depth)
+# The few rows that stream B in place whatever its stride and depth: at most
+# STREAM_M, or exactly MR (one row tile: B's lines are not read again, so
+# their aliasing costs nothing).  One thread, B from memory (python -m
+# bench.gemm_ab --cold --a STREAM_M=4 --b STREAM_M=6, AMD EPYC znver3, no
+# AVX-512, float32): streamed at M = 6, 0.99-1.53x the packed panels' speed
+# for (K, N) = (768, 2048), (768, 3072), (768, 8192), (2048, 768), (3072,
+# 768); at M = 5 (two row tiles) 0.75-1.14x, so 5 stays packed.
+STREAM_M = 4
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
 MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while the group's strips pass
@@ -303,7 +310,8 @@ class GemmEmitter:
         small = b.and_(b.icmp_signed("<=", M, c(SMALL_M)), b.icmp_signed("==", ldbn, c(1)))
         spread = b.icmp_signed("!=", b.and_(b.mul(ldb, c(self.dtype.itemsize)), c(ALIAS_BYTES - 1)), c(0))
         spread = b.and_(spread, b.icmp_signed("<=", K, c(STREAM_K)))
-        small = b.and_(small, b.or_(b.icmp_signed("<=", M, c(STREAM_M)), spread))
+        one_tile = b.or_(b.icmp_signed("<=", M, c(STREAM_M)), b.icmp_signed("==", M, c(t.mr)))
+        small = b.and_(small, b.or_(one_tile, spread))
         f = b.select(small, f, c(0))
         with b.if_then(b.icmp_signed(">", f, c(0))):
             col0 = b.mul(s0, c(t.nr))
