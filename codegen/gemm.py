@@ -17,12 +17,14 @@ store, so no access leaves the arrays.  K = 0 stores zeros.
 
 A product of few rows (M <= SMALL_M) with unit-stride columns of B skips
 the panels (unless B's row stride makes its rows alias in L1, ALIAS_BYTES,
-or K is deep, STREAM_K, and A has more rows than one row tile): packing would cost as much as the product, and a
-tile of one or two rows would keep few accumulators busy.  Each row tile runs the whole
-of K in registers reading B in place (prefetching the rows ahead), over as
-many strips at once as the accumulators allow.  A GEMV (M <= ROW_STREAM_M)
-reads B row after row instead, each row's part in one contiguous run, and
-accumulates C's row in L1.  The strip at the right edge, whose vectors
+or K is deep, STREAM_K, and A has more rows than one row tile): packing
+would cost as much as the product, and a tile of one or two rows would
+keep few accumulators busy.  Each row tile runs a block of STREAM_KB rows of
+B (all of K for a single row tile) in registers reading B in place
+(prefetching the rows ahead), over as many strips at once as the
+accumulators allow; the block's lines stay in L1 for the next row tile.
+A GEMV (M <= ROW_STREAM_M) reads B row after row instead, each row's part
+in one contiguous run, and accumulates C's row in L1.  The strip at the right edge, whose vectors
 would reach past B, goes through a panel as before.
 
 Operands: C-contiguous ones as they are; any other is passed by the runtime
@@ -97,7 +99,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK,
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_M, STREAM_KB, STREAM_DEEP_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK,
                  EPILOGUE_ROWS, MC, accumulators()))
 
 
@@ -128,11 +130,10 @@ ALIAS_BYTES = 2048
 # 4..16 for (K, N) = (768, 768) and (768, 256), 1.24-1.65x at M = 4 for
 # (768, 2048) and (2048, 768); 512 bytes was 0.77-0.93x of 256.
 STREAM_PREFETCH_BYTES = 256
-# ... and unless K > STREAM_K: a strip's K rows (a line each) then outgrow
-# what L2 keeps for the next row tile; packed instead, 1.2-2.9x faster at M =
-# 8..16 for K = 1280..3072 (N = 768, 1280), the same for K = 768 (the
-# gemm_ab run above with --a STREAM_K=1099511627776 --b STREAM_K=1024).
+# ... and unless K > STREAM_K with more than STREAM_DEEP_M rows: packed
+# then (its panels read from L1/L2 by every row tile).
 STREAM_K = 1024
+STREAM_DEEP_M = 12
 # The few rows that stream B in place whatever its stride and depth: at most
 # STREAM_M, or exactly MR (one row tile: B's lines are not read again, so
 # their aliasing costs nothing).  One thread, B from memory (python -m
@@ -141,6 +142,19 @@ STREAM_K = 1024
 # for (K, N) = (768, 2048), (768, 3072), (768, 8192), (2048, 768), (3072,
 # 768); at M = 5 (two row tiles) 0.75-1.14x, so 5 stays packed.
 STREAM_M = 4
+# With several row tiles, the streamed strips go STREAM_KB rows of B at a
+# time: every row tile takes the block while its lines are in L1 (a whole
+# strip of K rows, a line a row, outgrew L1, and with K past STREAM_K also
+# what L2 kept for the next row tile).  One thread (python -m bench.gemm_ab
+# --a STREAM_KB=1099511627776 STREAM_DEEP_M=0 --b, AMD EPYC znver3, no
+# AVX-512, float32, M = 5, 8, 12, 16): B from memory (--cold) 1.2-1.4x
+# faster for (K, N) = (768, 768), (768, 256), 1.08-1.33x for (1024, 1280),
+# and for (3072, 768), (2048, 768), which were packed before, 1.35-1.58x at
+# M <= 12 and 1.0x at 16; B in cache 1.05-1.57x, but 0.88-0.96x for the deep
+# pairs at M = 12.  Blocks of 8 rows ran 0.93-1.06x of 16, of 32 0.8-1.0x.
+# Aliasing rows still pack: their blocks conflict in L1 (0.6-0.9x at M =
+# 8..16, --b STREAM_KB=4..32).
+STREAM_KB = 16
 ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
 MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while the group's strips pass
@@ -308,10 +322,12 @@ class GemmEmitter:
         # packing would cost as much as the product); the rest packs panels
         f = b.select(b.icmp_signed("<=", b.mul(b.add(s0, g), c(t.nr)), N), g, b.sub(g, c(1)))
         small = b.and_(b.icmp_signed("<=", M, c(SMALL_M)), b.icmp_signed("==", ldbn, c(1)))
-        spread = b.icmp_signed("!=", b.and_(b.mul(ldb, c(self.dtype.itemsize)), c(ALIAS_BYTES - 1)), c(0))
-        spread = b.and_(spread, b.icmp_signed("<=", K, c(STREAM_K)))
+        unaliased = b.icmp_signed("!=", b.and_(b.mul(ldb, c(self.dtype.itemsize)), c(ALIAS_BYTES - 1)), c(0))
+        deep_ok = b.or_(b.icmp_signed("<=", K, c(STREAM_K)), b.icmp_signed("<=", M, c(STREAM_DEEP_M)))
         one_tile = b.or_(b.icmp_signed("<=", M, c(STREAM_M)), b.icmp_signed("==", M, c(t.mr)))
-        small = b.and_(small, b.or_(one_tile, spread))
+        small = b.and_(small, b.or_(one_tile, b.and_(unaliased, deep_ok)))
+        # (several row tiles read each block of STREAM_KB rows of B while it is in L1)
+        kb = b.select(one_tile, K, c(STREAM_KB))
         f = b.select(small, f, c(0))
         with b.if_then(b.icmp_signed(">", f, c(0))):
             col0 = b.mul(s0, c(t.nr))
@@ -320,7 +336,7 @@ class GemmEmitter:
                 with few:
                     self._row_streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0)
                 with other:
-                    self._streamed(b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0)
+                    self._streamed(b, Ab, Bs, Cs, f, M, N, K, kb, lda, ldb, col0)
         with b.if_then(b.icmp_signed("<", f, g)):
             self._packed(b, Ab, Bb, Cb, b.add(s0, f), b.sub(g, f), M, N, K, lda, ldb, ldbn, panels, ctile)
         u.add_incoming(b.add(u, g), b.block)
@@ -404,34 +420,42 @@ class GemmEmitter:
             first = b.add(self.first_row, row)
             b.call(self.epilogue, [first, b.add(first, rows), col0, col1, self.epilogue_args])
 
-    def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:
+    def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, kb, lda, ldb, col0) -> None:
         """f full strips from Bs/Cs (B with unit-stride columns) for a product
-        of few rows, a block of strips at a time: every row tile of the block
-        runs the whole of K in registers, reading B in place, over as many
-        strips at once as accumulators() allows (a tile of one row keeps 8
-        ymm in flight, not NV = 2).  A block's part of B (K rows of its
-        strips, at most STREAM_BLOCK bytes) comes from memory for the first
-        row tile and from L2 for the others: B is read from memory once, not
-        once per row tile."""
+        of few rows, a block of strips at a time, kb rows of B at a time
+        (STREAM_KB, or all of K for a single row tile): every row tile runs
+        the kb rows in registers, reading B in place, over as many strips at
+        once as accumulators() allows (a tile of one row keeps 8 ymm in
+        flight, not NV = 2), and adds them to C after the first rows.  The
+        block's kb rows come from memory for the first row tile (prefetched
+        PREFETCH rows ahead, STREAM_PREFETCH_BYTES of each) and from L1 for
+        the others: B is read from memory once, not once per row tile."""
         t = self.tile
         c = lambda v: ir.Constant(I64, v)  # noqa: E731
-        fits = b.sdiv(c(STREAM_BLOCK), b.mul(self._max(b, K, c(1)), c(t.nr * self.dtype.itemsize)))
+        kb = self._max(b, kb, c(1))  # (a positive step: K may be 0)
+        fits = b.sdiv(c(STREAM_BLOCK), b.mul(kb, c(t.nr * self.dtype.itemsize)))
         block = self._max(b, self._min(b, fits, c(GROUP)), c(1))  # strips a block takes
         with for_range(b, c(0), f, block) as s_lo:
             s_hi = self._min(b, b.add(s_lo, block), f)
 
-            def tile_row(mr, row):
-                a_tile, c_row = b.gep(Ab, [b.mul(row, lda)]), b.gep(Cs, [b.mul(row, N)])
-                w = max(1, min(GROUP, accumulators() // (mr * t.nv)))  # strips a micro-kernel takes at once
-                wide = b.add(s_lo, b.mul(b.sdiv(b.sub(s_hi, s_lo), c(w)), c(w)))
-                for lo, hi, step in ((s_lo, wide, w),) + (((wide, s_hi, 1),) if w > 1 else ()):
-                    micro = self._micro(mr, step * t.nv, streamed=True)
-                    with for_range(b, lo, hi, step) as j:
-                        col = b.mul(j, c(t.nr))
-                        b.call(micro, [a_tile, b.gep(Bs, [col]), b.gep(c_row, [col]), K, lda, ldb, N,
-                                       ir.Constant(I1, 0)])
+            k_end = b.select(b.icmp_signed(">", K, c(0)), K, c(1))  # (one block at least: K = 0 stores zeros)
+            with for_range(b, c(0), k_end, kb) as k0:
+                kc = self._min(b, kb, b.sub(K, k0))
+                Ak, Bk = b.gep(Ab, [k0]), b.gep(Bs, [b.mul(k0, ldb)])
+                accumulate = b.icmp_signed(">", k0, c(0))
 
-            self._row_tiles(b, M, tile_row)
+                def tile_row(mr, row):
+                    a_tile, c_row = b.gep(Ak, [b.mul(row, lda)]), b.gep(Cs, [b.mul(row, N)])
+                    w = max(1, min(GROUP, accumulators() // (mr * t.nv)))  # strips a micro-kernel takes at once
+                    wide = b.add(s_lo, b.mul(b.sdiv(b.sub(s_hi, s_lo), c(w)), c(w)))
+                    for lo, hi, step in ((s_lo, wide, w),) + (((wide, s_hi, 1),) if w > 1 else ()):
+                        micro = self._micro(mr, step * t.nv, streamed=True)
+                        with for_range(b, lo, hi, step) as j:
+                            col = b.mul(j, c(t.nr))
+                            b.call(micro, [a_tile, b.gep(Bk, [col]), b.gep(c_row, [col]), kc, lda, ldb, N,
+                                           accumulate])
+
+                self._row_tiles(b, M, tile_row)
             self._epilogue(b, c(0), M, b.add(col0, b.mul(s_lo, c(t.nr))), b.add(col0, b.mul(s_hi, c(t.nr))))
 
     def _row_streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:

@@ -92,7 +92,8 @@ def test_few_rows_stream_b_exactly_and_in_bounds(dtype, rng):
     at once (as many as the accumulators allow, then one at a time), the
     strip at the right edge through a panel: every row count up to SMALL_M
     and a few past it, strip counts around the group and the micro-kernels'
-    widths, K blocks; serial and on the pool.  B's rows a multiple of
+    widths, K blocks (the streamed ones of STREAM_KB rows and the panels'
+    of KC); serial and on the pool.  B's rows a multiple of
     ALIAS_BYTES apart, or a K past STREAM_K, go through panels from
     STREAM_M + 1 rows on (but for MR rows, one row tile, which streams),
     packed row after row (every strip of a group full) or strip by strip."""
@@ -102,7 +103,7 @@ def test_few_rows_stream_b_exactly_and_in_bounds(dtype, rng):
     Ns = [nr, 2 * nr, 3 * nr + 1, 4 * nr, 5 * nr - 1, 7 * nr, 9 * nr + 5, alias, 3 * alias]
     for M in Ms:
         for N in Ns:
-            for K in (0, 1, 5, kc + 3) + ((gemm.STREAM_K + 3,) if N in (nr, 5 * nr - 1, alias) else ()):
+            for K in (0, 1, 5, gemm.STREAM_KB, kc + 3) + ((gemm.STREAM_K + 3,) if N in (nr, 5 * nr - 1, alias) else ()):
                 a_buf, a = fenced(exact(rng, (M, K), dtype), np.nan)
                 b = fenced(exact(rng, (K, N), dtype), np.nan)[1]
                 c_buf, c = fenced(np.full((M, N), np.inf, dtype), -7.0)
