@@ -80,14 +80,18 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     decided for the kernel on sight.  `strided`: the kernel reads B through
     a strided view or a copy (a transposed weight, `x @ w.T`), which it
     packs where a C-contiguous B of few rows streams (codegen/gemm.py): the
-    tree, calibrated on C-contiguous operands, does not decide such a class
-    of fewer than RACE_ROWS rows; it is raced.  (Where the tree sent a
-    product of one row to the kernel, GPT-2's logits, `x @ wte.T`, ran
-    several times slower on it than on numpy's gemv: `python -m bench
-    --models`, T=1 at 0.69x numpy on an AMD EPYC znver3, no AVX-512.)"""
+    tree, calibrated on C-contiguous two-dimensional operands, does not
+    decide such a class; one of fewer than RACE_ROWS rows is raced, a
+    larger one runs on the kernel.  (Where the tree sent a product of one
+    row to the kernel, GPT-2's logits, `x @ wte.T`, ran several times
+    slower on it than on numpy's gemv: `python -m bench --models`, T=1 at
+    0.69x numpy on an AMD EPYC znver3, no AVX-512.  Where a tree sent
+    attention's per-head products, `q @ k.T` of 128 rows with K = 64, to
+    numpy's BLAS, the attention of `python -m bench --quick` took 516-531
+    us against 419-425 on the kernel, two runs each, the same CPU.)"""
     key = char, m.bit_length(), n.bit_length(), k.bit_length(), epilogue, strided
     if key not in BEST:
-        tree = TREES.get(char) if PREFER is None and not (strided and m < RACE_ROWS) else None
+        tree = TREES.get(char) if PREFER is None and not strided else None
         if tree is not None:
             BEST[key] = tree[1](m, n, k)
         elif m >= RACE_ROWS and PREFER != "blas":

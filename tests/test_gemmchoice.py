@@ -141,3 +141,22 @@ def test_a_transposed_weight_of_few_rows_is_raced_not_decided_by_the_tree(matmul
     keys = [k for k in gemmchoice.BEST if k[1] == 1]
     assert sorted(k[-1] for k in keys) == [False, True]
     assert gemmchoice.BEST[next(k for k in keys if not k[-1])] is False  # (the tree's kernel)
+
+
+def test_a_transposed_b_of_many_rows_runs_on_the_kernel_whatever_the_tree(matmuls, monkeypatch):
+    """Attention's `q @ k.T`: B is read through a strided view, a batch of
+    products the two-dimensional calibration never timed; from RACE_ROWS
+    rows on its class runs on the kernel, not where the tree says (here:
+    numpy's BLAS for every shape) and not raced."""
+    from runtime import dispatch
+    monkeypatch.setattr(gemmchoice, "TREES", {})
+    gemmchoice.install("f", dispatch.Tree(leaf=True))  # (numpy's matmul for every shape)
+    rng = np.random.default_rng(6)
+    S = gemmchoice.RACE_ROWS
+    q, k = (rng.standard_normal((3, S, 64)).astype(np.float32) for _ in range(2))
+    f = jit(lambda q, k: q @ np.swapaxes(k, -1, -2))
+    f(q, k)  # (the trace)
+    matmuls.clear()
+    np.testing.assert_allclose(f(q, k), q @ np.swapaxes(k, -1, -2), rtol=1e-5, atol=1e-4)
+    assert matmuls == []
+    assert [v for key, v in gemmchoice.BEST.items() if key[-1]] == [False]
