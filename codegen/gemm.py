@@ -24,8 +24,9 @@ B (all of K for a single row tile) in registers reading B in place
 (prefetching the rows ahead), over as many strips at once as the
 accumulators allow; the block's lines stay in L1 for the next row tile.
 A GEMV (M <= ROW_STREAM_M) reads B row after row instead, each row's part
-in one contiguous run, and accumulates C's row in L1.  The strip at the right edge, whose vectors
-would reach past B, goes through a panel as before.
+in one contiguous run, and accumulates C's row in L1.  The strip at the
+right edge, whose vectors would reach past B, goes through a panel as
+before.
 
 Operands: C-contiguous ones as they are; any other is passed by the runtime
 as an (outer batch, inner batch, rows, columns) view with unit-stride columns
@@ -99,8 +100,8 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_M, STREAM_KB, STREAM_DEEP_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK,
-                 EPILOGUE_ROWS, MC, accumulators()))
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_M, STREAM_KB,
+                 STREAM_DEEP_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -120,16 +121,6 @@ SMALL_M = 16  # products of at most this many rows stream B in place (no packed 
 # 3072 and 4096, while N = 768 and 2304 (rows in four sets) streamed
 # 1.1-1.3x faster than packed.
 ALIAS_BYTES = 2048
-# A streamed micro-kernel prefetches at least this many bytes of B's row
-# PREFETCH ahead (from its strip's first column): with B from memory, a
-# strip's one line a row (AVX2, float32), a page apart, left the DRAM's
-# open rows and the L2's streamer idle; the block's next strips' lines,
-# fetched with it, come from L2 when their turn comes.  One thread, B from
-# memory (python -m bench.gemm_ab --cold --a ... --b ..., AMD EPYC znver3,
-# no AVX-512, float32): 256 bytes against 64 ran 1.4-1.9x faster at M =
-# 4..16 for (K, N) = (768, 768) and (768, 256), 1.24-1.65x at M = 4 for
-# (768, 2048) and (2048, 768); 512 bytes was 0.77-0.93x of 256.
-STREAM_PREFETCH_BYTES = 256
 # ... and unless K > STREAM_K with more than STREAM_DEEP_M rows: packed
 # then (its panels read from L1/L2 by every row tile).
 STREAM_K = 1024
@@ -155,7 +146,18 @@ STREAM_M = 4
 # Aliasing rows still pack: their blocks conflict in L1 (0.6-0.9x at M =
 # 8..16, --b STREAM_KB=4..32).
 STREAM_KB = 16
-ROW_STREAM_M = 1  # ... and of at most this many, row after row of B (C accumulated in memory)
+# A streamed micro-kernel prefetches at least this many bytes of B's row
+# PREFETCH ahead (from its strip's first column): with B from memory, a
+# strip's one line a row (AVX2, float32), a page apart, left the DRAM's
+# open rows and the L2's streamer idle; the block's next strips' lines,
+# fetched with it, come from L2 when their turn comes.  One thread, B from
+# memory (python -m bench.gemm_ab --cold --a STREAM_PREFETCH_BYTES=64 --b
+# STREAM_PREFETCH_BYTES=256, AMD EPYC znver3, no AVX-512, float32): 256
+# bytes ran 1.4-1.9x faster at M = 4..16 for (K, N) = (768, 768) and (768,
+# 256), 1.24-1.65x at M = 4 for (768, 2048) and (2048, 768); 512 bytes was
+# 0.77-0.93x of 256.
+STREAM_PREFETCH_BYTES = 256
+ROW_STREAM_M = 1  # products of at most this many rows read B row after row (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
 MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while the group's strips pass
 EPILOGUE_ROWS = 64  # rows of C an epilogue call covers (with the columns of a unit: a call's cost spread)

@@ -103,7 +103,8 @@ def test_few_rows_stream_b_exactly_and_in_bounds(dtype, rng):
     Ns = [nr, 2 * nr, 3 * nr + 1, 4 * nr, 5 * nr - 1, 7 * nr, 9 * nr + 5, alias, 3 * alias]
     for M in Ms:
         for N in Ns:
-            for K in (0, 1, 5, gemm.STREAM_KB, kc + 3) + ((gemm.STREAM_K + 3,) if N in (nr, 5 * nr - 1, alias) else ()):
+            deep = (gemm.STREAM_K + 3,) if N in (nr, 5 * nr - 1, alias) else ()
+            for K in (0, 1, 5, gemm.STREAM_KB, kc + 3) + deep:
                 a_buf, a = fenced(exact(rng, (M, K), dtype), np.nan)
                 b = fenced(exact(rng, (K, N), dtype), np.nan)[1]
                 c_buf, c = fenced(np.full((M, N), np.inf, dtype), -7.0)
