@@ -100,7 +100,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_M, STREAM_KB,
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_KB,
                  STREAM_DEEP_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
 
 
@@ -110,7 +110,7 @@ TAIL_ROWS = (4, 2, 1)  # tiles for the M mod MR rows left (MR = 6: any of 1..5 i
 GROUP = 4  # column strips whose panels share each A tile (units of one product taken together)
 PREFETCH = 16  # rows of B fetched ahead: its rows are N apart, beyond the hardware prefetchers' page
 SMALL_M = 16  # products of at most this many rows stream B in place (no packed panels) ...
-# ... unless there are more than STREAM_M rows and B's rows lie a multiple
+# ... unless the rows are more than one row tile and B's rows lie a multiple
 # of ALIAS_BYTES apart: a tile reading B in place takes a line from each of
 # K rows, and with such a stride they all fall in one or two of the L1's
 # sets (64 of them, a line each per 4 KiB), which hold 8 lines each: the
@@ -125,14 +125,16 @@ ALIAS_BYTES = 2048
 # then (its panels read from L1/L2 by every row tile).
 STREAM_K = 1024
 STREAM_DEEP_M = 12
-# The few rows that stream B in place whatever its stride and depth: at most
-# STREAM_M, or exactly MR (one row tile: B's lines are not read again, so
-# their aliasing costs nothing).  One thread, B from memory (python -m
-# bench.gemm_ab --cold --a STREAM_M=4 --b STREAM_M=6, AMD EPYC znver3, no
-# AVX-512, float32): streamed at M = 6, 0.99-1.53x the packed panels' speed
-# for (K, N) = (768, 2048), (768, 3072), (768, 8192), (2048, 768), (3072,
-# 768); at M = 5 (two row tiles) 0.75-1.14x, so 5 stays packed.
-STREAM_M = 4
+# Rows that are a single row tile (MR, or one of TAIL_ROWS: 1, 2, 4) stream
+# B in place whatever its stride and depth: B's lines are not read again,
+# so their aliasing costs nothing.  One thread, B from memory (python -m
+# bench.gemm_ab --cold, AMD EPYC znver3, no AVX-512, float32): streamed at
+# M = 6, 0.99-1.53x the packed panels' speed for (K, N) = (768, 2048), (768,
+# 3072), (768, 8192), (2048, 768), (3072, 768); at M = 5 (two row tiles)
+# 0.75-1.14x.  M = 3 (tiles of 2 and 1) streamed all of K twice: in blocks
+# of STREAM_KB rows, or packed where B's rows alias, 1.63-1.91x faster for
+# K = 2048, 3072 (N = 768), 0.97-1.11x for K = 768 (2.1-3.1x and 0.98-1.14x
+# with B in cache).
 # With several row tiles, the streamed strips go STREAM_KB rows of B at a
 # time: every row tile takes the block while its lines are in L1 (a whole
 # strip of K rows, a line a row, outgrew L1, and with K past STREAM_K also
@@ -146,6 +148,7 @@ STREAM_M = 4
 # Aliasing rows still pack: their blocks conflict in L1 (0.6-0.9x at M =
 # 8..16, --b STREAM_KB=4..32).
 STREAM_KB = 16
+EXACT_TILE = 0
 # A streamed micro-kernel prefetches at least this many bytes of B's row
 # PREFETCH ahead (from its strip's first column): with B from memory, a
 # strip's one line a row (AVX2, float32), a page apart, left the DRAM's
@@ -326,7 +329,9 @@ class GemmEmitter:
         small = b.and_(b.icmp_signed("<=", M, c(SMALL_M)), b.icmp_signed("==", ldbn, c(1)))
         unaliased = b.icmp_signed("!=", b.and_(b.mul(ldb, c(self.dtype.itemsize)), c(ALIAS_BYTES - 1)), c(0))
         deep_ok = b.or_(b.icmp_signed("<=", K, c(STREAM_K)), b.icmp_signed("<=", M, c(STREAM_DEEP_M)))
-        one_tile = b.or_(b.icmp_signed("<=", M, c(STREAM_M)), b.icmp_signed("==", M, c(t.mr)))
+        one_tile = functools.reduce(b.or_, [b.icmp_signed("==", M, c(rows)) for rows in (t.mr,) + TAIL_ROWS])
+        if EXACT_TILE:
+            one_tile = b.and_(one_tile, b.icmp_signed("!=", M, c(3)))
         small = b.and_(small, b.or_(one_tile, b.and_(unaliased, deep_ok)))
         # (several row tiles read each block of STREAM_KB rows of B while it is in L1)
         kb = b.select(one_tile, K, c(STREAM_KB))

@@ -93,10 +93,11 @@ def test_few_rows_stream_b_exactly_and_in_bounds(dtype, rng):
     strip at the right edge through a panel: every row count up to SMALL_M
     and a few past it, strip counts around the group and the micro-kernels'
     widths, K blocks (the streamed ones of STREAM_KB rows and the panels'
-    of KC); serial and on the pool.  B's rows a multiple of
-    ALIAS_BYTES apart, or a K past STREAM_K, go through panels from
-    STREAM_M + 1 rows on (but for MR rows, one row tile, which streams),
-    packed row after row (every strip of a group full) or strip by strip."""
+    of KC); serial and on the pool.  B's rows a multiple of ALIAS_BYTES
+    apart go through panels from two row tiles on (a single row tile, MR
+    rows or 1, 2, 4, streams), a K past STREAM_K from STREAM_DEEP_M + 1
+    rows on, packed row after row (every strip of a group full) or strip
+    by strip."""
     nr, kc = gemm.tile_for(np.dtype(dtype)).nr, gemm.tile_for(np.dtype(dtype)).kc
     Ms = list(range(1, gemm.SMALL_M + 3))
     alias = gemm.ALIAS_BYTES // np.dtype(dtype).itemsize
