@@ -148,7 +148,6 @@ STREAM_DEEP_M = 12
 # Aliasing rows still pack: their blocks conflict in L1 (0.6-0.9x at M =
 # 8..16, --b STREAM_KB=4..32).
 STREAM_KB = 16
-EXACT_TILE = 0
 # A streamed micro-kernel prefetches at least this many bytes of B's row
 # PREFETCH ahead (from its strip's first column): with B from memory, a
 # strip's one line a row (AVX2, float32), a page apart, left the DRAM's
@@ -330,8 +329,6 @@ class GemmEmitter:
         unaliased = b.icmp_signed("!=", b.and_(b.mul(ldb, c(self.dtype.itemsize)), c(ALIAS_BYTES - 1)), c(0))
         deep_ok = b.or_(b.icmp_signed("<=", K, c(STREAM_K)), b.icmp_signed("<=", M, c(STREAM_DEEP_M)))
         one_tile = functools.reduce(b.or_, [b.icmp_signed("==", M, c(rows)) for rows in (t.mr,) + TAIL_ROWS])
-        if EXACT_TILE:
-            one_tile = b.and_(one_tile, b.icmp_signed("!=", M, c(3)))
         small = b.and_(small, b.or_(one_tile, b.and_(unaliased, deep_ok)))
         # (several row tiles read each block of STREAM_KB rows of B while it is in L1)
         kb = b.select(one_tile, K, c(STREAM_KB))
