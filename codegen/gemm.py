@@ -127,14 +127,14 @@ STREAM_K = 1024
 STREAM_DEEP_M = 12
 # Rows that are a single row tile (MR, or one of TAIL_ROWS: 1, 2, 4) stream
 # B in place whatever its stride and depth: B's lines are not read again,
-# so their aliasing costs nothing.  One thread, B from memory (python -m
-# bench.gemm_ab --cold, AMD EPYC znver3, no AVX-512, float32): streamed at
-# M = 6, 0.99-1.53x the packed panels' speed for (K, N) = (768, 2048), (768,
-# 3072), (768, 8192), (2048, 768), (3072, 768); at M = 5 (two row tiles)
-# 0.75-1.14x.  M = 3 (tiles of 2 and 1) streamed all of K twice: in blocks
-# of STREAM_KB rows, or packed where B's rows alias, 1.63-1.91x faster for
-# K = 2048, 3072 (N = 768), 0.97-1.11x for K = 768 (2.1-3.1x and 0.98-1.14x
-# with B in cache).
+# so their aliasing costs nothing.  One thread, B from memory, by python -m
+# bench.gemm_ab --cold with switches since removed (AMD EPYC znver3, no
+# AVX-512, float32): M = 6 streamed ran 0.99-1.53x the packed panels' speed
+# for (K, N) = (768, 2048), (768, 3072), (768, 8192), (2048, 768), (3072,
+# 768), M = 5 (two row tiles) 0.75-1.14x; M = 3 (tiles of 2 and 1) streamed
+# all of K twice, and in blocks of STREAM_KB rows, or packed where B's rows
+# alias, ran 1.63-1.91x faster for K = 2048, 3072 (N = 768) and 0.97-1.11x
+# for K = 768 (2.1-3.1x and 0.98-1.14x with B in cache).
 # With several row tiles, the streamed strips go STREAM_KB rows of B at a
 # time: every row tile takes the block while its lines are in L1 (a whole
 # strip of K rows, a line a row, outgrew L1, and with K past STREAM_K also
