@@ -67,6 +67,7 @@ from codegen.abi import DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET, array_field
 from codegen.llvm import for_range, smax, smin
 from codegen.schedule import fits_tiles
 from shapes import host
+from shapes.kernelargs import ALIAS_BYTES
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 LLTYPE = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
@@ -119,8 +120,8 @@ SMALL_M = 16  # products of at most this many rows stream B in place (no packed 
 # ALIAS_BYTES=2048 --ms 4,8,12,16 --pairs ...), AMD EPYC znver3, float32:
 # packed instead, 1.1-2.3x faster at M = 8..16 for N = 1024, 1536, 2048,
 # 3072 and 4096, while N = 768 and 2304 (rows in four sets) streamed
-# 1.1-1.3x faster than packed.
-ALIAS_BYTES = 2048
+# 1.1-1.3x faster than packed.  (ALIAS_BYTES: shapes/kernelargs.py, which
+# the product dispatch reads too.)
 # ... and unless K > STREAM_K with more than STREAM_DEEP_M rows: packed
 # then (its panels read from L1/L2 by every row tile).
 STREAM_K = 1024

@@ -7,20 +7,21 @@ the epilogue's own pass).  Which is faster depends on the CPU and the shape,
 so nothing is assumed:
 
 1. Calibration (`calibrate`, seconds): both variants are timed on this host
-   at a grid of shapes (M from 1 to 1024, three (K, N) pairs), each run
+   at a grid of shapes (M from 1 to 1024, four (K, N) pairs), each run
    reading its B from memory as a program's weights come, the least of a
    few runs; the table is kept in the persistent cache under a key made of
    the CPU's name and features, the dtype and shapejit's build, so a new CPU
    (or SHAPEJIT_ISA forcing a narrower one) is calibrated again.
 2. Cost model (`predict`): a variant's time at any (M, N, K) is the FLOPs
    over the throughput calibrated at the nearest grid shape (in log
-   space), corrected for the padding waste of the kernel's column strips
+   space) whose B's rows alias in L1 as this one's do (the kernel packs
+   such a B where it streams another: shapes/kernelargs.py), corrected for the padding waste of the kernel's column strips
    and for the balance of its strips over the cores, both as at the grid
    shape and as at this one.
 3. Votes and a tree (`learn`): the model votes for the faster variant at
    shapes sampled across the range (numpy's by gemmchoice's margin: alone,
    BLAS looks faster than it is next to our kernels); a small decision tree
-   over log2 M, N and K learned from the votes (CART, Gini, fixed order of
+   over M, N, K and whether B's rows alias, learned from the votes (CART, Gini, fixed order of
    features and thresholds: deterministic for a given calibration) becomes
    Python source (`source`), compiled once: a few comparisons per new
    shape class.
@@ -43,18 +44,31 @@ from dataclasses import dataclass
 import numpy as np
 
 from shapes import config, host
+from shapes.kernelargs import rows_alias
 
-VERSION = 1
+VERSION = 2
 # background calibrations of this process: started, installed (its own or
 # another process's), failed (shapejit_gemm_calibrations{outcome})
 EVENTS = {"started": 0, "installed": 0, "failed": 0}
-GRID_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-GRID_KN = ((768, 768), (768, 3072), (3072, 768))
+# (M: the kernel's single row tiles 1, 2, 4, 6 and the two-tile 3 and 12
+# among the powers of two; (K, N): B's rows aliasing or not, K deep or not)
+GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512, 1024)
+GRID_KN = ((768, 768), (768, 3072), (3072, 768), (768, 2304))
 ROUNDS = 3
 SETTLE = 0.25  # seconds between the two variants' runs: the kernel pool's threads go to sleep
 SAMPLE_M = tuple(sorted({int(round(2 ** (e / 2))) for e in range(0, 23)}))  # 1 .. 2048, two a power of 2
-SAMPLE_KN = tuple(2 ** e for e in range(6, 14))  # 64 .. 8192
-DEPTH, MIN_LEAF = 4, 32  # (a leaf covers at least ~2% of the samples: no split on one grid shape's noise)
+SAMPLE_KN = tuple(sorted({2 ** e for e in range(6, 14)} | {3 * 2 ** e for e in range(5, 12)}))  # 64 .. 8192
+# (a leaf covers at least 16 of the ~5000 samples, a few (N, K) at one M:
+# no split on one grid shape's noise.)  `python -m bench.gemm_sweep --cold`
+# (66 cells, AMD EPYC znver3, no AVX-512): at 68fc668 (depth 4, leaves of
+# 32, three features, M in powers of two, three (K, N)) 64 cells at 0.95x
+# numpy or better, worst 0.87x, 61 within 10% of the best variant; with the
+# aliasing feature, the grid's 3, 6, 12 rows and (768, 2304), depth 4: 65,
+# worst 0.90x (8 rows whose B aliases: the kernel where BLAS was 1.2x
+# faster), 62; depth 6 with leaves of 16: 66, worst 0.99x, 61 (each after a
+# calibration of its own: a calibration's times at one shape vary up to 2x
+# from one to the next, 12 rows at (768, 768) 0.17 and 0.35 ms).
+DEPTH, MIN_LEAF = 6, 16
 
 
 @dataclass(frozen=True)
@@ -177,11 +191,22 @@ def _waste(n: int, nr: int) -> float:
     return (-(-n // nr) * nr) / n
 
 
+def aliases(cal: Calibration, n: int) -> bool:
+    """Whether a C-contiguous B of n columns of the calibration's dtype has
+    rows that alias in L1 (the kernel then packs it where it would stream)."""
+    return rows_alias(n, np.dtype(cal.dtype).itemsize)
+
+
 def predict(cal: Calibration, m: int, n: int, k: int) -> tuple[float, float]:
-    """(kernel seconds, BLAS seconds) the model expects for an (m x k) @ (k x n) product."""
+    """(kernel seconds, BLAS seconds) the model expects for an (m x k) @ (k x n)
+    product, from the nearest grid shape (in log space) whose B's rows alias
+    as this one's do, where the grid has one."""
+    alias = aliases(cal, n)
+    alike = [t for t in cal.times if aliases(cal, t[2]) == alias] or list(cal.times)
+
     def dist(t):
         return sum((math.log2(x) - math.log2(y)) ** 2 for x, y in ((t[0], m), (t[1], k), (t[2], n)))
-    gm, gk, gn, tk, tb = min(cal.times, key=lambda t: (dist(t), t[:3]))
+    gm, gk, gn, tk, tb = min(alike, key=lambda t: (dist(t), t[:3]))
     flops, gflops = m * n * k, gm * gn * gk
     kernel_eff = lambda n_: _balance(n_, cal.nr, cal.threads) / _waste(n_, cal.nr)  # noqa: E731
     t_kernel = tk * flops / gflops * kernel_eff(gn) / kernel_eff(n)
@@ -191,21 +216,21 @@ def predict(cal: Calibration, m: int, n: int, k: int) -> tuple[float, float]:
 @dataclass(frozen=True)
 class Tree:
     """A node: `leaf` (True: numpy's matmul) or a test `feature` (0: M, 1: N,
-    2: K) <= `threshold`, then `low`, else `high`."""
+    2: K, 3: B's rows alias, 0 or 1) <= `threshold`, then `low`, else `high`."""
     leaf: bool | None = None
     feature: int = -1
     threshold: int = 0
     low: "Tree | None" = None
     high: "Tree | None" = None
 
-    def __call__(self, m: int, n: int, k: int) -> bool:
-        node, x = self, (m, n, k)
+    def __call__(self, m: int, n: int, k: int, alias: int = 0) -> bool:
+        node, x = self, (m, n, k, int(alias))
         while node.leaf is None:
             node = node.low if x[node.feature] <= node.threshold else node.high
         return node.leaf
 
 
-FEATURES = ("M", "N", "K")
+FEATURES = ("M", "N", "K", "B's rows alias")
 
 
 def tree_to_json(t: Tree):
@@ -216,7 +241,7 @@ def tree_from_json(x) -> Tree:
     if isinstance(x, bool):
         return Tree(leaf=x)
     f, t, lo, hi = x
-    if f not in (0, 1, 2) or type(t) is not int:
+    if f not in range(len(FEATURES)) or type(t) is not int:
         raise ValueError("not a dispatch tree")
     return Tree(feature=f, threshold=t, low=tree_from_json(lo), high=tree_from_json(hi))
 
@@ -232,19 +257,19 @@ def from_record(blob: bytes) -> tuple[Calibration, Tree]:
 
 
 def votes(cal: Calibration, margin: float) -> list[tuple[tuple, bool]]:
-    """((M, N, K), BLAS faster) at every sampled shape, by the cost model:
-    numpy's matmul wins when it is faster by the margin."""
+    """((M, N, K, B's rows alias), BLAS faster) at every sampled shape, by
+    the cost model: numpy's matmul wins when it is faster by the margin."""
     out = []
     for m in SAMPLE_M:
         for n in SAMPLE_KN:
             for k in SAMPLE_KN:
                 tk, tb = predict(cal, m, n, k)
-                out.append(((m, n, k), margin * tb < tk))
+                out.append(((m, n, k, int(aliases(cal, n))), margin * tb < tk))
     return out
 
 
 def learn(samples: list[tuple[tuple, bool]], depth: int = DEPTH, min_leaf: int = MIN_LEAF) -> Tree:
-    """CART over (M, N, K): the split of least weighted Gini impurity, the
+    """CART over (M, N, K, B's rows alias): the split of least weighted Gini impurity, the
     features in order and thresholds ascending (the first best wins), until
     `depth` or a pure node or leaves under `min_leaf` samples; a leaf votes
     the majority (the kernel on a tie)."""
@@ -252,7 +277,7 @@ def learn(samples: list[tuple[tuple, bool]], depth: int = DEPTH, min_leaf: int =
     if depth == 0 or blas in (0, len(samples)) or len(samples) < 2 * min_leaf:
         return Tree(leaf=2 * blas > len(samples))
     best = None
-    for f in range(3):
+    for f in range(len(FEATURES)):
         for t in sorted({x[f] for x, _ in samples})[:-1]:
             low = [s for s in samples if s[0][f] <= t]
             high = [s for s in samples if s[0][f] > t]
@@ -293,10 +318,11 @@ def _text(tree: Tree, leaf, low, high, step: str) -> list[str]:
 
 
 def source(tree: Tree, name: str = "choose") -> str:
-    """The tree as a Python function of (m, n, k): True for numpy's matmul."""
-    body = _text(tree, lambda v: f"return {v}", lambda n: f"if {'mnk'[n.feature]} <= {n.threshold}:",
+    """The tree as a Python function of (m, n, k, a): True for numpy's matmul
+    (a: whether B's rows alias, 0 or 1)."""
+    body = _text(tree, lambda v: f"return {v}", lambda n: f"if {'mnka'[n.feature]} <= {n.threshold}:",
                  lambda n: "else:", "    ")
-    return "\n".join([f"def {name}(m, n, k):"] + ["    " + x for x in body]) + "\n"
+    return "\n".join([f"def {name}(m, n, k, a=0):"] + ["    " + x for x in body]) + "\n"
 
 
 def compile_tree(tree: Tree):
@@ -309,6 +335,9 @@ def compile_tree(tree: Tree):
 
 def describe(tree: Tree) -> list[str]:
     """The tree as explain() prints it."""
+    def test(n: Tree, low: bool) -> str:
+        if n.feature == 3:  # (a flag: its threshold is 0)
+            return "B's rows do not alias:" if low else "B's rows alias:"
+        return f"{FEATURES[n.feature]} {'<=' if low else '>'} {n.threshold}:"
     return _text(tree, lambda v: "-> " + ("numpy matmul (BLAS)" if v else "GEMM kernel"),
-                 lambda n: f"{FEATURES[n.feature]} <= {n.threshold}:",
-                 lambda n: f"{FEATURES[n.feature]} > {n.threshold}:", "  ")
+                 lambda n: test(n, True), lambda n: test(n, False), "  ")

@@ -12,9 +12,12 @@ not seen yet it runs both on the real operands, ROUNDS times each in turns
 the process: the first call of a class pays 2 * ROUNDS products, every
 later one pays one.
 
-A shape class is (dtype char, the bit lengths of M, N and K, and whether an
-epilogue runs in the kernel's store): products within a factor of two in
-each size behave alike.  The table is per-process.  Where this CPU has been
+A shape class is (dtype char, M below EXACT_ROWS or else its bit length,
+the bit lengths of N and K, whether an epilogue runs in the kernel's store,
+whether B is read through a strided view, whether a C-contiguous B's rows
+alias in L1): products within a factor of two in each size behave alike,
+but for few rows, where the kernel's path depends on the exact count, and
+for aliasing rows, which the kernel packs where it would stream others.  The table is per-process.  Where this CPU has been
 calibrated (runtime/dispatch.py: once per CPU, in the background, or by
 `python -m jit calibrate`), the calibrated decision tree decides a class on
 sight instead, in every process.
@@ -22,6 +25,7 @@ sight instead, in every process.
 from __future__ import annotations
 
 from shapes import forksafe
+from shapes.kernelargs import rows_alias
 
 ROUNDS = 1
 # Only products of fewer rows than this are raced.  The race is not free: the
@@ -62,6 +66,11 @@ MARGIN = 1.0
 # numpy against 0.98-1.02x on BLAS for the three (K, N), and MARGIN serves
 # one row as any other.
 
+# Products of fewer rows than this are each a class of their own: the
+# kernel's path changes with the exact row count there (a single row tile
+# at 1, 2, 4 and 6 rows streams B whatever its stride: codegen/gemm.py).
+EXACT_ROWS = 16
+_ITEMSIZE = {"f": 4, "d": 8}
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
 # dtype char -> (the dispatch tree calibrated on this CPU, its generated
@@ -89,11 +98,13 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     attention's per-head products, `q @ k.T` of 128 rows with K = 64, to
     numpy's BLAS, the attention of `python -m bench --quick` took 516-531
     us against 419-425 on the kernel, two runs each, the same CPU.)"""
-    key = char, m.bit_length(), n.bit_length(), k.bit_length(), epilogue, strided
+    alias = not strided and rows_alias(n, _ITEMSIZE.get(char, 0))
+    key = char, m if m < EXACT_ROWS else EXACT_ROWS + m.bit_length(), n.bit_length(), k.bit_length(), epilogue, \
+        strided, alias
     if key not in BEST:
         tree = TREES.get(char) if PREFER is None and not strided else None
         if tree is not None:
-            BEST[key] = tree[1](m, n, k)
+            BEST[key] = tree[1](m, n, k, int(alias))
         elif m >= RACE_ROWS and PREFER != "blas":
             BEST[key] = False
     return key

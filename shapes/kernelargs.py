@@ -8,7 +8,9 @@ An argument is (kind, what): ("array", value id) a numpy array object,
 int64, ("float", value id) a float scalar as a double.  A few ints are not
 dims: the runtime supplies them itself, below.  Last, the one fact the two
 thread pools share (codegen/parallel.py's native pool, runtime/threadpool.py's
-Python pool where there is no native one)."""
+Python pool where there is no native one), and the one the GEMM kernel's
+choice of path shares with the product dispatch (codegen/gemm.py,
+runtime/dispatch.py)."""
 
 INT_KINDS = ("int", "intval")  # the kinds passed as int64, in the ints' place of the ABI
 
@@ -22,3 +24,13 @@ EPILOGUE, EPILOGUE_ARGS = ("int", "epilogue"), ("int", "epilogue_args")
 # chunks of a job per thread, in either pool: a late (descheduled, slow to
 # wake) thread leaves its share to the others, which take more chunks
 CHUNKS_PER_THREAD = 4
+
+# B's rows a multiple of this many bytes apart share the L1's sets: the GEMM
+# kernel packs such a B where it would stream another (codegen/gemm.py), so
+# the product dispatch tells such products apart (runtime/dispatch.py)
+ALIAS_BYTES = 2048
+
+
+def rows_alias(n: int, itemsize: int) -> bool:
+    """Whether the rows of a C-contiguous B of n columns alias (ALIAS_BYTES)."""
+    return n > 0 and (n * itemsize) % ALIAS_BYTES == 0

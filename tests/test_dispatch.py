@@ -12,6 +12,7 @@ from jit import compile as compile_mod
 from jit import jit
 from runtime import dispatch, gemmchoice
 from runtime.cache import default_cache
+from shapes.kernelargs import rows_alias
 
 
 def synthetic(blas_rows: int, cpu="test-cpu") -> dispatch.Calibration:
@@ -230,3 +231,26 @@ def test_a_calibration_with_a_few_interrupted_runs_is_kept(monkeypatch):
     assert all(tk < 1.0 and tb < 1.0 for *_, tk, tb in cal.times)
     # 3 passes x 2 variants x 10 shapes, each one or more timed runs (two getrusage calls a run)
     assert switches.calls < 2 * 3 * 2 * 10 * 2
+
+
+def test_the_tree_tells_b_rows_that_alias_apart(trees, monkeypatch):
+    """numpy's matmul 10x faster where B's rows alias (the kernel packs such
+    a B where it streams another of the same size), 10x slower elsewhere:
+    the votes split on the flag, the tree and its generated code follow it,
+    explain() names it, and a shape class of either kind takes its side."""
+    times = []
+    for k, n in dispatch.GRID_KN:
+        for m in dispatch.GRID_M:
+            t = 1e-11 * m * k * n
+            times.append((m, k, n, t, t / 10 if rows_alias(n, 4) else 10 * t))
+    cal = dispatch.Calibration("test-cpu", "f", 16, 2, tuple(times))
+    tree = dispatch.learn(dispatch.votes(cal, 1.0))
+    choose = dispatch.compile_tree(tree)
+    for m, n, k in ((8, 3072, 768), (8, 2304, 768), (300, 1024, 64), (300, 1280, 64)):
+        alias = int(rows_alias(n, 4))
+        assert tree(m, n, k, alias) is bool(alias) and choose(m, n, k, alias) is bool(alias)
+    assert "B's rows alias:" in "\n".join(dispatch.describe(tree))
+    monkeypatch.setattr(gemmchoice, "PREFER", None)
+    gemmchoice.install("f", tree)
+    assert gemmchoice.BEST[gemmchoice.shape_class("f", 8, 3072, 768)] is True
+    assert gemmchoice.BEST[gemmchoice.shape_class("f", 8, 2304, 768)] is False

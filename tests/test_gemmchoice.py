@@ -11,6 +11,9 @@ from jit import jit
 from runtime import gemmchoice
 
 
+STRIDED = 5  # (where a shape class says its B is read through a strided view)
+
+
 @pytest.fixture
 def matmuls(monkeypatch):
     """Decide classes by time again, and count numpy's matmul calls (the
@@ -72,8 +75,8 @@ def test_either_choice_gives_numpys_result_for_every_shape(matmuls, monkeypatch,
         for _ in range(2):
             check(f(x, w, b), x, w, b)
     assert f.stats()["compiles"] == 1
-    # one class per bit length of M; each decided as preferred
-    assert {k[1] for k in gemmchoice.BEST} == {2, 5, 8}
+    # one class per row count below EXACT_ROWS, then per bit length of M; each decided as preferred
+    assert {k[1] for k in gemmchoice.BEST} == {2, 3, gemmchoice.EXACT_ROWS + 5, gemmchoice.EXACT_ROWS + 8}
     assert set(gemmchoice.BEST.values()) == {prefer == "blas"}
     matmuls.clear()
     x, w, b = inputs(rng, 17)
@@ -139,8 +142,8 @@ def test_a_transposed_weight_of_few_rows_is_raced_not_decided_by_the_tree(matmul
         raced = len(matmuls)
         assert raced == (gemmchoice.ROUNDS if fn is g else 0)
     keys = [k for k in gemmchoice.BEST if k[1] == 1]
-    assert sorted(k[-1] for k in keys) == [False, True]
-    assert gemmchoice.BEST[next(k for k in keys if not k[-1])] is False  # (the tree's kernel)
+    assert sorted(k[STRIDED] for k in keys) == [False, True]
+    assert gemmchoice.BEST[next(k for k in keys if not k[STRIDED])] is False  # (the tree's kernel)
 
 
 def test_a_transposed_b_of_many_rows_runs_on_the_kernel_whatever_the_tree(matmuls, monkeypatch):
@@ -159,4 +162,4 @@ def test_a_transposed_b_of_many_rows_runs_on_the_kernel_whatever_the_tree(matmul
     matmuls.clear()
     np.testing.assert_allclose(f(q, k), q @ np.swapaxes(k, -1, -2), rtol=1e-5, atol=1e-4)
     assert matmuls == []
-    assert [v for key, v in gemmchoice.BEST.items() if key[-1]] == [False]
+    assert [v for key, v in gemmchoice.BEST.items() if key[STRIDED]] == [False]
