@@ -17,10 +17,11 @@ the bit lengths of N and K, whether an epilogue runs in the kernel's store,
 whether B is read through a strided view, whether a C-contiguous B's rows
 alias in L1): products within a factor of two in each size behave alike,
 but for few rows, where the kernel's path depends on the exact count, and
-for aliasing rows, which the kernel packs where it would stream others.  The table is per-process.  Where this CPU has been
-calibrated (runtime/dispatch.py: once per CPU, in the background, or by
-`python -m jit calibrate`), the calibrated decision tree decides a class on
-sight instead, in every process.
+for aliasing rows, which the kernel packs where it would stream others. The
+table is per-process. Where this CPU has been calibrated
+(runtime/dispatch.py: once per CPU, in the background, or by `python -m jit
+calibrate`), the calibrated decision tree decides a class on sight instead,
+in every process.
 """
 from __future__ import annotations
 
@@ -71,6 +72,14 @@ MARGIN = 1.0
 # at 1, 2, 4 and 6 rows streams B whatever its stride: codegen/gemm.py).
 EXACT_ROWS = 16
 _ITEMSIZE = {"f": 4, "d": 8}
+# The tree decides products of depth K up to the class of the deepest its
+# votes sampled (runtime/dispatch.py SAMPLE_KN); a deeper one is raced (kernel on sight
+# from RACE_ROWS rows, as without a tree).  The corpus mlp's 8 x 30000 @
+# 30000 x 2000 ran at 0.78x numpy where a tree sent it to the kernel
+# (`python -m bench --corpus --only mlp`, AMD EPYC znver3, no AVX-512): its
+# B streams at 8 rows, 1.2-1.3x slower than OpenBLAS there, which the
+# calibration's K = 3072 does not show.
+TREE_MAX_K = 8192
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
 # dtype char -> (the dispatch tree calibrated on this CPU, its generated
@@ -102,7 +111,7 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     key = char, m if m < EXACT_ROWS else EXACT_ROWS + m.bit_length(), n.bit_length(), k.bit_length(), epilogue, \
         strided, alias
     if key not in BEST:
-        tree = TREES.get(char) if PREFER is None and not strided else None
+        tree = TREES.get(char) if PREFER is None and not strided and k.bit_length() <= TREE_MAX_K.bit_length() else None
         if tree is not None:
             BEST[key] = tree[1](m, n, k, int(alias))
         elif m >= RACE_ROWS and PREFER != "blas":

@@ -163,3 +163,22 @@ def test_a_transposed_b_of_many_rows_runs_on_the_kernel_whatever_the_tree(matmul
     np.testing.assert_allclose(f(q, k), q @ np.swapaxes(k, -1, -2), rtol=1e-5, atol=1e-4)
     assert matmuls == []
     assert [v for key, v in gemmchoice.BEST.items() if key[STRIDED]] == [False]
+
+
+def test_a_product_deeper_than_the_tree_was_voted_on_is_raced(matmuls, monkeypatch):
+    """K past TREE_MAX_K's class (the deepest the calibration's votes sample): the
+    class of few rows is raced on its real operands, not decided by the
+    tree (here: the kernel for every shape)."""
+    from runtime import dispatch
+    monkeypatch.setattr(gemmchoice, "TREES", {})
+    monkeypatch.setattr(gemmchoice, "PREFER", None)
+    gemmchoice.install("f", dispatch.Tree(leaf=False))
+    rng = np.random.default_rng(7)
+    f = jit(lambda x, w: x @ w)
+    f(np.ones((4, 64), np.float32), np.ones((64, 8), np.float32))  # (the trace, at a depth the tree decides)
+    for k, raced in ((gemmchoice.TREE_MAX_K, 0), (2 * gemmchoice.TREE_MAX_K, gemmchoice.ROUNDS)):
+        x, w = rng.standard_normal((4, k)).astype(np.float32), rng.standard_normal((k, 8)).astype(np.float32)
+        matmuls.clear()
+        got = f(x, w)  # (the class's first product: decided on sight, or raced)
+        assert len(matmuls) == raced
+        np.testing.assert_allclose(got, x @ w, rtol=1e-4, atol=1e-3)
