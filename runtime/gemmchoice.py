@@ -72,14 +72,14 @@ MARGIN = 1.0
 # at 1, 2, 4 and 6 rows streams B whatever its stride: codegen/gemm.py).
 EXACT_ROWS = 16
 _ITEMSIZE = {"f": 4, "d": 8}
-# The tree decides products of depth K up to the class of the deepest its
-# votes sampled (runtime/dispatch.py SAMPLE_KN); a deeper one is raced (kernel on sight
-# from RACE_ROWS rows, as without a tree).  The corpus mlp's 8 x 30000 @
-# 30000 x 2000 ran at 0.78x numpy where a tree sent it to the kernel
-# (`python -m bench --corpus --only mlp`, AMD EPYC znver3, no AVX-512): its
-# B streams at 8 rows, 1.2-1.3x slower than OpenBLAS there, which the
-# calibration's K = 3072 does not show.
-TREE_MAX_K = 8192
+# The tree decides products of depth K up to the class of the deepest the
+# calibration measured (runtime/dispatch.py GRID_KN: 3072, so K < 4096); a
+# deeper one is raced (kernel on sight from RACE_ROWS rows, as without a
+# tree).  The corpus mlp's 8 x 30000 @ 30000 x 2000 ran at 0.78x numpy
+# where a tree sent it to the kernel (`python -m bench --corpus --only
+# mlp`, AMD EPYC znver3, no AVX-512): its B streams at 8 rows, 1.2-1.3x
+# slower than OpenBLAS there, which the calibration's K = 3072 does not show.
+TREE_MAX_K = 4095
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
 # dtype char -> (the dispatch tree calibrated on this CPU, its generated

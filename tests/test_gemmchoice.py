@@ -166,7 +166,7 @@ def test_a_transposed_b_of_many_rows_runs_on_the_kernel_whatever_the_tree(matmul
 
 
 def test_a_product_deeper_than_the_tree_was_voted_on_is_raced(matmuls, monkeypatch):
-    """K past TREE_MAX_K's class (the deepest the calibration's votes sample): the
+    """K past TREE_MAX_K's class (the deepest the calibration measured): the
     class of few rows is raced on its real operands, not decided by the
     tree (here: the kernel for every shape)."""
     from runtime import dispatch
