@@ -107,7 +107,7 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     attention's per-head products, `q @ k.T` of 128 rows with K = 64, to
     numpy's BLAS, the attention of `python -m bench --quick` took 516-531
     us against 419-425 on the kernel, two runs each, the same CPU.)"""
-    alias = not strided and rows_alias(n, _ITEMSIZE.get(char, 0))
+    alias = not strided and char in _ITEMSIZE and rows_alias(n, _ITEMSIZE[char])
     key = char, m if m < EXACT_ROWS else EXACT_ROWS + m.bit_length(), n.bit_length(), k.bit_length(), epilogue, \
         strided, alias
     if key not in BEST:
