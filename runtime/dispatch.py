@@ -13,18 +13,18 @@ so nothing is assumed:
    the CPU's name and features, the dtype and shapejit's build, so a new CPU
    (or SHAPEJIT_ISA forcing a narrower one) is calibrated again.
 2. Cost model (`predict`): a variant's time at any (M, N, K) is the FLOPs
-   over the throughput calibrated at the nearest grid shape (in log
-   space) whose B's rows alias in L1 as this one's do (the kernel packs
-   such a B where it streams another: shapes/kernelargs.py), corrected for the padding waste of the kernel's column strips
-   and for the balance of its strips over the cores, both as at the grid
-   shape and as at this one.
+   over the throughput calibrated at the nearest grid shape (in log space)
+   whose B's rows alias in L1 as this one's do (the kernel packs such a B
+   where it streams another: shapes/kernelargs.py), corrected for the
+   padding waste of the kernel's column strips and for the balance of its
+   strips over the cores, both as at the grid shape and as at this one.
 3. Votes and a tree (`learn`): the model votes for the faster variant at
    shapes sampled across the range (numpy's by gemmchoice's margin: alone,
    BLAS looks faster than it is next to our kernels); a small decision tree
-   over M, N, K and whether B's rows alias, learned from the votes (CART, Gini, fixed order of
-   features and thresholds: deterministic for a given calibration) becomes
-   Python source (`source`), compiled once: a few comparisons per new
-   shape class.
+   over M, N, K and whether B's rows alias, learned from the votes (CART,
+   Gini, fixed order of features and thresholds: deterministic for a given
+   calibration) becomes Python source (`source`), compiled once: a few
+   comparisons per new shape class.
 
 A CPU without a calibration is calibrated in a background process of its
 own (under SCHED_IDLE, once for all the processes on the machine:
@@ -54,6 +54,7 @@ EVENTS = {"started": 0, "installed": 0, "failed": 0}
 # among the powers of two; (K, N): B's rows aliasing or not, K deep or not)
 GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512, 1024)
 GRID_KN = ((768, 768), (768, 3072), (3072, 768), (768, 2304))
+DEEPEST_K = max(k for k, _ in GRID_KN)  # (a deeper product is not the tree's to decide: runtime/gemmchoice.py)
 ROUNDS = 3
 SETTLE = 0.25  # seconds between the two variants' runs: the kernel pool's threads go to sleep
 SAMPLE_M = tuple(sorted({int(round(2 ** (e / 2))) for e in range(0, 23)}))  # 1 .. 2048, two a power of 2

@@ -25,6 +25,10 @@ in every process.
 """
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
 from shapes import forksafe
 from shapes.kernelargs import rows_alias
 
@@ -71,15 +75,15 @@ MARGIN = 1.0
 # kernel's path changes with the exact row count there (a single row tile
 # at 1, 2, 4 and 6 rows streams B whatever its stride: codegen/gemm.py).
 EXACT_ROWS = 16
-_ITEMSIZE = {"f": 4, "d": 8}
-# The tree decides products of depth K up to the class of the deepest the
-# calibration measured (runtime/dispatch.py GRID_KN: 3072, so K < 4096); a
-# deeper one is raced (kernel on sight from RACE_ROWS rows, as without a
-# tree).  The corpus mlp's 8 x 30000 @ 30000 x 2000 ran at 0.78x numpy
-# where a tree sent it to the kernel (`python -m bench --corpus --only
-# mlp`, AMD EPYC znver3, no AVX-512): its B streams at 8 rows, 1.2-1.3x
-# slower than OpenBLAS there, which the calibration's K = 3072 does not show.
-TREE_MAX_K = 4095
+# The tree decides products of depth K up to the class (bit length) of the
+# deepest K the calibration measured (runtime/dispatch.py DEEPEST_K; install
+# keeps its bit length here); a deeper one is raced (kernel on sight from
+# RACE_ROWS rows, as without a tree).  The corpus mlp's 8 x 30000 @ 30000 x
+# 2000 ran at 0.78x numpy where a tree sent it to the kernel (`python -m
+# bench --corpus --only ...,mlp,...`, AMD EPYC znver3, no AVX-512): its B
+# streams at 8 rows, 1.2-1.3x slower than OpenBLAS there, which the
+# calibration's K = 3072 does not show.
+_tree_k_bits = 0
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
 # dtype char -> (the dispatch tree calibrated on this CPU, its generated
@@ -107,11 +111,11 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     attention's per-head products, `q @ k.T` of 128 rows with K = 64, to
     numpy's BLAS, the attention of `python -m bench --quick` took 516-531
     us against 419-425 on the kernel, two runs each, the same CPU.)"""
-    alias = not strided and char in _ITEMSIZE and rows_alias(n, _ITEMSIZE[char])
+    alias = not strided and rows_alias(n, _itemsize(char))
     key = char, m if m < EXACT_ROWS else EXACT_ROWS + m.bit_length(), n.bit_length(), k.bit_length(), epilogue, \
         strided, alias
     if key not in BEST:
-        tree = TREES.get(char) if PREFER is None and not strided and k.bit_length() <= TREE_MAX_K.bit_length() else None
+        tree = TREES.get(char) if PREFER is None and not strided and key[3] <= _tree_k_bits else None
         if tree is not None:
             BEST[key] = tree[1](m, n, k, int(alias))
         elif m >= RACE_ROWS and PREFER != "blas":
@@ -119,12 +123,19 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     return key
 
 
+@functools.cache
+def _itemsize(char: str) -> int:
+    return np.dtype(char).itemsize
+
+
 def install(char: str, tree) -> None:
     """Decide the classes of dtype `char` not seen yet by `tree` (a
     runtime.dispatch.Tree calibrated on this CPU) instead of racing."""
+    global _tree_k_bits
     from runtime import dispatch
     with _lock:
         TREES[char] = tree, dispatch.compile_tree(tree)
+        _tree_k_bits = dispatch.DEEPEST_K.bit_length()
 
 
 def decide(key: tuple, kernel_seconds: list, blas_seconds: list) -> None:

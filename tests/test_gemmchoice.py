@@ -166,7 +166,7 @@ def test_a_transposed_b_of_many_rows_runs_on_the_kernel_whatever_the_tree(matmul
 
 
 def test_a_product_deeper_than_the_tree_was_voted_on_is_raced(matmuls, monkeypatch):
-    """K past TREE_MAX_K's class (the deepest the calibration measured): the
+    """K past the class of dispatch.DEEPEST_K (the deepest the calibration measured): the
     class of few rows is raced on its real operands, not decided by the
     tree (here: the kernel for every shape)."""
     from runtime import dispatch
@@ -176,7 +176,8 @@ def test_a_product_deeper_than_the_tree_was_voted_on_is_raced(matmuls, monkeypat
     rng = np.random.default_rng(7)
     f = jit(lambda x, w: x @ w)
     f(np.ones((4, 64), np.float32), np.ones((64, 8), np.float32))  # (the trace, at a depth the tree decides)
-    for k, raced in ((gemmchoice.TREE_MAX_K, 0), (2 * gemmchoice.TREE_MAX_K, gemmchoice.ROUNDS)):
+    deepest = 2 ** dispatch.DEEPEST_K.bit_length() - 1  # (the deepest K of the class the grid reaches)
+    for k, raced in ((deepest, 0), (deepest + 1, gemmchoice.ROUNDS)):
         x, w = rng.standard_normal((4, k)).astype(np.float32), rng.standard_normal((k, 8)).astype(np.float32)
         matmuls.clear()
         got = f(x, w)  # (the class's first product: decided on sight, or raced)
