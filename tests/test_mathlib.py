@@ -320,7 +320,7 @@ def test_binary_accuracy_vs_numpy(name, dtype):
     and inf, NaN, subnormals, the largest floats, their neighbours) and on
     random pairs over the whole range and near the quadrant edges: NaN and
     inf exactly as numpy (C99: hypot(inf, NaN) = inf), signed zeros too,
-    the rest within 2 ulp; the measured worst cases are in the module docstring."""
+    the rest within 2 ulp (float32: of float64's result rounded); the measured worst cases are in the module docstring."""
     rng = np.random.default_rng(zlib.crc32(f"{name}/{np.dtype(dtype).name}".encode()))
     sv = _special_values(dtype)
     x, y = (a.ravel() for a in np.meshgrid(sv, sv))
@@ -339,6 +339,11 @@ def test_binary_accuracy_vs_numpy(name, dtype):
         a = np.concatenate([np.asarray(v, np.float64).astype(dtype) for v in xs])
         b = np.concatenate([np.asarray(v, np.float64).astype(dtype) for v in ys])
         want = getattr(np, name)(a, b)
+        if dtype == np.float32:
+            # (float32 against float64's result rounded: numpy's own float32
+            # arctan2 differs by host -- its AVX-512 loop is up to 3 ulp off
+            # that on an AMD EPYC znver4, where ours is exact)
+            want = getattr(np, name)(a.astype(np.float64), b.astype(np.float64)).astype(dtype)
     got = kernel(name, dtype)(a, b)
     worst = check_close(name, a, got, want, max_ulp=2)
     zero = want == 0
