@@ -320,7 +320,8 @@ def test_binary_accuracy_vs_numpy(name, dtype):
     and inf, NaN, subnormals, the largest floats, their neighbours) and on
     random pairs over the whole range and near the quadrant edges: NaN and
     inf exactly as numpy (C99: hypot(inf, NaN) = inf), signed zeros too,
-    the rest within 2 ulp (float32: of float64's result rounded); the measured worst cases are in the module docstring."""
+    the rest within 2 ulp (float32: of float64's result rounded); the
+    measured worst cases are in the module docstring."""
     rng = np.random.default_rng(zlib.crc32(f"{name}/{np.dtype(dtype).name}".encode()))
     sv = _special_values(dtype)
     x, y = (a.ravel() for a in np.meshgrid(sv, sv))
