@@ -60,6 +60,18 @@ def test_a_margin_keeps_products_on_the_kernel():
     assert dispatch.learn(dispatch.votes(cal, margin=20.0)) == dispatch.Tree(leaf=False)
 
 
+def test_a_near_tie_goes_to_the_kernel():
+    """numpy's matmul faster by less than TIE everywhere: noise, the kernel
+    keeps every product; faster by more: numpy's takes every one."""
+    def calibration(blas_speedup):
+        return dispatch.Calibration("test-cpu", "f", 16, 2, tuple(
+            (m, k, n, 1e-11 * m * k * n, 1e-11 * m * k * n / blas_speedup)
+            for k, n in dispatch.GRID_KN for m in dispatch.GRID_M))
+    near = (1 + dispatch.TIE) / 2
+    assert dispatch.learn(dispatch.votes(calibration(near), 1.0)) == dispatch.Tree(leaf=False)
+    assert dispatch.learn(dispatch.votes(calibration(dispatch.TIE * 1.02), 1.0)) == dispatch.Tree(leaf=True)
+
+
 def test_the_record_round_trips_and_refuses_garbage():
     cal = synthetic(8)
     tree = dispatch.learn(dispatch.votes(cal, 2.5))
