@@ -155,9 +155,13 @@ def bounds_checked() -> bool:
 
 
 def plan_switches() -> tuple:
-    """The compiler switches that change what a trace compiles to (part of
-    a saved trace's key): bounds checks, epilogues in the GEMM's store."""
-    return bounds_checked(), lower.fuse_epilogues()
+    """What changes what a trace compiles to (part of a saved trace's key):
+    bounds checks, epilogues in the GEMM's store, and the target (its CPU
+    and features as SHAPEJIT_ISA narrows them): an executable holds the GEMM
+    tile's width in its strip counts, so a saved trace of an AVX-512 host
+    run on an AVX2 kernel (a fleet's shared cache, SHAPEJIT_ISA=avx2 on the
+    same machine) computed a quarter of a product's columns."""
+    return bounds_checked(), lower.fuse_epilogues(), target_description()
 
 
 def build_saved(saved: SavedBuild) -> Build | None:

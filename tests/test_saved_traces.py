@@ -12,6 +12,7 @@ import pytest
 
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from runtime.cache import ArtifactCache, unpack_record
+from shapes import host
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,6 +74,37 @@ def test_a_new_process_serves_new_shapes_without_tracing(tmp_path):
     assert "a saved trace from the disk cache" in second["explain"]
     assert "tanh" in second["explain"]  # the saved graph is there for explain()
     assert "gemm kernel:" in second["explain"]  # the matmul ran on the GEMM library kernel, loaded from disk
+
+
+WIDE_MODEL = """
+import numpy as np
+W = np.linspace(-1.0, 1.0, 24 * 200, dtype=np.float32).reshape(24, 200)
+
+def fn(x):
+    return np.tanh(x) @ W
+"""
+
+
+@pytest.mark.skipif(not host.has_avx512(), reason="needs a host with AVX-512 to force the narrower ISA")
+def test_a_trace_saved_for_another_isa_is_not_served(tmp_path):
+    """An executable holds the GEMM tile's width (its strip counts): a trace
+    saved on the host's AVX-512 and served to SHAPEJIT_ISA=avx2's narrower
+    kernel computed a quarter of each product's columns.  Each ISA traces
+    its own, and finds it again."""
+    rows = [300]  # (RACE_ROWS or more, no calibration: the product runs on the kernel)
+    assert run(tmp_path, rows, model=WIDE_MODEL)["traces"] == 1
+    narrow = run(tmp_path, rows, model=WIDE_MODEL, env_extra={"SHAPEJIT_ISA": "avx2"})
+    assert narrow["ok"] and narrow["traces"] == 1
+    again = run(tmp_path, rows, model=WIDE_MODEL, env_extra={"SHAPEJIT_ISA": "avx2"})
+    assert again["ok"] and again["traces"] == 0 and again["cache_hits_disk"] == 1
+
+
+def test_the_target_is_part_of_a_saved_trace_key(monkeypatch):
+    """(on any host) the saved trace's key changes with the target description."""
+    from jit import compile as compile_mod
+    before = compile_mod.plan_switches()
+    monkeypatch.setattr(compile_mod, "target_description", lambda: "x86_64|another-cpu|+avx2,-avx512f")
+    assert compile_mod.plan_switches() != before
 
 
 @pytest.mark.slow
