@@ -264,8 +264,9 @@ def from_record(blob: bytes) -> tuple[Calibration, Tree]:
 # AMD EPYC znver4 (AVX-512) a calibration had numpy's matmul at 1.01-1.02x
 # the kernel's speed at 32 rows for (768, 768) and (768, 2304), its tree sent
 # products of 17 to 45 rows of N <= 2048 to BLAS, and in `python -m
-# bench.gemm_sweep --cold` those ran at 1.01-1.06x numpy where the kernel ran
-# at 1.09-1.19x (3 of the 5 cells more than 10% from the best variant).
+# bench.gemm_sweep --cold` those cells (24 and 32 rows, N = 768) ran at
+# 0.97-1.06x numpy where the kernel (the epilogue a pass of its own) ran at
+# 1.02-1.20x: 3 of the sweep's 5 cells more than 10% from the best variant.
 TIE = 1.05
 
 
