@@ -26,6 +26,12 @@ import numpy as np
 from shapes import config, forksafe
 
 POOL_MIN_BYTES = 1 << 18  # smaller arrays come from malloc's free lists anyway
+# A buffer that must grow is mapped afresh, and every page of it faults on its
+# first touch (2-2.6 us a page on a 2-core VM: a BERT layer's call that grew its
+# buffers by 5 rows took 74 ms instead of 40); growing by a quarter more than
+# asked, a stream of random lengths grows a slot a few times, not at every
+# new longest length.
+GROWTH = 1.25
 
 
 
@@ -95,11 +101,11 @@ class BufferPool:
             return np.empty(shape, dtype)
         raw = entry[0] if entry is not None else None
         if raw is None or raw.nbytes < n:
-            # mapped, not malloc'd: a dropped buffer goes back to the system at once (glibc keeps
-            # freed blocks in the arena of the thread that made them: 32 threads calling at once
-            # left 120 MB behind that malloc_trim did not return); page-aligned
-            self._grow(n - (raw.nbytes if raw is not None else 0))
-            raw = np.frombuffer(mmap.mmap(-1, n), np.uint8)
+            # a slot that outgrew its buffer serves changing shapes: it takes GROWTH times what it
+            # needs, and the next few larger shapes find it ready
+            size = n if raw is None else int(n * GROWTH)
+            self._grow(size - (raw.nbytes if raw is not None else 0))
+            raw = _mapped(size)
         view = raw[:n].view(dtype).reshape(shape)
         bufs.slots[slot] = (raw, shape, view)
         return view
@@ -112,6 +118,16 @@ class BufferPool:
     @property
     def held_bytes(self) -> int:
         return self._bytes[0]
+
+
+def _mapped(n: int) -> np.ndarray:
+    """`n` fresh bytes, mapped rather than malloc'd: a dropped buffer goes
+    back to the system at once (glibc keeps freed blocks in the arena of
+    the thread that made them: 32 threads calling at once left 120 MB
+    behind that malloc_trim did not return); page-aligned.  Private: a
+    forked child's writes stay its own (a shared mapping, mmap's default,
+    gave a child and its parent the same pooled buffers)."""
+    return np.frombuffer(mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), np.uint8)
 
 
 class _Set:

@@ -116,3 +116,43 @@ def test_idle_sets_are_dropped(monkeypatch):
     monkeypatch.setattr(bufferpool, "IDLE_SECONDS", 0.0)
     np.testing.assert_allclose(f(x, w), layer(x, w), rtol=1e-10)
     assert sum(p.held_bytes for p in pools) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_writes_its_own_buffers():
+    """A pooled buffer is private to the process: a child forked after the
+    parent's calls (a pre-forking server's workers) writes its own copy."""
+    pool = bufferpool.BufferPool()
+    bufs = pool.acquire()
+    pool.get(bufs, 0, (512, 512), np.dtype(np.float32))[:] = 1.0
+    pool.release(bufs)
+    pid = os.fork()
+    if pid == 0:  # the child takes the same free set and overwrites it
+        code = 1
+        try:
+            bufs = pool.acquire()
+            pool.get(bufs, 0, (512, 512), np.dtype(np.float32))[:] = 7.0
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    bufs = pool.acquire()
+    assert np.all(pool.get(bufs, 0, (512, 512), np.dtype(np.float32)) == 1.0)
+
+
+def test_a_slot_that_grows_takes_headroom():
+    """The first buffer of a slot is what it needs; one that must grow takes
+    GROWTH times its need, so slightly larger shapes later reuse it."""
+    pool = bufferpool.BufferPool()
+    bufs = pool.acquire()
+    f32 = np.dtype(np.float32)
+    first = pool.get(bufs, 0, (256, 512), f32)
+    assert bufs.slots[0][0].nbytes == first.nbytes
+    grown = pool.get(bufs, 0, (300, 512), f32)
+    raw = bufs.slots[0][0]
+    assert raw.nbytes == int(grown.nbytes * bufferpool.GROWTH)
+    assert pool.held_bytes == raw.nbytes
+    again = pool.get(bufs, 0, (360, 512), f32)  # within the headroom: the same memory
+    assert bufs.slots[0][0] is raw and np.shares_memory(again, raw)
+    pool.release(bufs)
