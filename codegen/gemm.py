@@ -20,9 +20,10 @@ the panels (unless B's row stride makes its rows alias in L1, ALIAS_BYTES,
 or K is deep, STREAM_K, and A has more rows than one row tile): packing
 would cost as much as the product, and a tile of one or two rows would
 keep few accumulators busy.  Each row tile runs a block of STREAM_KB rows of
-B (all of K for a single row tile) in registers reading B in place
-(prefetching the rows ahead), over as many strips at once as the
-accumulators allow; the block's lines stay in L1 for the next row tile.
+B (all of K for a single row tile whose strips span ONE_TILE_BYTES) in
+registers reading B in place (prefetching the rows ahead), over as many
+strips at once as the accumulators allow; the block's lines stay in L1 for
+the next row tile.
 A GEMV (M <= ROW_STREAM_M) reads B row after row instead, each row's part
 in one contiguous run, and accumulates C's row in L1.  The strip at the
 right edge, whose vectors would reach past B, goes through a panel as
@@ -102,7 +103,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
     return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_KB,
-                 STREAM_DEEP_M, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
+                 STREAM_DEEP_M, ONE_TILE_BYTES, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats
@@ -149,6 +150,15 @@ STREAM_DEEP_M = 12
 # Aliasing rows still pack: their blocks conflict in L1 (0.6-0.9x at M =
 # 8..16, --b STREAM_KB=4..32).
 STREAM_KB = 16
+# ... and so does a single row tile, unless its micro-kernel's strips span at
+# least this many bytes of B's row: then it streams all of K at once.  One
+# thread, B from memory (python -m bench.gemm_ab --cold --a ONE_TILE_BYTES=0
+# --b ONE_TILE_BYTES=512 --ms 2,4,6), AMD EPYC znver4, float32: with AVX2
+# forced (strips of 64-192 bytes) 1.15-1.37x faster at M = 2, 4, 6 for (K,
+# N) = (3072, 768), 1.19x at M = 4 for (768, 768), 0.96-1.05x elsewhere, and
+# 1.14-1.43x for (3072, 768) with B in cache; with AVX-512 1.05-1.07x at M =
+# 4, 6 (256 bytes), while all of K stays up to 1.07x faster at M = 2 (768 bytes).
+ONE_TILE_BYTES = 512
 # A streamed micro-kernel prefetches at least this many bytes of B's row
 # PREFETCH ahead (from its strip's first column): with B from memory, a
 # strip's one line a row (AVX2, float32), a page apart, left the DRAM's
@@ -331,8 +341,11 @@ class GemmEmitter:
         deep_ok = b.or_(b.icmp_signed("<=", K, c(STREAM_K)), b.icmp_signed("<=", M, c(STREAM_DEEP_M)))
         one_tile = functools.reduce(b.or_, [b.icmp_signed("==", M, c(rows)) for rows in (t.mr,) + TAIL_ROWS])
         small = b.and_(small, b.or_(one_tile, b.and_(unaliased, deep_ok)))
-        # (several row tiles read each block of STREAM_KB rows of B while it is in L1)
-        kb = b.select(one_tile, K, c(STREAM_KB))
+        # (several row tiles read each block of STREAM_KB rows of B while it is in L1; a single
+        # tile whose strips span ONE_TILE_BYTES of B's row streams all of K at once)
+        whole_k = [b.icmp_signed("==", M, c(rows)) for rows in (t.mr,) + TAIL_ROWS
+                   if self._strips_at_once(rows) * t.nr * self.dtype.itemsize >= ONE_TILE_BYTES]
+        kb = b.select(functools.reduce(b.or_, whole_k, ir.Constant(I1, 0)), K, c(STREAM_KB))
         f = b.select(small, f, c(0))
         with b.if_then(b.icmp_signed(">", f, c(0))):
             col0 = b.mul(s0, c(t.nr))
@@ -428,7 +441,8 @@ class GemmEmitter:
     def _streamed(self, b, Ab, Bs, Cs, f, M, N, K, kb, lda, ldb, col0) -> None:
         """f full strips from Bs/Cs (B with unit-stride columns) for a product
         of few rows, a block of strips at a time, kb rows of B at a time
-        (STREAM_KB, or all of K for a single row tile): every row tile runs
+        (STREAM_KB, or all of K for a single row tile of wide strips:
+        ONE_TILE_BYTES): every row tile runs
         the kb rows in registers, reading B in place, over as many strips at
         once as accumulators() allows (a tile of one row keeps 8 ymm in
         flight, not NV = 2), and adds them to C after the first rows.  The
@@ -451,7 +465,7 @@ class GemmEmitter:
 
                 def tile_row(mr, row):
                     a_tile, c_row = b.gep(Ak, [b.mul(row, lda)]), b.gep(Cs, [b.mul(row, N)])
-                    w = max(1, min(GROUP, accumulators() // (mr * t.nv)))  # strips a micro-kernel takes at once
+                    w = self._strips_at_once(mr)
                     wide = b.add(s_lo, b.mul(b.sdiv(b.sub(s_hi, s_lo), c(w)), c(w)))
                     for lo, hi, step in ((s_lo, wide, w),) + (((wide, s_hi, 1),) if w > 1 else ()):
                         micro = self._micro(mr, step * t.nv, streamed=True)
@@ -462,6 +476,10 @@ class GemmEmitter:
 
                 self._row_tiles(b, M, tile_row)
             self._epilogue(b, c(0), M, b.add(col0, b.mul(s_lo, c(t.nr))), b.add(col0, b.mul(s_hi, c(t.nr))))
+
+    def _strips_at_once(self, mr: int) -> int:
+        """Strips a streamed micro-kernel of mr rows takes at once."""
+        return max(1, min(GROUP, accumulators() // (mr * self.tile.nv)))
 
     def _row_streamed(self, b, Ab, Bs, Cs, f, M, N, K, lda, ldb, col0) -> None:
         """f full strips of a product of ROW_STREAM_M rows or fewer (a GEMV at
