@@ -240,6 +240,38 @@ def test_reductions_over_axes_up_to_the_last(axis, shape, dtype, backend):
         assert_like_numpy(jf(x), f(x), ulps=16, atol=terms)
 
 
+@pytest.mark.filterwarnings("ignore:overflow")
+@pytest.mark.parametrize("shape", [(5000, 1), (1, 5000), (7, 1, 300), (1, 1, 9), (3, 1), (1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+def test_reductions_over_dims_of_size_one(shape, dtype, backend):
+    """x's dims of size 1 drop before a reduction (clustering/passes.py
+    unit_dims): over the rest, or none (a copy in the result's dtype) --
+    numpy's dtypes and shapes, and fresh arrays, never views of x."""
+    def f(x):
+        out = []
+        for axis in [0, -1, (0, -1), None] + ([1] if x.ndim > 2 else []):
+            out += [x.sum(axis=axis), x.sum(axis=axis, keepdims=True)]
+            if dtype != np.bool_:
+                out += [x.max(axis=axis), (x * 2).min(axis=axis, keepdims=True), x.prod(axis=axis)]
+        return out
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        x = (rng.standard_normal(shape) * 3).astype(dtype) if dtype != np.bool_ else rng.random(shape) < 0.5
+        got = jf(x)
+        terms = float(np.abs(x).astype(np.float64).sum()) * 16 * (float(np.finfo(dtype).eps) if x.dtype.kind == "f" else 0)
+        assert_like_numpy(got, f(x), ulps=16, atol=terms)
+        assert not any(np.shares_memory(g, x) for g in got if isinstance(g, np.ndarray))
+
+
+def test_a_column_sum_of_one_column_is_a_row_kernel():
+    jf = jit(lambda x: x.sum(axis=0))
+    x = np.arange(4000.0).reshape(4000, 1)
+    assert_like_numpy(jf(x), x.sum(axis=0))
+    text = jf.explain()
+    assert "row kernel" in text and "column" not in text.split("clusters")[-1]
+
+
 def conv(x, w):
     # NHWC valid convolution as numpy's users write it: one window product per output pixel
     K = w.shape[0]
