@@ -156,13 +156,15 @@ def dots(g: Graph) -> Graph:
 # --------------------------------------------------------------- unit dims
 
 def unit_dims(g: Graph) -> Graph:
-    """A sum, prod, max or min drops x's dims of size 1 before it reduces
-    (a reshape, then the reduction over the axes left, then a reshape to
-    its shape): x[n, 1].sum(axis=0) is the whole sum of n elements (a row
-    kernel on every core; as a column reduction, one column a row, it ran
-    at 0.09x numpy's speed on 2 cores), and a reduction over size-1 axes
-    only, x[n, 1].sum(axis=1), is a copy in its dtype (0.3x as n rows of
-    one element).  A result of no dims stays with `rows`."""
+    """Reductions (sum, prod, max, min) that dims of size 1 make slow: one
+    over size-1 axes only, x[n, 1].sum(axis=1), is x as a fresh array in the
+    result's dtype (0.3x numpy's speed as n rows of one element, on 2
+    cores); one that is a row reduction once x's size-1 dims are dropped,
+    x[n, 1].sum(axis=0), becomes one (a reshape, the reduction over the
+    trailing axes, a reshape to its shape: the whole sum on every core,
+    where a column reduction of one column ran at 0.09x).  A reduction over
+    trailing axes already stays as it is (it fuses with its producers and
+    consumers), and so does a result of no dims (`rows`)."""
     b = _Builder(g)
     for n in g.nodes:
         x = b.get(n.inputs[0]) if n.inputs else None
@@ -171,24 +173,24 @@ def unit_dims(g: Graph) -> Graph:
             b.keep(n)
             continue
         axis = n.attr("axis")
-        axes = set(range(x.ndim)) if axis is None else set(axis)
+        axes = sorted(set(range(x.ndim)) if axis is None else set(axis))
         unit = {i for i, d in enumerate(x.shape) if isinstance(d, (int, sympy.Integer)) and int(d) == 1}
-        if not unit:
-            b.keep(n)
-            continue
         kept = [i for i in range(x.ndim) if i not in unit]
         reduced = tuple(j for j, i in enumerate(kept) if i in axes)
-        v = x
-        if tuple(x.shape[i] for i in kept) != x.shape:
-            v = b.add("reshape", [x], {"shape": tuple(x.shape[i] for i in kept)}, x.dtype,
-                      tuple(x.shape[i] for i in kept), n.loc)
-        if reduced:  # (keepdims: an array, which the reshape below gives its shape)
+        trailing = lambda r, rank: tuple(r) == tuple(range(rank - len(r), rank))  # noqa: E731
+        if reduced and (trailing(axes, x.ndim) or not trailing(reduced, len(kept))):
+            b.keep(n)
+            continue
+        # (x without its size-1 dims: a kernel over them would take rows of one element)
+        v = b.add("reshape", [x], {"shape": tuple(x.shape[i] for i in kept)}, x.dtype,
+                  tuple(x.shape[i] for i in kept), n.loc)
+        if reduced:
             shape = tuple(1 if j in reduced else d for j, d in enumerate(v.shape))
             v = b.add(n.op, [v], {"axis": reduced, "keepdims": True}, n.out.dtype, shape, n.loc)
+        else:  # (x itself, as a fresh array in the reduction's dtype)
+            v = b.add("astype", [v], {"dtype": n.out.dtype}, n.out.dtype, v.shape, n.loc)
         if v.shape != n.out.shape:
             v = b.add("reshape", [v], {"shape": n.out.shape}, v.dtype, n.out.shape, n.loc)
-        if not reduced:  # (x itself, as a fresh array in the reduction's dtype)
-            v = b.add("astype", [v], {"dtype": n.out.dtype}, n.out.dtype, n.out.shape, n.loc)
         b.subst[n.out.id] = v
     return b.finish()
 
