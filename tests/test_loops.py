@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from codegen.schedule import COLUMN_BLOCK
 from jit import jit
 from runtime.generate import WARMUP_STEPS
 from tests.conftest import assert_like_numpy
@@ -270,6 +271,23 @@ def test_a_column_sum_of_one_column_is_a_row_kernel():
     assert_like_numpy(jf(x), x.sum(axis=0))
     text = jf.explain()
     assert "row kernel" in text and "column" not in text.split("clusters")[-1]
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 2 * COLUMN_BLOCK + 5), 0), ((2, 3, COLUMN_BLOCK + 1), 1),
+                                         ((5, COLUMN_BLOCK - 1), 0), ((2, 7, 2, COLUMN_BLOCK * 3), (1, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_column_reductions_over_several_blocks(shape, axis, dtype):
+    """Columns past one work unit's block (codegen/schedule.py COLUMN_BLOCK),
+    the last block partial: every output element right, none written twice."""
+    def f(x):
+        y = x * 3 - 1
+        return y.sum(axis=axis), y.max(axis=axis, keepdims=True), y.min(axis=axis)
+    jf = jit(f)
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    terms = float(np.abs(x).astype(np.float64).sum()) * 16 * (float(np.finfo(dtype).eps) if x.dtype.kind == "f" else 0)
+    assert_like_numpy(jf(x), f(x), ulps=16, atol=terms)
+    assert "column" in jf.explain()
 
 
 def conv(x, w):
