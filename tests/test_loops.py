@@ -265,6 +265,28 @@ def test_reductions_over_dims_of_size_one(shape, dtype, backend):
         assert not any(np.shares_memory(g, x) for g in got if isinstance(g, np.ndarray))
 
 
+@pytest.mark.parametrize("shape", [(3000, 1), (40, 50, 1), (1, 700, 1), (300, 1, 1), (1, 1), (5, 1, 7, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_elementwise_kernels_over_trailing_dims_of_size_one(shape, dtype, backend):
+    """A kernel over a domain that ends in dims of size 1 (codegen/schedule.py
+    drops them from its loops): broadcast operands, a divisor of the
+    domain's shape, several outputs, strided operands (which keep the
+    dims), numpy's values and dtypes."""
+    def f(x, y, s):
+        d = np.where(y == 0, 1, y)
+        q = x / d
+        return x * s + y, q, q > 0, np.maximum(x, y) - s
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(6)
+    for _ in range(2):
+        x = (rng.standard_normal(shape) * 9).astype(dtype)
+        y = (rng.standard_normal(shape) * 9).astype(dtype)
+        s = np.ones((1,) * len(shape), dtype) * 3
+        assert_like_numpy(jf(x, y, s), f(x, y, s), ulps=2)
+        wide = np.repeat(y, 3, axis=-1)[..., ::3]  # (the same values, strided)
+        assert_like_numpy(jf(x, wide, s), f(x, wide, s), ulps=2)
+
+
 def test_a_column_sum_of_one_column_is_a_row_kernel():
     jf = jit(lambda x: x.sum(axis=0))
     x = np.arange(4000.0).reshape(4000, 1)
