@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from clustering.partition import KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC
+from clustering.partition import ARG_REDUCTIONS, KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC
 from shapes.ir import Graph, Node, Value, make_attrs
 from shapes.ops import OPS, OPAQUE
 from shapes.verify import verify
@@ -168,7 +168,7 @@ def unit_dims(g: Graph) -> Graph:
     b = _Builder(g)
     for n in g.nodes:
         x = b.get(n.inputs[0]) if n.inputs else None
-        if (n.op not in ROW_REDUCTIONS or x is None or not n.out.ndim
+        if (n.op not in ROW_REDUCTIONS or n.op in ARG_REDUCTIONS or x is None or not n.out.ndim
                 or {k for k, _ in n.attrs} - {"axis", "keepdims"}):
             b.keep(n)
             continue
@@ -203,11 +203,15 @@ def rows(g: Graph) -> Graph:
     with x's elementwise producers as a row kernel (clustering/partition.py),
     the last keeps its dim, and its element (or a reshape) is the result.
     (The sum is then taken in another order than numpy's pairwise one: a few
-    ulp.)"""
+    ulp.)  An argmax or argmin of a vector likewise keeps its dim."""
     b = _Builder(g)
     for n in g.nodes:
         x = b.get(n.inputs[0]) if n.inputs else None
-        axis = n.attr("axis") if n.op in ROW_REDUCTIONS else ()
+        if n.op in ARG_REDUCTIONS and x.ndim == 1 and n.attr("axis") in (None, 0) and not n.out.ndim:
+            v = b.add(n.op, [x], {"axis": 0, "keepdims": True}, n.out.dtype, (1,), n.loc)
+            b.subst[n.out.id] = b.add("getitem", [v], {"items": (("int", 0),), "shape": ()}, n.out.dtype, (), n.loc)
+            continue
+        axis = n.attr("axis") if n.op in ROW_REDUCTIONS and n.op not in ARG_REDUCTIONS else ()
         if x is None or x.ndim == 0 or (axis is not None and tuple(axis) != tuple(range(x.ndim))) \
                 or {k for k, _ in n.attrs} - {"axis", "keepdims"}:
             b.keep(n)

@@ -190,8 +190,21 @@ def _reducer(int_op: str, float_op: str):
 # ints and bools arrive cast to the result's dtype, added or multiplied with
 # wraparound; floats by fadd/fmul (with the kernel's fast-math flags) or
 # llvm.maximum/minimum (NaN propagates, as in numpy)
+def _replaces(pred: str):
+    """argmax's and argmin's step: whether x takes the best's place (ints
+    and bools arrive as int64): strictly beyond it, so the first extreme
+    wins, or the first NaN (numpy's argmax and argmin stop at a NaN)."""
+    def replaces(b, m, best, x, flags):
+        if _is_int(x):
+            return b.icmp_signed(pred, x, best)
+        first_nan = b.and_(b.fcmp_unordered("uno", x, x), b.fcmp_ordered("ord", best, best))
+        return b.or_(b.fcmp_ordered(pred, x, best), first_nan)
+    return replaces
+
+
 REDUCERS = {
     "sum": _reducer("add", "fadd"), "prod": _reducer("mul", "fmul"),
+    "argmax": _replaces(">"), "argmin": _replaces("<"),
     "max": lambda b, m, acc, x, flags: (b.select(b.icmp_signed(">", x, acc), x, acc) if _is_int(x)
                                         else _max(b, m, acc, x)),
     "min": lambda b, m, acc, x, flags: (b.select(b.icmp_signed("<", x, acc), x, acc) if _is_int(x)

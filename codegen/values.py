@@ -78,10 +78,17 @@ def const(dt: np.dtype, c):
 
 
 def identity(op, dtype):
-    """The value reduction `op` starts from in `dtype`."""
+    """The value reduction `op` starts from in `dtype` (argmax's and argmin's
+    best value: arg_dtype)."""
+    op = {"argmax": "max", "argmin": "min"}.get(op, op)
     if dtype.kind == "f":
         return {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[op]
     return {"sum": 0, "prod": 1, "max": int(np.iinfo(dtype).min), "min": int(np.iinfo(dtype).max)}[op]
+
+
+def arg_dtype(x: np.dtype) -> np.dtype:
+    """The dtype argmax and argmin compare x's elements in."""
+    return x if x.kind == "f" else np.dtype(np.int64)
 
 
 def is_float_sum(n: Node) -> bool:

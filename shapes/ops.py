@@ -59,7 +59,7 @@ _KERNEL_KINDS = {
           "ceil", "trunc", "rint", "fabs", "divide", "arctan2", "hypot"),
     "fi": ("negative", "positive", "absolute", "square", "sign", "add", "subtract", "multiply", "maximum",
            "minimum", "power", "clip", "sum", "prod", "max", "min"),
-    "i": ("floor_divide", "remainder"),
+    "i": ("floor_divide", "remainder", "argmax", "argmin"),
     "ib": ("bitwise_and", "bitwise_or", "bitwise_xor", "invert"),
     "b": ("logical_not", "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "signbit",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"),

@@ -398,3 +398,78 @@ def test_an_executable_runs_specialized_bytecode_from_its_first_run():
     e.run([np.ones(40)], e.guards.check(((40,),)))  # the executable's first run
     ops = {i.opname for i in dis.get_instructions(e.run, adaptive=True)}
     assert sys.version_info < (3, 11) or ops & {"LOAD_GLOBAL_MODULE", "LOAD_GLOBAL_BUILTIN"}, sorted(ops)
+
+
+# ------------------------------------------- argmax and argmin in row kernels
+
+def _arg_rows(rng, shape, dtype):
+    """Rows with ties, infinities, signed zeros and NaNs where numpy's rules bite."""
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.2
+    x = (rng.standard_normal(shape) * 50).astype(dtype)
+    n = shape[-1]
+    flat = x.reshape(-1, n)
+    for r in range(flat.shape[0]):
+        kind = r % 7
+        if kind == 1:  # the extreme twice, far apart: the first wins
+            flat[r, [n // 3, n - 1]] = flat[r].max() + 1
+            flat[r, [n // 4, n - 2]] = flat[r].min() - 1
+        elif kind == 2 and dtype in (np.float32, np.float64):  # NaNs: the first NaN wins both
+            flat[r, [n // 2, n - 1]] = np.nan
+        elif kind == 3 and dtype in (np.float32, np.float64):
+            flat[r, :] = -np.inf
+            flat[r, n - 1] = np.inf
+        elif kind == 4 and dtype in (np.float32, np.float64):  # signed zeros only
+            flat[r, :] = 0.0
+            flat[r, ::2] = -0.0
+        elif kind == 5:  # every element the same
+            flat[r, :] = flat[r, 0]
+        elif kind == 6 and dtype in (np.int32, np.int64):
+            flat[r, :] = np.iinfo(dtype).min
+    return x
+
+
+@pytest.mark.parametrize("n", [1, 7, 256, 257, 1000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_argmax_and_argmin_fuse_with_their_producers(n, dtype, backend):
+    """argmax and argmin of an expression over the last axis are row
+    reductions (codegen/schedule.py _arg_pass: blocks of ARG_BLOCK): the
+    first extreme's index, a NaN's first, as numpy; with keepdims, over 3-D
+    operands, and next to another reduction of the same row."""
+    def f(x, y):
+        z = x * 2 if dtype != np.bool_ else x ^ y
+        out = [z.argmax(axis=-1), z.argmin(axis=1, keepdims=True), np.argmax(z, axis=-1)]
+        if dtype != np.bool_:
+            out += [(z - y).argmin(axis=-1), np.maximum(z, y).argmax(axis=-1) + z.max(axis=-1)]
+        return out
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(n)
+    for _ in range(2):
+        x, y = _arg_rows(rng, (14, n), dtype), _arg_rows(rng, (14, n), dtype)
+        assert_like_numpy(jf(x, y), f(x, y))
+    x3, y3 = _arg_rows(rng, (2, 7, n), dtype), _arg_rows(rng, (2, 7, n), dtype)
+    g = jit(lambda x, y: ((x if dtype == np.bool_ else x - y)).argmax(axis=2), backend=backend)
+    assert_like_numpy(g(x3, y3), (x3 if dtype == np.bool_ else x3 - y3).argmax(axis=2))
+
+
+def test_argmax_kernels_and_the_ones_numpy_keeps():
+    """Fused: over the last axis, and of a vector.  numpy's: over another
+    axis, of a flattened matrix, and an argmax of an array alone."""
+    def f(x, v):
+        return (x * x).argmax(axis=1), (v + 1).argmin(), (x * x).argmax(axis=0), (x * x).argmax(), x.argmax(axis=1)
+    jf = jit(f)
+    rng = np.random.default_rng(9)
+    x, v = rng.standard_normal((30, 300)), rng.standard_normal(500)
+    assert_like_numpy(jf(x, v), f(x, v))
+    text = jf.explain()
+    kernels = text.split("clusters (after passes):")[-1].split("not fused:")[0]
+    assert "= argmax %2 {axis=1" in kernels and "= argmin %5 {axis=0, keepdims=True}" in kernels
+    assert "argmax: only over the last axis (axis=0)" in text
+    assert "an argmax of an array alone: numpy" in text
+
+
+def test_an_empty_argmax_raises_as_numpy():
+    jf = jit(lambda x: (x * 2).argmax(axis=1))
+    with pytest.raises(ValueError, match="empty sequence"):
+        jf(np.zeros((3, 0)))
+    assert_like_numpy(jf(np.arange(6.0).reshape(2, 3)), np.array([2, 2]))

@@ -1,0 +1,100 @@
+"""python -m bench.reductions [--rounds 7]: reductions over rows, columns and
+dims of size 1, and argmax/argmin, jitted (one compile per program serves
+every shape) against numpy, float32, their calls interleaved in turns
+(bench.harness.in_turns: the machine's drift falls on both alike).  Prints
+numpy's time over shapejit's for each program and shape (above 1: shapejit
+is faster).  Issue 12 asks whether a row and column reduction's work split
+(rows per task, columns per block) should be chosen per shape: this is what
+the split of codegen/schedule.py (a row a task; COLUMN_BLOCK columns a
+task) gives.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from bench import harness
+from bench.report import cpu_description
+from jit import jit
+
+ROW_SHAPES = ((1, 4_000_000), (16, 250_000), (1000, 4000), (100_000, 40), (1_000_000, 4))
+COLUMN_SHAPES = ((1000, 4000), (16, 250_000), (20_000, 2000), (100_000, 400), (100_000, 96), (4000, 96),
+                 (300, 300), (100, 768), (1_000_000, 3))
+UNIT_SHAPES = ((4_000_000, 1),)
+ARG_SHAPES = ((1000, 4000), (8, 50_000), (100_000, 10))
+
+
+def row_sum(x):
+    return x.sum(axis=-1)
+
+
+def row_max_of_squares(x):
+    return (x * x).max(axis=-1)
+
+
+def column_sum(x):
+    return x.sum(axis=0)
+
+
+def column_sum_of_exp(x):
+    return np.exp(x).sum(axis=0)
+
+
+def column_var(x):
+    return x.var(axis=0)
+
+
+def plus_one(x):
+    return x * 2 + 1
+
+
+def nearest(x, y):
+    return ((x - y) ** 2).argmin(axis=1)
+
+
+def softmax_argmax(x, y):
+    return np.exp(x - x.max(axis=1, keepdims=True)).argmax(axis=1)
+
+
+def argmax_alone(x, y):
+    return x.argmax(axis=1)
+
+
+CASES = (
+    ("rows", (row_sum, row_max_of_squares), ROW_SHAPES, 1),
+    ("columns", (column_sum, column_sum_of_exp, column_var), COLUMN_SHAPES, 1),
+    ("size-1 dims", (row_sum, column_sum, plus_one), UNIT_SHAPES, 1),
+    ("argmax/argmin", (nearest, softmax_argmax, argmax_alone), ARG_SHAPES, 2),
+)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.reductions")
+    ap.add_argument("--rounds", type=int, default=7)
+    a = ap.parse_args(argv)
+    print(f"# reductions, numpy time / shapejit time ({cpu_description()}); float32, median over {a.rounds} rounds")
+    rng = np.random.default_rng(0)
+    for title, programs, shapes, arity in CASES:
+        print(f"\n{title}:")
+        print(f"| shape | " + " | ".join(p.__name__ for p in programs) + " |")
+        print("|---|" + "--:|" * len(programs))
+        jitted = [jit(p) for p in programs]
+        for shape in shapes:
+            args = tuple(rng.standard_normal(shape).astype(np.float32) for _ in range(arity))
+            cells = []
+            for p, f in zip(programs, jitted):
+                want, got = p(*args), f(*args)
+                assert got.dtype == want.dtype and got.shape == want.shape, p.__name__
+                if want.dtype.kind == "f":
+                    np.testing.assert_allclose(got, want, rtol=2e-3, atol=1e-2 * float(np.abs(args[0]).max()))
+                else:
+                    np.testing.assert_array_equal(got, want)
+                t = harness.in_turns([lambda p=p: p(*args), lambda f=f: f(*args)], a.rounds, warm=0.05, turn=0.05)
+                cells.append(f"{t[0] / t[1]:.2f}")
+            print(f"| {shape} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
