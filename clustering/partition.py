@@ -172,7 +172,8 @@ def is_column_reduction(n: Node) -> bool:
     (x.sum(0) of a matrix, x.sum((1, 2)) of NHWC images): a kernel of its
     own kind."""
     x, axis = n.inputs[0], n.attr("axis")
-    return n.op in ROW_REDUCTIONS and n.op not in ARG_REDUCTIONS and x.ndim >= 2 and bool(axis) and axis == tuple(range(axis[0], x.ndim - 1))
+    return (n.op in ROW_REDUCTIONS and n.op not in ARG_REDUCTIONS and x.ndim >= 2 and bool(axis)
+            and axis == tuple(range(axis[0], x.ndim - 1)))
 
 
 def compare_dtype(inputs) -> np.dtype:

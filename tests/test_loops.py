@@ -168,6 +168,12 @@ def test_a_kernel_stores_straight_into_a_contiguous_slot():
 
 # ------------------------------------------------------- reductions over all axes
 
+def sum_error(x, ulps: int) -> float:
+    """How far a sum of x's elements in another order may stray: `ulps` of
+    x's dtype times the sum of magnitudes (0 for integers, exact)."""
+    return float(np.abs(x).astype(np.float64).sum()) * ulps * (float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else 0)
+
+
 def full_reductions(x, m):
     b = (m > 0) & (m < 3)
     i = (m * 3).astype(np.int32) if m.dtype.kind == "f" else m * 3
@@ -186,7 +192,7 @@ def test_reductions_over_every_axis(shape, dtype, backend):
         x = rng.standard_normal(shape).astype(dtype)
         m = np.round(rng.uniform(-4, 4, shape))
         # (float32 sums in another order differ by float32 ulps, also once divided into float64)
-        terms = float(np.abs(x).astype(np.float64).sum()) * 8 * float(np.finfo(dtype).eps)
+        terms = sum_error(x, 8)
         assert_like_numpy(f(x, m), full_reductions(x, m), ulps=8, atol=terms)
 
 
@@ -237,7 +243,7 @@ def test_reductions_over_axes_up_to_the_last(axis, shape, dtype, backend):
     rng = np.random.default_rng(2)
     for _ in range(2):
         x = (rng.standard_normal(shape) * 10).astype(dtype)
-        terms = float(np.abs(x).astype(np.float64).sum()) * 16 * (float(np.finfo(dtype).eps) if x.dtype.kind == "f" else 0)
+        terms = sum_error(x, 16)
         assert_like_numpy(jf(x), f(x), ulps=16, atol=terms)
 
 
@@ -260,7 +266,7 @@ def test_reductions_over_dims_of_size_one(shape, dtype, backend):
     for _ in range(2):
         x = (rng.standard_normal(shape) * 3).astype(dtype) if dtype != np.bool_ else rng.random(shape) < 0.5
         got = jf(x)
-        terms = float(np.abs(x).astype(np.float64).sum()) * 16 * (float(np.finfo(dtype).eps) if x.dtype.kind == "f" else 0)
+        terms = sum_error(x, 16)
         assert_like_numpy(got, f(x), ulps=16, atol=terms)
         assert not any(np.shares_memory(g, x) for g in got if isinstance(g, np.ndarray))
 
@@ -307,7 +313,7 @@ def test_column_reductions_over_several_blocks(shape, axis, dtype):
     jf = jit(f)
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(shape) * 10).astype(dtype)
-    terms = float(np.abs(x).astype(np.float64).sum()) * 16 * (float(np.finfo(dtype).eps) if x.dtype.kind == "f" else 0)
+    terms = sum_error(x, 16)
     assert_like_numpy(jf(x), f(x), ulps=16, atol=terms)
     assert "column" in jf.explain()
 
