@@ -6,16 +6,20 @@ numpy's time over shapejit's for each program and shape (above 1: shapejit
 is faster).  Issue 12 asks whether a row and column reduction's work split
 (rows per task, columns per block) should be chosen per shape: this is what
 the split of codegen/schedule.py (a row a task; COLUMN_BLOCK columns a
-task) gives.
+task) gives.  `--column-blocks 64,1024,2048`: x.sum(axis=0) instead, with
+the kernel built for each COLUMN_BLOCK (columns a task) in turn, all of
+them and numpy interleaved.
 """
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
 from bench import harness
 from bench.report import cpu_description
+from codegen import schedule
 from jit import jit
 
 ROW_SHAPES = ((1, 4_000_000), (16, 250_000), (1000, 4000), (100_000, 40), (1_000_000, 4))
@@ -72,7 +76,10 @@ CASES = (
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.reductions")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--column-blocks", default="", help="COLUMN_BLOCK values to compare on column sums")
     a = ap.parse_args(argv)
+    if a.column_blocks:
+        return column_blocks([int(v) for v in a.column_blocks.split(",")], a.rounds)
     print(f"# reductions, numpy time / shapejit time ({cpu_description()}); float32, median over {a.rounds} rounds")
     rng = np.random.default_rng(0)
     for title, programs, shapes, arity in CASES:
@@ -93,6 +100,32 @@ def main(argv=None) -> int:
                 t = harness.in_turns([lambda p=p: p(*args), lambda f=f: f(*args)], a.rounds, warm=0.05, turn=0.05)
                 cells.append(f"{t[0] / t[1]:.2f}")
             print(f"| {shape} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+def column_blocks(blocks: list[int], rounds: int) -> int:
+    """x.sum(axis=0) on kernels built with each COLUMN_BLOCK, against numpy."""
+    os.environ["SHAPEJIT_TRACE_CACHE"] = "0"  # (a saved trace would carry the first build's blocks)
+    print(f"# x.sum(axis=0), numpy time / shapejit time, COLUMN_BLOCK = {blocks} "
+          f"({cpu_description()}); float32, median over {rounds} rounds")
+    print("| shape | " + " | ".join(map(str, blocks)) + " |")
+    print("|---|" + "--:|" * len(blocks))
+    rng = np.random.default_rng(0)
+    default = schedule.COLUMN_BLOCK
+    try:
+        for shape in COLUMN_SHAPES:
+            x = rng.standard_normal(shape).astype(np.float32)
+            fs = []
+            for block in blocks:  # (a build of its own: the block is in its code, the cache's key)
+                schedule.COLUMN_BLOCK = block
+                f = jit(lambda x: x.sum(axis=0))
+                np.testing.assert_allclose(f(x), column_sum(x), rtol=1e-3, atol=1e-2)
+                fs.append(f)
+            t = harness.in_turns([lambda: column_sum(x)] + [lambda f=f: f(x) for f in fs], rounds,
+                                 warm=0.05, turn=0.05)
+            print(f"| {shape} | " + " | ".join(f"{t[0] / ti:.2f}" for ti in t[1:]) + " |", flush=True)
+    finally:
+        schedule.COLUMN_BLOCK = default
     return 0
 
 

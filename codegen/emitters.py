@@ -187,9 +187,6 @@ def _reducer(int_op: str, float_op: str):
     return combine
 
 
-# ints and bools arrive cast to the result's dtype, added or multiplied with
-# wraparound; floats by fadd/fmul (with the kernel's fast-math flags) or
-# llvm.maximum/minimum (NaN propagates, as in numpy)
 def _replaces(pred: str):
     """argmax's and argmin's step: whether x takes the best's place (ints
     and bools arrive as int64): strictly beyond it, so the first extreme
@@ -202,6 +199,10 @@ def _replaces(pred: str):
     return replaces
 
 
+# ints and bools arrive cast to the result's dtype, added or multiplied with
+# wraparound; floats by fadd/fmul (with the kernel's fast-math flags) or
+# llvm.maximum/minimum (NaN propagates, as in numpy); argmax and argmin say
+# whether x replaces the best (codegen/schedule.py _arg_pass)
 REDUCERS = {
     "sum": _reducer("add", "fadd"), "prod": _reducer("mul", "fmul"),
     "argmax": _replaces(">"), "argmin": _replaces("<"),

@@ -26,7 +26,7 @@ from clustering.partition import ARG_REDUCTIONS, ROW_REDUCTIONS, Kernel, is_colu
 from codegen.abi import F32, F64, I1, I64, LLTYPE, KernelABI, KernelArgs
 from codegen.access import Arrays
 from codegen.emitters import EMITTERS, MATH, REDUCERS
-from codegen.llvm import for_range
+from codegen.llvm import for_range, smin
 from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum
 from shapes.ir import Node, Value
 
@@ -34,13 +34,13 @@ SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.tot
 ARG_BLOCK = 256  # elements of a row whose extreme argmax and argmin take at once (KernelEmitter._arg_pass)
 # Columns a column reduction's work unit covers: a unit walks every row of its
 # block (the block's accumulators, 16 KiB at most, stay in L1), and wider
-# blocks spend less on the walk.  x.sum(axis=0) in float32, numpy's time over
-# the kernel's, blocks of 64 / 1024 / 2048 columns interleaved in one process
-# (AMD EPYC znver4, 2 cores): (1000, 4000) 1.07 / 1.39 / 1.74, (20000, 2000)
-# 0.64 / 0.94 / 1.25, (100000, 400) 0.45 / 1.29 / 1.28, (4000, 1024) 0.81 /
-# 1.49 / 1.49, (100, 768) 0.65 / 1.10 / 1.11, (16, 250000) 1.14 / 2.70 /
-# 2.67; 4096 was slower for (1000, 4000) (1.25: one unit, one core) and
-# (64, 3000).
+# blocks spend less on the walk.  numpy's time over the kernel's for
+# x.sum(axis=0), float32, blocks of 64 / 1024 / 2048 / 4096 columns (python -m
+# bench.reductions --column-blocks 64,1024,2048,4096, AMD EPYC znver4,
+# AVX-512, 2 cores): (1000, 4000) 0.95 / 1.38 / 1.79 / 1.10 (one unit: one
+# core), (20000, 2000) 0.64 / 0.93 / 1.19 / 1.19, (100000, 400) 0.38 / 1.05 /
+# 1.02 / 1.05, (100, 768) 0.52 / 1.13 / 1.12 / 1.12, (16, 250000) 1.16 /
+# 2.58 / 2.55 / 2.47.
 COLUMN_BLOCK = 2048
 
 
@@ -326,7 +326,7 @@ class KernelEmitter:
                 block_end = b.add(jb, ir.Constant(I64, SUM_BLOCK))
                 for n in sums:
                     b.store(ir.Constant(LLTYPE[n.out.dtype], 0.0), self.accs[n.out.id])
-                reduce_pass(jb, b.select(b.icmp_signed("<", j1, block_end), j1, block_end))
+                reduce_pass(jb, smin(b, j1, block_end))
                 for n in sums:
                     add_block(b, self.m, n, self.accs[n.out.id], *self.totals[n.out.id])
         else:
@@ -356,8 +356,7 @@ class KernelEmitter:
             return cast(b, vals.value(n.inputs[0], j, {}), vals.dtype(n.inputs[0]), t)
 
         with for_range(b, j0, j1, ARG_BLOCK) as jb:
-            je = b.add(jb, ir.Constant(I64, ARG_BLOCK))
-            je = b.select(b.icmp_signed("<", j1, je), j1, je)
+            je = smin(b, j1, b.add(jb, ir.Constant(I64, ARG_BLOCK)))
             b.store(start, block)
             with for_range(b, jb, je) as j:
                 b.store(extreme(b, m, b.load(block), x_at(j)), block)

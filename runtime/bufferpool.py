@@ -27,8 +27,8 @@ from shapes import config, forksafe
 
 POOL_MIN_BYTES = 1 << 18  # smaller arrays come from malloc's free lists anyway
 # A buffer that must grow is mapped afresh, and every page of it faults on its
-# first touch (2-2.6 us a page on a 2-core VM: a BERT layer's call that grew its
-# buffers by 5 rows took 74 ms instead of 40); growing by a quarter more than
+# first touch (2-2.6 us a page on a 2-core VM, AMD EPYC znver4: a BERT layer's
+# call that grew its buffers by 5 rows took 74 ms instead of 40); growing by a quarter more than
 # asked, a stream of random lengths grows a slot a few times, not at every
 # new longest length.
 GROWTH = 1.25
