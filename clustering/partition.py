@@ -19,7 +19,8 @@ from shapes.ops import ELEMENTWISE, FRESH_C, OPS, REDUCE, kernel_ops, ops_return
 
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
 INT_DTYPES = {np.dtype(np.int32), np.dtype(np.int64)}
-KERNEL_DTYPES = FLOAT_DTYPES | INT_DTYPES | {np.dtype(np.bool_)}
+COMPLEX_DTYPES = {np.dtype(np.complex64), np.dtype(np.complex128)}
+KERNEL_DTYPES = FLOAT_DTYPES | INT_DTYPES | {np.dtype(np.bool_)} | COMPLEX_DTYPES
 
 ROW_REDUCTIONS = kernel_ops(REDUCE)  # (over the last axis; or a column reduction: is_column_reduction)
 ARG_REDUCTIONS = frozenset({"argmax", "argmin"})  # (of those, the index of a row's first extreme: rows only)
@@ -27,6 +28,11 @@ COMPARISONS = frozenset(n for n in kernel_ops() if OPS[n].compute == "promoted")
 FLOAT_PREDICATES = frozenset(n for n in kernel_ops() if OPS[n].compute == "operand")  # float in, bool out
 POWER_EXPONENTS = {2, 3, 4, 0.5, -1, 1}
 TINY_STATIC = 64  # elements: a fully static iteration space this small stays in numpy
+# members of one kernel at most: an unrolled loop's chain of thousands of ops
+# (`for n in range(150): z = where(abs(z) < 2, z * z + c, z)`) becomes kernels
+# of this many, each compiled in bounded time (codegen computes a member's
+# value recursively, and LLVM's passes grow worse than linearly in a body)
+MAX_KERNEL_NODES = 128
 
 
 @dataclass
@@ -104,7 +110,7 @@ class Plan:
         return "\n".join(lines)
 
 
-_KIND_REFUSAL = {"f": "not compiled for floats", "i": "integer math", "b": "bool math"}
+_KIND_REFUSAL = {"f": "not compiled for floats", "i": "integer math", "b": "bool math", "c": "complex math"}
 
 
 def kernel_op_ok(n: Node, producers) -> str | None:
@@ -127,9 +133,11 @@ def kernel_op_ok(n: Node, producers) -> str | None:
     if op == "power":
         p = producers.get(n.inputs[1].id)
         c = p.attr("value") if p is not None and p.op == "const" else None
-        ok = POWER_EXPONENTS if n.out.dtype in FLOAT_DTYPES else {1, 2, 3, 4}
-        if c is None or isinstance(c, bool) or c not in ok:
-            return "power: only constant exponents 2, 3, 4 (and 0.5, -1 for floats) are compiled"
+        ok = (POWER_EXPONENTS if n.out.dtype in FLOAT_DTYPES else {1, 2, 3} if n.out.dtype in COMPLEX_DTYPES
+              else {1, 2, 3, 4})
+        if c is None or isinstance(c, bool) or isinstance(c, complex) or c not in ok:
+            return ("power: only constant exponents 2, 3, 4 (and 0.5, -1 for floats; 2, 3 for complex numbers) "
+                    "are compiled")
     if op in ROW_REDUCTIONS:
         x = n.inputs[0]
         if n.attr("dtype") is not None or x.dtype not in FLOAT_DTYPES | INT_DTYPES | (
@@ -140,13 +148,19 @@ def kernel_op_ok(n: Node, producers) -> str | None:
                     f"{op}: only reductions over the last axis, or over axes up to the last, fuse") \
                 + f" (axis={n.attr('axis')})"
     if fact.compute == "promoted":
-        return None if compare_dtype(n.inputs) in KERNEL_DTYPES else f"{op}: compares in {compare_dtype(n.inputs)}"
+        ct = compare_dtype(n.inputs)
+        if ct in COMPLEX_DTYPES and op not in ("equal", "not_equal"):
+            return f"{op}: orders complex numbers"
+        return None if ct in KERNEL_DTYPES else f"{op}: compares in {ct}"
     if op == "astype":
         src = n.inputs[0].dtype if n.inputs[0].ndim or not n.inputs[0].weak else None
         if n.out.dtype in INT_DTYPES and (src is None or src.kind == "f"):
             return "astype: float to integer (numpy's out-of-range result depends on the CPU)"
+        if n.out.dtype.kind in "fi" and (src is None or src.kind == "c"):
+            return "astype: complex to a real dtype (numpy drops the imaginary part with a warning)"
         return None
-    if fact.compute == "operand" and n.inputs[0].dtype not in FLOAT_DTYPES:
+    if fact.compute == "operand" and n.inputs[0].dtype not in FLOAT_DTYPES | (
+            COMPLEX_DTYPES if op != "signbit" else set()):
         return f"{op}: of a {n.inputs[0].dtype} operand"
     kind = n.out.dtype.kind
     return None if kind in fact.kernel else f"{op}: {_KIND_REFUSAL[kind]}"
@@ -236,6 +250,8 @@ _FUSIBLE_CATEGORIES = (ELEMENTWISE, REDUCE)
 
 
 def _merge_refusal(g, union: set[int], succ) -> str | None:
+    if len(union) > MAX_KERNEL_NODES:
+        return f"a kernel holds at most {MAX_KERNEL_NODES} ops"
     dom = _max_domain([g.nodes[m] for m in union])
     if dom is None:
         return "iteration spaces differ"

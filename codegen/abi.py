@@ -75,7 +75,7 @@ class BoundArgs:
     arrays: dict    # value id -> the array object (i8*)
     extents: dict   # dynamic extent (expr) -> its i64
     ints: dict      # value id of an integer or bool scalar (runtime or a folded dim) -> its i64
-    floats: dict    # value id of a float scalar -> its double
+    floats: dict    # value id of a float scalar -> its double (a complex one's: its two parts' doubles)
     errcell: ir.Value | None  # bounds-checked mode: the i64 cell an out-of-bounds access sets
 
 
@@ -108,6 +108,8 @@ class KernelArgs:
                 ints.append(("int", p.attr("expr"), v.id))
             elif v.ndim == 0 and v.dtype.kind in "iub":
                 ints.append(("intval", v.id, v.id))
+            elif v.ndim == 0 and v.dtype.kind == "c":  # (its parts, as two doubles)
+                floats += [("float", ("re", v.id)), ("float", ("im", v.id))]
             elif v.ndim == 0:
                 floats.append(("float", v.id))
             else:
@@ -153,4 +155,6 @@ class KernelArgs:
         ints = {vid: next(args) for vid in self.int_scalars}
         errcell = b.inttoptr(next(args), I64.as_pointer(), name="errcell") if self.checked else None
         floats = {a[1]: next(args) for a in self.args if a[0] == "float"}
+        for vid in [k[1] for k in floats if isinstance(k, tuple) and k[0] == "re"]:  # (a complex scalar)
+            floats[vid] = (floats.pop(("re", vid)), floats.pop(("im", vid)))
         return BoundArgs(arrays, extents, ints, floats, errcell)

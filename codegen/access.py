@@ -3,7 +3,8 @@
 In: the array objects a kernel function receives (codegen/abi.py BoundArgs)
 and the IR Values they hold.  Out: each array's data pointer, its element
 strides read from the array object, and element addresses, loads and
-stores at an element offset.  In bounds-checked mode (SHAPEJIT_BOUNDS_CHECK)
+stores at an element offset (a complex element a part at a time:
+codegen/complexval.py).  In bounds-checked mode (SHAPEJIT_BOUNDS_CHECK)
 every address is checked against the bytes the array owns: an access
 outside sets the kernel's error cell and goes to element 0 instead.
 """
@@ -13,6 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from codegen.abi import DATA_OFFSET, DIMS_OFFSET, I1, I8, I64, LLTYPE, STRIDES_OFFSET, array_field
+from codegen.complexval import CValue, part_type
 from shapes.ir import Value
 
 
@@ -32,7 +34,7 @@ class Arrays:
 
     def _data_ptr(self, vid):
         v = self.values[vid]
-        ty = LLTYPE[v.dtype] if v.dtype != np.bool_ else I8
+        ty = I8 if v.dtype == np.bool_ else part_type(v.dtype) if v.dtype.kind == "c" else LLTYPE[v.dtype]
         return self._field(vid, DATA_OFFSET, ty.as_pointer())
 
     def _byte_extent(self, vid):
@@ -79,19 +81,29 @@ class Arrays:
             ok_nonempty = b.icmp_signed("<=", lo, hi)
             with b.if_then(b.not_(ok_nonempty), likely=False):
                 b.store(ir.Constant(I64, 1), self.errcell)
+        if self.values[vid].dtype.kind == "c":  # (the real part's; the imaginary part follows it)
+            off = b.mul(off, ir.Constant(I64, 2))
         return b.gep(self.data[vid], [off])
 
     def load(self, v: Value, off):
-        """v's element at `off` (a bool as i1)."""
+        """v's element at `off` (a bool as i1, a complex as its parts)."""
         b = self.b
+        if v.dtype.kind == "c":
+            p = self.addr(v.id, off)
+            return CValue(b.load(p), b.load(b.gep(p, [ir.Constant(I64, 1)])))
         r = b.load(self.addr(v.id, off))
         if v.dtype == np.bool_:
             r = b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
         return r
 
     def store(self, v: Value, off, x):
-        """x (a bool as i1) into v's element at `off`."""
+        """x (a bool as i1, a complex as its parts) into v's element at `off`."""
         b = self.b
+        if v.dtype.kind == "c":
+            p = self.addr(v.id, off)
+            b.store(x.re, p)
+            b.store(x.im, b.gep(p, [ir.Constant(I64, 1)]))
+            return
         if v.dtype == np.bool_:
             x = b.zext(x, I8)
         b.store(x, self.addr(v.id, off))

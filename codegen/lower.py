@@ -157,8 +157,9 @@ def _emit_once(module, k, structure, producers, contiguous, checked, emitted: di
     if (key, tile) in emitted:
         abi, first_ids = emitted[key, tile]
         rename = {a: b for a, b in zip(first_ids, ids)}
-        return dataclasses.replace(abi, args=tuple((a[0], rename[a[1]]) if a[0] in ("array", "intval", "float") else a
-                                                   for a in abi.args))
+        return dataclasses.replace(abi, args=tuple(
+            (a[0], (a[1][0], rename[a[1][1]]) if isinstance(a[1], tuple) else rename[a[1]])
+            if a[0] in ("array", "intval", "float") else a for a in abi.args))
     symbol = f"sj_{k.name}"
     if tile:
         em = KernelEmitter(module, k, producers, contiguous, symbol + "_tile", checked, tile=True)

@@ -449,7 +449,7 @@ class KernelEmitter:
                 continue
             for u in n.inputs:
                 if (u.id in cone and u.id in self.members and tuple(u.shape) == self.dom
-                        and u.dtype == v.dtype and v.dtype != np.bool_
+                        and u.dtype == v.dtype and v.dtype.kind not in "bc"
                         and any(self.members[c].op in MATH for c in self._cone(u.id) if c in self.members)
                         and u not in stash):
                     stash[u] = v

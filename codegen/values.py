@@ -17,8 +17,10 @@ import numpy as np
 from llvmlite import ir
 
 from clustering.partition import compare_dtype
+from codegen import complexval
 from codegen.abi import F64, I1, I64, LLTYPE
 from codegen.access import Arrays
+from codegen.complexval import CValue
 from codegen.emitters import EMITTERS, REDUCERS, intrinsic
 from shapes.ir import Node, Value
 from shapes.ops import OPS
@@ -30,6 +32,8 @@ def operand_dtypes(n: Node) -> list:
     """The dtype each operand of elementwise node n is cast to before its
     emitter runs: the one the op computes in (shapes/ops.py COMPUTE)."""
     how, out = OPS[n.op].compute, n.out.dtype
+    if n.op in ("absolute", "real", "imag") and n.inputs[0].dtype.kind == "c":  # (a float of a complex)
+        return [n.inputs[0].dtype]
     if how == "select":
         return [np.dtype(np.bool_), out, out]
     ctype = (compare_dtype(n.inputs) if how == "promoted" else np.dtype(np.bool_) if how == "bool"
@@ -38,9 +42,19 @@ def operand_dtypes(n: Node) -> list:
 
 
 def cast(b: ir.IRBuilder, x, src: np.dtype, dst: np.dtype):
-    """x (an LLVM value of dtype src) as dtype dst, as numpy's astype (float to int is not compiled)."""
+    """x (an LLVM value of dtype src) as dtype dst, as numpy's astype (float
+    to int and complex to a real dtype are not compiled)."""
     if src == dst:
         return x
+    if dst.kind == "c":  # (a real: its value and a zero imaginary part)
+        part = complexval.part_dtype(dst)
+        if src.kind == "c":
+            have = complexval.part_dtype(src)
+            return CValue(cast(b, x.re, have, part), cast(b, x.im, have, part))
+        return CValue(cast(b, x, src, part), ir.Constant(LLTYPE[part], 0.0))
+    if src.kind == "c":  # (to bool: either part nonzero; NaN is nonzero)
+        zero = ir.Constant(x.type, 0.0)
+        return b.or_(b.fcmp_unordered("!=", x.re, zero), b.fcmp_unordered("!=", x.im, zero))
     t = LLTYPE[dst]
     if dst == np.bool_:
         if src.kind == "f":
@@ -65,6 +79,8 @@ def const_dtype(c) -> np.dtype:
         return c.dtype
     if isinstance(c, bool):
         return np.dtype(np.bool_)
+    if isinstance(c, complex):
+        return np.dtype(np.complex128)
     return np.dtype(np.int64) if isinstance(c, int) else np.dtype(np.float64)
 
 
@@ -72,6 +88,8 @@ def const(dt: np.dtype, c):
     """The LLVM constant of scalar c in dtype dt."""
     if dt == np.bool_:
         return ir.Constant(I1, int(bool(c)))
+    if dt.kind == "c":
+        return complexval.const(dt, c)
     if dt.kind in "iu":
         return ir.Constant(LLTYPE.get(dt, I64), int(c))
     return ir.Constant(LLTYPE.get(dt, F64), float(c))
@@ -146,6 +164,9 @@ class ValueEmitter:
             r = self.ints[v.id]
         elif v.id in self.floats:
             r = self.floats[v.id]
+            if isinstance(r, tuple):  # (a complex scalar: its parts, doubles, in its parts' dtype)
+                part = complexval.part_dtype(v.dtype)
+                r = CValue(*(cast(self.b, x, np.dtype(np.float64), part) for x in r))
         elif v.id in self.members:
             r = self._node(self.members[v.id], j, memo)
         else:
@@ -165,7 +186,7 @@ class ValueEmitter:
         if v.id in self.ints:
             return np.dtype(np.int64)
         if v.id in self.floats:
-            return np.dtype(np.float64)
+            return v.dtype if v.dtype.kind == "c" else np.dtype(np.float64)
         return v.dtype
 
     def _node(self, n: Node, j, memo) -> ir.Value:
@@ -175,10 +196,11 @@ class ValueEmitter:
         types = operand_dtypes(n)
         if op == "divide" and n.out.id in self.recip:
             return self.b.fmul(self._operand(n.inputs[0], types[0], j, memo), self.recip[n.out.id])
+        table = complexval.EMITTERS if any(t.kind == "c" for t in types) else EMITTERS
         if op == "power":  # (the exponent: the constant the partition checked)
-            return EMITTERS[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
-                                self.consts.get(n.inputs[1].id))
-        return EMITTERS[op](self.b, self.m, *(self._operand(v, t, j, memo) for v, t in zip(n.inputs, types)))
+            return table[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
+                             self.consts.get(n.inputs[1].id))
+        return table[op](self.b, self.m, *(self._operand(v, t, j, memo) for v, t in zip(n.inputs, types)))
 
     def _operand(self, v: Value, dtype: np.dtype, j, memo) -> ir.Value:
         return cast(self.b, self.value(v, j, memo), self.dtype(v), dtype)

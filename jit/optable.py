@@ -435,8 +435,9 @@ def setitem(ctx, t: Tracer, index, value):
 
 
 def _masked_update(ctx, t: Tracer, mask: Tracer, value: Tracer):
-    """x[m] = f(x[m]) (and x[m] op= s) with f elementwise in x[m] and scalars:
-    where(m, f(x), x), no data-dependent size (the mask read becomes dead).
+    """x[m] = f(x[m], c[m]) (and x[m] op= s) with f elementwise in reads
+    through the same mask of arrays of its shape, and scalars: where(m,
+    f(x, c), x), no data-dependent size (the mask reads become dead).
     None when `value` is anything else."""
     producers, memo = ctx.producers, {}
 
@@ -446,16 +447,22 @@ def _masked_update(ctx, t: Tracer, mask: Tracer, value: Tracer):
                           and len(pa.inputs) == len(pb.inputs) and OPS[pa.op].category == ELEMENTWISE
                           and all(same(x.id, y.id) for x, y in zip(pa.inputs, pb.inputs)))
 
-    def read_of_t(vid) -> bool:
+    def masked_read(vid):
+        """The array (as it was when read) that value vid reads through the
+        same mask, of the mask's shape (`x[m]`, `c[m]`), or None."""
         r = ctx.mask_reads.get(vid)
-        return r is not None and r[0].value.id == t.value.id and same(r[1].value.id, mask.value.id)
+        if r is None or not same(r[1].value.id, mask.value.id) or r[0].ndim != mask.ndim:
+            return None
+        for a_dim, b_dim in zip(mask.value.shape, r[0].value.shape):  # (numpy requires it of a mask: a guard)
+            ctx.env.unify(a_dim, b_dim, "a boolean mask's shape")
+        return r[0]
 
     def rebuilt(vid):  # value vid recomputed over all of x, or None
         if vid in memo:
             return memo[vid]
         n = producers.get(vid)
-        if read_of_t(vid):
-            r = t
+        if (src := masked_read(vid)) is not None:
+            r = src
         elif vid in ctx.scalars:
             v = n.out if n is not None else None
             r = Tracer(ctx, v, ctx.scalars[vid]) if v is not None else None
@@ -887,10 +894,29 @@ METHODS.update({
     "flatten": lambda t, order="C": reshape(t.ctx, t, -1, order=order),
     "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
 })
+def _part(name: str):
+    """z.real and z.imag: a complex array's parts, kept views of z (a write
+    through one is not traced: the call runs eagerly); a real array's
+    .real is the array itself, its .imag numpy's."""
+    def part(t):
+        if t.dtype.kind != "c":
+            if name == "real":
+                return t
+            return eager_call(t.ctx, np.imag, (t,), {}, "ndarray.imag")
+        r = t.ctx.emit(name, [t], {}, track=False)
+        r.view_of(t, (name, {}))
+        return r
+    return part
+
+
 PROPERTIES = {
     "T": lambda t: transpose(t.ctx, t),
     "mT": lambda t: swapaxes(t.ctx, t, -1, -2),
+    "real": _part("real"),
+    "imag": _part("imag"),
 }
+FUNCTIONS[np.real] = lambda ctx, val: PROPERTIES["real"](val) if isinstance(val, Tracer) else None
+FUNCTIONS[np.imag] = lambda ctx, val: PROPERTIES["imag"](val) if isinstance(val, Tracer) else None
 
 
 def method(t: Tracer, name: str):

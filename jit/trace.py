@@ -375,7 +375,7 @@ class _NumpyProxy(types.ModuleType):
 
 def _traceable_dtype(dtype) -> bool:
     try:
-        return np.dtype(dtype).kind in "biuf"
+        return np.dtype(dtype).kind in "biufc"
     except TypeError:
         return False
 

@@ -258,7 +258,7 @@ def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> lis
     """The source of each argument of a kernel's ABI (codegen/abi.py
     KernelABI): an array's name (`local`: a prepared copy's), an int's
     expression or the error cell's address, an integer or bool scalar as an
-    int, a float scalar as a double; a
+    int, a float scalar as a double (a complex one as two: its parts); a
     product's epilogue's (address, packed arguments) as `epilogue` gives them."""
     out = []
     for a in kc.args:
@@ -276,6 +276,8 @@ def _arg_sources(kc: KernelCall, names, const, local=None, epilogue=None) -> lis
             out.append(to_python(a[1]))
         elif a[0] == "intval":  # (a runtime integer or bool scalar, exactly)
             out.append(f"int({names[a[1]]})")
+        elif isinstance(a[1], tuple):  # (a complex scalar's part: ("re" or "im", value id))
+            out.append(f"float({names[a[1][1]]}.{'real' if a[1][0] == 're' else 'imag'})")
         else:
             out.append(f"float({names[a[1]]})")
     return out

@@ -53,17 +53,18 @@ _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: 
 # What a fused kernel computes (codegen/emitters.py holds the emitter of each
 # op named here, tests/test_fusion.py checks the two agree): the dtype kinds
 # of the results it computes the op for ("f": float32/float64, "i":
-# int32/int64, "b": bool) ...
+# int32/int64, "b": bool, "c": complex64/complex128, codegen/complexval.py) ...
 _KERNEL_KINDS = {
     "f": ("sqrt", "reciprocal", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor",
-          "ceil", "trunc", "rint", "fabs", "divide", "arctan2", "hypot"),
-    "fi": ("negative", "positive", "absolute", "square", "sign", "add", "subtract", "multiply", "maximum",
-           "minimum", "power", "clip", "sum", "prod", "max", "min"),
+          "ceil", "trunc", "rint", "fabs", "arctan2", "hypot", "real", "imag"),
+    "fc": ("divide",),
+    "fi": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min"),
+    "fic": ("negative", "positive", "square", "add", "subtract", "multiply", "power", "conjugate"),
     "i": ("floor_divide", "remainder", "argmax", "argmin"),
     "ib": ("bitwise_and", "bitwise_or", "bitwise_xor", "invert"),
     "b": ("logical_not", "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "signbit",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"),
-    "fib": ("where", "astype"),
+    "fibc": ("where", "astype"),
 }
 KERNEL_KINDS = {op: kinds for kinds, ops in _KERNEL_KINDS.items() for op in ops}
 # ... and the dtype it computes in, where that is not the result's: comparisons
@@ -192,6 +193,9 @@ BINARY_UFUNCS = [
 
 for _name in UNARY_UFUNCS + BINARY_UFUNCS:
     register(_name, ELEMENTWISE, getattr(np, _name), _elementwise_shape)
+# a complex array's parts (numpy's are views: jit/optable.py keeps them views for writes)
+register("real", ELEMENTWISE, np.real, _elementwise_shape)
+register("imag", ELEMENTWISE, np.imag, _elementwise_shape)
 
 
 def _where(c, a, b):

@@ -1,0 +1,181 @@
+"""Complex numbers in fused kernels, a part at a time.
+
+A complex value is its two parts (`CValue`), each an LLVM float of the
+part's dtype (float32 for complex64, float64 for complex128).  Arrays of
+complex numbers are numpy's layout, real then imaginary part, and are read
+and written a part at a time (codegen/access.py), which LLVM's loop
+vectorizer turns into interleaved vector loads and stores.
+
+The formulas are numpy's, so results match its bits (its umath loops,
+npymath's cpow): multiply (ar*br - ai*bi, ar*bi + ai*br) rounded once per
+part where numpy's SIMD loop fuses them (numpy_fuses_products); divide by
+Smith's method with numpy's branch on |br| >= |bi| and its division of each
+part by |br| when the divisor is 0; absolute as numpy's SIMD hypot; power 2
+as numpy's square, 3 as its repeated product.  The ops a kernel computes
+for complex results are the ones shapes/ops.py KERNEL_KINDS gives the kind
+"c"; abs, real, imag, ==, != and isnan/isinf/isfinite take complex operands.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+from llvmlite import ir
+
+from shapes import host
+
+F32, F64 = ir.FloatType(), ir.DoubleType()
+
+
+class CValue(NamedTuple):
+    """A complex value: its real and imaginary parts (LLVM floats of one type)."""
+    re: ir.Value
+    im: ir.Value
+
+    @property
+    def type(self):
+        """The parts' LLVM type."""
+        return self.re.type
+
+
+def part_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype of a complex dtype's parts."""
+    return np.dtype(np.float32) if np.dtype(dt) == np.complex64 else np.dtype(np.float64)
+
+
+def part_type(dt: np.dtype):
+    return F32 if np.dtype(dt) == np.complex64 else F64
+
+
+def const(dt: np.dtype, c) -> CValue:
+    c = complex(c)
+    t = part_type(dt)
+    return CValue(ir.Constant(t, c.real), ir.Constant(t, c.imag))
+
+
+@functools.cache
+def numpy_fuses_products() -> bool:
+    """Whether numpy's complex multiply on this CPU rounds once per part:
+    its AVX2 and AVX-512 loops (dispatched where the CPU has FMA3) take
+    re = fma(ar, br, -(ai*bi)) and im = fma(ar, bi, ai*br); its baseline
+    loop rounds the products first."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as cpu
+        return bool(cpu.get("FMA3") and cpu.get("AVX2"))
+    except ImportError:  # (numpy moved it: the CPU's own features decide)
+        return "+fma" in host.features().split(",") and "+avx2" in host.features().split(",")
+
+
+def _fma(b, x, y, z):
+    f = b.module.declare_intrinsic("llvm.fma", [x.type], ir.FunctionType(x.type, [x.type] * 3))
+    return b.call(f, [x, y, z])
+
+
+def _mul(b, x: CValue, y: CValue, fused: bool | None = None) -> CValue:
+    """numpy's complex product: its SIMD loop's on this CPU (multiply,
+    square: numpy_fuses_products), or its scalar C one (fused=False: the
+    products of power's repeated multiplication)."""
+    if numpy_fuses_products() if fused is None else fused:
+        return CValue(_fma(b, x.re, y.re, b.fneg(b.fmul(x.im, y.im))), _fma(b, x.re, y.im, b.fmul(x.im, y.re)))
+    return CValue(b.fsub(b.fmul(x.re, y.re), b.fmul(x.im, y.im)),
+                  b.fadd(b.fmul(x.re, y.im), b.fmul(x.im, y.re)))
+
+
+def _absolute(b, m, x: CValue):
+    """|x| as numpy's SIMD loop takes it: an infinite part makes it inf, else
+    a NaN part NaN; larger * sqrt(1 + (smaller/larger)**2), the ratio 0
+    where larger is 0 or smaller is inf (the square and add fused where
+    numpy fuses them: numpy_fuses_products)."""
+    t = x.type
+    fabs = m.declare_intrinsic("llvm.fabs", [t], ir.FunctionType(t, [t]))
+    sqrt = m.declare_intrinsic("llvm.sqrt", [t], ir.FunctionType(t, [t]))
+    inf, zero, one = ir.Constant(t, float("inf")), ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+    nan = ir.Constant(t, float("nan"))
+    re, im = b.call(fabs, [x.re]), b.call(fabs, [x.im])
+    re_inf, im_inf = b.fcmp_ordered("==", re, inf), b.fcmp_ordered("==", im, inf)
+    im = b.select(re_inf, inf, im)
+    re = b.select(im_inf, inf, re)
+    re_num, im_num = b.fcmp_ordered("ord", re, re), b.fcmp_ordered("ord", im, im)
+    im = b.select(re_num, im, nan)
+    re = b.select(im_num, re, nan)
+    re_big = b.fcmp_ordered(">", re, im)
+    larger, smaller = b.select(re_big, re, im), b.select(re_big, im, re)
+    divides = b.not_(b.or_(b.fcmp_ordered("==", larger, zero), b.fcmp_ordered("==", smaller, inf)))
+    ratio = b.select(divides, b.fdiv(smaller, larger), zero)
+    sq = _fma(b, ratio, ratio, one) if numpy_fuses_products() else b.fadd(b.fmul(ratio, ratio), one)
+    return b.fmul(b.call(sqrt, [sq]), larger)
+
+
+def _div(b, m, x: CValue, y: CValue) -> CValue:
+    """numpy's complex division (Smith's method): by the part of larger
+    magnitude; a zero divisor divides each part by |br| (inf or NaN parts)."""
+    t = y.type
+    fabs = m.declare_intrinsic("llvm.fabs", [t], ir.FunctionType(t, [t]))
+    abs_r, abs_i = b.call(fabs, [y.re]), b.call(fabs, [y.im])
+    one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
+    # |br| >= |bi| (ordered: a NaN part takes the other branch, as numpy's C comparison does)
+    real_big = b.fcmp_ordered(">=", abs_r, abs_i)
+    both_zero = b.and_(b.fcmp_ordered("==", abs_r, zero), b.fcmp_ordered("==", abs_i, zero))
+    # |br| >= |bi|: rat = bi/br, scl = 1/(br + bi*rat)
+    rat1 = b.fdiv(y.im, y.re)
+    scl1 = b.fdiv(one, b.fadd(y.re, b.fmul(y.im, rat1)))
+    re1 = b.fmul(b.fadd(x.re, b.fmul(x.im, rat1)), scl1)
+    im1 = b.fmul(b.fsub(x.im, b.fmul(x.re, rat1)), scl1)
+    # else: rat = br/bi, scl = 1/(bi + br*rat)
+    rat2 = b.fdiv(y.re, y.im)
+    scl2 = b.fdiv(one, b.fadd(y.im, b.fmul(y.re, rat2)))
+    re2 = b.fmul(b.fadd(b.fmul(x.re, rat2), x.im), scl2)
+    im2 = b.fmul(b.fsub(b.fmul(x.im, rat2), x.re), scl2)
+    # a zero divisor: each part over |br|
+    re0, im0 = b.fdiv(x.re, abs_r), b.fdiv(x.im, abs_r)
+    re = b.select(real_big, b.select(both_zero, re0, re1), re2)
+    im = b.select(real_big, b.select(both_zero, im0, im1), im2)
+    return CValue(re, im)
+
+
+def _power(b, m, x: CValue, e) -> CValue:
+    if e == 1:
+        return x
+    if e == 2:
+        return _mul(b, x, x)
+    if e == 3:  # (numpy's power, not its square: its C loop's products)
+        return _mul(b, x, _mul(b, x, x, fused=False), fused=False)
+    raise NotImplementedError(f"complex power with exponent {e}")
+
+
+def _isnan(b, x):
+    return b.fcmp_unordered("uno", x, x)
+
+
+def _isinf(b, m, x):
+    fabs = m.declare_intrinsic("llvm.fabs", [x.type], ir.FunctionType(x.type, [x.type]))
+    return b.fcmp_ordered("==", b.call(fabs, [x]), ir.Constant(x.type, float("inf")))
+
+
+def _isfinite(b, m, x):
+    fabs = m.declare_intrinsic("llvm.fabs", [x.type], ir.FunctionType(x.type, [x.type]))
+    return b.fcmp_ordered("<", b.call(fabs, [x]), ir.Constant(x.type, float("inf")))
+
+
+# complex operands (already cast to the dtype the op computes in) -> the result
+EMITTERS = {
+    "add": lambda b, m, x, y: CValue(b.fadd(x.re, y.re), b.fadd(x.im, y.im)),
+    "subtract": lambda b, m, x, y: CValue(b.fsub(x.re, y.re), b.fsub(x.im, y.im)),
+    "multiply": lambda b, m, x, y: _mul(b, x, y),
+    "divide": _div,
+    "square": lambda b, m, x: _mul(b, x, x),
+    "power": _power,
+    "negative": lambda b, m, x: CValue(b.fneg(x.re), b.fneg(x.im)),
+    "positive": lambda b, m, x: x,
+    "conjugate": lambda b, m, x: CValue(x.re, b.fneg(x.im)),
+    "absolute": _absolute,
+    "real": lambda b, m, x: x.re, "imag": lambda b, m, x: x.im,
+    "equal": lambda b, m, x, y: b.and_(b.fcmp_ordered("==", x.re, y.re), b.fcmp_ordered("==", x.im, y.im)),
+    "not_equal": lambda b, m, x, y: b.or_(b.fcmp_unordered("!=", x.re, y.re), b.fcmp_unordered("!=", x.im, y.im)),
+    "isnan": lambda b, m, x: b.or_(_isnan(b, x.re), _isnan(b, x.im)),
+    "isinf": lambda b, m, x: b.or_(_isinf(b, m, x.re), _isinf(b, m, x.im)),
+    "isfinite": lambda b, m, x: b.and_(_isfinite(b, m, x.re), _isfinite(b, m, x.im)),
+    "where": lambda b, m, c, x, y: CValue(b.select(c, x.re, y.re), b.select(c, x.im, y.im)),
+    "astype": lambda b, m, x: x,
+}

@@ -1,0 +1,207 @@
+"""Complex numbers in fused kernels (codegen/complexval.py): numpy's formulas
+on this CPU, so results equal numpy's bit for bit; runtime complex scalars;
+complex arrays a function creates are traced; writes through .real/.imag
+run the call eagerly; masked updates through one mask become a where; and
+an unrolled chain longer than a kernel holds splits into several kernels."""
+import warnings
+
+import numpy as np
+import pytest
+
+from clustering.partition import MAX_KERNEL_NODES
+from jit import JitWarning, jit
+from tests.conftest import assert_like_numpy
+
+C64, C128 = np.complex64, np.complex128
+
+
+def _complex(rng, n, dtype, specials=True):
+    z = (rng.standard_normal(n) * 3 + 1j * rng.standard_normal(n) * 3).astype(dtype)
+    if specials:  # (numpy's rules for infinities, NaNs, zeros and overflow)
+        z[:8] = [np.nan, np.inf, -np.inf * 1j, 1e30, 0, -0.0, complex(0, -0.0), complex(np.nan, 1)]
+    return z
+
+
+def _same_bits(got, want):
+    """Equal dtypes, shapes and values (NaN where numpy has NaN)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    both_nan = np.isnan(got) & np.isnan(want)
+    assert np.all((got == want) | both_nan), f"{np.sum((got != want) & ~both_nan)} of {got.size} differ"
+
+
+def _compiled(f) -> bool:
+    return "kernel over" in f.explain()
+
+
+PROGRAMS = {
+    "product": lambda z, c: z * c,
+    "square": lambda z, c: z ** 2 + np.square(c),
+    "cube": lambda z, c: z ** 3,
+    "quotient": lambda z, c: z / c - c,
+    "by zero": lambda z, c: z / (c * 0),
+    "magnitude": lambda z, c: np.abs(z) + np.abs(c * 2),
+    "conjugate": lambda z, c: np.conj(z) * c,
+    "parts": lambda z, c: z.real * c.imag - np.imag(z) + np.real(c),
+    "where": lambda z, c: np.where(np.abs(z) < 2, z * z + c, z),
+    "compare": lambda z, c: (z == c) | (z != z * 1) | np.isnan(z) | np.isinf(c) | ~np.isfinite(z),
+    "with reals": lambda z, c: z * np.arange(z.shape[0]) + 2.5 - z.real * 1j,
+    "to bool": lambda z, c: z.astype(bool) & c.astype(np.bool_),
+    "chain": lambda z, c: ((z * z + c) * (z * z + c) + c) / (c + 1),
+}
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_complex_kernels_equal_numpy_bit_for_bit(name, dtype):
+    fn = PROGRAMS[name]
+    rng = np.random.default_rng(len(name))
+    f = jit(fn)
+    for n in (3, 7, 1001, 4099):  # (one compile; vector bodies and their tails)
+        z, c = _complex(rng, n, dtype, n > 8), _complex(rng, n, dtype, n > 8)
+        with np.errstate(all="ignore"):
+            f(z, c)
+            _same_bits(f(z, c), fn(z, c))  # (the second call runs the kernel, not the trace)
+    assert _compiled(f), f.explain()
+    assert f.stats()["compiles"] == 1 and f.stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_strided_and_broadcast_complex_operands(dtype):
+    def fn(z, c, row):
+        return z[::3] * c[1::3] + row
+    f = jit(fn)
+    rng = np.random.default_rng(0)
+    for rows in (4, 9):
+        z, c = _complex(rng, rows * 30, dtype).reshape(rows, 30).T, _complex(rng, rows * 30, dtype).reshape(30, rows)
+        row = _complex(rng, rows, dtype, False)
+        with np.errstate(all="ignore"):
+            f(z, c, row)
+            _same_bits(f(z, c, row), fn(z, c, row))
+    assert _compiled(f)
+
+
+def test_complex_scalars_at_run_time_and_as_constants():
+    def fn(z, s, t):
+        return z * s + t - 1j
+    f = jit(fn)
+    z = _complex(np.random.default_rng(1), 100, C128, False)
+    # numpy complex scalars are runtime scalars (two doubles to the kernel): one compile for their values
+    for s, t in ((2 + 1j, 1.5), (-3.5 + 0.25j, 0.0), (1e300j, -2.5)):
+        s = np.complex128(s)
+        f(z, s, t)
+        _same_bits(f(z, s, t), fn(z, s, t))
+    assert f.stats()["compiles"] == 1 and _compiled(f)
+    # a Python complex is keyed by its value; other dtypes are other signatures
+    for s, t in ((2 + 1j, 1.5), (np.complex64(1 - 1j), 3), (np.complex128(0.5j), np.float32(2))):
+        f(z, s, t)
+        _same_bits(f(z, s, t), fn(z, s, t))
+    z64 = z.astype(C64)
+    g = jit(lambda z, s: z * s)
+    g(z64, 1j)
+    _same_bits(g(z64, 1j), z64 * 1j)  # (a Python complex keeps complex64: NEP 50)
+
+
+def test_bounds_checked_complex_kernel(monkeypatch):
+    monkeypatch.setenv("SHAPEJIT_BOUNDS_CHECK", "1")
+    fn = PROGRAMS["where"]
+    f = jit(fn)
+    z, c = _complex(np.random.default_rng(2), 513, C128), _complex(np.random.default_rng(3), 513, C128)
+    with np.errstate(all="ignore"):
+        f(z, c)
+        _same_bits(f(z, c), fn(z, c))
+
+
+def test_complex_arrays_the_function_creates_are_traced():
+    def fn(x):
+        w = np.zeros(x.shape, dtype=np.complex128)
+        w[1:] = x[1:] * 1j
+        w += np.ones_like(w) * (2 - 1j)
+        return w
+    f = jit(fn)
+    x = np.linspace(-1, 1, 50)
+    f(x)
+    _same_bits(f(x), fn(x))
+    assert f.stats()["fallbacks"] == 0 and f.stats()["eager_nodes"] == 0
+
+
+@pytest.mark.parametrize("fn", [
+    lambda z: (z.real.__setitem__(slice(None), 0), z * 2)[1],
+    lambda z: (z.imag.__imul__(3), z + 1)[1],
+], ids=["assign through .real", "in place through .imag"])
+def test_writes_through_real_and_imag_run_eagerly_with_numpy_results(fn):
+    z = np.arange(4) + 1j * np.arange(4)
+    a, b = z.copy(), z.copy()
+    f = jit(fn)
+    with pytest.warns(JitWarning, match="write through"):
+        got = f(a)
+    _same_bits(got, fn(b))
+    _same_bits(a, b)  # (the caller's array written as numpy writes it)
+    got = f(a)  # (still usable: eagerly again, numpy's result)
+    _same_bits(got, fn(b))
+
+
+def test_a_part_read_before_a_write_keeps_the_old_values():
+    def fn(z):
+        re = z.real
+        z *= 2
+        return re + np.imag(z)  # (numpy's .real is a view: it sees the write)
+    z = np.arange(5) * (1 + 2j)
+    f = jit(fn)
+    a, b = z.copy(), z.copy()
+    f(a)
+    a, b = z.copy(), z.copy()
+    _same_bits(f(a), fn(b))
+    _same_bits(a, b)
+
+
+def test_masked_update_through_one_mask_is_a_where():
+    def fn(z, c):
+        m = np.abs(z) < 2
+        z[m] = z[m] * 0.5 + c[m]
+        return z
+    f = jit(fn)
+    x = np.linspace(-3, 3, 40)
+    for _ in range(2):
+        a, b = x.copy(), x.copy()
+        assert_like_numpy(f(a, x), fn(b, x))
+        assert_like_numpy(a, b)
+    assert f.stats()["eager_nodes"] == 0 and "where" in f.explain()
+    with pytest.raises(IndexError, match="boolean index"):  # (numpy's error for a mask of another shape)
+        f(x.copy(), np.zeros(5))
+    assert_like_numpy(f(x.copy(), x), fn(x.copy(), x))  # (usable after the error)
+
+
+def test_mandelbrot_iterations_equal_numpy_bit_for_bit():
+    def mandelbrot(C, maxiter):
+        N = np.zeros(C.shape, dtype=np.int64)
+        Z = np.zeros(C.shape, dtype=np.complex128)
+        for n in range(maxiter):
+            inside = np.abs(Z) < 2.0
+            N[inside] = n
+            Z[inside] = Z[inside] ** 2 + C[inside]
+        return Z, N
+    X, Y = np.linspace(-1.75, 0.25, 60), np.linspace(-1.0, 1.0, 50)
+    C = X + Y[:, None] * 1j
+    f = jit(mandelbrot, static_argnames=("maxiter",))
+    with np.errstate(all="ignore"):
+        f(C, 40)
+        (z, n), (zr, nr) = f(C, 40), mandelbrot(C, 40)
+    _same_bits(z, zr)
+    assert np.array_equal(n, nr)
+    assert f.stats()["eager_nodes"] == 0 and f.stats()["fallbacks"] == 0
+    # 40 iterations of ~8 ops: more than one kernel holds
+    assert f.explain().count("kernel over") >= 2 and f"at most {MAX_KERNEL_NODES} ops" in f.explain()
+
+
+def test_a_chain_longer_than_a_kernel_holds_compiles():
+    def fn(x, k):
+        for i in range(k):
+            x = x * 0.5 + np.sin(x) * 0.25
+        return x
+    f = jit(fn, static_argnames=("k",))
+    x = np.linspace(-2, 2, 1000)
+    f(x, 3 * MAX_KERNEL_NODES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        assert_like_numpy(f(x, 3 * MAX_KERNEL_NODES), fn(x, 3 * MAX_KERNEL_NODES), ulps=64)
+    assert f.explain().count("kernel over") >= 3 and f.stats()["fallbacks"] == 0
