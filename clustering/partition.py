@@ -320,6 +320,9 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
         idxs = pending.pop()
         nodes = [g.nodes[i] for i in idxs]
         dom = _max_domain(nodes)
+        if dom is None:  # (what is left of a group split below need not share one domain: each its own)
+            pending += [[i] for i in idxs]
+            continue
         if all(isinstance(d, int) for d in dom) and int(np.prod(dom)) <= TINY_STATIC:
             # nothing to gain, and LLVM's loop vectorizer can spend a minute on a
             # large body (f64 sin) in a loop whose loads are all invariant

@@ -708,32 +708,55 @@ def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
 
 def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """numpy's formula (numpy/_core/function_base.py) for scalar ends and a
-    symbolic count: arange(num) * step + start, the last element = stop."""
-    if not (isinstance(num, SymInt) and axis == 0 and device in (None, "cpu")
-            and all(type(v) in (int, float) or isinstance(v, (np.integer, np.floating)) for v in (start, stop))):
+    count, one of them traced (a traced end, a symbolic count): arange(num)
+    * step + start, the last element = stop; where the step is 0 (an end's
+    delta that underflows over the count) numpy's other branch, arange(num)
+    / div * delta, chosen elementwise for traced ends."""
+    real = (int, float, np.integer, np.floating)
+    traced_ends = [v for v in (start, stop) if isinstance(v, Tracer)]
+    if (not (isinstance(num, (SymInt, int, np.integer)) and not isinstance(num, bool)) or axis != 0
+            or device not in (None, "cpu") or not (isinstance(num, SymInt) or traced_ends)
+            or any(type(v) is bool or not (isinstance(v, real) or isinstance(v, Tracer) and v.ndim == 0
+                                            and v.dtype.kind in "iuf") for v in (start, stop))
+            or (dtype is not None and traced_ends and np.dtype(dtype).kind != "f")):
         return None
-    dt = np.result_type(start, stop, float(num.ctx.hint(num.expr)))
-    delta = np.subtract(stop, start, dtype=dt)
-    if delta != 0 and abs(delta) < 1e-290:
-        return None  # the step could underflow to 0 for some counts: numpy's other branch
+    if not isinstance(num, SymInt) and operator.index(num) < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    hint = num.ctx.hint(num.expr) if isinstance(num, SymInt) else int(num)
+    dt = np.result_type(*[v.concrete if isinstance(v, Tracer) else v for v in (start, stop)], float(hint))
     div = num - 1 if endpoint else num
     if ctx.env.decide(sympy.Le(div.expr if isinstance(div, SymInt) else div, 0),
                       f"{user_location()}: np.linspace count"):
         return None
     y = astype(ctx, arange(ctx, num), dt)
-    if delta == 0:
-        y = ctx.emit("multiply", [ctx.emit("divide", [y, div], {}), dt.type(delta)], {})
+    if traced_ends:
+        first, last = (astype(ctx, ctx.operand(v), dt) for v in (start, stop))
+        delta = ctx.emit("subtract", [last, first], {})
+        step = ctx.emit("divide", [delta, div], {})
+        small = ctx.emit("multiply", [ctx.emit("divide", [y, div], {}), delta], {})
+        y = ctx.emit("where", [ctx.emit("equal", [step, dt.type(0)], {}), small,
+                               ctx.emit("multiply", [y, step], {})], {})
+        y = ctx.emit("add", [y, first], {})
+        if endpoint:
+            y[-1] = last
     else:
-        y = ctx.emit("multiply", [y, ctx.emit("divide", [dt.type(delta), div], {})], {})
-    y = ctx.emit("add", [y, dt.type(start)], {})
-    if endpoint:
-        y[-1] = dt.type(stop)
+        delta = np.subtract(stop, start, dtype=dt)
+        if delta != 0 and abs(delta) < 1e-290:
+            return None  # the step could underflow to 0 for some counts: numpy's other branch
+        step = ctx.emit("divide", [dt.type(delta), div], {})
+        if delta == 0:
+            y = ctx.emit("multiply", [ctx.emit("divide", [y, div], {}), dt.type(delta)], {})
+        else:
+            y = ctx.emit("multiply", [y, step], {})
+        y = ctx.emit("add", [y, dt.type(start)], {})
+        if endpoint:
+            y[-1] = dt.type(stop)
     if dtype is not None and np.dtype(dtype).kind in "iu":
         y = ctx.emit("floor", [y], {})
     if dtype is not None:
         y = astype(ctx, y, dtype)
     if retstep:
-        return y, ctx.emit("divide", [dt.type(delta), div], {})
+        return y, step
     return y
 
 

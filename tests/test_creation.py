@@ -60,6 +60,23 @@ def test_linspace(backend, endpoint):
     check(f, backend)
 
 
+@pytest.mark.parametrize("endpoint", [True, False])
+def test_linspace_between_traced_ends(backend, endpoint):
+    def f(a, b, x, n):  # (a grid from arguments: one compile for all ends and sizes)
+        return (np.linspace(a, b, x.shape[0], endpoint=endpoint) + x, np.linspace(a, b, n, endpoint=endpoint),
+                np.linspace(0.5, b, x.shape[0], endpoint=endpoint, retstep=True)[1] * x)
+    jf = jit(f, backend=backend, static_argnames=("n",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        # (ends equal: a zero step, numpy's other branch; ends of subnormal distance)
+        for a, b, T in ((-1.75, 0.25, 5), (2.0, 2.0, 8), (1e-310, 3e-310, 13), (-1e300, 1e300, 3), (0.1, 0.7, 8)):
+            x = np.arange(T, dtype=np.float64)
+            for _ in range(2):
+                assert_like_numpy(jf(a, b, x, 6), f(a, b, x, 6), ulps=0)
+    s = jf.stats()
+    assert s["compiles"] == 1 and s["fallbacks"] == 0 and s["eager_nodes"] == 0, jf.explain()
+
+
 def test_arange_full(backend):
     def f(x):
         T = x.shape[0]
