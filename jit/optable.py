@@ -637,7 +637,7 @@ def arange(ctx, start, stop=None, step=None, dtype=None):
     if step == 0:
         raise ZeroDivisionError("division by zero")
     span = ctx.env.simplify(sympy.sympify(stop) - start)
-    if ctx.env.decide(sympy.Le(span * step, 0), f"{user_location()}: np.arange length"):
+    if ctx.env.compare("<=", span * step, 0, f"{user_location()}: np.arange length"):
         length = 0
     else:
         length = ctx.env.simplify(span if abs(step) == 1 and step > 0 else
@@ -725,8 +725,8 @@ def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
     hint = num.ctx.hint(num.expr) if isinstance(num, SymInt) else int(num)
     dt = np.result_type(*[v.concrete if isinstance(v, Tracer) else v for v in (start, stop)], float(hint))
     div = num - 1 if endpoint else num
-    if ctx.env.decide(sympy.Le(div.expr if isinstance(div, SymInt) else div, 0),
-                      f"{user_location()}: np.linspace count"):
+    if ctx.env.compare("<=", div.expr if isinstance(div, SymInt) else div, 0,
+                       f"{user_location()}: np.linspace count"):
         return None
     y = astype(ctx, arange(ctx, num), dt)
     if traced_ends:

@@ -361,7 +361,7 @@ class SymInt:
     def __int__(self): return self._specialize()
     def __float__(self): return float(self._specialize())
     def __hash__(self): return hash(self._specialize())
-    def __bool__(self): return self.ctx.env.decide(sympy.Ne(self.expr, 0), f"{user_location()}: bool({self.expr})")
+    def __bool__(self): return self.ctx.env.compare("!=", self.expr, 0, f"{user_location()}: bool({self.expr})")
 
     def __repr__(self):
         return f"SymInt({self.expr}, hint={self.ctx.hint(self.expr)})"

@@ -256,7 +256,7 @@ class ShapeEnv:
         and for a bare symbol a replacement too, so every later expression
         over it is a plain integer (a loop over range(n) then decides its
         slices without sympy)."""
-        self.decide(sympy.Eq(e, value), reason)
+        self.compare("==", e, value, reason)
         e = self.simplify(e)
         if isinstance(e, sympy.Symbol) and not self.symbols[e].data_dependent:
             self.replacements[e] = sympy.Integer(value)
@@ -305,7 +305,7 @@ class ShapeEnv:
             self.replacements[target] = other
             self.guards.append(Guard(sympy.Eq(target, other, evaluate=False), reason))
             return
-        self.decide(sympy.Eq(a, b), reason)
+        self.compare("==", a, b, reason)
 
     def _carry_range(self, target, other, reason: str) -> None:
         """Before `other` replaces `target`: the range decisions narrowed
@@ -316,9 +316,9 @@ class ShapeEnv:
         info = self.symbols[target]
         why = info.range_reason or reason
         if info.lo is not None:
-            self.decide(sympy.Ge(other, info.lo), why)
+            self.compare(">=", other, info.lo, why)
         if info.hi is not None:
-            self.decide(sympy.Le(other, info.hi), why)
+            self.compare("<=", other, info.hi, why)
 
     def _solve_for_symbol(self, diff):
         """(s, e) with diff == 0 <=> s == e, e an integer polynomial in the

@@ -126,5 +126,13 @@ def infer_reshape(env: ShapeEnv, in_shape: tuple, new_shape: tuple, where: str) 
         raise ValueError(f"cannot reshape array of size {hint_total} into shape "
                          f"{tuple(env.hint(d) for d in new_shape)}")
     if sympy.expand(total - known) != 0:
-        env.decide(sympy.Eq(env.simplify(total), env.simplify(known), evaluate=False), f"{where}: element count")
+        num, den = sympy.fraction(sympy.cancel(total / known))
+        if all(not env.symbols[x].data_dependent and (env.symbols[x].lo or 0) >= 1
+               for x in (total * known).free_symbols):
+            # (factors common to both sides are nonzero: s0*s3 == 768*s0 is s3 == 768, a replacement
+            # where unify finds one, not a product the guards would carry and sympy prove slowly)
+            env.unify(num, den, f"{where}: element count")
+        else:
+            env.decide(sympy.Eq(env.simplify(total), env.simplify(known), evaluate=False), f"{where}: element count")
+        new_shape = tuple(env.simplify(d) for d in new_shape)
     return new_shape
