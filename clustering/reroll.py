@@ -67,6 +67,13 @@ def _key(n: Node):
 def reroll(g: Graph, depth: int = MAX_DEPTH) -> Graph:
     """g with the runs that repeat (and that a native loop computes) as `loop`
     nodes; then the runs of those (loops in loops), `depth` levels deep."""
+    try:
+        return _reroll(g, depth)
+    finally:
+        _INTS.clear()  # (the graph's nodes are not kept past the pass)
+
+
+def _reroll(g: Graph, depth: int) -> Graph:
     nodes = list(g.nodes)
     if len(nodes) < MIN_TRIPS * 2:
         return g
@@ -122,7 +129,7 @@ def reroll(g: Graph, depth: int = MAX_DEPTH) -> Graph:
             out.append(nodes[k])
             k += 1
     g = dce(Graph(g.inputs, tuple(out), g.outputs))  # (reads before a loop that only the loop needed)
-    return reroll(g, depth - 1) if depth > 1 else g
+    return _reroll(g, depth - 1) if depth > 1 else g
 
 
 def _runs(same: np.ndarray, min_len: int):
@@ -243,10 +250,23 @@ def _loop(nodes, start: int, p: int, trips: int, users, producers) -> list | Non
     return before + [Node("loop", tuple(ins), make_attrs(body=lb), (final,), body[0].loc)]
 
 
+# node id -> (the node, its ints_of): re-rolling asks for a node's integers
+# at every period and trip count it tries (400000 times for a 60x60 loop
+# nest's 50000 nodes: 9 of its 20 s first call)
+_INTS: dict[int, tuple[Node, list]] = {}
+
+
+def _node_ints(n: Node) -> list:
+    got = _INTS.get(id(n))
+    if got is None or got[0] is not n:
+        got = _INTS[id(n)] = (n, ints_of((n.attrs, n.out.shape)))
+    return got[1]
+
+
 def _affine_trips(nodes, start: int, p: int, trips: int) -> int:
     """How many trips from `start` (at least 1) have every integer of each
     body node moving by a fixed step."""
-    per_trip = ([x for n in nodes[start + t * p:start + (t + 1) * p] for x in ints_of((n.attrs, n.out.shape))]
+    per_trip = ([x for n in nodes[start + t * p:start + (t + 1) * p] for x in _node_ints(n)]
                 for t in range(trips))
     return _affine(per_trip)[0]
 
@@ -257,7 +277,7 @@ def _steps(runs) -> list | None:
     out = []
     for trip_nodes in runs:
         trip_nodes = list(trip_nodes)
-        count, step = _affine(ints_of((n.attrs, n.out.shape)) for n in trip_nodes)
+        count, step = _affine(_node_ints(n) for n in trip_nodes)
         if count != len(trip_nodes):
             return None
         out.append(step)

@@ -67,10 +67,15 @@ class GuardSet:
             self.checks.append(Check(
                 f"{ref} == {to_python(expr)}", f"{d.source} == {expr}",
                 reasons.get(d.symbol, "specialized")))
+        done = set()  # (a guard an unrolled loop decides at every trip: checked, and printed, once)
         for g in env.guards:
             cond = g.cond
             if isinstance(cond, sympy.core.relational.Relational):
-                cond = cond.func(env.simplify(cond.lhs), env.simplify(cond.rhs))
+                key = (cond.func, env.simplify(cond.lhs), env.simplify(cond.rhs))
+                if key in done:
+                    continue
+                done.add(key)
+                cond = cond.func(key[1], key[2])
             if cond in (sympy.true, True):
                 continue
             missing = cond.free_symbols - set(local)

@@ -97,14 +97,34 @@ def ints_of(x) -> list[int]:
     integers, and the integer term of a symbolic size (-5 of s1 - 5, 0 of
     s1), so that sizes moving with a loop's trips move as ints do."""
     out: list[int] = []
-    for y in leaves(x):
-        if type(y) is int:
-            out.append(y)
-        elif isinstance(y, sympy.Basic):
-            c = y.as_coeff_Add()[0] if not y.is_Integer else y
-            if c.is_Integer:
-                out.append(int(c))
+    _add_ints(x, out)
     return out
+
+
+def _add_ints(x, out: list) -> None:
+    if type(x) is tuple:
+        for y in x:
+            _add_ints(y, out)
+    elif type(x) is LoopBody:  # (a nested loop's, once: re-rolling asks for a node's at every trip it tries)
+        out += _body_ints(x)
+    elif type(x) is int:
+        out.append(x)
+    elif isinstance(x, sympy.Basic):
+        c = x.as_coeff_Add()[0] if not x.is_Integer else x
+        if c.is_Integer:
+            out.append(int(c))
+
+
+def _body_ints(body: LoopBody) -> tuple:
+    """ints_of a loop body (its trips, then its nodes' attrs and shapes), kept on the (immutable) body."""
+    got = body.__dict__.get("_ints")
+    if got is None:
+        out: list[int] = []
+        _add_ints(body.trips, out)
+        for n in body.nodes:
+            _add_ints((n.attrs, n.out.shape), out)
+        got = body.__dict__["_ints"] = tuple(out)
+    return got
 
 
 def symbolic_rest(y):
