@@ -44,6 +44,9 @@ class _Builder:
         return out
 
     def keep(self, n: Node) -> None:
+        if not self.subst or not any(v.id in self.subst for v in n.inputs):
+            self.nodes.append(n)  # (nothing it reads was replaced: itself, not a copy, for 100000s of nodes)
+            return
         self.nodes.append(Node(n.op, tuple(self.get(v) for v in n.inputs), n.attrs, n.outputs, n.loc))
 
     def finish(self) -> Graph:

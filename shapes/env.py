@@ -42,6 +42,10 @@ class ShapeEnv:
     guards: list[Guard] = field(default_factory=list)
     dd_guards: list[Guard] = field(default_factory=list)  # decisions on data-dependent sizes
     reserved: frozenset = frozenset()  # the names dims= gives: no generated name takes one
+    # simplify's results for expressions, valid while the replacements are as
+    # many as `_simplified_at` (they are only ever added: each a symbol new to them)
+    _simplified: dict = field(default_factory=dict, repr=False, compare=False)
+    _simplified_at: int = field(default=0, repr=False, compare=False)
 
     # ------------------------------------------------------------ symbols
     def new_symbol(self, hint: int, source: str, *, lo: int | None = SYMBOLIC_FROM, hi: int | None = None,
@@ -85,6 +89,15 @@ class ShapeEnv:
             return e
         if e.is_Integer:
             return int(e)
+        if self._simplified_at != len(self.replacements):
+            self._simplified.clear()
+            self._simplified_at = len(self.replacements)
+        got = self._simplified.get(e)
+        if got is None:
+            got = self._simplified[e] = self._simplify_expr(e)
+        return got
+
+    def _simplify_expr(self, e):
         if self.replacements:
             e = e.xreplace(self.replacements)
             for _ in range(len(self.replacements)):
