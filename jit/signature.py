@@ -1,7 +1,8 @@
 """Specialization keys.  Per array: dtype, rank, which dims are 0 or 1 (or
 the whole shape with dynamic=False) and the layout class (C-contiguous or
-strided); Python floats are runtime scalars; ints that have changed are
-symbols (automatic dynamic); everything else is static and keyed by value."""
+strided); Python floats and complex numbers are runtime scalars; ints that
+have changed are symbols (automatic dynamic); everything else is static and
+keyed by value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,9 +47,9 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
                 key.append((x.dtype, x.shape, x.flags.c_contiguous))
             else:
                 key.append((x.dtype, tuple([d if d < SYMBOLIC_FROM else -1 for d in x.shape]), x.flags.c_contiguous))
-        elif t is float:
+        elif t is float or t is complex:
             runtime.append(x)
-            key.append(float)
+            key.append(t)
         elif isinstance(x, _ndarray):  # a subclass: a memmap computes as its base class, another runs in numpy
             x = np.asarray(x)
             arrays.append(x)
@@ -95,9 +96,9 @@ class Signature:
                 dims = ", ".join(str(d) if (d < SYMBOLIC_FROM or dynamic is False) else "*" for d in x.shape)
                 lay = "C" if x.flags.c_contiguous else "strided"
                 text.append(f"{path}: {x.dtype}[{dims}] {lay}")
-            elif kind is float or isinstance(kind, np.dtype):
+            elif kind is float or kind is complex or isinstance(kind, np.dtype):
                 specs.append(InputSpec("scalar", path))
-                text.append(f"{path}: {'float' if type(x) is float else x.dtype} scalar")
+                text.append(f"{path}: {kind.__name__ if kind is float or kind is complex else x.dtype} scalar")
             else:  # (static: keyed by value)
                 if type(x) is int and not -_INT64 <= x < _INT64:
                     bad = bad or f"argument {path} is an int beyond int64 (numpy decides what it becomes)"

@@ -94,9 +94,10 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             traced_leaves.append(SymInt.wrap(ctx, sym))
             continue
         if spec.kind == "scalar":
-            # only a Python float is weak: np.float64 (a float subclass) is a strong scalar
-            py_float = type(leaf) is float
-            v = ctx.new_value(np.float64 if py_float else np.asarray(leaf).dtype, (), weak=py_float)
+            # only a Python float or complex is weak: np.float64 (a float subclass) is a strong scalar
+            weak = type(leaf) in (float, complex)
+            v = ctx.new_value({float: np.float64, complex: np.complex128}.get(type(leaf)) or np.asarray(leaf).dtype,
+                              (), weak=weak)
         else:
             shape = []
             names = (user_dims or {}).get(spec.path)

@@ -1,5 +1,6 @@
 """Complex numbers in fused kernels (codegen/complexval.py): numpy's formulas
-on this CPU, so results equal numpy's bit for bit; runtime complex scalars;
+on this CPU, so results equal numpy's bit for bit; runtime complex scalars
+(Python's and numpy's);
 complex arrays a function creates are traced; writes through .real/.imag
 run the call eagerly; masked updates through one mask become a where; and
 an unrolled chain longer than a kernel holds splits into several kernels."""
@@ -85,20 +86,23 @@ def test_complex_scalars_at_run_time_and_as_constants():
         return z * s + t - 1j
     f = jit(fn)
     z = _complex(np.random.default_rng(1), 100, C128, False)
-    # numpy complex scalars are runtime scalars (two doubles to the kernel): one compile for their values
-    for s, t in ((2 + 1j, 1.5), (-3.5 + 0.25j, 0.0), (1e300j, -2.5)):
-        s = np.complex128(s)
-        f(z, s, t)
-        _same_bits(f(z, s, t), fn(z, s, t))
+    # Python complex numbers are runtime scalars, as floats are (two doubles to the kernel): one compile
+    for s, t in ((2 + 1j, 1.5), (-3.5 + 0.25j, 0.0), (1e300j, -2.5), (complex(np.nan, 1), 1e-300)):
+        with np.errstate(all="ignore"):
+            f(z, s, t)
+            _same_bits(f(z, s, t), fn(z, s, t))
     assert f.stats()["compiles"] == 1 and _compiled(f)
-    # a Python complex is keyed by its value; other dtypes are other signatures
-    for s, t in ((2 + 1j, 1.5), (np.complex64(1 - 1j), 3), (np.complex128(0.5j), np.float32(2))):
+    # numpy's complex scalars too, one signature per dtype
+    for s, t in ((np.complex128(2 - 1j), 1.5), (np.complex128(0.5j), 2.5), (np.complex64(1 - 1j), 3),
+                 (np.complex128(0.5j), np.float32(2))):
         f(z, s, t)
         _same_bits(f(z, s, t), fn(z, s, t))
     z64 = z.astype(C64)
     g = jit(lambda z, s: z * s)
-    g(z64, 1j)
-    _same_bits(g(z64, 1j), z64 * 1j)  # (a Python complex keeps complex64: NEP 50)
+    for s in (1j, 2 - 0.5j):
+        g(z64, s)
+        _same_bits(g(z64, s), z64 * s)  # (a Python complex keeps complex64: NEP 50)
+    assert g.stats()["compiles"] == 1
 
 
 def test_bounds_checked_complex_kernel(monkeypatch):
