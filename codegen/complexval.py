@@ -13,7 +13,8 @@ Smith's method with numpy's branch on |br| >= |bi| and its division of each
 part by |br| when the divisor is 0; absolute as numpy's SIMD hypot; power 2
 as numpy's square, 3 as its repeated product.  The ops a kernel computes
 for complex results are the ones shapes/ops.py KERNEL_KINDS gives the kind
-"c"; abs, real, imag, ==, != and isnan/isinf/isfinite take complex operands.
+"c" (exp as C's cexp, from our exp, cos and sin: a few ulp); abs, real,
+imag, ==, != and isnan/isinf/isfinite take complex operands.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from llvmlite import ir
 
+from codegen import mathlib
 from shapes import host
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -158,8 +160,56 @@ def _isfinite(b, m, x):
     return b.fcmp_ordered("<", b.call(fabs, [x]), ir.Constant(x.type, float("inf")))
 
 
+def _exp(b, m, x: CValue) -> CValue:
+    """exp(x) as C99's cexp (numpy calls the C library's): exp(re) * (cos im,
+    sin im) (our exp, cos and sin: a few ulp), a real part past the largest
+    exp (709 in double, 88 in float) taken in steps of it and past three
+    steps the largest float times (cos, sin); C's values for infinite and
+    NaN parts (an infinite real part: inf or 0 with the signs of cos and
+    sin, (inf, im) and (0, im) for a zero im; a finite real part with an
+    infinite or NaN im: NaN; a NaN real part: NaN, im kept when 0)."""
+    t = x.type
+    fabs = m.declare_intrinsic("llvm.fabs", [t], ir.FunctionType(t, [t]))
+    copysign = m.declare_intrinsic("llvm.copysign", [t], ir.FunctionType(t, [t, t]))
+    big = 709.0 if t == F64 else 88.0
+    inf, nan = ir.Constant(t, float("inf")), ir.Constant(t, float("nan"))
+    zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+    re, im = x.re, x.im
+    im_finite = b.fcmp_ordered("<", b.call(fabs, [im]), inf)
+    im_safe = b.select(im_finite, im, zero)  # (cos and sin of a finite value)
+    c, s = mathlib.emit(b, "cos", [im_safe]), mathlib.emit(b, "sin", [im_safe])
+    # a finite real part: exp in steps of `big` where it would overflow
+    step = ir.Constant(t, big)
+    exp_step = mathlib.emit(b, "exp", [step])
+    for _ in range(2):
+        over = b.fcmp_ordered(">", re, step)
+        re = b.select(over, b.fsub(re, step), re)
+        c, s = b.select(over, b.fmul(c, exp_step), c), b.select(over, b.fmul(s, exp_step), s)
+    still = b.fcmp_ordered(">", re, step)
+    e = b.select(still, ir.Constant(t, float(np.finfo(np.float64 if t == F64 else np.float32).max)),
+                 mathlib.emit(b, "exp", [b.select(still, zero, re)]))
+    fin_re, fin_im = b.fmul(e, c), b.fmul(e, s)
+    fin_re, fin_im = b.select(im_finite, fin_re, nan), b.select(im_finite, fin_im, nan)
+    # an infinite real part
+    im_zero = b.fcmp_ordered("==", im, zero)
+    pos = b.fcmp_ordered(">", x.re, zero)
+    value = b.select(pos, inf, zero)
+    inf_re = b.select(im_finite, b.select(im_zero, value, b.call(copysign, [value, c])),
+                      value)
+    inf_im = b.select(im_finite, b.select(im_zero, im, b.call(copysign, [value, s])),
+                      b.select(pos, b.fsub(im, im), b.call(copysign, [zero, im])))
+    # a NaN real part
+    nan_im = b.select(im_zero, im, nan)
+    re_finite = b.fcmp_ordered("<", b.call(fabs, [x.re]), inf)
+    re_nan = b.fcmp_unordered("uno", x.re, x.re)
+    out_re = b.select(re_finite, fin_re, b.select(re_nan, x.re, inf_re))
+    out_im = b.select(re_finite, fin_im, b.select(re_nan, nan_im, inf_im))
+    return CValue(out_re, out_im)
+
+
 # complex operands (already cast to the dtype the op computes in) -> the result
 EMITTERS = {
+    "exp": _exp,
     "add": lambda b, m, x, y: CValue(b.fadd(x.re, y.re), b.fadd(x.im, y.im)),
     "subtract": lambda b, m, x, y: CValue(b.fsub(x.re, y.re), b.fsub(x.im, y.im)),
     "multiply": lambda b, m, x, y: _mul(b, x, y),

@@ -55,9 +55,9 @@ _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: 
 # of the results it computes the op for ("f": float32/float64, "i":
 # int32/int64, "b": bool, "c": complex64/complex128, codegen/complexval.py) ...
 _KERNEL_KINDS = {
-    "f": ("sqrt", "reciprocal", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor",
+    "f": ("sqrt", "reciprocal", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor",
           "ceil", "trunc", "rint", "fabs", "arctan2", "hypot", "real", "imag"),
-    "fc": ("divide",),
+    "fc": ("divide", "exp"),
     "fi": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min"),
     "fic": ("negative", "positive", "square", "add", "subtract", "multiply", "power", "conjugate"),
     "i": ("floor_divide", "remainder", "argmax", "argmin"),

@@ -209,3 +209,40 @@ def test_a_chain_longer_than_a_kernel_holds_compiles():
         warnings.simplefilter("error", JitWarning)
         assert_like_numpy(f(x, 3 * MAX_KERNEL_NODES), fn(x, 3 * MAX_KERNEL_NODES), ulps=64)
     assert f.explain().count("kernel over") >= 3 and f.stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_complex_exp_as_c_cexp(dtype):
+    def fn(z, x):
+        return np.exp(z) + np.exp(1j * x)
+    f = jit(fn)
+    rng = np.random.default_rng(5)
+    z = (rng.standard_normal(3001) * 4 + 1j * rng.standard_normal(3001) * 10).astype(dtype)
+    big = 700.0 if dtype == C128 else 85.0
+    z[:4] = [big + 1j, big + 15 + 2j, 3 * big + 0.5j, -big * 2 + 1j]  # (a real part past exp's range: scaled)
+    x = np.linspace(-50, 50, 3001).astype(z.real.dtype)
+    with np.errstate(all="ignore"):
+        f(z, x)
+        got, want = f(z, x), fn(z, x)
+    assert got.dtype == want.dtype and _compiled(f)
+    # our exp, cos and sin are a few ulp from the C library's (tests/test_mathlib.py)
+    assert_like_numpy(got, want, ulps=16)
+    # C's values for infinite and NaN parts, exactly
+    inf, nan = np.inf, np.nan
+    specials = np.array([complex(inf, 0), complex(inf, -0.0), complex(inf, 1), complex(inf, -2),
+                         complex(-inf, 0), complex(-inf, 3), complex(-inf, -1), complex(inf, inf),
+                         complex(-inf, inf), complex(inf, nan), complex(-inf, nan), complex(nan, 0),
+                         complex(nan, 1), complex(1, inf), complex(1, nan), complex(0, -0.0),
+                         complex(-0.0, 0)] * 2, dtype=dtype)
+    g = jit(lambda z: np.exp(z))
+    with np.errstate(all="ignore"):
+        g(specials)
+        got, want = g(specials), np.exp(specials)
+    assert _compiled(g)
+    for part in ("real", "imag"):
+        a, b = getattr(got, part), getattr(want, part)
+        assert np.array_equal(np.isnan(a), np.isnan(b)), (part, got, want)
+        ok = ~np.isnan(b)
+        assert np.array_equal(np.isinf(a[ok]), np.isinf(b[ok])) and np.array_equal(np.signbit(a[ok]), np.signbit(b[ok]))
+        fin = ok & np.isfinite(b)
+        assert np.all(np.abs(a[fin] - b[fin]) <= 16 * np.finfo(a.dtype).eps * np.abs(b[fin])), (part, got, want)
