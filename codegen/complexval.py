@@ -25,6 +25,7 @@ import numpy as np
 from llvmlite import ir
 
 from codegen import mathlib
+from codegen.emitters import EMITTERS as REAL, intrinsic
 from shapes import host
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -70,8 +71,7 @@ def numpy_fuses_products() -> bool:
 
 
 def _fma(b, x, y, z):
-    f = b.module.declare_intrinsic("llvm.fma", [x.type], ir.FunctionType(x.type, [x.type] * 3))
-    return b.call(f, [x, y, z])
+    return b.call(intrinsic(b.module, "llvm.fma", x.type, 3), [x, y, z])
 
 
 def _mul(b, x: CValue, y: CValue, fused: bool | None = None) -> CValue:
@@ -90,8 +90,7 @@ def _absolute(b, m, x: CValue):
     where larger is 0 or smaller is inf (the square and add fused where
     numpy fuses them: numpy_fuses_products)."""
     t = x.type
-    fabs = m.declare_intrinsic("llvm.fabs", [t], ir.FunctionType(t, [t]))
-    sqrt = m.declare_intrinsic("llvm.sqrt", [t], ir.FunctionType(t, [t]))
+    fabs, sqrt = intrinsic(m, "llvm.fabs", t, 1), intrinsic(m, "llvm.sqrt", t, 1)
     inf, zero, one = ir.Constant(t, float("inf")), ir.Constant(t, 0.0), ir.Constant(t, 1.0)
     nan = ir.Constant(t, float("nan"))
     re, im = b.call(fabs, [x.re]), b.call(fabs, [x.im])
@@ -113,7 +112,7 @@ def _div(b, m, x: CValue, y: CValue) -> CValue:
     """numpy's complex division (Smith's method): by the part of larger
     magnitude; a zero divisor divides each part by |br| (inf or NaN parts)."""
     t = y.type
-    fabs = m.declare_intrinsic("llvm.fabs", [t], ir.FunctionType(t, [t]))
+    fabs = intrinsic(m, "llvm.fabs", t, 1)
     abs_r, abs_i = b.call(fabs, [y.re]), b.call(fabs, [y.im])
     one, zero = ir.Constant(t, 1.0), ir.Constant(t, 0.0)
     # |br| >= |bi| (ordered: a NaN part takes the other branch, as numpy's C comparison does)
@@ -146,20 +145,6 @@ def _power(b, m, x: CValue, e) -> CValue:
     raise NotImplementedError(f"complex power with exponent {e}")
 
 
-def _isnan(b, x):
-    return b.fcmp_unordered("uno", x, x)
-
-
-def _isinf(b, m, x):
-    fabs = m.declare_intrinsic("llvm.fabs", [x.type], ir.FunctionType(x.type, [x.type]))
-    return b.fcmp_ordered("==", b.call(fabs, [x]), ir.Constant(x.type, float("inf")))
-
-
-def _isfinite(b, m, x):
-    fabs = m.declare_intrinsic("llvm.fabs", [x.type], ir.FunctionType(x.type, [x.type]))
-    return b.fcmp_ordered("<", b.call(fabs, [x]), ir.Constant(x.type, float("inf")))
-
-
 def _exp(b, m, x: CValue) -> CValue:
     """exp(x) as C99's cexp (numpy calls the C library's): exp(re) * (cos im,
     sin im) (our exp, cos and sin: a few ulp), a real part past the largest
@@ -169,11 +154,9 @@ def _exp(b, m, x: CValue) -> CValue:
     sin, (inf, im) and (0, im) for a zero im; a finite real part with an
     infinite or NaN im: NaN; a NaN real part: NaN, im kept when 0)."""
     t = x.type
-    fabs = m.declare_intrinsic("llvm.fabs", [t], ir.FunctionType(t, [t]))
-    copysign = m.declare_intrinsic("llvm.copysign", [t], ir.FunctionType(t, [t, t]))
+    fabs, copysign = intrinsic(m, "llvm.fabs", t, 1), intrinsic(m, "llvm.copysign", t, 2)
     big = 709.0 if t == F64 else 88.0
-    inf, nan = ir.Constant(t, float("inf")), ir.Constant(t, float("nan"))
-    zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+    inf, nan, zero = ir.Constant(t, float("inf")), ir.Constant(t, float("nan")), ir.Constant(t, 0.0)
     re, im = x.re, x.im
     im_finite = b.fcmp_ordered("<", b.call(fabs, [im]), inf)
     im_safe = b.select(im_finite, im, zero)  # (cos and sin of a finite value)
@@ -223,9 +206,10 @@ EMITTERS = {
     "real": lambda b, m, x: x.re, "imag": lambda b, m, x: x.im,
     "equal": lambda b, m, x, y: b.and_(b.fcmp_ordered("==", x.re, y.re), b.fcmp_ordered("==", x.im, y.im)),
     "not_equal": lambda b, m, x, y: b.or_(b.fcmp_unordered("!=", x.re, y.re), b.fcmp_unordered("!=", x.im, y.im)),
-    "isnan": lambda b, m, x: b.or_(_isnan(b, x.re), _isnan(b, x.im)),
-    "isinf": lambda b, m, x: b.or_(_isinf(b, m, x.re), _isinf(b, m, x.im)),
-    "isfinite": lambda b, m, x: b.and_(_isfinite(b, m, x.re), _isfinite(b, m, x.im)),
+    # (a part's, as a float's: either part NaN or infinite, both finite)
+    "isnan": lambda b, m, x: b.or_(REAL["isnan"](b, m, x.re), REAL["isnan"](b, m, x.im)),
+    "isinf": lambda b, m, x: b.or_(REAL["isinf"](b, m, x.re), REAL["isinf"](b, m, x.im)),
+    "isfinite": lambda b, m, x: b.and_(REAL["isfinite"](b, m, x.re), REAL["isfinite"](b, m, x.im)),
     "where": lambda b, m, c, x, y: CValue(b.select(c, x.re, y.re), b.select(c, x.im, y.im)),
     "astype": lambda b, m, x: x,
 }

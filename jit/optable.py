@@ -917,6 +917,8 @@ METHODS.update({
     "flatten": lambda t, order="C": reshape(t.ctx, t, -1, order=order),
     "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
 })
+
+
 def _part(name: str):
     """z.real and z.imag: a complex array's parts, kept views of z (a write
     through one is not traced: the call runs eagerly); a real array's
