@@ -192,6 +192,7 @@ def _exp(b, m, x: CValue) -> CValue:
 
 # complex operands (already cast to the dtype the op computes in) -> the result
 EMITTERS = {
+    "complex_of": lambda b, m, re, im: CValue(re, im),
     "exp": _exp,
     "add": lambda b, m, x, y: CValue(b.fadd(x.re, y.re), b.fadd(x.im, y.im)),
     "subtract": lambda b, m, x, y: CValue(b.fsub(x.re, y.re), b.fsub(x.im, y.im)),

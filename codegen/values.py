@@ -34,6 +34,8 @@ def operand_dtypes(n: Node) -> list:
     how, out = OPS[n.op].compute, n.out.dtype
     if n.op in ("absolute", "real", "imag") and n.inputs[0].dtype.kind == "c":  # (a float of a complex)
         return [n.inputs[0].dtype]
+    if n.op == "complex_of":  # (its parts, in the parts' dtype)
+        return [complexval.part_dtype(out)] * 2
     if how == "select":
         return [np.dtype(np.bool_), out, out]
     ctype = (compare_dtype(n.inputs) if how == "promoted" else np.dtype(np.bool_) if how == "bool"
@@ -196,7 +198,7 @@ class ValueEmitter:
         types = operand_dtypes(n)
         if op == "divide" and n.out.id in self.recip:
             return self.b.fmul(self._operand(n.inputs[0], types[0], j, memo), self.recip[n.out.id])
-        table = complexval.EMITTERS if any(t.kind == "c" for t in types) else EMITTERS
+        table = complexval.EMITTERS if any(t.kind == "c" for t in types) or out.kind == "c" else EMITTERS
         if op == "power":  # (the exponent: the constant the partition checked)
             return table[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
                              self.consts.get(n.inputs[1].id))

@@ -921,8 +921,9 @@ METHODS.update({
 
 def _part(name: str):
     """z.real and z.imag: a complex array's parts, kept views of z (a write
-    through one is not traced: the call runs eagerly); a real array's
-    .real is the array itself, its .imag numpy's."""
+    through one makes z the complex array of the new part and the other:
+    jit/tracer.py write); a real array's .real is the array itself, its
+    .imag numpy's."""
     def part(t):
         if t.dtype.kind != "c":
             if name == "real":

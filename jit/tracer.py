@@ -201,6 +201,9 @@ class TraceContext:
                 new = self.emit("transpose", [new], {"perm": inv}, track=False)
             elif op == "reshape":
                 new = self.emit("reshape", [new], {"shape": parent.value.shape}, track=False)
+            elif op in ("real", "imag"):  # (a complex array's part: the array of it and the other part)
+                other = self.emit("imag" if op == "real" else "real", [parent], {}, track=False)
+                new = self.emit("complex_of", [new, other] if op == "real" else [other, new], {})
             else:
                 raise TraceError(f"a write through a {op} view")
         s.root._set(new)
@@ -512,6 +515,20 @@ class Tracer:
 
     def __getattr__(self, name):
         return PROTOCOL.method(self, name)
+
+    # z.real and z.imag: views of z (jit/optable.py), and `z.imag = x` writes through them as numpy's does
+    def _part(name):
+        def get(self):
+            return PROTOCOL.method(self, name)
+
+        def put(self, value):
+            if name == "imag" and self.dtype.kind != "c":
+                raise TypeError("array does not have imaginary part to set")
+            get(self)[...] = value
+        return property(get, put)
+
+    real, imag = _part("real"), _part("imag")
+    del _part
 
     # ------------------------------------------------------------ operators
     def _bin(name, reflected=False):

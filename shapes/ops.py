@@ -65,6 +65,7 @@ _KERNEL_KINDS = {
     "b": ("logical_not", "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "signbit",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"),
     "fibc": ("where", "astype"),
+    "c": ("complex_of",),
 }
 KERNEL_KINDS = {op: kinds for kinds, ops in _KERNEL_KINDS.items() for op in ops}
 # ... and the dtype it computes in, where that is not the result's: comparisons
@@ -196,6 +197,16 @@ for _name in UNARY_UFUNCS + BINARY_UFUNCS:
 # a complex array's parts (numpy's are views: jit/optable.py keeps them views for writes)
 register("real", ELEMENTWISE, np.real, _elementwise_shape)
 register("imag", ELEMENTWISE, np.imag, _elementwise_shape)
+
+
+def _complex_of(re, im):
+    """The complex array of parts re and im (what `z.real = re; z.imag = im` writes), exactly."""
+    out = np.empty(np.broadcast_shapes(np.shape(re), np.shape(im)), np.result_type(re, im, np.complex64))
+    out.real, out.imag = re, im
+    return out
+
+
+register("complex_of", ELEMENTWISE, _complex_of, _elementwise_shape)
 
 
 def _where(c, a, b):
