@@ -91,6 +91,7 @@ def main(argv=None) -> int:
             args = tuple(rng.standard_normal(shape).astype(np.float32) for _ in range(arity))
             cells = []
             for p, f in zip(programs, jitted):
+                f(*args)  # (a first call returns its trace's numpy values: the kernel's are the next call's)
                 want, got = p(*args), f(*args)
                 assert got.dtype == want.dtype and got.shape == want.shape, p.__name__
                 if want.dtype.kind == "f":
@@ -119,6 +120,7 @@ def column_blocks(blocks: list[int], rounds: int) -> int:
             for block in blocks:  # (a build of its own: the block is in its code, the cache's key)
                 schedule.COLUMN_BLOCK = block
                 f = jit(lambda x: x.sum(axis=0))
+                f(x)  # (the trace's values; the kernel's are the next call's)
                 np.testing.assert_allclose(f(x), column_sum(x), rtol=1e-3, atol=1e-2)
                 fs.append(f)
             t = harness.in_turns([lambda: column_sum(x)] + [lambda f=f: f(x) for f in fs], rounds,

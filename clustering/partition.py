@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shapes.ir import ArrayConst, Graph, Node, Value, format_node, value_names
-from shapes.ops import ELEMENTWISE, FRESH_C, OPS, REDUCE, kernel_ops, ops_returning
+from shapes.ops import COMPLEX_ONLY, ELEMENTWISE, FRESH_C, OPS, REDUCE, kernel_ops, ops_returning
 
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
 INT_DTYPES = {np.dtype(np.int32), np.dtype(np.int64)}
@@ -123,6 +123,8 @@ def kernel_op_ok(n: Node, producers) -> str | None:
         return f"{op}: scalar result"
     if n.out.dtype not in KERNEL_DTYPES:
         return f"{op}: dtype {n.out.dtype}"
+    if op in COMPLEX_ONLY and not any(v.dtype in COMPLEX_DTYPES for v in n.inputs + n.outputs):
+        return f"{op}: of real numbers"
     for v in n.inputs:
         if v.ndim == 0:
             # (a runtime scalar reaches a kernel as a double or, integer or bool, as an int64)

@@ -161,7 +161,6 @@ EMITTERS = {
     "clip": lambda b, m, x, lo, hi: _min(b, m, _max(b, m, x, lo), hi),
     "power": _power,
     "negative": _negative, "positive": lambda b, m, x: x, "conjugate": lambda b, m, x: x,
-    "real": lambda b, m, x: x, "imag": lambda b, m, x: ir.Constant(x.type, 0.0),  # (of a real float)
     "square": lambda b, m, x: (b.mul if _is_int(x) else b.fmul)(x, x),
     "reciprocal": lambda b, m, x: b.fdiv(ir.Constant(x.type, 1.0), x),
     "absolute": _absolute, "fabs": _float_intrinsic("llvm.fabs"), "sign": _sign,

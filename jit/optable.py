@@ -709,9 +709,10 @@ def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
 def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """numpy's formula (numpy/_core/function_base.py) for scalar ends and a
     count, one of them traced (a traced end, a symbolic count): arange(num)
-    * step + start, the last element = stop; where the step is 0 (an end's
-    delta that underflows over the count) numpy's other branch, arange(num)
-    / div * delta, chosen elementwise for traced ends."""
+    * step + start, the last element = stop; where the step is 0 (equal
+    ends, a delta that underflows over the count) numpy's other branch,
+    arange(num) / div * delta, chosen elementwise when that depends on the
+    call."""
     real = (int, float, np.integer, np.floating)
     traced_ends = [v for v in (start, stop) if isinstance(v, Tracer)]
     if (not (isinstance(num, (SymInt, int, np.integer)) and not isinstance(num, bool)) or axis != 0
@@ -729,28 +730,21 @@ def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
                        f"{user_location()}: np.linspace count"):
         return None
     y = astype(ctx, arange(ctx, num), dt)
-    if traced_ends:
-        first, last = (astype(ctx, ctx.operand(v), dt) for v in (start, stop))
-        delta = ctx.emit("subtract", [last, first], {})
-        step = ctx.emit("divide", [delta, div], {})
+    # the ends: traced values in dt, or dt's scalars (constants a kernel folds)
+    first, last = (astype(ctx, v, dt) if isinstance(v, Tracer) else ctx.operand(dt.type(v)) for v in (start, stop))
+    delta = (ctx.emit("subtract", [last, first], {}) if traced_ends
+             else ctx.operand(np.subtract(stop, start, dtype=dt)))
+    step = ctx.emit("divide", [delta, div], {})
+    known = None if traced_ends else float(delta.concrete)
+    if known is not None and known != 0 and abs(known) >= 1e-290:  # (the step is 0 for no count)
+        y = ctx.emit("multiply", [y, step], {})
+    else:  # numpy's branch for a zero step, elementwise where the step may or may not be 0
         small = ctx.emit("multiply", [ctx.emit("divide", [y, div], {}), delta], {})
-        y = ctx.emit("where", [ctx.emit("equal", [step, dt.type(0)], {}), small,
-                               ctx.emit("multiply", [y, step], {})], {})
-        y = ctx.emit("add", [y, first], {})
-        if endpoint:
-            y[-1] = last
-    else:
-        delta = np.subtract(stop, start, dtype=dt)
-        if delta != 0 and abs(delta) < 1e-290:
-            return None  # the step could underflow to 0 for some counts: numpy's other branch
-        step = ctx.emit("divide", [dt.type(delta), div], {})
-        if delta == 0:
-            y = ctx.emit("multiply", [ctx.emit("divide", [y, div], {}), dt.type(delta)], {})
-        else:
-            y = ctx.emit("multiply", [y, step], {})
-        y = ctx.emit("add", [y, dt.type(start)], {})
-        if endpoint:
-            y[-1] = dt.type(stop)
+        y = small if known == 0 else ctx.emit("where", [ctx.emit("equal", [step, dt.type(0)], {}), small,
+                                                        ctx.emit("multiply", [y, step], {})], {})
+    y = ctx.emit("add", [y, first], {})
+    if endpoint:
+        y[-1] = last
     if dtype is not None and np.dtype(dtype).kind in "iu":
         y = ctx.emit("floor", [y], {})
     if dtype is not None:
@@ -958,8 +952,6 @@ def method(t: Tracer, name: str):
     if callable(attr):
         return lambda *a, **kw: eager_call(t.ctx, lambda x, *a2, **kw2: getattr(x, name)(*a2, **kw2),
                                            (t,) + a, kw, f"ndarray.{name}")
-    if name in ("real", "imag"):
-        return eager_call(t.ctx, lambda x: getattr(x, name), (t,), {}, f"ndarray.{name}")
     raise Fallback(f"attribute .{name} of a traced array", user_location())
 
 

@@ -4,6 +4,7 @@ that tracing unrolled, as the first trip's nodes and how each integer in
 them moves per trip."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sympy
@@ -25,6 +26,14 @@ class LoopBody:
     steps: tuple
     trips: int
     result: int      # the body node whose output of the last trip is the loop's output
+
+    @functools.cached_property
+    def ints(self) -> tuple:
+        """ints_of this body (its trips, then its nodes' attrs and shapes),
+        once: re-rolling asks for a node's integers at every trip it tries."""
+        out: list[int] = []
+        _add_ints((self.trips, tuple((n.attrs, n.out.shape) for n in self.nodes)), out)
+        return tuple(out)
 
     def __repr__(self) -> str:  # (the graph printer shows attrs)
         ops = " ".join(n.op for n in self.nodes)
@@ -105,26 +114,14 @@ def _add_ints(x, out: list) -> None:
     if type(x) is tuple:
         for y in x:
             _add_ints(y, out)
-    elif type(x) is LoopBody:  # (a nested loop's, once: re-rolling asks for a node's at every trip it tries)
-        out += _body_ints(x)
+    elif type(x) is LoopBody:
+        out += x.ints
     elif type(x) is int:
         out.append(x)
     elif isinstance(x, sympy.Basic):
         c = x.as_coeff_Add()[0] if not x.is_Integer else x
         if c.is_Integer:
             out.append(int(c))
-
-
-def _body_ints(body: LoopBody) -> tuple:
-    """ints_of a loop body (its trips, then its nodes' attrs and shapes), kept on the (immutable) body."""
-    got = body.__dict__.get("_ints")
-    if got is None:
-        out: list[int] = []
-        _add_ints(body.trips, out)
-        for n in body.nodes:
-            _add_ints((n.attrs, n.out.shape), out)
-        got = body.__dict__["_ints"] = tuple(out)
-    return got
 
 
 def symbolic_rest(y):

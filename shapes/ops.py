@@ -68,6 +68,9 @@ _KERNEL_KINDS = {
     "c": ("complex_of",),
 }
 KERNEL_KINDS = {op: kinds for kinds, ops in _KERNEL_KINDS.items() for op in ops}
+# ... of which these only with a complex operand or result (codegen/complexval.py
+# emits them; a real array's parts are the array itself and zeros: jit/optable.py)
+COMPLEX_ONLY = frozenset({"real", "imag", "complex_of"})
 # ... and the dtype it computes in, where that is not the result's: comparisons
 # in their operands' promotion, logical ops in bool, float predicates in
 # their operand's dtype, where's condition in bool and its choices in the result's

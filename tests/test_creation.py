@@ -56,7 +56,8 @@ def test_linspace(backend, endpoint):
     def f(x):
         T = x.shape[0]
         return (np.linspace(0.0, 1.0, T, endpoint=endpoint), np.linspace(-3, 7.5, T + 1, endpoint=endpoint),
-                np.linspace(2, 2, T, endpoint=endpoint), np.linspace(0, 10, T, endpoint=endpoint, dtype=np.int64))
+                np.linspace(2, 2, T, endpoint=endpoint), np.linspace(0, 10, T, endpoint=endpoint, dtype=np.int64),
+                np.linspace(1e-310, 3e-310, T, endpoint=endpoint))  # (a step that underflows for some T)
     check(f, backend)
 
 

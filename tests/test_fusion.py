@@ -156,15 +156,14 @@ def test_every_op_has_an_emitter_or_is_eager_only():
     # emit exactly the ops the registry says a kernel computes
     assert set(KERNEL_KINDS) <= set(OPS) and set(COMPUTE) <= set(KERNEL_KINDS)
     assert set(REDUCERS) == kernel_ops(REDUCE)
-    # ... the ops of real results in emitters.py, those of complex results
-    # (kind "c") in complexval.py, which also takes complex operands of ops
-    # with other results (abs, ==, isnan); an op of complex results only
-    # (complex_of) is there alone
+    # ... but those of complex operands or results only, which complexval.py
+    # emits with the other ops of complex results (kind "c") and complex
+    # operands (abs, ==, isnan)
     from codegen import complexval
-    only_complex = {op for op, kinds in KERNEL_KINDS.items() if kinds == "c"}
-    assert set(EMITTERS) == kernel_ops() - kernel_ops(REDUCE) - only_complex
-    assert {op for op, kinds in KERNEL_KINDS.items() if "c" in kinds} <= set(complexval.EMITTERS)
-    assert set(complexval.EMITTERS) <= set(EMITTERS) | only_complex
+    from shapes.ops import COMPLEX_ONLY
+    assert set(EMITTERS) == kernel_ops() - kernel_ops(REDUCE) - COMPLEX_ONLY
+    assert {op for op, kinds in KERNEL_KINDS.items() if "c" in kinds} | COMPLEX_ONLY <= set(complexval.EMITTERS)
+    assert set(complexval.EMITTERS) <= set(EMITTERS) | COMPLEX_ONLY
     numpy_steps = {name for name, op in OPS.items()
                    if op.category in (OPAQUE, CREATION, VIEW, MATMUL, CONCAT, UPDATE, GATHER, NUMPY, LOOP, LIFTED)}
     eager_only = set(OPS) - kernel_ops() - numpy_steps

@@ -296,7 +296,8 @@ def test_elementwise_kernels_over_trailing_dims_of_size_one(shape, dtype, backen
 def test_a_column_sum_of_one_column_is_a_row_kernel():
     jf = jit(lambda x: x.sum(axis=0))
     x = np.arange(4000.0).reshape(4000, 1)
-    assert_like_numpy(jf(x), x.sum(axis=0))
+    for _ in range(2):  # (traced, then the kernel)
+        assert_like_numpy(jf(x), x.sum(axis=0))
     text = jf.explain()
     assert "row kernel" in text and "column" not in text.split("clusters")[-1]
 
@@ -314,7 +315,8 @@ def test_column_reductions_over_several_blocks(shape, axis, dtype):
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(shape) * 10).astype(dtype)
     terms = sum_error(x, 16)
-    assert_like_numpy(jf(x), f(x), ulps=16, atol=terms)
+    for _ in range(2):  # (traced, then the kernel)
+        assert_like_numpy(jf(x), f(x), ulps=16, atol=terms)
     assert "column" in jf.explain()
 
 
@@ -455,7 +457,8 @@ def test_argmax_and_argmin_fuse_with_their_producers(n, dtype, backend):
         assert_like_numpy(jf(x, y), f(x, y))
     x3, y3 = _arg_rows(rng, (2, 7, n), dtype), _arg_rows(rng, (2, 7, n), dtype)
     g = jit(lambda x, y: ((x if dtype == np.bool_ else x - y)).argmax(axis=2), backend=backend)
-    assert_like_numpy(g(x3, y3), (x3 if dtype == np.bool_ else x3 - y3).argmax(axis=2))
+    for _ in range(2):  # (traced, then the kernel)
+        assert_like_numpy(g(x3, y3), (x3 if dtype == np.bool_ else x3 - y3).argmax(axis=2))
 
 
 def test_argmax_kernels_and_the_ones_numpy_keeps():
@@ -466,7 +469,8 @@ def test_argmax_kernels_and_the_ones_numpy_keeps():
     jf = jit(f)
     rng = np.random.default_rng(9)
     x, v = rng.standard_normal((30, 300)), rng.standard_normal(500)
-    assert_like_numpy(jf(x, v), f(x, v))
+    for _ in range(2):  # (traced, then the kernels)
+        assert_like_numpy(jf(x, v), f(x, v))
     text = jf.explain()
     kernels = text.split("clusters (after passes):")[-1].split("not fused:")[0]
     assert "= argmax %2 {axis=1" in kernels and "= argmin %5 {axis=0, keepdims=True}" in kernels
@@ -478,4 +482,5 @@ def test_an_empty_argmax_raises_as_numpy():
     jf = jit(lambda x: (x * 2).argmax(axis=1))
     with pytest.raises(ValueError, match="empty sequence"):
         jf(np.zeros((3, 0)))
-    assert_like_numpy(jf(np.arange(6.0).reshape(2, 3)), np.array([2, 2]))
+    for _ in range(2):  # (traced, then the kernel)
+        assert_like_numpy(jf(np.arange(6.0).reshape(2, 3)), np.array([2, 2]))
