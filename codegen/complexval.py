@@ -190,8 +190,121 @@ def _exp(b, m, x: CValue) -> CValue:
     return CValue(out_re, out_im)
 
 
+def _in_double(fn):
+    """A complex64 function evaluated in double and rounded once per part
+    (C's float functions round each step: ours is as close or closer)."""
+    def emit(b, m, x: CValue) -> CValue:
+        if x.type == F64:
+            return fn(b, m, x)
+        r = fn(b, m, CValue(b.fpext(x.re, F64), b.fpext(x.im, F64)))
+        return CValue(b.fptrunc(r.re, F32), b.fptrunc(r.im, F32))
+    return emit
+
+
+@_in_double
+def _sqrt(b, m, x: CValue) -> CValue:
+    """The principal square root as C99's csqrt (glibc's algorithm): for
+    finite parts, d = |x|, r = sqrt((d + re)/2) and s = im/(2r) (re > 0),
+    else s = sqrt((d - re)/2) and r = |im|/(2s), with re and im divided by
+    4 where a part passes a quarter of the largest double (the result's parts
+    doubled, or im/r taken whole when |im| < 1) and multiplied by 2^54 where
+    both are subnormal (the result's by 2^-27); im = 0 or re = 0 exactly as
+    C's special cases; C's values for infinite and NaN parts (im infinite:
+    (inf, im); re infinite: (inf, 0) or (0, inf) with im's sign, NaN for a
+    NaN im)."""
+    t = F64
+    fabs, copysign = intrinsic(m, "llvm.fabs", t, 1), intrinsic(m, "llvm.copysign", t, 2)
+    sqrt = intrinsic(m, "llvm.sqrt", t, 1)
+    c = lambda v: ir.Constant(t, v)  # noqa: E731
+    fi = np.finfo(np.float64)
+    re, im = x.re, x.im
+    ax, ay = b.call(fabs, [re]), b.call(fabs, [im])
+    quarter = c(float(fi.max) / 4)
+    re_big = b.fcmp_ordered(">", ax, quarter)
+    big = b.or_(re_big, b.fcmp_ordered(">", ay, quarter))
+    tiny = b.and_(b.fcmp_ordered("<", ax, c(2 * float(fi.tiny))), b.fcmp_ordered("<", ay, c(2 * float(fi.tiny))))
+    # (scaled by powers of 2: exact, but for re's subnormal bits, dropped as C drops them)
+    keep_re = b.or_(re_big, b.fcmp_ordered(">=", ax, c(4 * float(fi.tiny))))
+    xs = b.select(big, b.select(keep_re, b.fmul(re, c(0.25)), c(0.0)), b.select(tiny, b.fmul(re, c(2.0 ** 54)), re))
+    ys = b.select(big, b.fmul(im, c(0.25)), b.select(tiny, b.fmul(im, c(2.0 ** 54)), im))
+    d = mathlib.emit(b, "hypot", [xs, ys])
+    half = c(0.5)
+    whole = b.and_(big, b.fcmp_ordered("<", b.call(fabs, [ys]), c(1.0)))  # (C's scale 1 with |im| < 1)
+    r_pos = b.call(sqrt, [b.fmul(half, b.fadd(d, xs))])
+    s_pos = b.select(whole, b.fdiv(ys, r_pos), b.fmul(half, b.fdiv(ys, r_pos)))
+    r_pos = b.select(whole, b.fmul(r_pos, c(2.0)), r_pos)
+    s_neg = b.call(sqrt, [b.fmul(half, b.fsub(d, xs))])
+    r_neg = b.select(whole, b.call(fabs, [b.fdiv(ys, s_neg)]), b.call(fabs, [b.fmul(half, b.fdiv(ys, s_neg))]))
+    s_neg = b.select(whole, b.fmul(s_neg, c(2.0)), s_neg)
+    positive = b.fcmp_ordered(">", xs, c(0.0))
+    up = b.select(whole, c(1.0), b.select(big, c(2.0), b.select(tiny, c(2.0 ** -27), c(1.0))))
+    r = b.fmul(b.select(positive, r_pos, r_neg), up)
+    s = b.fmul(b.select(positive, s_pos, s_neg), up)
+    # re = 0: r = s = sqrt(|im|/2) (or sqrt(2|im|)/2 where |im| is subnormal)
+    re_zero = b.fcmp_ordered("==", re, c(0.0))
+    on_axis = b.select(b.fcmp_ordered(">=", ay, c(2 * float(fi.tiny))), b.call(sqrt, [b.fmul(half, ay)]),
+                       b.fmul(half, b.call(sqrt, [b.fmul(c(2.0), ay)])))
+    r, s = b.select(re_zero, on_axis, r), b.select(re_zero, on_axis, s)
+    # im = 0: a real square root (of -re, on the imaginary side, for re < 0)
+    im_zero = b.fcmp_ordered("==", im, c(0.0))
+    re_neg = b.fcmp_ordered("<", re, c(0.0))
+    root = b.call(sqrt, [ax])
+    r = b.select(im_zero, b.select(re_neg, c(0.0), root), r)
+    s = b.select(im_zero, b.select(re_neg, root, c(0.0)), s)
+    fin = CValue(r, b.call(copysign, [s, im]))
+    # infinite and NaN parts
+    inf, nan = c(float("inf")), c(float("nan"))
+    im_inf, re_inf = b.fcmp_ordered("==", ay, inf), b.fcmp_ordered("==", ax, inf)
+    im_nan = b.fcmp_unordered("uno", im, im)
+    inf_re = CValue(b.select(re_neg, b.select(im_nan, nan, c(0.0)), re),
+                    b.select(re_neg, b.call(copysign, [inf, im]), b.select(im_nan, nan, b.call(copysign, [c(0.0), im]))))
+    finite = b.and_(b.fcmp_ordered("<", ax, inf), b.fcmp_ordered("<", ay, inf))
+    out = CValue(b.select(re_inf, inf_re.re, nan), b.select(re_inf, inf_re.im, nan))
+    out = CValue(b.select(im_inf, inf, out.re), b.select(im_inf, im, out.im))
+    return CValue(b.select(finite, fin.re, out.re), b.select(finite, fin.im, out.im))
+
+
+def _two_sum(b, x, y):
+    """(s, e): s = x + y rounded, e its rounding error exactly (Knuth)."""
+    s = b.fadd(x, y)
+    bb = b.fsub(s, x)
+    return s, b.fadd(b.fsub(x, b.fsub(s, bb)), b.fsub(y, bb))
+
+
+@_in_double
+def _log(b, m, x: CValue) -> CValue:
+    """The principal logarithm as C99's clog: (log|x|, atan2(im, re)).  Near
+    |x| = 1 (the larger part in [0.5, 2), the smaller below 1) log|x| is
+    log1p(re^2 + im^2 - 1)/2 with the squares' sum minus 1 taken to an ulp
+    (products split by fma, the sums' errors kept), elsewhere
+    log(hypot(re, im)); a NaN part gives NaN parts, inf's real part if the
+    other is infinite; 0 gives -inf."""
+    t = F64
+    fabs = intrinsic(m, "llvm.fabs", t, 1)
+    c = lambda v: ir.Constant(t, v)  # noqa: E731
+    ax, ay = b.call(fabs, [x.re]), b.call(fabs, [x.im])
+    swap = b.fcmp_ordered("<", ax, ay)
+    hi, lo = b.select(swap, ay, ax), b.select(swap, ax, ay)
+    p, q = b.fmul(hi, hi), b.fmul(lo, lo)
+    e, f = _fma(b, hi, hi, b.fneg(p)), _fma(b, lo, lo, b.fneg(q))
+    # hi^2 + lo^2 - 1 = (s1 - 1) + t1 + e + f, s1 - 1 exact (s1 in [0.25, 5]: to
+    # well under an ulp of the result), the rest added with their errors kept
+    s1, t1 = _two_sum(b, p, q)
+    u, v = _two_sum(b, b.fsub(s1, c(1.0)), t1)
+    g, h = _two_sum(b, e, f)
+    w, y = _two_sum(b, u, g)
+    d2m1 = b.fadd(w, b.fadd(b.fadd(y, v), h))
+    near = b.and_(b.and_(b.fcmp_ordered(">=", hi, c(0.5)), b.fcmp_ordered("<", hi, c(2.0))),
+                  b.fcmp_ordered("<", lo, c(1.0)))
+    near_one = b.fmul(mathlib.emit(b, "log1p", [b.select(near, d2m1, c(0.0))]), c(0.5))
+    far = mathlib.emit(b, "log", [mathlib.emit(b, "hypot", [hi, lo])])
+    return CValue(b.select(near, near_one, far), mathlib.emit(b, "arctan2", [x.im, x.re]))
+
+
 # complex operands (already cast to the dtype the op computes in) -> the result
 EMITTERS = {
+    "sqrt": _sqrt,
+    "log": _log,
     "complex_of": lambda b, m, re, im: CValue(re, im),
     "exp": _exp,
     "add": lambda b, m, x, y: CValue(b.fadd(x.re, y.re), b.fadd(x.im, y.im)),

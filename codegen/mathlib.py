@@ -653,14 +653,22 @@ _PI_HI, _PI_LO = math.pi, 1.2246467991473532e-16  # pi = _PI_HI + _PI_LO to ~2^-
 
 
 def _arctan2(o: _Ops, y, x, P: _Prec):
+    """atan2(y, x) from the arctangent of the smaller magnitude over the
+    larger (in [0, 1]): r, pi - r, pi/2 - r or pi/2 + r as x's sign and the
+    larger part say (pi and pi/2 in two parts); atan2(+-0, +-0) is 0 or pi,
+    both infinite pi/4 or 3pi/4, with y's sign."""
     a, b = o.fabs(y), o.fabs(x)
-    z = _arctan(o, o.div(a, b), P)  # NaN for 0/0 and inf/inf, and when either is NaN
+    steep = o.gt(a, b)
     inf = o.c(_INF)
-    z = o.select(o.b.and_(o.eq(a, o.c(0.0)), o.eq(b, o.c(0.0))), o.c(0.0), z)
-    z = o.select(o.b.and_(o.eq(a, inf), o.eq(b, inf)), o.c(math.pi / 4), z)
+    ratio = o.div(o.select(steep, b, a), o.select(steep, a, b))  # NaN for 0/0, inf/inf, and a NaN part
+    ratio = o.select(o.b.and_(o.eq(a, o.c(0.0)), o.eq(b, o.c(0.0))), o.c(0.0), ratio)
+    ratio = o.select(o.b.and_(o.eq(a, inf), o.eq(b, inf)), o.c(1.0), ratio)
+    r = _arctan(o, ratio, P)
     negative_x = o.b.icmp_signed("<", o.bits(x), o.ic(0))  # (-0.0 too: atan2(0, -0) = pi)
-    w = o.select(negative_x, o.add(o.sub(o.c(_PI_HI), z), o.c(_PI_LO)), z)
-    return o.copysign(w, y)
+    pio2_hi, pio2_lo = o.c(_PIO2[0]), o.c(_PIO2[1])
+    steep_w = o.add(o.select(negative_x, o.add(pio2_hi, r), o.sub(pio2_hi, r)), pio2_lo)
+    flat_w = o.select(negative_x, o.add(o.sub(o.c(_PI_HI), r), o.c(_PI_LO)), r)
+    return o.copysign(o.select(steep, steep_w, flat_w), y)
 
 
 def _hypot(o: _Ops, x, y, P: _Prec):

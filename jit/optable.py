@@ -174,6 +174,11 @@ def reduce(ctx, name, a, axis=None, keepdims=False, dtype=None, ddof=0):
         attrs["dtype"] = np.dtype(dtype)
     if ddof:
         attrs["ddof"] = ddof
+    if a.dtype.kind == "c" and name in ("sum", "mean") and dtype is None:
+        # a complex sum is its parts' sums (numpy's adds the parts apart too,
+        # in another order: a few ulp), so both are kernels' reductions
+        parts = [reduce(ctx, name, ctx.emit(p, [a], {}, track=False), axis, keepdims) for p in ("real", "imag")]
+        return ctx.emit("complex_of", parts, {})
     masked = _masked_reduction(ctx, name, a, attrs)
     if masked is not None:
         return masked
@@ -855,6 +860,49 @@ def cov(ctx, m, *args, **kwargs):
     return ctx.emit("cov", [m], {})
 
 
+def _along_axis(name):
+    """np.cumsum, np.cumprod, np.sort, np.argsort: numpy steps of symbolic
+    shape (the flattened array where axis is None)."""
+    def handler(ctx, a, axis=-1 if name in ("sort", "argsort") else None, dtype=None, out=None, kind=None,
+                order=None, *, stable=None):
+        if out is not None or order is not None or (name in ("sort", "argsort") and dtype is not None):
+            return None
+        a = ctx.operand(a)
+        if axis is None:
+            a, axis = ravel(ctx, a), 0
+        if a.ndim == 0:
+            return None  # (numpy's error, or its special case, from the eager call)
+        attrs = {"axis": _norm_axis(operator.index(axis), a.ndim)}
+        if dtype is not None:
+            attrs["dtype"] = np.dtype(dtype)
+        if kind is not None or stable is not None:
+            attrs["kind"] = "stable" if stable or kind in ("stable", "mergesort") else kind
+        return ctx.emit(name, [a], attrs)
+    return handler
+
+
+def _sort_in_place(t, axis=-1, kind=None, order=None, *, stable=None):
+    """ndarray.sort: the array's contents replaced by np.sort's."""
+    result = _along_axis("sort")(t.ctx, t, axis, kind=kind, order=order, stable=stable)
+    if result is None:
+        return eager_call(t.ctx, lambda x, *a, **kw: x.sort(*a, **kw), (t, axis), dict(kind=kind, order=order),
+                          "ndarray.sort")
+    t[...] = result
+
+
+def angle(ctx, z, deg=False):
+    """numpy's np.angle: arctan2 of the parts (of 0 and z for a real z)."""
+    z = ctx.operand(z)
+    zimag, zreal = (PROPERTIES["imag"](z), PROPERTIES["real"](z)) if z.dtype.kind == "c" else (0, z)
+    a = np.arctan2(zimag, zreal)
+    return a * (180 / np.pi) if deg else a
+
+
+def _conjugate(t):
+    """ndarray.conj(): a complex array's conjugate; a real array itself (numpy returns self)."""
+    return np.conjugate(t) if t.dtype.kind == "c" else t
+
+
 def _shape(ctx, a):
     return ctx.operand(a).shape
 
@@ -870,11 +918,13 @@ FUNCTIONS = {
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
-    np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
+    np.angle: angle, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"):
     FUNCTIONS[getattr(np, _name)] = _reduction_handler(_name)
+for _name in ("cumsum", "cumprod", "sort", "argsort"):
+    FUNCTIONS[getattr(np, _name)] = _along_axis(_name)
 FUNCTIONS[np.amax] = _reduction_handler("max")
 FUNCTIONS[np.amin] = _reduction_handler("min")
 
@@ -903,13 +953,14 @@ def _method_handler(name):
 
 METHODS = {n: _method_handler(n) for n in (
     "sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin",
-    "swapaxes", "squeeze", "ravel", "clip", "dot", "take", "repeat")}
+    "swapaxes", "squeeze", "ravel", "clip", "dot", "take", "repeat", "cumsum", "cumprod", "argsort")}
 METHODS.update({
     "reshape": lambda t, *s, **kw: reshape(t.ctx, t, *s, **kw),
     "transpose": lambda t, *axes: transpose(t.ctx, t, *axes),
     "astype": lambda t, dtype, **kw: astype(t.ctx, t, dtype, **kw),
     "flatten": lambda t, order="C": reshape(t.ctx, t, -1, order=order),
     "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
+    "conj": _conjugate, "conjugate": _conjugate, "sort": _sort_in_place,
 })
 
 

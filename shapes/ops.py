@@ -55,9 +55,9 @@ _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: 
 # of the results it computes the op for ("f": float32/float64, "i":
 # int32/int64, "b": bool, "c": complex64/complex128, codegen/complexval.py) ...
 _KERNEL_KINDS = {
-    "f": ("sqrt", "reciprocal", "expm1", "log", "log1p", "tanh", "sin", "cos", "arctan", "floor",
+    "f": ("reciprocal", "expm1", "log1p", "tanh", "sin", "cos", "arctan", "floor",
           "ceil", "trunc", "rint", "fabs", "arctan2", "hypot", "real", "imag"),
-    "fc": ("divide", "exp"),
+    "fc": ("divide", "exp", "sqrt", "log"),
     "fi": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min"),
     "fic": ("negative", "positive", "square", "add", "subtract", "multiply", "power", "conjugate"),
     "i": ("floor_divide", "remainder", "argmax", "argmin"),
@@ -400,6 +400,10 @@ def _cov(m):
     return np.cov(m)
 
 
+# scans and sorts along one axis (attrs: `axis`, an int: jit/optable.py
+# flattens the array where numpy's is None), of the input's shape
+for _name in ("cumsum", "cumprod", "sort", "argsort"):
+    register(_name, NUMPY, getattr(np, _name), lambda env, i, a: [i[0].shape])
 register("cholesky", NUMPY, np.linalg.cholesky, lambda env, i, a: [i[0].shape])
 register("inv", NUMPY, np.linalg.inv, lambda env, i, a: [i[0].shape])
 register("cov", NUMPY, _cov, lambda env, i, a: [(i[0].shape[0], i[0].shape[0])])

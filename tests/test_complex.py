@@ -270,3 +270,88 @@ def test_complex_exp_as_c_cexp(dtype):
         assert np.array_equal(np.isinf(a[ok]), np.isinf(b[ok])) and np.array_equal(np.signbit(a[ok]), np.signbit(b[ok]))
         fin = ok & np.isfinite(b)
         assert np.all(np.abs(a[fin] - b[fin]) <= 16 * np.finfo(a.dtype).eps * np.abs(b[fin])), (part, got, want)
+
+
+def _part_ulps(got, want):
+    """The largest distance of a part from numpy's, in ulps of numpy's part
+    (equal infinities and NaN where numpy has NaN count as 0)."""
+    worst = 0.0
+    for a, b in ((got.real, want.real), (got.imag, want.imag)):
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        ok = ~np.isnan(b)
+        assert np.array_equal(np.isinf(a[ok]), np.isinf(b[ok]))
+        same = (a == b) | np.isnan(b)
+        with np.errstate(all="ignore"):
+            d = np.abs(a - b) / np.spacing(np.abs(b))
+        worst = max(worst, float(np.max(np.where(same, 0, d), initial=0.0)))
+    return worst
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_complex_sqrt_and_log_as_c_csqrt_and_clog(dtype):
+    """np.sqrt and np.log of complex arrays compile, a few ulp from the C
+    library's (numpy's): over all magnitudes, on the unit circle (log's real
+    part near 0), beside the axes, and C's values for zeros, infinities and
+    NaNs."""
+    rng = np.random.default_rng(11)
+    n = 4000
+    hi = 300 if dtype == C128 else 35
+    angle = rng.uniform(0, 2 * np.pi, n)
+    re = np.concatenate([rng.standard_normal(n) * 3, 10.0 ** rng.uniform(-hi, hi, n) * rng.choice([-1, 1], n),
+                         np.cos(angle), 1 + rng.standard_normal(n) * 1e-6])
+    im = np.concatenate([rng.standard_normal(n) * 3, 10.0 ** rng.uniform(-hi, hi, n) * rng.choice([-1, 1], n),
+                         np.sin(angle), rng.standard_normal(n) * 1e-6])
+    specials = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, np.inf, -np.inf, np.nan, 1e-310 if dtype == C128 else 1e-40,
+                1e300 if dtype == C128 else 1e38]
+    grid = np.array([complex(a, b) for a in specials for b in specials])
+    z = np.concatenate([re + 1j * im, grid]).astype(dtype)
+    for fn in (np.sqrt, np.log):
+        f = jit(lambda z: fn(z))
+        with np.errstate(all="ignore"):
+            f(z)
+            got, want = f(z), fn(z)
+        assert got.dtype == want.dtype and _compiled(f), f.explain()
+        assert _part_ulps(got, want) <= 4, fn
+        # the signs of C's zeros and infinities
+        g, w = got[-grid.size:], want[-grid.size:]
+        for part in ("real", "imag"):
+            a, b = getattr(g, part), getattr(w, part)
+            exact = np.isinf(b) | (b == 0)
+            assert np.array_equal(a[exact], b[exact]) and np.array_equal(np.signbit(a[exact]), np.signbit(b[exact]))
+
+
+@pytest.mark.parametrize("dtype", [C64, C128])
+def test_complex_sums_and_means_are_their_parts_in_kernels(dtype):
+    """sum and mean of a complex array, over any axes, are the complex of the
+    parts' reductions (numpy adds the parts apart too): kernels, one compile."""
+    def fn(z, c):
+        w = z * c
+        return w.sum(), np.sum(w, axis=1), z.mean(axis=-1, keepdims=True), np.mean(z * 2, axis=(0, 1))
+    f = jit(fn)
+    rng = np.random.default_rng(3)
+    for shape in ((3, 4, 5), (7, 2, 9), (6, 33, 17)):
+        z = _complex(rng, int(np.prod(shape)), dtype, specials=False).reshape(shape)
+        c = _complex(rng, shape[-1], dtype, specials=False)
+        f(z, c)
+        got, want = f(z, c), fn(z, c)
+        scale = float(np.abs(z * c).sum() + np.abs(z).sum() * 2)  # (the summation order: ulps of the terms)
+        assert_like_numpy(got, want, ulps=8, atol=8 * np.finfo(z.real.dtype).eps * scale)
+    assert f.stats()["compiles"] == 1 and f.stats()["eager_nodes"] == 0
+    assert not [line for line in f.explain().splitlines() if "numpy:" in line and ("sum" in line or "mean" in line)]
+
+
+def test_angle_and_the_conj_method_compile():
+    """np.angle (of complex and real arrays, in degrees too) is arctan2 of
+    the parts; z.conj() is np.conj's kernel, and a real array's .conj() is
+    the array itself, as numpy's."""
+    def fn(z, x):
+        return np.angle(z), np.angle(z * 2, deg=True), np.angle(x), z.conj() * z.conjugate(), x.conj() is x
+    f = jit(fn)
+    rng = np.random.default_rng(4)
+    for n in (5, 300):
+        z, x = _complex(rng, max(n, 8), C128)[:n], rng.standard_normal(n)
+        with np.errstate(all="ignore"):
+            f(z, x)
+            got, want = f(z, x), fn(z, x)
+        assert_like_numpy(got, want, ulps=4)
+    assert _compiled(f) and f.stats()["eager_nodes"] == 0, f.explain()

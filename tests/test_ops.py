@@ -1101,3 +1101,32 @@ def test_python_float_result_and_constants(backend, rng):
     def fn(x, eps):
         return eps, eps * 3 + 1, x * 0 + eps, "label", None, 3
     check(fn, [(rand(rng, s, np.float32), e) for s, e in [((3, 4), 0.5), ((5, 6), 1.25), ((2, 9), -3.0)]], backend)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.bool_])
+def test_scans_and_sorts_are_numpy_steps_of_symbolic_shape(dtype, backend, rng):
+    """np.cumsum, np.cumprod, np.sort, np.argsort (functions and methods,
+    flattened for axis=None) keep symbolic shapes: no eager node with
+    unknown sizes, one trace for every shape; ndarray.sort writes the
+    caller's array."""
+    def fn(x):
+        s = np.cumsum(x, axis=0) + x
+        return s, x.cumsum(), np.cumprod(x, axis=-1), np.sort(x, axis=0), x.argsort(axis=-1), np.sort(x, axis=None)
+
+    def in_place(x):
+        x.sort(axis=0)
+        return x[0] * 2
+
+    cases = [(rand(rng, s, dtype, "small"),) for s in SHAPES_2D_NONEMPTY]
+    check(fn, cases, backend)
+    jf = jit(fn, backend=backend)
+    for (x,) in cases:
+        jf(x)
+    assert jf.stats()["eager_nodes"] == 0 and "= eager" not in jf.explain()
+    j2 = jit(in_place, backend=backend)
+    for shape in ((4, 5), (9, 3)):
+        x = rand(rng, shape, dtype, "small")
+        mine, theirs = x.copy(), x.copy()
+        j2(mine.copy())
+        assert_like_numpy(j2(mine), in_place(theirs))
+        np.testing.assert_array_equal(mine, theirs)
