@@ -184,12 +184,12 @@ def reduced_axes(n: Node) -> tuple | None:
 
 
 def is_column_reduction(n: Node) -> bool:
-    """Over axes p..ndim-2, every axis but the last p and the last one
-    (x.sum(0) of a matrix, x.sum((1, 2)) of NHWC images): a kernel of its
-    own kind."""
+    """Over axes p..q, consecutive, the last one kept (x.sum(0) of a matrix,
+    x.sum((1, 2)) of NHWC images, x.mean(0) of a stack of images): a kernel
+    of its own kind."""
     x, axis = n.inputs[0], n.attr("axis")
     return (n.op in ROW_REDUCTIONS and n.op not in ARG_REDUCTIONS and x.ndim >= 2 and bool(axis)
-            and axis == tuple(range(axis[0], x.ndim - 1)))
+            and axis == tuple(range(axis[0], axis[-1] + 1)) and axis[-1] <= x.ndim - 2)
 
 
 def compare_dtype(inputs) -> np.dtype:

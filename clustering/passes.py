@@ -114,6 +114,11 @@ def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
     axis, keep, dt = n.attr("axis"), n.attr("keepdims", False), x.dtype
     kshape = tuple(1 if (axis is None or i in axis) else d for i, d in enumerate(x.shape))
     count = _count(x, axis)
+    if n.op == "mean" and dt == np.float16:  # (numpy's: in float32, the result cast back)
+        f32 = np.dtype(np.float32)
+        s = b.add("sum", [x], {"axis": axis, "keepdims": keep, "dtype": f32}, f32, n.out.shape, n.loc)
+        m = b.add("divide", [s, _scalar(b, count, n.loc)], {}, f32, n.out.shape, n.loc)
+        return b.add("astype", [m], {"dtype": dt}, dt, n.out.shape, n.loc)
     if n.op == "mean":
         s = b.add("sum", [x], {"axis": axis, "keepdims": keep}, dt, n.out.shape, n.loc)
         return b.add("divide", [s, _scalar(b, count, n.loc)], {}, dt, n.out.shape, n.loc)
@@ -344,14 +349,29 @@ def cse(g: Graph) -> Graph:
 
 def dce(g: Graph) -> Graph:
     """Nodes nothing reads are dropped, except ops that may raise (a lifted
-    loop's index out of range): then the call does."""
+    loop's index out of range): then the call does; and the node whose
+    result's shape defines a data-dependent size a kept node uses
+    (`w[:np.unique(x).size]` reads only the size of np.unique's result)."""
     live = {v.id for v in g.outputs}
+    sizes = set().union(*(_data_dependent(v.shape) for v in g.outputs))
     keep = []
     for n in reversed(g.nodes):
-        if any(o.id in live for o in n.outputs) or OPS[n.op].raises:
+        if any(o.id in live for o in n.outputs) or OPS[n.op].raises or \
+                sizes & set().union(*(_data_dependent(o.shape) for o in n.outputs)):
             keep.append(n)
             live.update(v.id for v in n.inputs)
+            sizes |= _data_dependent((n.attrs, [v.shape for v in n.inputs + n.outputs]))
     return Graph(g.inputs, tuple(reversed(keep)), g.outputs)
+
+
+def _data_dependent(x) -> set:
+    """The data-dependent size symbols (shapes/env.py: u0, u1, ...) in x (an
+    expression, or tuples and lists of them)."""
+    if isinstance(x, sympy.Basic):
+        return {s for s in x.free_symbols if s.name.startswith("u")}
+    if isinstance(x, (tuple, list)):
+        return set().union(*(_data_dependent(y) for y in x))
+    return set()
 
 
 PIPELINE = [decompose, dots, unit_dims, rows, simplify, cse, dce]

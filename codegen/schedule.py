@@ -130,12 +130,12 @@ class KernelEmitter:
 
     def _abi(self) -> KernelABI:
         """The ABI, with the units [start, stop) ranges over and the work of one."""
-        if self.k.column:  # split over (batch index, block of columns) units
-            p = next(n for n in self.k.nodes if is_column_reduction(n)).attr("axis")[0]
+        if self.k.column:  # split over (batch index, kept index, block of columns) units
+            p, q = self._column_axes()
             blocks = sympy.floor((sympy.sympify(self.dom[-1]) + COLUMN_BLOCK - 1) / COLUMN_BLOCK)
-            units = sympy.sympify(_prod(self.dom[:p])) * blocks
+            units = sympy.sympify(_prod(self.dom[:p])) * sympy.sympify(_prod(self.dom[q + 1:-1])) * blocks
             units = int(units) if units.is_Integer else units
-            return self.args.abi(self.symbol, units, COLUMN_BLOCK * _prod(self.dom[p:-1]))
+            return self.args.abi(self.symbol, units, COLUMN_BLOCK * _prod(self.dom[p:q + 1]))
         rows = self.dom[-1] if self.flat else _prod(self.dom[:-1])
         inner = 1 if self.flat else self.dom[-1]
         return self.args.abi(self.symbol, rows, inner)
@@ -223,41 +223,49 @@ class KernelEmitter:
         self.vals.inner = {vid: s[-1] for vid, s in strides.items()}
 
     # ------------------------------------------------------------- columns
+    def _column_axes(self) -> tuple[int, int]:
+        """The first and the last axis (p, q) the kernel's column reductions reduce."""
+        axis = next(n for n in self.k.nodes if is_column_reduction(n)).attr("axis")
+        return axis[0], axis[-1]
+
     def _columns(self, start, stop, unit_inner: bool):
-        """A column reduction over axes p..ndim-2 (the leading p axes kept:
-        a batch of column reductions): [start, stop) are work units, a batch
-        index and a block of COLUMN_BLOCK columns; each output element starts
-        at the identity and takes one row after the other, the columns of a
-        row in the inner (vector) loop -- numpy's own order for a C-contiguous
-        input."""
+        """A column reduction over axes p..q (the leading p axes kept: a batch
+        of column reductions; the axes between q and the last kept too):
+        [start, stop) are work units, a batch index, an index of the kept
+        axes before the last and a block of COLUMN_BLOCK columns; each
+        output element starts at the identity and takes one row after the
+        other, the columns of a row in the inner (vector) loop -- numpy's own
+        order for a C-contiguous input."""
         b = self.b
         strides = self._input_strides(unit_inner)
         reds = [nd for nd in self.k.nodes if is_column_reduction(nd)]
-        p = reds[0].attr("axis")[0]
+        p, q = self._column_axes()
         n = self._ext(self.dom[-1])
         blk = ir.Constant(I64, COLUMN_BLOCK)
         n_blocks = b.sdiv(b.add(n, ir.Constant(I64, COLUMN_BLOCK - 1)), blk)
-        rows = self._count(self.dom[p:-1])
+        rows = self._count(self.dom[p:q + 1])
+        kept = self._count(self.dom[q + 1:-1])
         self.vals.known, self.vals.recip = {}, {}
         with for_range(b, start, stop) as unit:
-            batch = b.sdiv(unit, n_blocks)
+            rest = b.sdiv(unit, n_blocks)
+            batch, at = b.sdiv(rest, kept), b.srem(rest, kept)
             j0 = b.mul(b.srem(unit, n_blocks), blk)
             j1 = b.add(j0, blk)
             j1 = b.select(b.icmp_signed("<", j1, n), j1, n)
-            first = b.mul(batch, n)  # (the batch's first output element)
+            first = b.mul(rest, n)  # (the unit's first output element: batch * kept + at rows of n)
             with for_range(b, j0, j1) as j:
                 for nd in reds:
                     self.arrays.store(nd.out, b.add(first, j),
                                       ir.Constant(LLTYPE[nd.out.dtype], identity(nd.op, nd.out.dtype)))
             with for_range(b, ir.Constant(I64, 0), rows) as row:
-                self._at_row(b.add(b.mul(batch, rows), row), strides)
+                self._at_row(b.add(b.mul(b.add(b.mul(batch, rows), row), kept), at), strides)
                 with for_range(b, j0, j1) as j:
                     memo: dict = {}
                     for nd in reds:
-                        at = b.add(first, j)
-                        acc = b.load(self.arrays.addr(nd.out.id, at))
+                        at_j = b.add(first, j)
+                        acc = b.load(self.arrays.addr(nd.out.id, at_j))
                         x = self.vals.value(nd.inputs[0], j, memo)
-                        self.arrays.store(nd.out, at, self.vals.combine(nd, acc, x, ()))
+                        self.arrays.store(nd.out, at_j, self.vals.combine(nd, acc, x, ()))
 
     def _count(self, dims) -> ir.Value:
         c = ir.Constant(I64, 1)
@@ -423,13 +431,15 @@ class KernelEmitter:
 
     def _row_divides(self, full: list[Value]) -> dict[int, Node]:
         """{output id: node} of the float divisions by a row value in the
-        final pass (which multiply by the row's reciprocal instead)."""
+        final pass (which multiply by the row's reciprocal instead), but for
+        a 0-d divisor, the same in every row: x / 100 stays numpy's division
+        (np.round's rint(x * 100) / 100 is then numpy's, bit for bit)."""
         divides = {}
         for v in full:
             for x in self._cone(v.id):
                 n = self.members[x]
-                if (n.op == "divide" and self._static_inner_zero(n.inputs[1].id) and not self._row_value(n.out)
-                        and n.out.dtype in (np.float32, np.float64)):
+                if (n.op == "divide" and self._static_inner_zero(n.inputs[1].id) and n.inputs[1].ndim > 0
+                        and not self._row_value(n.out) and n.out.dtype in (np.float32, np.float64)):
                     divides[n.out.id] = n
         return divides
 

@@ -64,7 +64,11 @@ def eager_call(ctx: TraceContext, fn, args, kwargs, name: str | None = None):
             leaves[k] = None
     name = name or _fn_name(fn)
     call = EagerCall(fn, treedef, tuple(leaves), tuple(slots), name)
-    args, kwargs = pytree.unflatten(treedef, iter(_fill(leaves, slots, [t.concrete for t in inputs])))
+    # (copies: a function that writes its operands, such as np.add.at, must
+    # not write the caller's arrays while tracing; it returns None, and the
+    # call runs in numpy once, from the arrays as they were)
+    values = [t.concrete.copy() if isinstance(t.concrete, np.ndarray) else t.concrete for t in inputs]
+    args, kwargs = pytree.unflatten(treedef, iter(_fill(leaves, slots, values)))
     with np.errstate(all="ignore"):
         out = fn(*args, **kwargs)
     flat: list = []
@@ -96,12 +100,16 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
     out = kwargs.pop("out", None)
     if out is not None and not (isinstance(out, tuple) and all(o is None for o in out)):
         out = out if isinstance(out, tuple) else (out,)
-        if method != "__call__" or len(out) != 1 or ufunc.nout != 1:
-            raise Fallback(f"np.{ufunc.__name__}.{method}(..., out=(...)) with several outputs", user_location())
+        what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        if len(out) != 1 or ufunc.nout != 1:
+            raise Fallback(f"{what}(..., out=(...)) with {max(len(out), ufunc.nout)} outputs", user_location())
         if not isinstance(out[0], Tracer):
-            raise Fallback(f"np.{ufunc.__name__}(..., out=...) writes into an array that is not traced",
-                           user_location())
-        return ufunc_into(ctx, ufunc, inputs, out[0], **kwargs)
+            raise Fallback(f"{what}(..., out=...) writes into an array that is not traced", user_location())
+        if method == "__call__" and "where" not in kwargs:
+            return ufunc_into(ctx, ufunc, inputs, out[0], **kwargs)
+        if method not in ("__call__", "reduce", "accumulate"):
+            raise Fallback(f"{what}(..., out=...)", user_location())
+        return _ufunc_method_into(ctx, ufunc, method, inputs, out[0], kwargs)
     name = ufunc.__name__
     dtype = kwargs.pop("dtype", None) if method == "__call__" and set(kwargs) <= {"dtype", "casting"} \
         and kwargs.get("casting", "same_kind") == "same_kind" else None
@@ -125,6 +133,16 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
         a, b = ctx.operand(inputs[0]), ctx.operand(inputs[1])
         a = reshape(ctx, a, tuple(a.shape) + (1,) * b.ndim) if b.ndim else a
         return ctx.emit(name, [a, b], {})
+    if method == "at" and len(inputs) == 3 and not kwargs and isinstance(inputs[0], Tracer) \
+            and OPS.get(name) is not None and OPS[name].category == ELEMENTWISE and ufunc.nin == 2:
+        return _ufunc_at(ctx, name, *inputs)
+    if method == "accumulate" and len(inputs) == 1 and set(kwargs) <= {"axis", "dtype"} and ufunc.nin == 2:
+        a = ctx.operand(inputs[0])
+        if a.ndim:
+            attrs = {"ufunc": name, "axis": _norm_axis(operator.index(kwargs.get("axis", 0)), a.ndim)}
+            if kwargs.get("dtype") is not None:
+                attrs["dtype"] = np.dtype(kwargs["dtype"])
+            return ctx.emit("accumulate", [a], attrs)
     if method == "reduce" and name in _REDUCE_UFUNC and len(inputs) == 1:
         extra = {k: kwargs.pop(k) for k in ("dtype",) if k in kwargs}
         axis = kwargs.pop("axis", 0)
@@ -133,6 +151,42 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
             return reduce(ctx, _REDUCE_UFUNC[name], inputs[0], axis, keepdims, **extra)
     return eager_call(ctx, getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs,
                       f"np.{name}" + ("" if method == "__call__" else f".{method}"))
+
+
+def _ufunc_method_into(ctx, ufunc, method, inputs, out: Tracer, kwargs):
+    """ufunc.reduce/accumulate(..., out=o) and ufunc(..., out=o, where=m):
+    numpy's errors from a dry run into a fresh array like o, then the result
+    (where m is true, o's old values elsewhere) written into o.  A reduction
+    or scan of another dtype than o's (numpy's loop would take o's) runs in
+    numpy."""
+    kwargs = dict(kwargs)
+    mask = kwargs.pop("where", True) if method == "__call__" else True
+    concrete = [x.concrete if isinstance(x, Tracer) else x for x in inputs]
+    with np.errstate(all="ignore"):
+        extra = {"where": mask.concrete if isinstance(mask, Tracer) else mask} if mask is not True else {}
+        getattr(ufunc, method)(*concrete, out=np.empty_like(out.concrete), **kwargs, **extra)
+    result = ctx.operand(handle_ufunc(ctx, ufunc, method, inputs, kwargs))
+    if method != "__call__" and result.dtype != out.dtype:
+        raise Fallback(f"np.{ufunc.__name__}.{method}(..., out=...) of dtype {out.dtype} for a {result.dtype} "
+                       "result", user_location())
+    if mask is not True:
+        result = where(ctx, mask, result, out)
+    whole = tuple(("slice", 0, 1, d) for d in out.value.shape)
+    ctx.write(out, ctx.emit("setitem", [out, result], {"items": whole}))
+    return out
+
+
+def _ufunc_at(ctx, name, a: Tracer, index, b):
+    """np.<ufunc>.at(a, index, b): a takes the values of an unbuffered update
+    (a numpy step; its errors from running it on the concrete values).
+    Returns None, as ufunc.at does."""
+    items = index if isinstance(index, tuple) else (index,)
+    adv = _advanced(ctx, a, items)
+    if adv is None:
+        raise Fallback(f"np.{name}.at with a boolean mask", user_location())
+    norm, arrays = adv
+    new = ctx.emit("ufunc_at", [a, b] + arrays, {"items": norm, "ufunc": name})
+    ctx.write(a, new)
 
 
 def ufunc_into(ctx, ufunc, inputs, out: Tracer, **kwargs):
@@ -890,6 +944,22 @@ def _sort_in_place(t, axis=-1, kind=None, order=None, *, stable=None):
     t[...] = result
 
 
+def around(ctx, a, decimals=0, out=None):
+    """np.round: numpy's own steps -- rint(a * 10**d) / 10**d, or rint(a /
+    10**-d) * 10**-d for negative d (the power a Python float, weak); an
+    integer array with d >= 0 is a copy."""
+    a = ctx.operand(a)
+    decimals = operator.index(decimals)
+    if out is not None or a.dtype.kind not in "fiub" or (a.dtype.kind != "f" and decimals < 0):
+        return None
+    if a.dtype.kind != "f":
+        return ctx.emit("astype", [a], {"dtype": a.dtype})
+    if decimals == 0:
+        return np.rint(a)
+    f = float(10.0 ** abs(decimals))
+    return np.rint(a * f) / f if decimals > 0 else np.rint(a / f) * f
+
+
 def angle(ctx, z, deg=False):
     """numpy's np.angle: arctan2 of the parts (of 0 and z for a real z)."""
     z = ctx.operand(z)
@@ -918,7 +988,7 @@ FUNCTIONS = {
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
-    np.angle: angle, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
+    np.angle: angle, np.round: around, np.around: around, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"):
@@ -929,7 +999,62 @@ FUNCTIONS[np.amax] = _reduction_handler("max")
 FUNCTIONS[np.amin] = _reduction_handler("min")
 
 
+def _into(ctx, func, args, kwargs):
+    """`func(..., out=o)` of a traced o, for a numpy function that is not a
+    ufunc: numpy's errors from a dry run into a fresh array like o, then the
+    result without out written into o (functionalized) and o returned.  A
+    result of another dtype than o's (numpy would compute in o's) runs the
+    function in numpy."""
+    out = kwargs["out"]
+    target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    name = _fn_name(func)
+    if not isinstance(target, Tracer):
+        raise Fallback(f"{name}(..., out=...) writes into an array that is not traced", user_location())
+    leaves: list = []
+    treedef = pytree.flatten((tuple(args), {k: v for k, v in kwargs.items() if k != "out"}), leaves)
+    concrete = [x.concrete if isinstance(x, Tracer) else x for x in leaves]
+    dry_args, dry_kwargs = pytree.unflatten(treedef, iter(concrete))
+    with np.errstate(all="ignore"):
+        func(*dry_args, **dry_kwargs, out=np.empty_like(target.concrete))  # (numpy's errors)
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    result = ctx.operand(handle_function(ctx, func, args, rest))
+    if result.dtype != target.dtype:
+        raise Fallback(f"{name}(..., out=...) of dtype {target.dtype} for a {result.dtype} result", user_location())
+    whole = tuple(("slice", 0, 1, d) for d in target.value.shape)
+    ctx.write(target, ctx.emit("setitem", [target, result], {"items": whole}))
+    return out
+
+
+def copyto(ctx, dst, src, casting="same_kind", **kw):
+    """np.copyto: dst takes src's values (where `where` is true), after
+    numpy's casting and broadcasting checks on the concrete values."""
+    mask = kw.pop("where", True)
+    if not isinstance(dst, Tracer) or kw:
+        return None
+    concrete = [x.concrete if isinstance(x, Tracer) else x for x in (src, mask)]
+    np.copyto(np.empty_like(dst.concrete), concrete[0], casting=casting, where=concrete[1])
+    value = ctx.operand(src)
+    if mask is not True:
+        value = where(ctx, mask, value, dst)
+    if value.dtype != dst.dtype:
+        value = astype(ctx, value, dst.dtype)
+    whole = tuple(("slice", 0, 1, d) for d in dst.value.shape)
+    ctx.write(dst, ctx.emit("setitem", [dst, value], {"items": whole}))
+    return NONE
+
+
+def _fill_with(t, value):
+    """ndarray.fill: every element takes the value (cast as numpy casts it)."""
+    setitem(t.ctx, t, Ellipsis, value)
+
+
+FUNCTIONS[np.copyto] = copyto
+NONE = object()  # a handler's result for a numpy function that returns None (it wrote its operand)
+
+
 def handle_function(ctx, func, args, kwargs):
+    if kwargs.get("out") is not None:
+        return _into(ctx, func, args, kwargs)
     handler = FUNCTIONS.get(func)
     if handler is not None:
         try:
@@ -938,6 +1063,8 @@ def handle_function(ctx, func, args, kwargs):
             if "argument" not in str(e):
                 raise
             result = None  # a signature we do not model: run it eagerly
+        if result is NONE:
+            return None
         if result is not None:
             return result
     return eager_call(ctx, func, args, kwargs)
@@ -953,14 +1080,14 @@ def _method_handler(name):
 
 METHODS = {n: _method_handler(n) for n in (
     "sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin",
-    "swapaxes", "squeeze", "ravel", "clip", "dot", "take", "repeat", "cumsum", "cumprod", "argsort")}
+    "swapaxes", "squeeze", "ravel", "clip", "dot", "take", "repeat", "cumsum", "cumprod", "argsort", "round")}
 METHODS.update({
     "reshape": lambda t, *s, **kw: reshape(t.ctx, t, *s, **kw),
     "transpose": lambda t, *axes: transpose(t.ctx, t, *axes),
     "astype": lambda t, dtype, **kw: astype(t.ctx, t, dtype, **kw),
     "flatten": lambda t, order="C": reshape(t.ctx, t, -1, order=order),
     "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
-    "conj": _conjugate, "conjugate": _conjugate, "sort": _sort_in_place,
+    "conj": _conjugate, "conjugate": _conjugate, "sort": _sort_in_place, "fill": _fill_with,
 })
 
 

@@ -14,7 +14,7 @@ import sympy
 from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
-from jit.tracer import Fallback, SymInt, TraceContext, Tracer, user_location
+from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, Tracer, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value
@@ -163,6 +163,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         elif isinstance(r, SymInt):
             outputs.append(OutputSpec("dim", r.expr))
             concrete.append(env.hint(r.expr))
+        elif isinstance(r, SymFloat):  # (a Python float: its dims specialized)
+            outputs.append(OutputSpec("const", float(r)))
+            concrete.append(float(r))
         else:
             outputs.append(OutputSpec("const", r))
             concrete.append(r)

@@ -7,6 +7,7 @@ each symbolic shape rule agrees with numpy on the hints.
 """
 from __future__ import annotations
 
+import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -116,6 +117,8 @@ class TraceContext:
             return x
         if isinstance(x, SymInt):
             return self.emit("dim", [], {"expr": x.expr})
+        if isinstance(x, SymFloat):
+            return x.t
         if type(x) is int and not -2 ** 63 <= x < 2 ** 63:
             raise Fallback(f"the Python int {x} is beyond int64 (numpy decides what it becomes)", user_location())
         if type(x) in _PY_SCALARS:  # not np.float64, a float subclass but strongly typed
@@ -293,20 +296,22 @@ class SymInt:
             return sympy.Integer(int(o))
         return None
 
-    def _arith(self, o, f):
+    def _arith(self, o, f, ufunc=None, reflected=False):
         e = self._e(o)
         if e is None:
-            if isinstance(o, Tracer):
+            if isinstance(o, (Tracer, SymFloat)):
                 return NotImplemented
+            if ufunc is not None and type(o) is float:  # n * 0.5: a float of the dim (SymFloat)
+                return SymFloat.of(self.ctx, ufunc, (o, self) if reflected else (self, o))
             return f(self._specialize(), o)
         return SymInt.wrap(self.ctx, f(self.expr, e))
 
-    def __add__(self, o): return self._arith(o, lambda a, b: a + b)
-    def __radd__(self, o): return self._arith(o, lambda a, b: b + a)
-    def __sub__(self, o): return self._arith(o, lambda a, b: a - b)
-    def __rsub__(self, o): return self._arith(o, lambda a, b: b - a)
-    def __mul__(self, o): return self._arith(o, lambda a, b: a * b)
-    def __rmul__(self, o): return self._arith(o, lambda a, b: b * a)
+    def __add__(self, o): return self._arith(o, lambda a, b: a + b, np.add)
+    def __radd__(self, o): return self._arith(o, lambda a, b: b + a, np.add, True)
+    def __sub__(self, o): return self._arith(o, lambda a, b: a - b, np.subtract)
+    def __rsub__(self, o): return self._arith(o, lambda a, b: b - a, np.subtract, True)
+    def __mul__(self, o): return self._arith(o, lambda a, b: a * b, np.multiply)
+    def __rmul__(self, o): return self._arith(o, lambda a, b: b * a, np.multiply, True)
     def __neg__(self): return SymInt.wrap(self.ctx, -self.expr)
     def __pos__(self): return self
 
@@ -320,18 +325,24 @@ class SymInt:
         return self._arith(o, lambda a, b: sympy.Mod(a, b) if isinstance(a, sympy.Basic) else a % b)
 
     def __truediv__(self, o):
-        if isinstance(o, Tracer):
+        if isinstance(o, (Tracer, SymFloat)):
             return NotImplemented
-        return self._specialize() / (o._specialize() if isinstance(o, SymInt) else o)
+        if isinstance(o, SymInt) or type(o) in (int, float):  # (a Python float, traced: no guard)
+            return SymFloat.of(self.ctx, np.true_divide, (self, o))
+        return self._specialize() / o
 
     def __rtruediv__(self, o):
-        if isinstance(o, Tracer):
+        if isinstance(o, (Tracer, SymFloat)):
             return NotImplemented
+        if type(o) in (int, float):
+            return SymFloat.of(self.ctx, np.true_divide, (o, self))
         return o / self._specialize()
 
     def __pow__(self, o):
-        if isinstance(o, int) and o >= 0:
+        if isinstance(o, int) and not isinstance(o, bool) and o >= 0:
             return SymInt.wrap(self.ctx, self.expr ** o)
+        if type(o) in (int, float):  # d ** -0.5, n ** -1: Python floats
+            return SymFloat.of(self.ctx, np.power, (self, float(o)))
         return self._specialize() ** o
 
     def _cmp(self, o, rel, name):
@@ -374,6 +385,98 @@ class SymInt:
         if any(isinstance(x, Tracer) for x in inputs):
             return NotImplemented  # the Tracer's own __array_ufunc__ takes it
         return PROTOCOL.ufunc(self.ctx, ufunc, method, inputs, kwargs)
+
+
+_PYTHON_OP = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+              np.true_divide: operator.truediv, np.power: operator.pow, np.negative: operator.neg,
+              np.absolute: abs}
+
+
+class SymFloat:
+    """A Python float computed from dims (1.0 / x.shape[0], d ** -0.5, n *
+    0.5): traced as a 0-d weak float64 `t` (numpy's float64 arithmetic on
+    Python scalars is Python's), so an array op with it serves every shape;
+    used as a Python number (float(), a comparison, math.sqrt, a format) it
+    is decided on its hint with the dims it came from specialized (guards),
+    as a dim used as a Python number is."""
+
+    __slots__ = ("t", "dims", "hint")
+
+    def __init__(self, t: "Tracer", dims: tuple, hint: float):
+        self.t, self.dims, self.hint = t, dims, hint
+
+    @staticmethod
+    def of(ctx: "TraceContext", ufunc, operands):
+        """ufunc of Python scalars, SymInts and SymFloats, as a SymFloat."""
+        dims, hints = [], []
+        for x in operands:
+            if isinstance(x, SymInt):
+                dims.append(x)
+                hints.append(ctx.hint(x.expr))
+            elif isinstance(x, SymFloat):
+                dims += x.dims
+                hints.append(x.hint)
+            else:
+                hints.append(x)
+        hint = _PYTHON_OP[ufunc](*hints)  # (Python's arithmetic: its errors, as the function's own code)
+        if type(hint) is not float:  # ((-8) ** 0.5 is complex in Python)
+            for d in dims:
+                d._specialize()
+            return hint
+        t = ctx.emit(ufunc.__name__, list(operands), {}, weak=True)  # (the runtime takes Python's operators too)
+        return SymFloat(t, tuple(dims), hint)
+
+    def _python(self) -> float:
+        """The value as a Python float: the dims it came from specialized."""
+        for d in self.dims:
+            d._specialize()
+        return self.hint
+
+    def _op(self, ufunc, o, reflected=False):
+        if isinstance(o, Tracer) or not (isinstance(o, (SymInt, SymFloat)) or type(o) in (int, float)):
+            return NotImplemented
+        return SymFloat.of(self.t.ctx, ufunc, (o, self) if reflected else (self, o))
+
+    def __add__(self, o): return self._op(np.add, o)
+    def __radd__(self, o): return self._op(np.add, o, True)
+    def __sub__(self, o): return self._op(np.subtract, o)
+    def __rsub__(self, o): return self._op(np.subtract, o, True)
+    def __mul__(self, o): return self._op(np.multiply, o)
+    def __rmul__(self, o): return self._op(np.multiply, o, True)
+    def __truediv__(self, o): return self._op(np.true_divide, o)
+    def __rtruediv__(self, o): return self._op(np.true_divide, o, True)
+    def __pow__(self, o): return self._op(np.power, o)
+    def __rpow__(self, o): return self._op(np.power, o, True)
+    def __neg__(self): return SymFloat.of(self.t.ctx, np.negative, (self,))
+    def __pos__(self): return self
+    def __abs__(self): return SymFloat.of(self.t.ctx, np.absolute, (self,))
+
+    def __float__(self): return self._python()
+    def __int__(self): return int(self._python())
+    def __bool__(self): return bool(self._python())
+    def __hash__(self): return hash(self._python())
+    def __round__(self, n=None): return round(self._python(), n)
+    def __trunc__(self): return int(self._python())
+    def __floor__(self): return float(self._python()).__floor__()
+    def __ceil__(self): return float(self._python()).__ceil__()
+    def __format__(self, spec): return format(self._python(), spec)
+    def __lt__(self, o): return self._python() < o
+    def __le__(self, o): return self._python() <= o
+    def __gt__(self, o): return self._python() > o
+    def __ge__(self, o): return self._python() >= o
+    def __eq__(self, o): return self._python() == o
+    def __ne__(self, o): return self._python() != o
+
+    def __repr__(self):
+        return f"SymFloat({self.hint!r}, of {[d.expr for d in self.dims]})"
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._python(), dtype=dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if any(isinstance(x, Tracer) for x in inputs):
+            return NotImplemented  # the Tracer's own __array_ufunc__ takes it
+        return PROTOCOL.ufunc(self.t.ctx, ufunc, method, inputs, kwargs)
 
 
 class Storage:
@@ -533,8 +636,8 @@ class Tracer:
     # ------------------------------------------------------------ operators
     def _bin(name, reflected=False):
         def f(self, other):
-            if not isinstance(other, (Tracer, SymInt, int, float, bool, complex, np.ndarray, np.generic,
-                                      list, tuple)):
+            if not isinstance(other, (Tracer, SymInt, SymFloat, int, float, bool, complex, np.ndarray,
+                                      np.generic, list, tuple)):
                 return NotImplemented
             if self.value.weak and _is_weak(other):
                 # Python arithmetic on Python scalars stays a weak Python scalar
@@ -610,4 +713,4 @@ _INPLACE_UFUNC = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv":
 def _is_weak(x) -> bool:
     if isinstance(x, Tracer):
         return x.value.weak
-    return isinstance(x, SymInt) or type(x) in _PY_SCALARS
+    return isinstance(x, (SymInt, SymFloat)) or type(x) in _PY_SCALARS

@@ -92,6 +92,12 @@ _PY_OPERATORS = {"add": "{} + {}", "subtract": "{} - {}", "multiply": "{} * {}",
                  "invert": "~{}", "negative": "-{}"}
 
 
+# ... and on Python floats (weak float results of weak int and float operands:
+# 1.0 / n, d ** -0.5 of dims), as the function's own code computes them
+_PY_FLOAT_OPERATORS = {"add": "{} + {}", "subtract": "{} - {}", "multiply": "{} * {}", "divide": "{} / {}",
+                       "power": "{} ** {}", "negative": "-{}", "absolute": "abs({})"}
+
+
 def _index_source(items, arrays: list[str], const) -> str:
     """Python source of the numpy index of normalized items (shapes/indexing.py
     and ("array", k): the k-th of `arrays`): a constant when nothing in it
@@ -353,6 +359,9 @@ def _node_lines(n, k: int, src: Source, plan, pooled) -> list[str]:
     if n.op in _PY_OPERATORS and all(v.weak and v.dtype.kind in "iu" for v in n.inputs):
         # (Python ints: Python's own operators, as the function's own code computes them)
         return [f"    {outs} = " + _PY_OPERATORS[n.op].format(*(names[v.id] for v in n.inputs))]
+    if (n.op in _PY_FLOAT_OPERATORS and n.out.weak and n.out.dtype.kind == "f"
+            and all(v.weak and v.dtype.kind in "iuf" for v in n.inputs)):
+        return [f"    {outs} = " + _PY_FLOAT_OPERATORS[n.op].format(*(names[v.id] for v in n.inputs))]
     if (n.op in ("maximum", "minimum") and n.out.ndim == 0
             and all(v.ndim == 0 and not v.weak and v.dtype == n.out.dtype for v in n.inputs)):
         return [f"    {outs} = _{n.op}({args})"]  # (scalars picked without a ufunc call)

@@ -206,7 +206,8 @@ def _complex_of(re, im):
     """The complex array of parts re and im (what `z.real = re; z.imag = im` writes), exactly."""
     out = np.empty(np.broadcast_shapes(np.shape(re), np.shape(im)), np.result_type(re, im, np.complex64))
     out.real, out.imag = re, im
-    return out
+    arrays = isinstance(re, np.ndarray) or isinstance(im, np.ndarray)
+    return out if arrays else out[()]  # (of numpy scalars, such as a complex sum's parts: a numpy scalar)
 
 
 register("complex_of", ELEMENTWISE, _complex_of, _elementwise_shape)
@@ -221,7 +222,9 @@ def _clip(x, lo, hi):
 
 
 def _astype(x, dtype):
-    return np.asarray(x).astype(dtype)
+    """x.astype(dtype): a numpy scalar of a numpy scalar, as numpy's."""
+    out = np.asarray(x).astype(dtype)
+    return out[()] if isinstance(x, np.generic) else out
 
 
 register("where", ELEMENTWISE, _where, _elementwise_shape)
@@ -389,7 +392,16 @@ def _setitem_shape(env, inputs, attrs):
     return [x.shape]
 
 
+def _ufunc_at(x, v, *arrays, items, ufunc):
+    """np.<ufunc>.at(x, index, v) on a copy of x: unbuffered, so repeated
+    indices apply once each."""
+    out = np.array(x, copy=True)
+    getattr(np, ufunc).at(out, index_of(items, arrays), v)
+    return out
+
+
 register("setitem", UPDATE, _setitem, _setitem_shape, _same_dtype)
+register("ufunc_at", NUMPY, _ufunc_at, _setitem_shape, _same_dtype)
 register("index", GATHER, _index, _index_shape, _same_dtype)
 register("take_along_axis", GATHER, _take_along_axis, _take_along_shape, _same_dtype)
 
@@ -404,6 +416,13 @@ def _cov(m):
 # flattens the array where numpy's is None), of the input's shape
 for _name in ("cumsum", "cumprod", "sort", "argsort"):
     register(_name, NUMPY, getattr(np, _name), lambda env, i, a: [i[0].shape])
+
+
+def _accumulate(x, ufunc, axis, dtype=None):
+    return getattr(np, ufunc).accumulate(x, axis=axis, dtype=dtype)
+
+
+register("accumulate", NUMPY, _accumulate, lambda env, i, a: [i[0].shape])
 register("cholesky", NUMPY, np.linalg.cholesky, lambda env, i, a: [i[0].shape])
 register("inv", NUMPY, np.linalg.inv, lambda env, i, a: [i[0].shape])
 register("cov", NUMPY, _cov, lambda env, i, a: [(i[0].shape[0], i[0].shape[0])])

@@ -32,3 +32,25 @@ def test_decisions_on_data_dependent_sizes_are_checked_at_run_time(backend):
     assert s["traces"] == 1 and s["eager_calls"] == 1
     assert jf.metrics.fallbacks["eager_size_changed"] == 1
     assert "3 <= u0" in "\n".join(jf.log)
+
+
+def test_a_size_read_from_an_eager_result_keeps_its_node(backend):
+    """`w[:np.unique(x).size]` reads only the size of np.unique's result: the
+    node that makes it stays in the compiled program (before: dropped as
+    dead, and every compiled call failed on an undefined size); a size past
+    w's end takes that call through numpy, as the checked decision says."""
+    def f(labels, w):
+        return w[:np.unique(labels).size] * 2.0
+
+    def g(m):
+        return np.argwhere(m).shape[0] + m.sum()
+    jf, jg = jit(f, backend=backend), jit(g, backend=backend)
+    w = np.arange(6.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for labels in (np.array([3, 1, 3, 2, 1]), np.arange(9) % 4, np.arange(9) % 4, np.arange(5)):
+            assert_like_numpy(jf(labels, w), f(labels, w))
+        for m in (np.array([True, False, True]), np.arange(7) % 3 == 0, np.arange(7) % 2 == 0):
+            assert_like_numpy(jg(m), g(m))
+    assert_like_numpy(jf(np.arange(12), w), f(np.arange(12), w))  # (u0 > s1: that call in numpy)
+    assert jf.stats()["eager_calls"] <= 1 and jg.stats()["eager_calls"] == 0

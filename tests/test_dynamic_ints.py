@@ -81,3 +81,31 @@ def test_bools_stay_static(backend):
     for flag in (True, False, True, False):
         assert_like_numpy(jf(np.ones(3), flag), f(np.ones(3), flag))
     assert jf.stats()["traces"] == 2
+
+
+def test_floats_of_dims_serve_every_shape(backend):
+    """1.0 / n, 2.0 / x.size, n * 0.5, d ** -0.5 and (1 / (n - 1)) ** 2 of
+    dims are traced Python floats (SymFloat): one compile for every shape,
+    results equal to numpy's bit for bit (Python's own arithmetic, at run
+    time too), and float32 arrays stay float32 (a Python float is weak).
+    Used as a Python number (math.sqrt, a comparison, a returned float) the
+    value is decided on the shape: one compile per shape, and right."""
+    import math
+
+    def fn(x):
+        n, d = x.shape
+        h2 = (1.0 / (n - 1)) ** 2
+        return x * (1.0 / n) + 2.0 / x.size, (x - n * 0.5) * d ** -0.5, x / h2, x.astype(np.float32) * (1 / d)
+
+    def decided(x):
+        return x / math.sqrt(x.shape[1]) if 1.0 / x.shape[0] < 0.2 else x, 1.0 / x.shape[0]
+    jf, jd = jit(fn, backend=backend), jit(decided, backend=backend)
+    for n, d in ((3, 4), (5, 7), (8, 3), (13, 11)):
+        x = np.random.default_rng(n).standard_normal((n, d))
+        for _ in range(2):
+            assert_like_numpy(jf(x), fn(x), ulps=0)
+            got, want = jd(x), decided(x)
+            assert_like_numpy(got[0], want[0], ulps=0)
+            assert type(got[1]) is float and got[1] == want[1]
+    assert jf.stats()["compiles"] == 1 and jf.stats()["traces"] == 1
+    assert jd.stats()["traces"] == 4

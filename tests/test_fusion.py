@@ -57,6 +57,9 @@ def test_row_reductions_are_one_kernel(fn, args):
     lambda x, w: (np.exp(x) * w).sum(0),                  # input fusion into a column sum
     lambda x, w: np.abs(x - w).max(axis=0, keepdims=True),
     lambda x, w: (x.reshape(2, -1, x.shape[-1]) * w).min(axis=(0, 1)),
+    lambda x, w: (x.reshape(-1, 2, 20) * w[:20]).sum(0),  # (axes kept between the reduced ones and the last)
+    lambda x, w: np.sum(np.sqrt(x.reshape(-1, 2, 4, 5)), axis=(0, 1)),
+    lambda x, w: (x.reshape(2, -1, 2, 20) + w[20:]).max(axis=1, keepdims=True),
 ])
 def test_column_reductions_are_kernels(fn, backend):
     x, w = np.random.default_rng(0).random((6, 40), F32), np.full(40, 0.5, F32)

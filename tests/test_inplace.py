@@ -161,6 +161,76 @@ def test_ufunc_out_argument(backend):
     check(f, lambda n: [np.linspace(0, 1, n), np.ones(n)], backend)
 
 
+OUT_FUNCTIONS = {
+    "cumsum": lambda x, o: np.cumsum(x, axis=1, out=o),
+    "clip": lambda x, o: np.clip(x, -0.5, 0.5, out=o),
+    "dot": lambda x, o: np.dot(x, x, out=o),
+    "sum": lambda x, o: np.sum(np.stack([x, x]), axis=0, out=o),
+    "mean method": lambda x, o: np.stack([x, x * 2]).mean(axis=0, out=o),
+    "round": lambda x, o: np.round(x, 1, out=o),
+    "take": lambda x, o: np.take(x, x.shape[0] - 1 - np.arange(x.size).reshape(x.shape), out=o),
+    "concatenate": lambda x, o: np.concatenate([x[:1], x[1:]], axis=0, out=o),
+    "einsum": lambda x, o: np.einsum("ij,jk->ik", x, x, out=o),
+    "add.reduce": lambda x, o: np.add.reduce(np.stack([x, x]), axis=0, out=o),
+    "maximum.accumulate": lambda x, o: np.maximum.accumulate(x, axis=1, out=o),
+    "multiply where": lambda x, o: np.multiply(x, 2, out=o, where=x > 0),
+    "copyto": lambda x, o: np.copyto(o, x * 3),
+    "copyto where": lambda x, o: np.copyto(o, x * 3, where=x < 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_FUNCTIONS))
+def test_out_of_numpy_functions_writes_the_array(name, backend):
+    """out= of numpy functions that are not ufuncs (and of ufunc methods, and
+    with where=), into an argument and into a local buffer: the array takes
+    the result on every call, compiled ones included (before: a compiled call
+    left it as it was)."""
+    op = OUT_FUNCTIONS[name]
+
+    def into_argument(x, o):
+        op(x, o)
+        return o * 1.0
+
+    def into_local(x):
+        buf = np.full(x.shape, 9.0)
+        op(x, buf)
+        return buf + 0.0
+    make = lambda n: [np.linspace(-1, 1, n * n).reshape(n, n), np.full((n, n), 9.0)]  # noqa: E731
+    check(into_argument, make, backend)
+    check(into_local, lambda n: make(n)[:1], backend)
+
+
+def test_functions_that_write_their_operand_compile(backend):
+    """np.add.at (unbuffered: repeated indices add each time), np.copyto and
+    ndarray.fill write the traced array; np.put, still run by numpy, writes
+    the caller's array once on the first call too (the trace runs numpy's
+    functions on copies)."""
+    def scatter(sums, labels, x):
+        np.add.at(sums, labels, x)
+        np.maximum.at(sums, (labels, 0), 0.25)
+        return sums.sum()
+
+    def filled(a, b):
+        a.fill(2.5)
+        b.fill(-7.9)  # (cast to b's int dtype, as numpy casts it)
+        return a + b
+    check(scatter, lambda n: [np.zeros((3, 2)), np.arange(n) % 3, np.linspace(0, 1, 2 * n).reshape(n, 2)],
+          backend)
+    check(filled, lambda n: [np.zeros(n), np.ones(n, np.int32)], backend)
+
+    def put(x):
+        np.put(x, [0, 1], x[:2] + 1)
+        return x
+    jf = jit(put, backend=backend)
+    for n in (4, 4, 6):
+        got, want = np.arange(n, dtype=float), np.arange(n, dtype=float)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitWarning)
+            jf(got)
+        put(want)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_writes_through_views(backend):
     def f(a):
         v = a[::2]

@@ -1130,3 +1130,19 @@ def test_scans_and_sorts_are_numpy_steps_of_symbolic_shape(dtype, backend, rng):
         j2(mine.copy())
         assert_like_numpy(j2(mine), in_place(theirs))
         np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_round_is_numpys_steps(dtype, backend, rng):
+    """np.round/np.around/ndarray.round with any decimals: numpy's own
+    steps (rint of a scaled value), so bit-equal, and a kernel; accumulate
+    of a ufunc is a numpy step of symbolic shape."""
+    def fn(x):
+        tens = x.round(-1) if x.dtype.kind == "f" else x  # (numpy's integer rounding to tens: a numpy step)
+        return (np.round(x), np.around(x * 1.5, 2), tens, np.round(x, decimals=3) + 1,
+                np.maximum.accumulate(x, axis=-1))
+    cases = [((rand(rng, s, dtype) * 37.3).astype(dtype),) for s in SHAPES_2D_NONEMPTY]
+    check(fn, cases, backend, ulps=0)
+    jf = jit(fn, backend=backend)
+    jf(*cases[0])
+    assert jf.stats()["eager_nodes"] == 0 and "= eager" not in jf.explain()
