@@ -18,7 +18,8 @@ from shapes.ir import ArrayConst, Graph, Node, Value, format_node, value_names
 from shapes.ops import COMPLEX_ONLY, ELEMENTWISE, FRESH_C, OPS, REDUCE, kernel_ops, ops_returning
 
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
-INT_DTYPES = {np.dtype(np.int32), np.dtype(np.int64)}
+INT_DTYPES = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                                    np.uint64)}
 COMPLEX_DTYPES = {np.dtype(np.complex64), np.dtype(np.complex128)}
 KERNEL_DTYPES = FLOAT_DTYPES | INT_DTYPES | {np.dtype(np.bool_)} | COMPLEX_DTYPES
 
@@ -110,7 +111,8 @@ class Plan:
         return "\n".join(lines)
 
 
-_KIND_REFUSAL = {"f": "not compiled for floats", "i": "integer math", "b": "bool math", "c": "complex math"}
+_KIND_REFUSAL = {"f": "not compiled for floats", "i": "integer math", "u": "unsigned integer math",
+                 "b": "bool math", "c": "complex math"}
 
 
 def kernel_op_ok(n: Node, producers) -> str | None:
@@ -149,8 +151,13 @@ def kernel_op_ok(n: Node, producers) -> str | None:
             return (f"{op}: only over the last axis" if op in ARG_REDUCTIONS else
                     f"{op}: only reductions over the last axis, or over axes up to the last, fuse") \
                 + f" (axis={n.attr('axis')})"
+    if op in ARG_REDUCTIONS and n.inputs[0].dtype == np.uint64:
+        return f"{op}: of uint64 values (compared as int64 in a kernel)"
     if fact.compute == "promoted":
         ct = compare_dtype(n.inputs)
+        if ct is None:
+            return (f"{op}: of {' and '.join('a Python int' if v.weak else str(v.dtype) for v in n.inputs)} "
+                    "(numpy compares them exactly)")
         if ct in COMPLEX_DTYPES and op not in ("equal", "not_equal"):
             return f"{op}: orders complex numbers"
         return None if ct in KERNEL_DTYPES else f"{op}: compares in {ct}"
@@ -192,11 +199,22 @@ def is_column_reduction(n: Node) -> bool:
             and axis == tuple(range(axis[0], axis[-1] + 1)) and axis[-1] <= x.ndim - 2)
 
 
-def compare_dtype(inputs) -> np.dtype:
-    """The dtype numpy compares in: the operands' promotion (NEP 50)."""
+def compare_dtype(inputs) -> np.dtype | None:
+    """The dtype numpy compares in: the operands' promotion (NEP 50), but
+    int64 for integers compared with a Python int (numpy 2 compares it
+    exactly, even beyond the array's dtype: x_int32 > 2**40 is False); None
+    where numpy compares exactly and no dtype of ours does (uint64 with
+    int64, or with a Python int)."""
     from shapes.ops import _cached_dtypes
-    return _cached_dtypes(np.add, tuple((v.dtype, v.ndim, v.weak) for v in inputs), ())[0] \
-        if not all(v.dtype == np.bool_ for v in inputs) else np.dtype(np.bool_)
+    if all(v.dtype == np.bool_ for v in inputs):
+        return np.dtype(np.bool_)
+    ct = _cached_dtypes(np.add, tuple((v.dtype, v.ndim, v.weak) for v in inputs), ())[0]
+    ints = all(v.dtype.kind in "iub" for v in inputs)
+    if ints and ct.kind == "f":
+        return None
+    if ct.kind in "iu" and any(v.weak and v.dtype.kind in "iu" for v in inputs):
+        return None if ct == np.uint64 else np.dtype(np.int64)
+    return ct
 
 
 def _domain_of(n: Node) -> tuple:

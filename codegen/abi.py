@@ -29,7 +29,7 @@ from shapes.kernelargs import ERRCELL, INT_KINDS
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1,
-          np.dtype(np.int32): I32, np.dtype(np.int64): I64}
+          **{np.dtype(f"{sign}int{bits}"): ir.IntType(bits) for sign in ("", "u") for bits in (8, 16, 32, 64)}}
 
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
 DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40

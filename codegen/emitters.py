@@ -152,6 +152,24 @@ def _invert(b, m, x):
     return b.xor(x, ir.Constant(x.type, -1 if x.type != I1 else 1))
 
 
+def _shift(left: bool, arithmetic: bool):
+    """numpy's shifts: a count past the width (or negative: a huge unsigned
+    count) shifts everything out, leaving 0, or -1 for a negative value
+    shifted right."""
+    def emit(b, m, x, y):
+        width = ir.Constant(x.type, x.type.width)
+        inside = b.icmp_unsigned("<", y, width)
+        count = b.select(inside, y, ir.Constant(x.type, 0))
+        if left:
+            return b.select(inside, b.shl(x, count), ir.Constant(x.type, 0))
+        if not arithmetic:
+            return b.select(inside, b.lshr(x, count), ir.Constant(x.type, 0))
+        out = b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), ir.Constant(x.type, -1),
+                       ir.Constant(x.type, 0))
+        return b.select(inside, b.ashr(x, count), out)
+    return emit
+
+
 EMITTERS = {
     "add": _arith("add", "fadd"), "subtract": _arith("sub", "fsub"), "multiply": _arith("mul", "fmul"),
     "divide": lambda b, m, x, y: b.fdiv(x, y),
@@ -170,6 +188,7 @@ EMITTERS = {
     **{name: _math(name) for name in MATH},
     "bitwise_and": lambda b, m, x, y: b.and_(x, y), "bitwise_or": lambda b, m, x, y: b.or_(x, y),
     "bitwise_xor": lambda b, m, x, y: b.xor(x, y), "invert": _invert,
+    "left_shift": _shift(True, True), "right_shift": _shift(False, True),
     "logical_and": lambda b, m, x, y: b.and_(x, y), "logical_or": lambda b, m, x, y: b.or_(x, y),
     "logical_xor": lambda b, m, x, y: b.xor(x, y), "logical_not": lambda b, m, x: b.xor(x, ir.Constant(I1, 1)),
     "isnan": lambda b, m, x: b.fcmp_unordered("uno", x, x),
@@ -178,6 +197,41 @@ EMITTERS = {
     "less_equal": _compare("<="), "greater": _compare(">"), "greater_equal": _compare(">="),
     "where": lambda b, m, c, x, y: b.select(c, x, y),
     "astype": lambda b, m, x: x,  # (the cast to the result's dtype is the whole op)
+}
+
+
+# unsigned integers (uint8..uint64): the ops whose signed emitter differs;
+# values.py takes these when the op computes in an unsigned dtype
+def _udiv(b, x, y, want_remainder: bool):
+    zero = ir.Constant(x.type, 0)
+    is_zero = b.icmp_unsigned("==", y, zero)
+    safe = b.select(is_zero, ir.Constant(x.type, 1), y)
+    r = b.urem(x, safe) if want_remainder else b.udiv(x, safe)
+    return b.select(is_zero, zero, r)  # (x // 0 and x % 0 are 0, as numpy's)
+
+
+def _ucompare(pred: str):
+    return lambda b, m, x, y: b.icmp_unsigned(pred, x, y)
+
+
+def _umax(b, m, x, y):
+    return b.select(b.icmp_unsigned(">=", x, y), x, y)
+
+
+def _umin(b, m, x, y):
+    return b.select(b.icmp_unsigned("<=", x, y), x, y)
+
+
+UNSIGNED = {
+    "floor_divide": lambda b, m, x, y: _udiv(b, x, y, False),
+    "remainder": lambda b, m, x, y: _udiv(b, x, y, True),
+    "maximum": _umax, "minimum": _umin,
+    "clip": lambda b, m, x, lo, hi: _umin(b, m, _umax(b, m, x, lo), hi),
+    "absolute": lambda b, m, x: x,
+    "sign": lambda b, m, x: b.zext(b.icmp_unsigned("!=", x, ir.Constant(x.type, 0)), x.type),
+    "right_shift": _shift(False, False),
+    **{op: _ucompare(pred) for op, pred in (("equal", "=="), ("not_equal", "!="), ("less", "<"),
+                                            ("less_equal", "<="), ("greater", ">"), ("greater_equal", ">="))},
 }
 
 
@@ -210,4 +264,8 @@ REDUCERS = {
                                         else _max(b, m, acc, x)),
     "min": lambda b, m, acc, x, flags: (b.select(b.icmp_signed("<", x, acc), x, acc) if _is_int(x)
                                         else _min(b, m, acc, x)),
+}
+UNSIGNED_REDUCERS = {
+    "max": lambda b, m, acc, x, flags: b.select(b.icmp_unsigned(">", x, acc), x, acc),
+    "min": lambda b, m, acc, x, flags: b.select(b.icmp_unsigned("<", x, acc), x, acc),
 }

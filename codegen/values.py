@@ -21,7 +21,7 @@ from codegen import complexval
 from codegen.abi import F64, I1, I64, LLTYPE
 from codegen.access import Arrays
 from codegen.complexval import CValue
-from codegen.emitters import EMITTERS, REDUCERS, intrinsic
+from codegen.emitters import EMITTERS, REDUCERS, UNSIGNED, UNSIGNED_REDUCERS, intrinsic
 from shapes.ir import Node, Value
 from shapes.ops import OPS
 
@@ -62,14 +62,17 @@ def cast(b: ir.IRBuilder, x, src: np.dtype, dst: np.dtype):
         if src.kind == "f":
             return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
         return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
-    if dst.kind == "i":  # (from bool or a narrower/wider int: float to int is not compiled)
+    if dst.kind in "iu":  # (from bool or a narrower/wider int, its sign kept: float to int is not compiled)
         if src == np.bool_:
             return b.zext(x, t)
-        return x if src.itemsize == dst.itemsize else (
-            b.sext(x, t) if src.itemsize < dst.itemsize else b.trunc(x, t))
-    if src == np.bool_:
+        if src.itemsize == dst.itemsize:
+            return x
+        if src.itemsize > dst.itemsize:
+            return b.trunc(x, t)
+        return b.sext(x, t) if src.kind == "i" else b.zext(x, t)
+    if src == np.bool_ or src.kind == "u":
         return b.uitofp(x, t)
-    if src.kind in "iu":
+    if src.kind == "i":
         return b.sitofp(x, t)
     return b.fpext(x, t) if src.itemsize < dst.itemsize else b.fptrunc(x, t)
 
@@ -198,7 +201,8 @@ class ValueEmitter:
         types = operand_dtypes(n)
         if op == "divide" and n.out.id in self.recip:
             return self.b.fmul(self._operand(n.inputs[0], types[0], j, memo), self.recip[n.out.id])
-        table = complexval.EMITTERS if any(t.kind == "c" for t in types) or out.kind == "c" else EMITTERS
+        table = complexval.EMITTERS if any(t.kind == "c" for t in types) or out.kind == "c" else \
+            UNSIGNED if op in UNSIGNED and any(t.kind == "u" for t in types) else EMITTERS
         if op == "power":  # (the exponent: the constant the partition checked)
             return table[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
                              self.consts.get(n.inputs[1].id))
@@ -212,6 +216,8 @@ class ValueEmitter:
         bools cast to the result's dtype first."""
         if n.out.dtype.kind != "f":
             x = cast(self.b, x, self.dtype(n.inputs[0]), n.out.dtype)
+        if n.out.dtype.kind == "u" and n.op in UNSIGNED_REDUCERS:
+            return UNSIGNED_REDUCERS[n.op](self.b, self.m, acc, x, flags)
         return REDUCERS[n.op](self.b, self.m, acc, x, flags)
 
     def reciprocals(self, divides: dict[int, Node]):

@@ -53,18 +53,19 @@ _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: 
 # What a fused kernel computes (codegen/emitters.py holds the emitter of each
 # op named here, tests/test_fusion.py checks the two agree): the dtype kinds
 # of the results it computes the op for ("f": float32/float64, "i":
-# int32/int64, "b": bool, "c": complex64/complex128, codegen/complexval.py) ...
+# int8..int64, "u": uint8..uint64, "b": bool, "c": complex64/complex128,
+# codegen/complexval.py) ...
 _KERNEL_KINDS = {
     "f": ("reciprocal", "expm1", "log1p", "tanh", "sin", "cos", "arctan", "floor",
           "ceil", "trunc", "rint", "fabs", "arctan2", "hypot", "real", "imag"),
     "fc": ("divide", "exp", "sqrt", "log"),
-    "fi": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min"),
-    "fic": ("negative", "positive", "square", "add", "subtract", "multiply", "power", "conjugate"),
-    "i": ("floor_divide", "remainder", "argmax", "argmin"),
-    "ib": ("bitwise_and", "bitwise_or", "bitwise_xor", "invert"),
+    "fiu": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min"),
+    "fiuc": ("negative", "positive", "square", "add", "subtract", "multiply", "power", "conjugate"),
+    "iu": ("floor_divide", "remainder", "argmax", "argmin", "left_shift", "right_shift"),
+    "iub": ("bitwise_and", "bitwise_or", "bitwise_xor", "invert"),
     "b": ("logical_not", "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "signbit",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"),
-    "fibc": ("where", "astype"),
+    "fiubc": ("where", "astype"),
     "c": ("complex_of",),
 }
 KERNEL_KINDS = {op: kinds for kinds, ops in _KERNEL_KINDS.items() for op in ops}

@@ -1146,3 +1146,60 @@ def test_round_is_numpys_steps(dtype, backend, rng):
     jf = jit(fn, backend=backend)
     jf(*cases[0])
     assert jf.stats()["eager_nodes"] == 0 and "= eager" not in jf.explain()
+
+
+SMALL_INTS = [np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64]
+INT_PROGRAMS = {
+    "arithmetic": lambda a, b: a + b * 3 - (a * a),
+    "division": lambda a, b: (a // b, a % b),
+    "extremes": lambda a, b: (np.maximum(a, b), np.minimum(a, 7), np.clip(a, 2, 100)),
+    "comparisons": lambda a, b: (a < b, a >= 5, a == b, a != 0, a > -1, a < 2 ** 40),
+    "signs": lambda a, b: (np.abs(a), np.sign(a), -a),
+    "bits": lambda a, b: (a & b, a | 3, a ^ b, ~a),
+    "shifts": lambda a, b: (a << 3, a >> 2, a << (b & 15), a >> (b % 70)),
+    "casts": lambda a, b: (a.astype(np.float64), a.astype(np.int64) + 1, a.astype(np.uint8), a / 3, a * 0.5),
+    "reductions": lambda a, b: (a.sum(), a.max(), a.min(), (a + b).reshape(4, -1).sum(axis=1),
+                                a.reshape(4, -1).max(axis=0), (a.reshape(4, -1) | 1).argmax(axis=1)),
+    "image": lambda a, b: (127 - a, np.where(a > 100, a, 0)),
+}
+
+
+@pytest.mark.parametrize("dtype", SMALL_INTS, ids=dtype_id)
+@pytest.mark.parametrize("name", sorted(INT_PROGRAMS))
+def test_small_and_unsigned_integer_kernels(name, dtype, rng):
+    """int8/int16 and uint8..uint64 in kernels with numpy's exact semantics
+    (wraparound, unsigned division, comparisons and shifts, x // 0 == 0,
+    shifts past the width, a Python int out of the dtype's range compared
+    exactly): equal to numpy, each element, including the dtype's extremes;
+    compiled, but for what numpy compares exactly and a kernel would not
+    (uint64 with a Python int)."""
+    fn = INT_PROGRAMS[name]
+    info = np.iinfo(dtype)
+    jf = jit(fn)
+    for n in (16, 1000):
+        a, b = (rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True) for _ in range(2))
+        a[:5] = [info.min, info.max, 0, 1, info.max - 1]
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = fn(a, b)
+            jf(a, b)
+            got = jf(a, b)
+        assert_like_numpy(got, want, ulps=0)
+    refused = [line for line in jf.explain().splitlines() if line.strip().startswith("%") and "#" in line]
+    assert all("numpy compares them exactly" in line or "uint64 values" in line for line in refused), refused
+    if dtype != np.uint64:
+        assert not refused
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int64], ids=dtype_id)
+def test_comparison_with_a_python_int_beyond_the_dtype_is_exact(dtype, backend):
+    """numpy 2 compares an int array with a Python int exactly, whatever its
+    range: x_int32 > 2**40 is False everywhere (before: the constant wrapped
+    into int32 and the kernel answered otherwise)."""
+    def fn(x):
+        return x > 2 ** 40, x == -2 ** 40, (x + 1) < 2 ** 35, x >= -(2 ** 62), x != 2 ** 62
+    x = np.arange(-3, 3).astype(dtype)
+    jf = jit(fn, backend=backend)
+    for n in (6, 6, 40):
+        x = (np.arange(n) - 3).astype(dtype)
+        assert_like_numpy(jf(x), fn(x))
