@@ -4,6 +4,7 @@
     dots        a vector dot as multiply + sum
     unit_dims   reductions drop their operand's dims of size 1
     rows        sum/prod/max/min over every axis as reductions over the last axis
+    row_space   row reductions keep their dim, elementwise ops on row values too
     simplify    local algebra: x*1, x+0, transpose∘transpose, reshape∘reshape
     cse         structurally equal nodes computed once
     dce         nodes nobody uses removed
@@ -15,7 +16,7 @@ import sympy
 
 from clustering.partition import ARG_REDUCTIONS, KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC
 from shapes.ir import Graph, Node, Value, make_attrs
-from shapes.ops import OPS, OPAQUE
+from shapes.ops import ELEMENTWISE, OPS, OPAQUE
 from shapes.verify import verify
 
 
@@ -237,6 +238,56 @@ def rows(g: Graph) -> Graph:
     return b.finish()
 
 
+# ------------------------------------------------------------- row space
+
+def row_space(g: Graph) -> Graph:
+    """Values of a row: a reduction over the last axis keeps its dim, and
+    elementwise ops on such values (and on scalars) compute in that shape,
+    the dimless value a reshape (a view) of it: `np.sqrt((x * x).sum(-1))`,
+    `s / m.sum(1)`, `mx + np.log(np.exp(x - mx[:, None]).sum(1))` are then
+    row values of one row kernel (clustering/partition.py fuses a [n, 1]
+    value into a kernel over [n, k]; a [n] one it cannot: its iteration
+    space differs).  `mx[:, None]` of such a value is the kept value itself."""
+    b = _Builder(g)
+    kept: dict[int, Value] = {}  # a dimless row value's id -> the same values with the row's dim kept
+    for n in g.nodes:
+        ins = [b.get(v) for v in n.inputs]
+        if (n.op in ROW_REDUCTIONS and len(n.outputs) == 1 and n.out.ndim >= 1 and not n.attr("keepdims", False)
+                and ins[0].ndim == n.out.ndim + 1 and n.attr("axis") in ((ins[0].ndim - 1,), ins[0].ndim - 1)
+                and not {k for k, _ in n.attrs} - {"axis", "keepdims"}):
+            attrs = dict(n.attrs)
+            attrs["keepdims"] = True
+            shape = tuple(n.out.shape) + (1,)
+            r = b.add(n.op, ins, attrs, n.out.dtype, shape, n.loc, weak=n.out.weak)
+        elif (OPS[n.op].category == ELEMENTWISE and len(n.outputs) == 1 and n.out.ndim >= 1
+              and any(v.id in kept for v in ins) and all(v.id in kept or v.ndim == 0 for v in ins)
+              and len({kept[v.id].shape for v in ins if v.id in kept}) == 1):
+            shape = next(kept[v.id].shape for v in ins if v.id in kept)
+            r = b.add(n.op, [kept.get(v.id, v) for v in ins], dict(n.attrs), n.out.dtype, shape, n.loc,
+                      weak=n.out.weak)
+        elif n.op in ("reshape", "getitem") and ins[0].id in kept and n.out.shape == kept[ins[0].id].shape \
+                and _adds_a_unit_dim(n):
+            b.subst[n.out.id] = kept[ins[0].id]  # (x[:, None] of a dimless row value: the kept one)
+            continue
+        else:
+            b.keep(n)
+            continue
+        dimless = b.add("reshape", [r], {"shape": n.out.shape}, n.out.dtype, n.out.shape, n.loc, weak=n.out.weak)
+        kept[dimless.id] = r
+        b.subst[n.out.id] = dimless
+    return b.finish()
+
+
+def _adds_a_unit_dim(n: Node) -> bool:
+    """A reshape, or a getitem of whole slices and one new axis at the end."""
+    if n.op == "reshape":
+        return True
+    items = n.attr("items")
+    return (items[-1] == ("new",) and all(it[0] == "slice" and it[1] == 0 and it[2] == 1 and it[3] == d
+                                          for it, d in zip(items[:-1], n.inputs[0].shape))
+            and len(items) == n.inputs[0].ndim + 1)
+
+
 # --------------------------------------------------------------- simplify
 
 def _const_value(n: Node | None):
@@ -374,7 +425,7 @@ def _data_dependent(x) -> set:
     return set()
 
 
-PIPELINE = [decompose, dots, unit_dims, rows, simplify, cse, dce]
+PIPELINE = [decompose, dots, unit_dims, rows, row_space, simplify, cse, dce]
 
 
 def run_pipeline(g: Graph, checks: bool = False) -> Graph:

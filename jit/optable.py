@@ -960,6 +960,69 @@ def around(ctx, a, decimals=0, out=None):
     return np.rint(a * f) / f if decimals > 0 else np.rint(a / f) * f
 
 
+def diff(ctx, a, n=1, axis=-1, **kw):
+    """np.diff: numpy's own slices, a[1:] - a[:-1] (!= for bools), n times."""
+    a = ctx.operand(a)
+    n = operator.index(n)
+    if kw or n < 0 or a.ndim == 0:
+        return None  # (prepend/append, and numpy's errors, from the eager call)
+    axis = _norm_axis(operator.index(axis), a.ndim)
+    head = (slice(None),) * axis
+    for _ in range(n):
+        later, earlier = getitem(ctx, a, head + (slice(1, None),)), getitem(ctx, a, head + (slice(None, -1),))
+        a = np.not_equal(later, earlier) if a.dtype == np.bool_ else np.subtract(later, earlier)
+    return a
+
+
+def roll(ctx, a, shift, axis=None):
+    """np.roll by an int along one axis (or the flattened array): the two
+    slices numpy copies, concatenated; the shift is taken modulo the dim
+    (a symbolic one: a guard on whether the remainder is 0)."""
+    a = ctx.operand(a)
+    if not isinstance(shift, (int, np.integer, SymInt)) or isinstance(shift, bool) or \
+            not (axis is None or isinstance(axis, (int, np.integer))) or a.ndim == 0:
+        return None
+    if axis is None:
+        return reshape(ctx, roll(ctx, ravel(ctx, a), shift, 0), a.shape)
+    axis = _norm_axis(operator.index(axis), a.ndim)
+    n = a.shape[axis]
+    if not n:
+        return a.copy()
+    k = SymInt.wrap(ctx, sympy.Mod(_dim_expr(shift), _dim_expr(n))) if isinstance(n, SymInt) or isinstance(
+        shift, SymInt) else operator.index(shift) % n
+    if not k:
+        return a.copy()
+    head = (slice(None),) * axis
+    return concatenate(ctx, [getitem(ctx, a, head + (slice(n - k, None),)), getitem(ctx, a, head + (slice(None, n - k),))],
+                       axis=axis)
+
+
+def select(ctx, condlist, choicelist, default=0):
+    """np.select: where(c, x, ...) from the last choice to the first, in the
+    choices' and default's common dtype."""
+    if not isinstance(condlist, (list, tuple)) or not isinstance(choicelist, (list, tuple)) or \
+            len(condlist) != len(choicelist) or not condlist:
+        return None
+    conds = [ctx.operand(c) for c in condlist]
+    if any(c.dtype != np.bool_ for c in conds):
+        return None  # (numpy's TypeError, from the eager call)
+    choices = [ctx.operand(x) for x in choicelist]
+    dt = np.result_type(*[x.concrete for x in choices], np.asarray(default) if not isinstance(default, Tracer)
+                         else default.concrete)
+    result = astype(ctx, ctx.operand(default), dt) if isinstance(default, Tracer) else \
+        ctx.operand(np.asarray(default).astype(dt)[()])
+    for c, x in zip(reversed(conds), reversed(choices)):  # (where broadcasts them all, as numpy's select)
+        result = where(ctx, c, x if x.dtype == dt else astype(ctx, x, dt), result)
+    return result
+
+
+def count_nonzero(ctx, a, axis=None, *, keepdims=False):
+    """np.count_nonzero: a sum of a != 0, numpy's int64."""
+    a = ctx.operand(a)
+    flags = a if a.dtype == np.bool_ else np.not_equal(a, 0)
+    return reduce(ctx, "sum", flags, axis, keepdims)
+
+
 def angle(ctx, z, deg=False):
     """numpy's np.angle: arctan2 of the parts (of 0 and z for a real z)."""
     z = ctx.operand(z)
@@ -988,7 +1051,8 @@ FUNCTIONS = {
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
-    np.angle: angle, np.round: around, np.around: around, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
+    np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
+    np.count_nonzero: count_nonzero, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"):

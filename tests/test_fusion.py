@@ -167,6 +167,8 @@ def test_every_op_has_an_emitter_or_is_eager_only():
     assert set(EMITTERS) == kernel_ops() - kernel_ops(REDUCE) - COMPLEX_ONLY
     assert {op for op, kinds in KERNEL_KINDS.items() if "c" in kinds} | COMPLEX_ONLY <= set(complexval.EMITTERS)
     assert set(complexval.EMITTERS) <= set(EMITTERS) | COMPLEX_ONLY
+    from codegen.emitters import UNSIGNED, UNSIGNED_REDUCERS  # (unsigned variants of ops a kernel computes)
+    assert set(UNSIGNED) <= set(EMITTERS) and set(UNSIGNED_REDUCERS) <= set(REDUCERS)
     numpy_steps = {name for name, op in OPS.items()
                    if op.category in (OPAQUE, CREATION, VIEW, MATMUL, CONCAT, UPDATE, GATHER, NUMPY, LOOP, LIFTED)}
     eager_only = set(OPS) - kernel_ops() - numpy_steps
@@ -174,5 +176,25 @@ def test_every_op_has_an_emitter_or_is_eager_only():
     assert eager_only == {
         "exp2", "log2", "log10", "sinh", "cosh", "tan", "arcsin", "arccos", "arcsinh", "arccosh",
         "arctanh", "cbrt", "deg2rad",
-        "rad2deg", "fmod", "float_power", "fmax", "fmin", "left_shift", "right_shift", "copysign",
+        "rad2deg", "fmod", "float_power", "fmax", "fmin", "copysign",
         "logaddexp", "logaddexp2", "heaviside", "nextafter", "mean", "var", "std", "any", "all"}
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, m: np.where(m, x, 0).sum(1) / m.sum(1),                       # a masked mean of each row
+    lambda x, m: x.max(1) + np.log(np.exp(x - x.max(1)[:, None]).sum(1)),  # logsumexp
+    lambda x, m: np.sqrt((x * x).sum(-1)) * 2 + 1,                          # row norms
+])
+def test_values_of_a_row_fuse_into_its_row_kernel(fn, backend):
+    """Elementwise ops on row reductions taken without keepdims (and
+    x.max(1)[:, None]) are row values of the row kernel (passes.row_space):
+    one kernel, where each was a kernel of its own ("iteration spaces
+    differ")."""
+    x, m = np.random.default_rng(0).random((6, 40)), np.random.default_rng(1).random((6, 40)) > 0.3
+    plan = plan_of(fn, x, m)
+    assert len(plan.kernels()) == 1 and "iteration spaces differ" not in plan.describe(), plan.describe()
+    jf = jit(fn, backend=backend)
+    for rows in (6, 10, 130):
+        x, m = np.random.default_rng(rows).random((rows, 40)), np.random.default_rng(rows + 1).random((rows, 40)) > 0.3
+        jf(x, m)
+        assert_like_numpy(jf(x, m), fn(x, m), ulps=16)

@@ -1203,3 +1203,36 @@ def test_comparison_with_a_python_int_beyond_the_dtype_is_exact(dtype, backend):
     for n in (6, 6, 40):
         x = (np.arange(n) - 3).astype(dtype)
         assert_like_numpy(jf(x), fn(x))
+
+
+def _life(g):
+    n = sum(np.roll(np.roll(g, i, 0), j, 1) for i in (-1, 0, 1) for j in (-1, 0, 1) if (i, j) != (0, 0))
+    return ((n == 3) | (g & (n == 2))).astype(np.uint8)
+
+
+SHAPED = {
+    "diff": lambda x: (np.diff(x), np.diff(x, n=2, axis=0), np.diff(x > 0.5, axis=1)),
+    "roll": lambda x: (np.roll(x, 2, axis=1), np.roll(x, -1, 0), np.roll(x, 3), np.roll(x, 7 * x.shape[1], 1)),
+    "select": lambda x: (np.select([x < 0.2, x > 0.8], [x * 2, -x], default=7), np.select([x < 0.5], [1])),
+    "count_nonzero": lambda x: (np.count_nonzero(x > 0.5), np.count_nonzero(x > 0.3, axis=1)),
+    "game of life": lambda x: _life((x > 0.5).astype(np.uint8)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPED))
+def test_diff_roll_select_count_nonzero_trace_numpys_steps(name, backend):
+    """np.diff (slices), np.roll (two slices concatenated, the shift modulo
+    a symbolic dim), np.select (wheres) and np.count_nonzero (a sum) trace
+    into graph ops: no eager node, one compile for every shape, numpy's
+    values, dtypes and scalar types (before: eager nodes of unknown sizes;
+    a game of life made 48)."""
+    fn = SHAPED[name]
+    jf = jit(fn, backend=backend)
+    for shape in ((5, 7), (9, 4), (6, 6), (12, 3)):
+        x = np.random.default_rng(shape[0]).random(shape)
+        jf(x)
+        got, want = jf(x), fn(x)
+        assert_like_numpy(got, want, ulps=0)
+        pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
+        assert all(type(g) is type(w) for g, w in pairs)
+    assert jf.stats()["eager_nodes"] == 0 and jf.stats()["compiles"] == 1
