@@ -402,13 +402,15 @@ def dce(g: Graph) -> Graph:
     """Nodes nothing reads are dropped, except ops that may raise (a lifted
     loop's index out of range): then the call does; and the node whose
     result's shape defines a data-dependent size a kept node uses
-    (`w[:np.unique(x).size]` reads only the size of np.unique's result)."""
+    (`w[:np.unique(x).size]` reads only the size of np.unique's result), or
+    an eager one defining any (the function may return the size itself)."""
     live = {v.id for v in g.outputs}
     sizes = set().union(*(_data_dependent(v.shape) for v in g.outputs))
     keep = []
     for n in reversed(g.nodes):
-        if any(o.id in live for o in n.outputs) or OPS[n.op].raises or \
-                sizes & set().union(*(_data_dependent(o.shape) for o in n.outputs)):
+        made = set().union(*(_data_dependent(o.shape) for o in n.outputs))
+        if any(o.id in live for o in n.outputs) or OPS[n.op].raises or sizes & made or \
+                (made and OPS[n.op].category == OPAQUE):  # (a size the function may return: np.unique(x).size)
             keep.append(n)
             live.update(v.id for v in n.inputs)
             sizes |= _data_dependent((n.attrs, [v.shape for v in n.inputs + n.outputs]))

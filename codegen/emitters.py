@@ -56,6 +56,39 @@ def _idiv(b: ir.IRBuilder, x, y, want_remainder: bool):
     return b.select(b.icmp_signed("==", y, zero), zero, b.select(b.icmp_signed("==", y, minus_one), neg, q))
 
 
+def _fdivmod(b, m, x, y, want: str):
+    """numpy's npy_divmod of floats (floor division and Python's remainder
+    from fmod, the quotient snapped to an integer) and its cases for a zero
+    divisor (x / y, and fmod's NaN); want: "floor_divide" or "remainder"."""
+    t = x.type
+    zero, one, half = ir.Constant(t, 0.0), ir.Constant(t, 1.0), ir.Constant(t, 0.5)
+    copysign, floor = intrinsic(m, "llvm.copysign", t, 2), intrinsic(m, "llvm.floor", t, 1)
+    mod = b.frem(x, y)  # (C's fmod)
+    div = b.fdiv(b.fsub(x, mod), y)
+    flip = b.and_(b.fcmp_unordered("!=", mod, zero), b.icmp_unsigned(
+        "!=", b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
+    mod_adj = b.select(flip, b.fadd(mod, y), mod)
+    div = b.select(flip, b.fsub(div, one), div)
+    mod_adj = b.select(b.fcmp_unordered("!=", mod, zero), mod_adj, b.call(copysign, [zero, y]))
+    if want == "remainder":
+        return b.select(b.fcmp_ordered("==", y, zero), mod, mod_adj)
+    fl = b.call(floor, [div])
+    fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), half), b.fadd(fl, one), fl)
+    quotient = b.fdiv(x, y)
+    fl = b.select(b.fcmp_unordered("!=", div, zero), fl, b.call(copysign, [zero, quotient]))
+    return b.select(b.fcmp_ordered("==", y, zero), quotient, fl)
+
+
+def _fmod(b, m, x, y):
+    """C's fmod; of ints the truncated remainder, 0 for a zero divisor (and
+    for -1: INT_MIN % -1 would trap)."""
+    if not _is_int(x):
+        return b.frem(x, y)
+    zero = ir.Constant(x.type, 0)
+    special = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(x.type, -1)))
+    return b.select(special, zero, b.srem(x, b.select(special, ir.Constant(x.type, 1), y)))
+
+
 def _max(b, m, x, y):
     if _is_int(x):
         return b.select(b.icmp_signed(">=", x, y), x, y)
@@ -173,8 +206,10 @@ def _shift(left: bool, arithmetic: bool):
 EMITTERS = {
     "add": _arith("add", "fadd"), "subtract": _arith("sub", "fsub"), "multiply": _arith("mul", "fmul"),
     "divide": lambda b, m, x, y: b.fdiv(x, y),
-    "floor_divide": lambda b, m, x, y: _idiv(b, x, y, False),
-    "remainder": lambda b, m, x, y: _idiv(b, x, y, True),
+    "floor_divide": lambda b, m, x, y: (_idiv(b, x, y, False) if _is_int(x) else
+                                        _fdivmod(b, m, x, y, "floor_divide")),
+    "remainder": lambda b, m, x, y: _idiv(b, x, y, True) if _is_int(x) else _fdivmod(b, m, x, y, "remainder"),
+    "fmod": _fmod,
     "maximum": _max, "minimum": _min,
     "clip": lambda b, m, x, lo, hi: _min(b, m, _max(b, m, x, lo), hi),
     "power": _power,
@@ -225,6 +260,7 @@ def _umin(b, m, x, y):
 UNSIGNED = {
     "floor_divide": lambda b, m, x, y: _udiv(b, x, y, False),
     "remainder": lambda b, m, x, y: _udiv(b, x, y, True),
+    "fmod": lambda b, m, x, y: _udiv(b, x, y, True),
     "maximum": _umax, "minimum": _umin,
     "clip": lambda b, m, x, lo, hi: _umin(b, m, _umax(b, m, x, lo), hi),
     "absolute": lambda b, m, x: x,

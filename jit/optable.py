@@ -11,9 +11,9 @@ import sympy
 
 from jit import pytree
 from jit import tracer
-from jit.tracer import Fallback, SymInt, TraceContext, TraceError, Tracer, user_location
+from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, TraceError, Tracer, user_location
 from shapes.indexing import infer_reshape, normalize_index
-from shapes.ops import ELEMENTWISE, OPS
+from shapes.ops import ELEMENTWISE, NUMPY_REDUCTIONS, OPS
 
 
 # ------------------------------------------------------------------ eager
@@ -285,6 +285,8 @@ def _shape_arg(shape):
 def _dim_expr(d):
     if isinstance(d, SymInt):
         return d.expr
+    if isinstance(d, sympy.Basic):  # (a dim's expression already)
+        return d
     return int(operator.index(d))
 
 
@@ -651,11 +653,11 @@ def _filled(fill):
             args = args[1:]
         if args:
             dtype = args[0]
-        if isinstance(value, (Tracer, SymInt)):
-            return None
         a = ctx.operand(a)
         shp = a.value.shape if shape is None else tuple(_dim_expr(d) for d in _shape_arg(shape))
         dt = np.dtype(dtype) if dtype is not None else a.dtype
+        if isinstance(value, (Tracer, SymInt, SymFloat)):  # (a traced fill: np.full's)
+            return full(ctx, shp, value, dt)
         return ctx.emit("full", [], {"shape": tuple(ctx.env.simplify(d) for d in shp), "fill": value,
                                      "dtype": dt})
     return handler
@@ -679,7 +681,16 @@ def einsum(ctx, subscripts, *operands, **kw):
 
 
 def full(ctx, shape, fill_value, dtype=None):
+    """np.full: a constant fill, or a traced one (a runtime float, a value
+    the function computed) broadcast into a fresh array of numpy's dtype
+    (the fill's own: a Python float's is float64), cast as numpy casts it."""
     shp = tuple(ctx.env.simplify(_dim_expr(d)) for d in _shape_arg(shape))
+    if isinstance(fill_value, (Tracer, SymInt, SymFloat)):
+        v = ctx.operand(fill_value)
+        if v.ndim:
+            return None
+        dt = np.dtype(dtype) if dtype is not None else np.asarray(v.concrete).dtype
+        return astype(ctx, broadcast_to(ctx, v, shp), dt)
     dt = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
     return ctx.emit("full", [], {"shape": shp, "fill": fill_value, "dtype": dt})
 
@@ -1023,6 +1034,46 @@ def count_nonzero(ctx, a, axis=None, *, keepdims=False):
     return reduce(ctx, "sum", flags, axis, keepdims)
 
 
+def _numpy_reduction(name):
+    """np.median, np.nanmean, np.percentile (of a constant q) and the like: a
+    numpy step with the reduction's symbolic shape (not an eager node of
+    unknown sizes)."""
+    def handler(ctx, a, *args, axis=None, keepdims=False, **kw):
+        if name in ("percentile", "quantile", "nanpercentile", "nanquantile"):
+            if not args or isinstance(args[0], (Tracer, SymInt, SymFloat)) or np.ndim(args[0]):
+                return None
+            kw["q"], args = float(args[0]), args[1:]
+        if args or set(kw) - {"q", "ddof", "method"} or kw.get("out") is not None:
+            return None
+        a = ctx.operand(a)
+        if name in ("nanargmax", "nanargmin"):
+            axes = None if axis is None else _norm_axis(operator.index(axis), a.ndim)
+        elif axis is None:
+            axes = None
+        else:
+            axes = tuple(sorted(_norm_axis(operator.index(x), a.ndim) for x in (axis if isinstance(axis, tuple)
+                                                                                 else (axis,))))
+        return ctx.emit("np_reduce", [a], {"fn": name, "axis": axes, "keepdims": bool(keepdims), **kw})
+    return handler
+
+
+def ptp(ctx, a, axis=None, out=None, keepdims=False):
+    """np.ptp: max - min, numpy's own formula (kernels)."""
+    if out is not None:
+        return None
+    return np.subtract(reduce(ctx, "max", a, axis, keepdims), reduce(ctx, "min", a, axis, keepdims))
+
+
+def nansum(ctx, a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    """np.nansum: the sum with NaNs as 0, numpy's own formula (a kernel)."""
+    a = ctx.operand(a)
+    if out is not None or kw or dtype is not None:
+        return None
+    if a.dtype.kind in "fc":
+        a = where(ctx, np.isnan(a), 0, a)
+    return reduce(ctx, "sum", a, axis, keepdims)
+
+
 def angle(ctx, z, deg=False):
     """numpy's np.angle: arctan2 of the parts (of 0 and z for a real z)."""
     z = ctx.operand(z)
@@ -1052,13 +1103,15 @@ FUNCTIONS = {
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
-    np.count_nonzero: count_nonzero, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
+    np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"):
     FUNCTIONS[getattr(np, _name)] = _reduction_handler(_name)
 for _name in ("cumsum", "cumprod", "sort", "argsort"):
     FUNCTIONS[getattr(np, _name)] = _along_axis(_name)
+for _name in NUMPY_REDUCTIONS:
+    FUNCTIONS[getattr(np, _name)] = _numpy_reduction(_name)
 FUNCTIONS[np.amax] = _reduction_handler("max")
 FUNCTIONS[np.amin] = _reduction_handler("min")
 

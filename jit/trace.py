@@ -305,7 +305,7 @@ class _NumpyProxy(types.ModuleType):
     def _has_sym(self, *xs):
         flat: list = []
         pytree.flatten(list(xs), flat)
-        return any(isinstance(x, (SymInt, Tracer)) for x in flat)
+        return any(isinstance(x, (SymInt, SymFloat, Tracer)) for x in flat)
 
     # Arrays the function creates are traced values, whatever their sizes: the
     # function may write traced values into them (`cov = np.zeros((M, M));
@@ -320,11 +320,12 @@ class _NumpyProxy(types.ModuleType):
         return self._create(np.zeros, shape, 0, dtype, order, kw)
 
     def full(self, shape, fill_value, dtype=None, order="C", **kw):
-        dt = np.asarray(fill_value).dtype if dtype is None and not isinstance(fill_value, (Tracer, SymInt)) \
-            else dtype
-        if isinstance(fill_value, (Tracer, SymInt)) or not _traceable_dtype(dt) or kw or order != "C":
+        traced = isinstance(fill_value, (Tracer, SymInt, SymFloat))
+        dt = np.asarray(fill_value).dtype if dtype is None and not traced else dtype
+        if (dt is not None and not _traceable_dtype(dt)) or kw or order != "C":
             return np.full(shape, fill_value, dtype=dtype, order=order, **kw)
-        return optable.full(self._ctx, shape, fill_value, dtype)
+        r = optable.full(self._ctx, shape, fill_value, dtype)
+        return np.full(shape, fill_value, dtype=dtype, order=order) if r is None else r
 
     def _create(self, npfn, shape, fill, dtype, order, kw):
         if not _traceable_dtype(dtype) or kw or order != "C":

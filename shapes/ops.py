@@ -59,9 +59,10 @@ _KERNEL_KINDS = {
     "f": ("reciprocal", "expm1", "log1p", "tanh", "sin", "cos", "arctan", "floor",
           "ceil", "trunc", "rint", "fabs", "arctan2", "hypot", "real", "imag"),
     "fc": ("divide", "exp", "sqrt", "log"),
-    "fiu": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min"),
+    "fiu": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min", "floor_divide",
+            "remainder", "fmod"),
     "fiuc": ("negative", "positive", "square", "add", "subtract", "multiply", "power", "conjugate"),
-    "iu": ("floor_divide", "remainder", "argmax", "argmin", "left_shift", "right_shift"),
+    "iu": ("argmax", "argmin", "left_shift", "right_shift"),
     "iub": ("bitwise_and", "bitwise_or", "bitwise_xor", "invert"),
     "b": ("logical_not", "logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "signbit",
           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"),
@@ -255,6 +256,17 @@ def _reduction(fn):
 REDUCTIONS = ["sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"]
 for _name in REDUCTIONS:
     register(_name, REDUCE, _reduction(getattr(np, _name)), _reduce_shape)
+
+
+def _numpy_reduction(x, fn, axis=None, keepdims=False, **kw):
+    """A numpy reduction run as a numpy step (np.median, np.nanmean,
+    np.percentile of a scalar q...): `fn` names it."""
+    return getattr(np, fn)(x, axis=axis, keepdims=keepdims, **kw)
+
+
+NUMPY_REDUCTIONS = ("median", "nanmean", "nanmax", "nanmin", "nanstd", "nanvar", "nanprod", "nanargmax",
+                    "nanargmin", "percentile", "quantile", "nanmedian", "nanpercentile", "nanquantile")
+register("np_reduce", NUMPY, _numpy_reduction, _reduce_shape)
 
 
 # ------------------------------------------------------------------- views

@@ -99,3 +99,23 @@ def test_a_size_leaked_into_a_helper_module_is_a_guarded_int(backend):
         assert_like_numpy(jf(x), x * 2)
     assert jf.stats()["traces"] == len(LENGTHS)  # specialized: one entry per length, each guarded
     assert "used as a Python number" in jf.explain()
+
+
+def test_full_of_a_traced_value(backend):
+    """np.full and np.full_like of a runtime float, a computed 0-d value and
+    a float of a dim: a traced array of numpy's dtype (a Python float's is
+    float64, dtype= casts), one compile for every shape (before: numpy's
+    np.full called np.copyto on the traced fill, and the whole function ran
+    in numpy)."""
+    def f(r, gamma):
+        t = r.shape[1]
+        cum = np.cumprod(np.full(t, gamma, dtype=r.dtype)) / gamma
+        return (r * cum).sum(1), np.full(r.shape, gamma), np.full_like(r, r.max()), np.full((2, t), 1.0 / t)
+    jf = jit(f, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for shape in ((3, 5), (8, 64), (16, 200)):
+            r = np.random.default_rng(shape[0]).random(shape).astype(np.float32)
+            jf(r, 0.99)
+            assert_like_numpy(jf(r, 0.99), f(r, 0.99), ulps=8)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0

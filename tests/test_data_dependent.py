@@ -44,7 +44,10 @@ def test_a_size_read_from_an_eager_result_keeps_its_node(backend):
 
     def g(m):
         return np.argwhere(m).shape[0] + m.sum()
-    jf, jg = jit(f, backend=backend), jit(g, backend=backend)
+
+    def h(labels):  # (only the size is returned)
+        return labels * 2, np.unique(labels).size
+    jf, jg, jh = jit(f, backend=backend), jit(g, backend=backend), jit(h, backend=backend)
     w = np.arange(6.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", JitWarning)
@@ -52,5 +55,7 @@ def test_a_size_read_from_an_eager_result_keeps_its_node(backend):
             assert_like_numpy(jf(labels, w), f(labels, w))
         for m in (np.array([True, False, True]), np.arange(7) % 3 == 0, np.arange(7) % 2 == 0):
             assert_like_numpy(jg(m), g(m))
+        for labels in (np.array([3, 1, 3]), np.arange(9) % 4, np.arange(9) % 5):
+            assert_like_numpy(jh(labels), h(labels))
     assert_like_numpy(jf(np.arange(12), w), f(np.arange(12), w))  # (u0 > s1: that call in numpy)
-    assert jf.stats()["eager_calls"] <= 1 and jg.stats()["eager_calls"] == 0
+    assert jf.stats()["eager_calls"] <= 1 and jg.stats()["eager_calls"] == jh.stats()["eager_calls"] == 0

@@ -3,6 +3,7 @@ kernels store straight into the slot a slice assignment writes, arguments are
 updated in place when nothing can stop the call half way; and reductions
 over every axis are row kernels (ints and bools too)."""
 import dis
+import re
 import sys
 from collections import Counter
 
@@ -473,7 +474,8 @@ def test_argmax_kernels_and_the_ones_numpy_keeps():
         assert_like_numpy(jf(x, v), f(x, v))
     text = jf.explain()
     kernels = text.split("clusters (after passes):")[-1].split("not fused:")[0]
-    assert "= argmax %2 {axis=1" in kernels and "= argmin %5 {axis=0, keepdims=True}" in kernels
+    assert re.search(r"= argmax %\d+ \{axis=1", kernels) and re.search(r"= argmin %\d+ \{axis=0, keepdims=True\}",
+                                                                         kernels)
     assert "argmax: only over the last axis (axis=0)" in text
     assert "an argmax of an array alone: numpy" in text
 

@@ -1236,3 +1236,61 @@ def test_diff_roll_select_count_nonzero_trace_numpys_steps(name, backend):
         pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
         assert all(type(g) is type(w) for g, w in pairs)
     assert jf.stats()["eager_nodes"] == 0 and jf.stats()["compiles"] == 1
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_float_floor_division_remainder_and_fmod_are_numpys(dtype, backend):
+    """x // y, x % y (numpy's npy_divmod: fmod, Python's sign rule, the
+    quotient snapped to an integer) and np.fmod of floats compile and equal
+    numpy bit for bit, signed zeros, infinities, NaNs and zero divisors
+    included; np.fmod of ints is C's remainder, 0 for a zero divisor."""
+    rng = np.random.default_rng(0)
+    sp = special(dtype)
+    a = np.concatenate([rng.standard_normal(3000) * 10, np.repeat(sp, len(sp)),
+                        rng.integers(-20, 20, 500) * 1.0]).astype(dtype)
+    b = np.concatenate([rng.standard_normal(3000) * 3, np.tile(sp, len(sp)), rng.integers(-5, 5, 500) * 1.0]).astype(dtype)
+
+    def fn(a, b):
+        return a // b, a % b, np.fmod(a, b), a // 2.5, a % -0.75
+
+    jf = jit(fn, backend=backend)
+    with np.errstate(all="ignore"):
+        for n in (a.size, 17):
+            jf(a[:n], b[:n])
+            got, want = jf(a[:n], b[:n]), fn(a[:n], b[:n])
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype
+                assert np.array_equal(g, w, equal_nan=True) and np.array_equal(np.signbit(g), np.signbit(w))
+    assert not [line for line in jf.explain().splitlines() if "numpy:" in line and "const" not in line]
+    ints = jit(lambda a, b: np.fmod(a, b), backend=backend)
+    x, y = rng.integers(-100, 100, 999).astype(np.int32), rng.integers(-5, 5, 999).astype(np.int32)
+    with np.errstate(all="ignore"):
+        ints(x, y)
+        assert_like_numpy(ints(x, y), np.fmod(x, y))
+
+
+NUMPY_REDUCTION_PROGRAMS = {
+    "median": lambda x: (np.median(x), np.median(x, axis=0), np.median(x, axis=1, keepdims=True) - x),
+    "nan": lambda x: (np.nanmean(np.where(x > 0.8, np.nan, x), axis=1), np.nanmax(x, axis=0), np.nanstd(x),
+                      np.nanargmax(x, axis=1)),
+    "percentile": lambda x: (np.percentile(x, 90, axis=1), np.quantile(x, 0.25),
+                             np.percentile(x, 50.0, axis=0, method="nearest")),
+    "ptp and nansum": lambda x: (np.ptp(x), np.ptp(x * 2, axis=1), np.nansum(np.where(x > 0.5, np.nan, x), axis=0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_REDUCTION_PROGRAMS))
+def test_numpy_reductions_are_steps_of_symbolic_shape(name, backend):
+    """np.median, the nan-reductions, np.percentile/quantile of a constant q
+    are numpy steps with the reduction's shape (before: eager nodes of
+    unknown sizes); np.ptp and np.nansum are numpy's formulas in kernels
+    (max - min; a sum with NaNs as 0).  One compile for every shape."""
+    fn = NUMPY_REDUCTION_PROGRAMS[name]
+    jf = jit(fn, backend=backend)
+    for shape in ((5, 7), (9, 4), (6, 6)):
+        x = np.random.default_rng(shape[0]).random(shape)
+        jf(x)
+        got, want = jf(x), fn(x)
+        assert_like_numpy(got, want, ulps=4)
+        assert all(type(g) is type(w) for g, w in zip(got, want))
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0
