@@ -256,8 +256,9 @@ def _sqrt(b, m, x: CValue) -> CValue:
     inf, nan = c(float("inf")), c(float("nan"))
     im_inf, re_inf = b.fcmp_ordered("==", ay, inf), b.fcmp_ordered("==", ax, inf)
     im_nan = b.fcmp_unordered("uno", im, im)
+    signed_zero = b.call(copysign, [c(0.0), im])
     inf_re = CValue(b.select(re_neg, b.select(im_nan, nan, c(0.0)), re),
-                    b.select(re_neg, b.call(copysign, [inf, im]), b.select(im_nan, nan, b.call(copysign, [c(0.0), im]))))
+                    b.select(re_neg, b.call(copysign, [inf, im]), b.select(im_nan, nan, signed_zero)))
     finite = b.and_(b.fcmp_ordered("<", ax, inf), b.fcmp_ordered("<", ay, inf))
     out = CValue(b.select(re_inf, inf_re.re, nan), b.select(re_inf, inf_re.im, nan))
     out = CValue(b.select(im_inf, inf, out.re), b.select(im_inf, im, out.im))

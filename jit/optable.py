@@ -1004,8 +1004,8 @@ def roll(ctx, a, shift, axis=None):
     if not k:
         return a.copy()
     head = (slice(None),) * axis
-    return concatenate(ctx, [getitem(ctx, a, head + (slice(n - k, None),)), getitem(ctx, a, head + (slice(None, n - k),))],
-                       axis=axis)
+    tail, front = getitem(ctx, a, head + (slice(n - k, None),)), getitem(ctx, a, head + (slice(None, n - k),))
+    return concatenate(ctx, [tail, front], axis=axis)
 
 
 def select(ctx, condlist, choicelist, default=0):
@@ -1103,7 +1103,8 @@ FUNCTIONS = {
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
-    np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.shape: _shape, np.ndim: lambda ctx, a: ctx.operand(a).ndim,
+    np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.shape: _shape,
+    np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"):

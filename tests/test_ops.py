@@ -1248,7 +1248,8 @@ def test_float_floor_division_remainder_and_fmod_are_numpys(dtype, backend):
     sp = special(dtype)
     a = np.concatenate([rng.standard_normal(3000) * 10, np.repeat(sp, len(sp)),
                         rng.integers(-20, 20, 500) * 1.0]).astype(dtype)
-    b = np.concatenate([rng.standard_normal(3000) * 3, np.tile(sp, len(sp)), rng.integers(-5, 5, 500) * 1.0]).astype(dtype)
+    b = np.concatenate([rng.standard_normal(3000) * 3, np.tile(sp, len(sp)),
+                        rng.integers(-5, 5, 500) * 1.0]).astype(dtype)
 
     def fn(a, b):
         return a // b, a % b, np.fmod(a, b), a // 2.5, a % -0.75
