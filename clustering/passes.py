@@ -398,41 +398,61 @@ def cse(g: Graph) -> Graph:
 
 # -------------------------------------------------------------------- dce
 
-def dce(g: Graph) -> Graph:
+def dce(g: Graph, sizes=frozenset()) -> Graph:
     """Nodes nothing reads are dropped, except ops that may raise (a lifted
-    loop's index out of range): then the call does; and the node whose
-    result's shape defines a data-dependent size a kept node uses
-    (`w[:np.unique(x).size]` reads only the size of np.unique's result), or
-    an eager one defining any (the function may return the size itself)."""
+    loop's index out of range): then the call does; and the eager node that
+    makes a data-dependent size a kept node's shape uses, or `sizes` name
+    (what the function returns or its run-time checks decide on, outside
+    the graph): `w[:np.unique(x).size]` reads only the size of np.unique's
+    result."""
+    made = {id(n): _data_dependent([o.shape for o in n.outputs], None) for n in g.nodes if n.op == "eager"}
+    defined = set().union(*made.values())  # (only eager nodes make data-dependent sizes: jit/tracer.py)
     live = {v.id for v in g.outputs}
-    sizes = set().union(*(_data_dependent(v.shape) for v in g.outputs))
+    memo: dict = {}
+    sizes = set(sizes) & defined
+    if defined:
+        sizes |= _data_dependent([v.shape for v in g.outputs], defined, memo)
     keep = []
     for n in reversed(g.nodes):
-        made = set().union(*(_data_dependent(o.shape) for o in n.outputs))
-        if any(o.id in live for o in n.outputs) or OPS[n.op].raises or sizes & made or \
-                (made and OPS[n.op].category == OPAQUE):  # (a size the function may return: np.unique(x).size)
+        if any(o.id in live for o in n.outputs) or OPS[n.op].raises or not sizes.isdisjoint(made.get(id(n), ())):
             keep.append(n)
             live.update(v.id for v in n.inputs)
-            sizes |= _data_dependent((n.attrs, [v.shape for v in n.inputs + n.outputs]))
+            if defined:
+                sizes |= _data_dependent([n.attrs, [v.shape for v in n.inputs]], defined, memo)
     return Graph(g.inputs, tuple(reversed(keep)), g.outputs)
 
 
-def _data_dependent(x) -> set:
-    """The data-dependent size symbols (shapes/env.py: u0, u1, ...) in x (an
-    expression, or tuples and lists of them)."""
+def data_dependent_sizes(exprs) -> frozenset:
+    """The data-dependent sizes (u0, u1, ...) in these expressions (what a
+    call returns or checks outside its graph: run_pipeline's `sizes`)."""
+    return frozenset(_data_dependent(list(exprs), None))
+
+
+def _data_dependent(x, among, memo=None) -> set:
+    """The data-dependent size symbols (shapes/env.py: u0, u1, ...; of
+    `among`, when given) in x: an expression, or tuples and lists of them."""
+    if isinstance(x, int):
+        return set()
     if isinstance(x, sympy.Basic):
-        return {s for s in x.free_symbols if s.name.startswith("u")}
+        if memo is not None and x in memo:
+            return memo[x]
+        found = {s for s in x.free_symbols if (s in among if among is not None else s.name.startswith("u"))}
+        if memo is not None:
+            memo[x] = found
+        return found
     if isinstance(x, (tuple, list)):
-        return set().union(*(_data_dependent(y) for y in x))
+        return set().union(*(_data_dependent(y, among, memo) for y in x))
     return set()
 
 
 PIPELINE = [decompose, dots, unit_dims, rows, row_space, simplify, cse, dce]
 
 
-def run_pipeline(g: Graph, checks: bool = False) -> Graph:
+def run_pipeline(g: Graph, checks: bool = False, sizes=frozenset()) -> Graph:
+    """The passes in order; `sizes`: data-dependent sizes used outside the
+    graph (dce keeps the nodes that make them)."""
     for p in PIPELINE:
-        g = p(g)
+        g = dce(g, sizes) if p is dce else p(g)
         if checks:
             verify(g)
     return g

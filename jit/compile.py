@@ -22,7 +22,7 @@ from codegen.artifact import Artifact, ArtifactError, KernelInfo
 from codegen.abi import DATA_OFFSET, STRIDES_OFFSET
 from codegen.llvm import compile_ir, target_description
 from codegen.lower import compile_module, emit_plan, entries
-from jit.trace import TraceResult
+from jit.trace import TraceResult, sizes_outside
 from runtime.cache import build_id, content_key, default_cache, key_symbol
 from runtime import dispatch, gemmchoice, gemv
 from runtime.executable import Executable, OutputSpec, PortableExecutable
@@ -77,7 +77,7 @@ def build(tr: TraceResult, symbols, backend: str, input_contiguous: list[bool], 
         return Build(Executable(tr.graph, symbols, tr.outputs, tr.dd_dims, dd_checks=tr.dd_checks))
     times = {}
     t0 = time.perf_counter()
-    g = run_pipeline(tr.graph, checks=checks_enabled())
+    g = run_pipeline(tr.graph, checks=checks_enabled(), sizes=sizes_outside(tr.outputs, tr.dd_checks))
     outputs = _remap_outputs(tr.outputs, g)
     checked = bounds_checked()
     if not checked:  # (a re-rolled loop's loads and stores are not bounds-checked: checked runs keep the trips)

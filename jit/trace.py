@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy
 
+from clustering.passes import data_dependent_sizes, dce
 from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
@@ -180,16 +181,19 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     dd_checks = [(g.cond.func(env.simplify(g.cond.lhs), env.simplify(g.cond.rhs))
                   if isinstance(g.cond, sympy.core.relational.Relational) else g.cond, g.reason)
                  for g in env.dd_guards]
-    live = {v.id for v in graph.outputs}
-    for n in reversed(graph.nodes):  # (eager nodes nothing reads, a rewritten mask read, are dropped)
-        if any(o.id in live for o in n.outputs):
-            live.update(v.id for v in n.inputs)
-    eager = [f"{n.attr('call')!r} at {n.loc}" for n in graph.nodes
-             if n.op == "eager" and any(o.id in live for o in n.outputs)]
+    # (eager nodes nothing reads, a rewritten mask read, are dropped, as the passes drop them)
+    eager = [f"{n.attr('call')!r} at {n.loc}" for n in dce(graph, sizes_outside(outputs, dd_checks)).nodes
+             if n.op == "eager"]
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
                        list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed)
+
+
+def sizes_outside(outputs, dd_checks) -> frozenset:
+    """The data-dependent sizes a call uses outside its graph: the sizes it
+    returns (`np.unique(x).size`) and the decisions checked at run time."""
+    return data_dependent_sizes([o.payload for o in outputs if o.kind == "dim"] + [c for c, _ in dd_checks])
 
 
 def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
