@@ -1074,6 +1074,53 @@ def nansum(ctx, a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     return reduce(ctx, "sum", a, axis, keepdims)
 
 
+def nan_to_num(ctx, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """np.nan_to_num of a float array: numpy's three copyto steps (NaN, +inf,
+    -inf, each where the array held one before any: a NaN made infinite
+    stays) as wheres; ints and bools are themselves (a copy)."""
+    x = ctx.operand(x)
+    traced = any(isinstance(v, (Tracer, SymInt, SymFloat)) for v in (nan, posinf, neginf))
+    if x.dtype.kind not in "fiub" or traced:
+        return None
+    d = x
+    if x.dtype.kind == "f":
+        info = np.finfo(x.dtype)
+        d = where(ctx, np.equal(x, -np.inf), info.min if neginf is None else neginf, d)
+        d = where(ctx, np.equal(x, np.inf), info.max if posinf is None else posinf, d)
+        d = where(ctx, np.isnan(x), nan, d)
+        d = d if d.dtype == x.dtype else astype(ctx, d, x.dtype)
+    if not copy:
+        x[...] = d
+        return x
+    return d if d is not x else x.copy()
+
+
+def pad(ctx, array, pad_width, mode="constant", **kw):
+    """np.pad in 'constant' mode with static widths: a full array of the
+    constant with the array written into its middle (numpy's own steps;
+    symbolic dims stay symbolic)."""
+    a = ctx.operand(array)
+    value = kw.pop("constant_values", 0)
+    if mode != "constant" or kw or not isinstance(value, (int, float, bool, np.generic)) or a.ndim == 0:
+        return None
+    flat: list = []
+    pytree.flatten(pad_width, flat)
+    if any(isinstance(w, (Tracer, SymInt, SymFloat)) for w in flat):
+        return None
+    widths = np.round(np.asarray(pad_width)).astype(np.intp)
+    if widths.ndim < 3 and widths.size == 1:
+        widths = widths.ravel().repeat(2)
+    elif widths.ndim < 3 and widths.size == 2 and widths.shape != (2, 1):
+        widths = widths.ravel()
+    if widths.size and widths.min() < 0:
+        raise ValueError("index can't contain negative values")
+    widths = np.broadcast_to(widths, (a.ndim, 2)).tolist()  # (numpy's own error for another shape)
+    shape = tuple(d + lo + hi for d, (lo, hi) in zip(a.shape, widths))
+    out = full(ctx, shape, value, a.dtype)
+    out[tuple(slice(lo, lo + d) for d, (lo, _) in zip(a.shape, widths))] = a
+    return out
+
+
 def angle(ctx, z, deg=False):
     """numpy's np.angle: arctan2 of the parts (of 0 and z for a real z)."""
     z = ctx.operand(z)
@@ -1103,7 +1150,8 @@ FUNCTIONS = {
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
-    np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.shape: _shape,
+    np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,
+    np.shape: _shape,
     np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }

@@ -1216,14 +1216,25 @@ SHAPED = {
     "select": lambda x: (np.select([x < 0.2, x > 0.8], [x * 2, -x], default=7), np.select([x < 0.5], [1])),
     "count_nonzero": lambda x: (np.count_nonzero(x > 0.5), np.count_nonzero(x > 0.3, axis=1)),
     "game of life": lambda x: _life((x > 0.5).astype(np.uint8)),
+    "nan_to_num": lambda x: (np.nan_to_num(_specials(x)),
+                             np.nan_to_num(_specials(x), nan=np.inf, posinf=9.0, neginf=-2.0),
+                             np.nan_to_num(_specials(x).astype(np.float32)),
+                             np.nan_to_num((x > 0.5).astype(np.int32))),
+    "pad": lambda x: (np.pad(x, 1), np.pad(x, ((0, 2), (3, 1)), constant_values=7.5),
+                      np.pad(x.astype(np.int64), (2, 1), mode="constant", constant_values=1.5), np.pad(x[0], (2,))),
 }
+
+
+def _specials(x):
+    return np.where(x < 0.2, np.inf, np.where(x > 0.8, -np.inf, np.where(x > 0.6, np.nan, x)))
 
 
 @pytest.mark.parametrize("name", sorted(SHAPED))
 def test_diff_roll_select_count_nonzero_trace_numpys_steps(name, backend):
     """np.diff (slices), np.roll (two slices concatenated, the shift modulo
-    a symbolic dim), np.select (wheres) and np.count_nonzero (a sum) trace
-    into graph ops: no eager node, one compile for every shape, numpy's
+    a symbolic dim), np.select and np.nan_to_num (wheres), np.count_nonzero
+    (a sum) and np.pad's constant mode (a full array, the input written into
+    it) trace into graph ops: no eager node, one compile for every shape, numpy's
     values, dtypes and scalar types (before: eager nodes of unknown sizes;
     a game of life made 48)."""
     fn = SHAPED[name]
