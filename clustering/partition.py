@@ -149,7 +149,7 @@ def kernel_op_ok(n: Node, producers) -> str | None:
             return f"{op}: dtype"
         if not (is_row_reduction(n) or is_column_reduction(n)):
             return (f"{op}: only over the last axis" if op in ARG_REDUCTIONS else
-                    f"{op}: only reductions over the last axis, or over axes up to the last, fuse") \
+                    f"{op}: only reductions over the last axis, or over consecutive axes before it, fuse") \
                 + f" (axis={n.attr('axis')})"
     if op in ARG_REDUCTIONS and n.inputs[0].dtype == np.uint64:
         return f"{op}: of uint64 values (compared as int64 in a kernel)"

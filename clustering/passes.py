@@ -115,14 +115,12 @@ def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
     axis, keep, dt = n.attr("axis"), n.attr("keepdims", False), x.dtype
     kshape = tuple(1 if (axis is None or i in axis) else d for i, d in enumerate(x.shape))
     count = _count(x, axis)
-    if n.op == "mean" and dt == np.float16:  # (numpy's: in float32, the result cast back)
-        f32 = np.dtype(np.float32)
-        s = b.add("sum", [x], {"axis": axis, "keepdims": keep, "dtype": f32}, f32, n.out.shape, n.loc)
-        m = b.add("divide", [s, _scalar(b, count, n.loc)], {}, f32, n.out.shape, n.loc)
-        return b.add("astype", [m], {"dtype": dt}, dt, n.out.shape, n.loc)
-    if n.op == "mean":
-        s = b.add("sum", [x], {"axis": axis, "keepdims": keep}, dt, n.out.shape, n.loc)
-        return b.add("divide", [s, _scalar(b, count, n.loc)], {}, dt, n.out.shape, n.loc)
+    if n.op == "mean":  # (numpy's float16 mean adds in float32 and casts the mean back)
+        acc = np.dtype(np.float32) if dt == np.float16 else dt
+        s = b.add("sum", [x], {"axis": axis, "keepdims": keep, **({"dtype": acc} if acc != dt else {})}, acc,
+                  n.out.shape, n.loc)
+        m = b.add("divide", [s, _scalar(b, count, n.loc)], {}, acc, n.out.shape, n.loc)
+        return m if acc == dt else b.add("astype", [m], {"dtype": dt}, dt, n.out.shape, n.loc)
     s = b.add("sum", [x], {"axis": axis, "keepdims": True}, dt, kshape, n.loc)
     m = b.add("divide", [s, _scalar(b, count, n.loc)], {}, dt, kshape, n.loc)
     d = b.add("subtract", [x, m], {}, dt, x.shape, n.loc)

@@ -302,6 +302,6 @@ REDUCERS = {
                                         else _min(b, m, acc, x)),
 }
 UNSIGNED_REDUCERS = {
-    "max": lambda b, m, acc, x, flags: b.select(b.icmp_unsigned(">", x, acc), x, acc),
-    "min": lambda b, m, acc, x, flags: b.select(b.icmp_unsigned("<", x, acc), x, acc),
+    "max": lambda b, m, acc, x, flags: _umax(b, m, x, acc),
+    "min": lambda b, m, acc, x, flags: _umin(b, m, x, acc),
 }

@@ -153,26 +153,44 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
                       f"np.{name}" + ("" if method == "__call__" else f".{method}"))
 
 
+def _dry_run(fn, args, kwargs, out: Tracer | None = None):
+    """fn on the concrete values of its traced arguments (into a fresh array
+    like `out`, when given), for numpy's own errors: casting, shapes,
+    bounds."""
+    leaves: list = []
+    treedef = pytree.flatten((tuple(args), dict(kwargs)), leaves)
+    concrete_args, concrete_kwargs = pytree.unflatten(
+        treedef, iter([x.concrete if isinstance(x, Tracer) else x for x in leaves]))
+    if out is not None:
+        concrete_kwargs["out"] = np.empty_like(out.concrete)
+    with np.errstate(all="ignore"):
+        fn(*concrete_args, **concrete_kwargs)
+
+
+def _write_whole(ctx, target: Tracer, value) -> None:
+    """target's every element takes value's (functionalized: jit/tracer.py
+    write); whole slices, so no shape decision (target may have a
+    data-dependent size)."""
+    whole = tuple(("slice", 0, 1, d) for d in target.value.shape)
+    ctx.write(target, ctx.emit("setitem", [target, value], {"items": whole}))
+
+
 def _ufunc_method_into(ctx, ufunc, method, inputs, out: Tracer, kwargs):
     """ufunc.reduce/accumulate(..., out=o) and ufunc(..., out=o, where=m):
     numpy's errors from a dry run into a fresh array like o, then the result
     (where m is true, o's old values elsewhere) written into o.  A reduction
     or scan of another dtype than o's (numpy's loop would take o's) runs in
     numpy."""
+    _dry_run(getattr(ufunc, method), inputs, kwargs, out)
     kwargs = dict(kwargs)
     mask = kwargs.pop("where", True) if method == "__call__" else True
-    concrete = [x.concrete if isinstance(x, Tracer) else x for x in inputs]
-    with np.errstate(all="ignore"):
-        extra = {"where": mask.concrete if isinstance(mask, Tracer) else mask} if mask is not True else {}
-        getattr(ufunc, method)(*concrete, out=np.empty_like(out.concrete), **kwargs, **extra)
     result = ctx.operand(handle_ufunc(ctx, ufunc, method, inputs, kwargs))
     if method != "__call__" and result.dtype != out.dtype:
         raise Fallback(f"np.{ufunc.__name__}.{method}(..., out=...) of dtype {out.dtype} for a {result.dtype} "
                        "result", user_location())
     if mask is not True:
         result = where(ctx, mask, result, out)
-    whole = tuple(("slice", 0, 1, d) for d in out.value.shape)
-    ctx.write(out, ctx.emit("setitem", [out, result], {"items": whole}))
+    _write_whole(ctx, out, result)
     return out
 
 
@@ -193,12 +211,8 @@ def ufunc_into(ctx, ufunc, inputs, out: Tracer, **kwargs):
     """`ufunc(*inputs, out=out)` and `out op= x`: numpy checks the casting
     (same_kind) and that the result broadcasts into `out` (its errors come
     from a dry run on the concrete values); the result is written into out."""
-    with np.errstate(all="ignore"):
-        ufunc(*[x.concrete if isinstance(x, Tracer) else x for x in inputs],
-              out=np.empty_like(out.concrete), **kwargs)
-    result = handle_ufunc(ctx, ufunc, "__call__", inputs, kwargs)
-    whole = tuple(("slice", 0, 1, d) for d in out.value.shape)  # (no shape decisions: out may be data-dependent)
-    ctx.write(out, ctx.emit("setitem", [out, result], {"items": whole}))
+    _dry_run(ufunc, inputs, kwargs, out)
+    _write_whole(ctx, out, handle_ufunc(ctx, ufunc, "__call__", inputs, kwargs))
     return out
 
 
@@ -949,9 +963,8 @@ def _along_axis(name):
 def _sort_in_place(t, axis=-1, kind=None, order=None, *, stable=None):
     """ndarray.sort: the array's contents replaced by np.sort's."""
     result = _along_axis("sort")(t.ctx, t, axis, kind=kind, order=order, stable=stable)
-    if result is None:
-        return eager_call(t.ctx, lambda x, *a, **kw: x.sort(*a, **kw), (t, axis), dict(kind=kind, order=order),
-                          "ndarray.sort")
+    if result is None:  # (order=, or a 0-d array: numpy's sort of the caller's array, or its error)
+        raise Fallback("ndarray.sort of a structured or 0-d array", user_location())
     t[...] = result
 
 
@@ -1018,8 +1031,9 @@ def select(ctx, condlist, choicelist, default=0):
     if any(c.dtype != np.bool_ for c in conds):
         return None  # (numpy's TypeError, from the eager call)
     choices = [ctx.operand(x) for x in choicelist]
-    dt = np.result_type(*[x.concrete for x in choices], np.asarray(default) if not isinstance(default, Tracer)
-                         else default.concrete)
+    # (numpy's select keeps Python scalars weak and makes the rest arrays, so strong)
+    dt = np.result_type(*[c if type(c) in (int, float, complex) else np.asarray(c)
+                          for c in [x.concrete for x in choices] + [ctx.operand(default).concrete]])
     result = astype(ctx, ctx.operand(default), dt) if isinstance(default, Tracer) else \
         ctx.operand(np.asarray(default).astype(dt)[()])
     for c, x in zip(reversed(conds), reversed(choices)):  # (where broadcasts them all, as numpy's select)
@@ -1082,17 +1096,17 @@ def nan_to_num(ctx, x, copy=True, nan=0.0, posinf=None, neginf=None):
     traced = any(isinstance(v, (Tracer, SymInt, SymFloat)) for v in (nan, posinf, neginf))
     if x.dtype.kind not in "fiub" or traced:
         return None
-    d = x
-    if x.dtype.kind == "f":
-        info = np.finfo(x.dtype)
-        d = where(ctx, np.equal(x, -np.inf), info.min if neginf is None else neginf, d)
-        d = where(ctx, np.equal(x, np.inf), info.max if posinf is None else posinf, d)
-        d = where(ctx, np.isnan(x), nan, d)
-        d = d if d.dtype == x.dtype else astype(ctx, d, x.dtype)
+    if x.dtype.kind != "f":
+        return x.copy() if copy else x
+    info = np.finfo(x.dtype)
+    d = where(ctx, np.equal(x, -np.inf), info.min if neginf is None else neginf, x)
+    d = where(ctx, np.equal(x, np.inf), info.max if posinf is None else posinf, d)
+    d = where(ctx, np.isnan(x), nan, d)
+    d = d if d.dtype == x.dtype else astype(ctx, d, x.dtype)
     if not copy:
         x[...] = d
         return x
-    return d if d is not x else x.copy()
+    return d
 
 
 def pad(ctx, array, pad_width, mode="constant", **kw):
@@ -1176,19 +1190,16 @@ def _into(ctx, func, args, kwargs):
     name = _fn_name(func)
     if not isinstance(target, Tracer):
         raise Fallback(f"{name}(..., out=...) writes into an array that is not traced", user_location())
-    leaves: list = []
-    treedef = pytree.flatten((tuple(args), {k: v for k, v in kwargs.items() if k != "out"}), leaves)
-    concrete = [x.concrete if isinstance(x, Tracer) else x for x in leaves]
-    dry_args, dry_kwargs = pytree.unflatten(treedef, iter(concrete))
-    with np.errstate(all="ignore"):
-        func(*dry_args, **dry_kwargs, out=np.empty_like(target.concrete))  # (numpy's errors)
     rest = {k: v for k, v in kwargs.items() if k != "out"}
+    _dry_run(func, args, rest, target)
     result = ctx.operand(handle_function(ctx, func, args, rest))
     if result.dtype != target.dtype:
         raise Fallback(f"{name}(..., out=...) of dtype {target.dtype} for a {result.dtype} result", user_location())
-    whole = tuple(("slice", 0, 1, d) for d in target.value.shape)
-    ctx.write(target, ctx.emit("setitem", [target, result], {"items": whole}))
-    return out
+    _write_whole(ctx, target, result)
+    return target
+
+
+NONE = object()  # a handler's result for a numpy function that returns None (it wrote its operand)
 
 
 def copyto(ctx, dst, src, casting="same_kind", **kw):
@@ -1197,15 +1208,11 @@ def copyto(ctx, dst, src, casting="same_kind", **kw):
     mask = kw.pop("where", True)
     if not isinstance(dst, Tracer) or kw:
         return None
-    concrete = [x.concrete if isinstance(x, Tracer) else x for x in (src, mask)]
-    np.copyto(np.empty_like(dst.concrete), concrete[0], casting=casting, where=concrete[1])
+    _dry_run(lambda d, s, m: np.copyto(np.empty_like(d), s, casting=casting, where=m), (dst, src, mask), {})
     value = ctx.operand(src)
     if mask is not True:
         value = where(ctx, mask, value, dst)
-    if value.dtype != dst.dtype:
-        value = astype(ctx, value, dst.dtype)
-    whole = tuple(("slice", 0, 1, d) for d in dst.value.shape)
-    ctx.write(dst, ctx.emit("setitem", [dst, value], {"items": whole}))
+    _write_whole(ctx, dst, value if value.dtype == dst.dtype else astype(ctx, value, dst.dtype))
     return NONE
 
 
@@ -1215,7 +1222,6 @@ def _fill_with(t, value):
 
 
 FUNCTIONS[np.copyto] = copyto
-NONE = object()  # a handler's result for a numpy function that returns None (it wrote its operand)
 
 
 def handle_function(ctx, func, args, kwargs):

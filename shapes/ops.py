@@ -260,8 +260,19 @@ for _name in REDUCTIONS:
 
 def _numpy_reduction(x, fn, axis=None, keepdims=False, **kw):
     """A numpy reduction run as a numpy step (np.median, np.nanmean,
-    np.percentile of a scalar q...): `fn` names it."""
+    np.percentile of a scalar q...): `fn` names it, one of NUMPY_REDUCTIONS
+    (a saved trace's attrs are data: never any other numpy name)."""
+    if fn not in NUMPY_REDUCTIONS:
+        raise ValueError(f"np_reduce of {fn!r}")
     return getattr(np, fn)(x, axis=axis, keepdims=keepdims, **kw)
+
+
+def _ufunc(name: str) -> np.ufunc:
+    """The numpy ufunc `name` names (an op's attr: never another numpy name)."""
+    f = getattr(np, name, None)
+    if not isinstance(f, np.ufunc):
+        raise ValueError(f"{name!r} is not a numpy ufunc")
+    return f
 
 
 NUMPY_REDUCTIONS = ("median", "nanmean", "nanmax", "nanmin", "nanstd", "nanvar", "nanprod", "nanargmax",
@@ -409,7 +420,7 @@ def _ufunc_at(x, v, *arrays, items, ufunc):
     """np.<ufunc>.at(x, index, v) on a copy of x: unbuffered, so repeated
     indices apply once each."""
     out = np.array(x, copy=True)
-    getattr(np, ufunc).at(out, index_of(items, arrays), v)
+    _ufunc(ufunc).at(out, index_of(items, arrays), v)
     return out
 
 
@@ -432,7 +443,7 @@ for _name in ("cumsum", "cumprod", "sort", "argsort"):
 
 
 def _accumulate(x, ufunc, axis, dtype=None):
-    return getattr(np, ufunc).accumulate(x, axis=axis, dtype=dtype)
+    return _ufunc(ufunc).accumulate(x, axis=axis, dtype=dtype)
 
 
 register("accumulate", NUMPY, _accumulate, lambda env, i, a: [i[0].shape])

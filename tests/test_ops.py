@@ -1213,7 +1213,8 @@ def _life(g):
 SHAPED = {
     "diff": lambda x: (np.diff(x), np.diff(x, n=2, axis=0), np.diff(x > 0.5, axis=1)),
     "roll": lambda x: (np.roll(x, 2, axis=1), np.roll(x, -1, 0), np.roll(x, 3), np.roll(x, 7 * x.shape[1], 1)),
-    "select": lambda x: (np.select([x < 0.2, x > 0.8], [x * 2, -x], default=7), np.select([x < 0.5], [1])),
+    "select": lambda x: (np.select([x < 0.2, x > 0.8], [x * 2, -x], default=7), np.select([x < 0.5], [1]),
+                         np.select([x < 0.5], [x.astype(np.float32)], default=0.5)),  # (a weak default: float32)
     "count_nonzero": lambda x: (np.count_nonzero(x > 0.5), np.count_nonzero(x > 0.3, axis=1)),
     "game of life": lambda x: _life((x > 0.5).astype(np.uint8)),
     "nan_to_num": lambda x: (np.nan_to_num(_specials(x)),
