@@ -121,7 +121,7 @@ def kernel_op_ok(n: Node, producers) -> str | None:
     fact = OPS.get(op)
     if fact is None or not fact.kernel:
         return f"{op}: no kernel emitter"
-    if len(n.outputs) != 1 or n.out.ndim == 0:
+    if len(n.outputs) != 1 or n.out.ndim == 0 and (op in ROW_REDUCTIONS or fact.category != ELEMENTWISE):
         return f"{op}: scalar result"
     if n.out.dtype not in KERNEL_DTYPES:
         return f"{op}: dtype {n.out.dtype}"
@@ -162,7 +162,8 @@ def kernel_op_ok(n: Node, producers) -> str | None:
             return f"{op}: orders complex numbers"
         return None if ct in KERNEL_DTYPES else f"{op}: compares in {ct}"
     if op == "astype":
-        src = n.inputs[0].dtype if n.inputs[0].ndim or not n.inputs[0].weak else None
+        x = n.inputs[0]  # (a Python int's value may lie beyond int64: unknown)
+        src = x.dtype if x.ndim or not x.weak or x.dtype.kind != "i" else None
         if n.out.dtype in INT_DTYPES and (src is None or src.kind == "f"):
             return "astype: float to integer (numpy's out-of-range result depends on the CPU)"
         if n.out.dtype.kind in "fi" and (src is None or src.kind == "c"):
@@ -275,8 +276,6 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
     dom = _max_domain([g.nodes[m] for m in union])
     if dom is None:
         return "iteration spaces differ"
-    if len(dom) == 0:
-        return "scalar iteration space"
     columns = [m for m in union if is_column_reduction(g.nodes[m])]
     if columns and any(is_row_reduction(g.nodes[m]) for m in union):
         return "row and column reductions do not share a kernel"
@@ -346,8 +345,9 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
         if all(isinstance(d, int) for d in dom) and int(np.prod(dom)) <= TINY_STATIC:
             # nothing to gain, and LLVM's loop vectorizer can spend a minute on a
             # large body (f64 sin) in a loop whose loads are all invariant
-            refusals.append(f"{format_node(nodes[-1], names)}  # tiny static iteration space "
-                            f"[{', '.join(map(str, dom))}]: numpy")
+            refusals.append(f"{format_node(nodes[-1], names)}  # " + (
+                "scalars alone: numpy" if not dom else
+                f"tiny static iteration space [{', '.join(map(str, dom))}]: numpy"))
             continue
         if all(n.op in ARG_REDUCTIONS for n in nodes):
             # (nothing fused into it: numpy's argmax and argmin read a row in vectors, and
@@ -362,6 +362,9 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
             v = n.out
             if v.id not in out_ids and all(u in member_set for u in users.get(v.id, [])):
                 continue
+            if v.ndim == 0 and dom:
+                bad = i  # (computed at every point of the domain: written by none)
+                break
             if column and is_column_reduction(n) or not column and (
                     tuple(v.shape) == dom or _is_row_shape(v.shape, dom[:-1])):
                 outputs.append(v)
@@ -369,10 +372,14 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
                 bad = i
                 break
         if bad is not None:
-            refusals.append(f"{format_node(g.nodes[bad], names)}  # needed outside a kernel over "
-                            f"[{', '.join(map(str, dom))}] with another shape: its own kernel")
+            if g.nodes[bad].out.ndim == 0:  # (a step of its own in numpy)
+                refusals.append(f"{format_node(g.nodes[bad], names)}  # a scalar used outside a kernel over "
+                                f"[{', '.join(map(str, dom))}]: numpy")
+            else:
+                refusals.append(f"{format_node(g.nodes[bad], names)}  # needed outside a kernel over "
+                                f"[{', '.join(map(str, dom))}] with another shape: its own kernel")
+                pending.append([bad])
             rest = set(idxs) - {bad}
-            pending.append([bad])
             if rest:
                 pending += [sorted(rest)] if _convex(rest, succ) else [[i] for i in sorted(rest)]
             continue

@@ -198,3 +198,45 @@ def test_values_of_a_row_fuse_into_its_row_kernel(fn, backend):
         x, m = np.random.default_rng(rows).random((rows, 40)), np.random.default_rng(rows + 1).random((rows, 40)) > 0.3
         jf(x, m)
         assert_like_numpy(jf(x, m), fn(x, m), ulps=16)
+
+
+@pytest.mark.parametrize("fn", [
+    # a standardization: the mean and the deviation are scalars between kernels
+    lambda x, s: (x - x.sum() / x.size) / np.sqrt(((x - x.mean()) ** 2).sum() / (x.size - 1)) * s,
+    # a scalar from a scalar argument, and one from a full reduction, feeding a where
+    lambda x, s: np.where(x > np.abs(s) * 0.5, x * (s * s + 1.0), -x / (x.max() - x.min() + 1.0)),
+    # float32 scalars keep float32 (x.sum() / 3 is float32 in numpy)
+    lambda x, s: x.astype(np.float32) * (x.astype(np.float32).sum() / 3) + x.astype(np.float32).max() * 2,
+])
+def test_scalar_arithmetic_fuses_into_the_kernels_that_read_it(fn, backend):
+    """0-d elementwise ops (x.sum() / n, sqrt of a variance, s * s + 1)
+    whose results only kernels read are computed in those kernels (they were
+    numpy steps of their own: "scalar result"); a scalar that is also
+    returned or read by a numpy step stays one numpy step."""
+    x = np.random.default_rng(0).random((6, 40))
+    plan = plan_of(fn, x, 1.5)
+    scalar_steps = [s for s in plan.steps if not hasattr(s, "domain") and s.out.ndim == 0
+                    and s.op not in ("const", "dim", "getitem")]
+    assert scalar_steps == [] and "scalar result" not in plan.describe(), plan.describe()
+    jf = jit(fn, backend=backend)
+    for rows, s in ((6, 1.5), (10, -0.25), (131, 3.0)):
+        x = np.random.default_rng(rows).random((rows, 40))
+        jf(x, s)
+        assert_like_numpy(jf(x, s), fn(x, s), ulps=64, atol=1e-12)  # (x - mean: a sum's order)
+    assert jf.stats()["compiles"] == 1
+
+
+def test_a_scalar_also_returned_stays_one_numpy_step(backend):
+    def f(x):
+        m = x.sum() / x.size
+        return x - m, m * 2.0
+    x = np.random.default_rng(0).random((5, 7))
+    plan = plan_of(f, x)
+    assert "a scalar used outside a kernel" in plan.describe(), plan.describe()
+    jf = jit(f, backend=backend)
+    for rows in (5, 9, 300):
+        x = np.random.default_rng(rows).random((rows, 7))
+        jf(x)
+        got, want = jf(x), f(x)
+        assert_like_numpy(got, want, ulps=16)
+        assert type(got[1]) is type(want[1])
