@@ -463,7 +463,9 @@ def getitem(ctx, t, index):
     if len(norm) == t.ndim and all(it[0] == "slice" and it[1] == 0 and it[2] == 1 and
                                    ctx.env.simplify(it[3]) == ctx.env.simplify(d)
                                    for it, d in zip(norm, t.value.shape)):
-        return t  # x[:] and x[...] are x
+        if t.ndim or any(x is Ellipsis for x in items):
+            return t  # x[:] and x[...] are x
+        # (z[()] of a 0-d array is its element: a numpy scalar, as numpy's)
     return ctx.emit("getitem", [t], {"items": norm, "shape": shape})
 
 

@@ -155,12 +155,14 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     out_def = pytree.flatten(result, out_leaves)
     writebacks = _writebacks(ctx, concrete_of)
     outputs, concrete = [], []
+    written = {final.id: caller for final, (caller, _) in writebacks.values()}
     for r in out_leaves:
         if isinstance(r, Tracer):
             if r.ctx is not ctx:
                 raise Fallback("returned a Tracer from another trace")
             outputs.append(OutputSpec("value", r.value.id))
-            concrete.append(r.concrete)
+            # (an argument's final value: the caller's array, which the call writes, as numpy's `x += 1; return x`)
+            concrete.append(written.get(r.value.id, r.concrete))
         elif isinstance(r, SymInt):
             outputs.append(OutputSpec("dim", r.expr))
             concrete.append(env.hint(r.expr))
@@ -304,7 +306,8 @@ class _NumpyProxy(types.ModuleType):
         self._ctx = ctx
 
     def __getattr__(self, name):
-        return getattr(np, name)
+        v = getattr(np, name)
+        return _SCALAR_TYPES.get(v, v) if isinstance(v, type) else v
 
     def _has_sym(self, *xs):
         flat: list = []
@@ -382,11 +385,54 @@ class _NumpyProxy(types.ModuleType):
         return _RandomProxy()
 
 
+class _ScalarTypeMeta(type):
+    """The type of `np.float32` (and every numpy scalar type of a traceable
+    dtype) as the traced function sees it: a subclass of the real type that
+    compares, hashes and instance-checks as it, so `dtype=np.float32`,
+    `np.finfo(np.float32)`, `isinstance(v, np.float64)` and dict keys are
+    numpy's; called on a traced value, a cast (`np.float32(x.sum())`,
+    `np.float64(s)`, `np.int64(n)`: numpy converts through float() or
+    __array__, which would decide the value or run the function eagerly),
+    else the real type's call.  (Only `is` tells them apart.)"""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls.real)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls.real)
+
+    def __eq__(cls, other):
+        return other is cls.real or other is cls
+
+    def __hash__(cls):
+        return hash(cls.real)
+
+    def __call__(cls, *args, **kw):
+        flat: list = []
+        pytree.flatten(list(args), flat)
+        traced = [x for x in flat if isinstance(x, (Tracer, SymInt, SymFloat))]
+        if len(args) != 1 or kw or not traced:
+            return cls.real(*args, **kw)
+        (a,) = args
+        if isinstance(a, Tracer):  # (a copy, as numpy's: np.float64(x) of an array is x.astype)
+            r = a.astype(cls.real)
+        else:
+            x = traced[0]
+            r = optable.array_of(x.t.ctx if isinstance(x, SymFloat) else x.ctx, a, cls.real)
+        return r[()] if r.ndim == 0 else r  # (a numpy scalar)
+
+
+
 def _traceable_dtype(dtype) -> bool:
     try:
         return np.dtype(dtype).kind in "biufc"
     except TypeError:
         return False
+
+
+_SCALAR_TYPES = {t: _ScalarTypeMeta(t.__name__, (t,), {"real": t, "__module__": "numpy"})
+                 for t in set(np.sctypeDict.values())
+                 if _traceable_dtype(t) and t not in (np.longdouble, np.clongdouble)}
 
 
 class _RandomProxy:

@@ -20,7 +20,7 @@ from jit.errors import internal
 from shapes.env import ShapeEnv
 from shapes.ir import ArrayConst, Node, Value, make_attrs
 from runtime.generate import OUTCOME
-from shapes.ops import OPS, VIEW
+from shapes.ops import ELEMENTWISE, OPS, VIEW
 
 
 class _Protocol:
@@ -153,6 +153,8 @@ class TraceContext:
         concrete_attrs = {k: eval_attr(v, self.hint) for k, v in attrs.items()}
         with np.errstate(all="ignore"):
             result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
+            if opdef.category == ELEMENTWISE:
+                self._bound_python_ints(op, opdef, ins, concrete_attrs)
         values = [t.value for t in ins]
         shapes = opdef.shape_rule(self.env, values, attrs_t)
         dtypes = opdef.dtype_rule(values, attrs_t)
@@ -180,6 +182,32 @@ class TraceContext:
                 and isinstance(ins[0].concrete, np.ndarray) and np.may_share_memory(result, ins[0].concrete):
             outs[0].view_of(ins[0], (op, attrs))  # numpy made a view: writes through it reach ins[0]
         return outs if n_out > 1 else outs[0]
+
+    def _bound_python_ints(self, op, opdef, ins, attrs) -> None:
+        """numpy raises OverflowError for a Python int beyond the dtype of
+        the integer array it meets (NEP 50: int8 array + 300); a traced one
+        (a dim, an int argument that changes) is guarded to the range where
+        numpy's op does not raise, found by running the op on an int just
+        past each end of the range, so a call beyond it traces again and
+        raises numpy's error instead of wrapping."""
+        ints = {t.value.dtype for t in ins if t.value.dtype.kind in "iu" and not t.value.weak}
+        for k, t in enumerate(ins):
+            p = self.producers.get(t.value.id)
+            if p is None or p.op != "dim" or not ints:
+                continue
+            for dt in ints:
+                info = np.iinfo(dt)
+                for rel, end in ((">=", int(info.min)), ("<=", int(info.max))):
+                    past = end - 1 if rel == ">=" else end + 1
+                    if not -(1 << 63) <= past < (1 << 63):
+                        continue
+                    probe = [past if j == k else np.zeros(1, u.value.dtype) if not u.value.weak
+                             else u.concrete for j, u in enumerate(ins)]
+                    try:
+                        opdef.ref(*probe, **attrs)
+                    except OverflowError:
+                        self.env.compare(rel, p.attr("expr"), end,
+                                         f"{op}: a Python int within {dt} (numpy raises OverflowError beyond)")
 
     # ------------------------------------------------------------- writes
     def write(self, t: "Tracer", new: "Tracer") -> None:

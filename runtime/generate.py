@@ -245,9 +245,10 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
         else:
             lines += _node_lines(n, k, src, plan, pooled)
     rets = []
+    written = {final: target for target, final in writebacks}
     for o in outputs:
-        if o.kind == "value":
-            rets.append(names[o.payload])
+        if o.kind == "value":  # (an argument's final value: the argument itself, written, as numpy's `x += 1; return x`)
+            rets.append(names[written.get(o.payload, o.payload)])
         elif o.kind == "dim":
             rets.append(to_python(o.payload))
         else:

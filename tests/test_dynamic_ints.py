@@ -7,6 +7,7 @@ guard."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from jit import jit
 from tests.conftest import assert_like_numpy
@@ -109,3 +110,31 @@ def test_floats_of_dims_serve_every_shape(backend):
             assert type(got[1]) is float and got[1] == want[1]
     assert jf.stats()["compiles"] == 1 and jf.stats()["traces"] == 1
     assert jd.stats()["traces"] == 4
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint64])
+def test_a_traced_python_int_beyond_the_arrays_dtype_raises_numpys_overflow(dtype, backend):
+    """x_int8 + n with n = 300 (an int argument that changes, or a size)
+    raises numpy's OverflowError (NEP 50), where the compiled call wrapped n
+    into int8; within the range one compile serves every n."""
+    def f(x, n):
+        return x + n, x * x.shape[0], x < n  # (a comparison is exact in numpy 2: no error)
+
+    info = np.iinfo(dtype)
+    jf = jit(f, backend=backend)
+    x = np.arange(4, dtype=dtype)
+    for n in (1, 2, 5, 100):
+        assert_like_numpy(jf(x, n), f(x, n), ulps=0)
+    compiles = jf.stats()["compiles"]
+    for n in (int(info.max) + 1, int(info.min) - 1):
+        if -(1 << 63) <= n < (1 << 63):
+            with pytest.raises(OverflowError):
+                f(x, n)
+            with pytest.raises(OverflowError, match="out of bounds"):
+                jf(x, n)
+    assert_like_numpy(jf(x, 7), f(x, 7), ulps=0)  # (still usable, and no compile for it)
+    if dtype == np.int8:
+        big = np.arange(300, dtype=dtype)
+        with pytest.raises(OverflowError):
+            jf(big, 1)
+    assert jf.stats()["fallbacks"] == 0 and jf.stats()["compiles"] <= compiles + 1

@@ -57,6 +57,27 @@ def test_slice_assignment_writes_the_argument(backend):
     check(f, lambda n: [np.arange(n, dtype=np.float64), np.linspace(0, 1, n)], backend)
 
 
+def test_a_written_argument_returned_is_the_callers_array(backend):
+    """`x += 1; return x` returns x itself, as numpy's (was a new array
+    equal to it: a caller writing into the result missed x), on the first
+    call too; a written held array likewise."""
+    held = np.zeros(4)
+
+    def f(x, y):
+        x += 1
+        y[1:] *= 2
+        held[:] = x.sum()
+        return x, y, x * 2, held
+
+    jf = jit(f, backend=backend)
+    for n in (5, 6, 9):
+        x, y = np.arange(float(n)), np.ones(n)
+        got = jf(x, y)
+        assert got[0] is x and got[1] is y and got[3] is held
+        assert_like_numpy(got, f(np.arange(float(n)), np.ones(n)))
+    assert jf.stats()["compiles"] == 1
+
+
 def test_out_colon_assignment_and_return_none(backend):
     def f(x, out):
         out[:] = np.tanh(x) * 2

@@ -395,6 +395,30 @@ def test_numpy_scalar_argument_is_strong(scalar, dtype, backend, rng):
     check(fn, cases, backend)
 
 
+def test_numpy_scalar_types_called_on_traced_values_are_casts(backend, rng):
+    """np.float32(x.sum()), np.float64(s), np.int64(x.shape[0]), np.float32
+    of an array or a list: casts, as numpy's (np.float64(s) decided s's
+    value, a compile per value; the others ran the function eagerly), and a
+    numpy scalar where numpy gives one (so is z[()] of a 0-d array); the
+    types still serve as dtypes, in isinstance and as dict keys."""
+    def fn(x, z, s):
+        return (np.float32(x.sum()) * x, np.float64(s) + x, np.int64(x.shape[0]), np.float32(x.sum()),
+                np.float64(s), z[()], z[...] + 0, np.float32([x.sum(), 1.0]), np.bool_(x.sum() > 1),
+                np.float64(x), x.astype(np.float32) * {np.float32: 2}[np.float32],
+                np.zeros(3, np.int16) + isinstance(np.float64(1), np.float64) + np.finfo(np.float32).eps)
+    jf = jit(fn, backend=backend)
+    for n, s in ((5, 1.5), (9, -2.25), (2, 0.5), (30, 3.0), (1, 1.0), (0, -1.0)):
+        x, z = rng.random(n), np.array(s * 2)
+        for _ in range(2):
+            got, want = jf(x, z, s), fn(x, z, s)
+            assert_like_numpy(got, want, ulps=4)
+            assert [type(g) for g in got] == [type(w) for w in want]
+        if n == 30:  # (sizes 0 and 1 are signatures of their own)
+            stats = jf.stats()
+            assert stats["compiles"] == 1 and stats["graph_breaks"] == 0 and stats["eager_calls"] == 0, \
+                jf.explain()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=dtype_id)
 def test_numpy_scalar_constants_are_strong(dtype, backend, rng):
     c64, c32, i64 = np.float64(0.5), np.float32(2.0), np.int64(7)
