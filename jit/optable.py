@@ -3,6 +3,7 @@ expression called on a Tracer becomes IR.  Anything not in the table becomes
 an opaque eager node (`eager_call`), so every program still runs."""
 from __future__ import annotations
 
+import inspect
 import operator
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from jit import pytree
 from jit import tracer
 from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, TraceError, Tracer, user_location
 from shapes.indexing import infer_reshape, normalize_index
-from shapes.ops import ELEMENTWISE, NUMPY_REDUCTIONS, OPS
+from shapes.ops import ELEMENTWISE, FFTS, NUMPY_REDUCTIONS, NUMPY_SAME_SHAPE, NUMPY_UPDATES, OPS
 
 
 # ------------------------------------------------------------------ eager
@@ -38,7 +39,7 @@ class EagerCall:
         args, kwargs = pytree.unflatten(self.treedef, iter(leaves))
         out = self.fn(*args, **kwargs)
         flat: list = []
-        pytree.flatten(out, flat)
+        pytree.flatten(tuple(out) if _named_tuple(out) else out, flat)
         return flat
 
     def __repr__(self):
@@ -72,14 +73,20 @@ def eager_call(ctx: TraceContext, fn, args, kwargs, name: str | None = None):
     with np.errstate(all="ignore"):
         out = fn(*args, **kwargs)
     flat: list = []
-    out_def = pytree.flatten(out, flat)
+    named = type(out) if _named_tuple(out) else None
+    out_def = pytree.flatten(tuple(out) if named else out, flat)  # (np.linalg.qr's QRResult: its arrays)
     for r in flat:
         if not isinstance(r, (np.ndarray, np.generic)):
             raise Fallback(f"{name} returned a {type(r).__name__}, not an array", user_location())
         if np.asarray(r).dtype.kind in "OSUV":
             raise Fallback(f"{name} returned dtype {np.asarray(r).dtype}", user_location())
     outs = ctx.emit_eager(call, inputs, flat, name)
-    return pytree.unflatten(out_def, iter(outs))
+    result = pytree.unflatten(out_def, iter(outs))
+    return named(*result) if named else result
+
+
+def _named_tuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
 def _fill(leaves, slots, values):
@@ -101,6 +108,15 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
     if out is not None and not (isinstance(out, tuple) and all(o is None for o in out)):
         out = out if isinstance(out, tuple) else (out,)
         what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        if ufunc is np.divmod and method == "__call__" and len(out) == 2 and not kwargs \
+                and all(isinstance(o, Tracer) for o in out):
+            _dry_run(np.divmod, inputs, {"out": tuple(np.empty_like(o.concrete) for o in out)})
+            for o, r in zip(out, handle_ufunc(ctx, ufunc, method, inputs, {})):
+                if r.dtype != o.dtype:
+                    raise Fallback(f"np.divmod(..., out=...) of dtype {o.dtype} for a {r.dtype} result",
+                                   user_location())
+                _write_whole(ctx, o, r)
+            return out
         if len(out) != 1 or ufunc.nout != 1:
             raise Fallback(f"{what}(..., out=(...)) with {max(len(out), ufunc.nout)} outputs", user_location())
         if not isinstance(out[0], Tracer):
@@ -123,6 +139,8 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
         out = handle_ufunc(ctx, ufunc, method, inputs, kwargs)
         return out if out.dtype == np.asarray(want).dtype else astype(ctx, out, np.asarray(want).dtype)
     if method == "__call__" and not kwargs:
+        if name == "divmod":  # (numpy's quotient and remainder: the floor_divide and remainder loops' own)
+            return ctx.emit("floor_divide", list(inputs), {}), ctx.emit("remainder", list(inputs), {})
         if name == "matmul":
             return ctx.emit("matmul", list(inputs), {})
         op = OPS.get(name)
@@ -733,6 +751,34 @@ def arange(ctx, start, stop=None, step=None, dtype=None):
                                    "length": length})
 
 
+def fftfreq(ctx, n, d=1.0, real=False):
+    """np.fft.fftfreq(n, d) (rfftfreq when `real`) of a traced size n, as
+    numpy computes it: the ints 0..N-1 (then -(n//2)..-1) times 1.0/(n*d);
+    None where n is not a size (numpy's own call)."""
+    if not isinstance(n, SymInt) or not isinstance(d, (int, float)) or isinstance(d, bool):
+        return None
+    val = 1.0 / (n * d)
+    if real:
+        k = arange(ctx, 0, n // 2 + 1)
+    else:
+        k = concatenate(ctx, [arange(ctx, 0, (n - 1) // 2 + 1), arange(ctx, -(n // 2), 0)])
+    return k * val
+
+
+def _fft(name):
+    """np.fft.fft, ifft, rfft, irfft along one axis: a numpy step whose
+    shape follows from the input's and n (an eager call's sizes would be
+    data-dependent)."""
+    def handler(ctx, a, n=None, axis=-1, norm=None, out=None):
+        if out is not None or not isinstance(a, Tracer) or a.ndim == 0 or not (
+                n is None or isinstance(n, (int, np.integer, SymInt)) and not isinstance(n, bool)) \
+                or norm not in (None, "backward", "ortho", "forward"):
+            return None
+        return ctx.emit("fft", [a], {"fn": name, "n": None if n is None else _dim_expr(n),
+                                     "axis": _norm_axis(operator.index(axis), a.ndim), "norm": norm})
+    return handler
+
+
 def take(ctx, a, indices, axis=None, out=None, mode="raise"):
     if out is not None or mode != "raise":
         return None
@@ -1218,12 +1264,64 @@ def copyto(ctx, dst, src, casting="same_kind", **kw):
     return NONE
 
 
+def _numpy_update(name):
+    """np.put, np.place, np.putmask, np.put_along_axis, np.fill_diagonal
+    (which write their first operand and return None) and np.partition: a
+    numpy step (shapes/ops.py np_update) of the operand's shape, which the
+    operand then is (an update); numpy's errors from a dry run.  Options
+    (mode, wrap, axis, kth) are the step's attrs: traced ones run numpy's
+    function eagerly."""
+    sig = inspect.signature(getattr(np, name))
+    names = NUMPY_UPDATES.get(name, ())
+
+    def handler(ctx, a, *args, **kwargs):
+        try:
+            bound = sig.bind(a, *args, **kwargs)
+        except TypeError:
+            return None
+        first = next(iter(sig.parameters))
+        operands = [bound.arguments[n] for n in names]
+        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in bound.arguments.items()
+              if k != first and k not in names}
+        if not isinstance(a, Tracer) or a.ndim == 0 or not all(
+                type(v) in (int, bool, str, tuple, type(None)) and all(type(u) is int for u in
+                                                                       (v if type(v) is tuple else ()))
+                for v in kw.values()):
+            return None
+        if name in NUMPY_SAME_SHAPE:
+            _dry_run(getattr(np, name), (a, *operands), kw)
+            return ctx.emit("np_update", [a] + [ctx.operand(x) for x in operands],
+                            {"fn": name, "kw": tuple(sorted(kw.items()))})
+        _dry_run(lambda x, *r: getattr(np, name)(np.array(x, copy=True), *r, **kw), (a, *operands), {})
+        new = ctx.emit("np_update", [a] + [ctx.operand(x) for x in operands],
+                       {"fn": name, "kw": tuple(sorted(kw.items()))})
+        ctx.write(a, new)
+        return NONE
+    return handler
+
+
+def _partition_in_place(t, kth, axis=-1, kind="introselect", order=None):
+    """ndarray.partition: the array's contents replaced by np.partition's."""
+    result = FUNCTIONS[np.partition](t.ctx, t, kth, axis, kind, order)
+    if result is None:
+        raise Fallback("ndarray.partition with a traced kth or order=", user_location())
+    t[...] = result
+
+
+def _put_method(t, indices, values, mode="raise"):
+    handle_function(t.ctx, np.put, (t, indices, values), {"mode": mode})
+
+
 def _fill_with(t, value):
     """ndarray.fill: every element takes the value (cast as numpy casts it)."""
     setitem(t.ctx, t, Ellipsis, value)
 
 
 FUNCTIONS[np.copyto] = copyto
+for _name in FFTS:
+    FUNCTIONS[getattr(np.fft, _name)] = _fft(_name)
+for _name in (*NUMPY_UPDATES, *NUMPY_SAME_SHAPE):
+    FUNCTIONS[getattr(np, _name)] = _numpy_update(_name)
 
 
 def handle_function(ctx, func, args, kwargs):
@@ -1262,6 +1360,7 @@ METHODS.update({
     "flatten": lambda t, order="C": reshape(t.ctx, t, -1, order=order),
     "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
     "conj": _conjugate, "conjugate": _conjugate, "sort": _sort_in_place, "fill": _fill_with,
+    "partition": _partition_in_place, "put": _put_method,
 })
 
 

@@ -384,6 +384,10 @@ class _NumpyProxy(types.ModuleType):
     def random(self):
         return _RandomProxy()
 
+    @property
+    def fft(self):
+        return _FftProxy(self._ctx)
+
 
 class _ScalarTypeMeta(type):
     """The type of `np.float32` (and every numpy scalar type of a traceable
@@ -433,6 +437,26 @@ def _traceable_dtype(dtype) -> bool:
 _SCALAR_TYPES = {t: _ScalarTypeMeta(t.__name__, (t,), {"real": t, "__module__": "numpy"})
                  for t in set(np.sctypeDict.values())
                  if _traceable_dtype(t) and t not in (np.longdouble, np.clongdouble)}
+
+
+class _FftProxy:
+    """np.fft as the traced function sees it: fftfreq and rfftfreq of a
+    traced size are traced (numpy's would refuse it: "n should be an
+    integer"); the rest is numpy's."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+
+    def __getattr__(self, name):
+        return getattr(np.fft, name)
+
+    def fftfreq(self, n, d=1.0, device=None):
+        r = optable.fftfreq(self._ctx, n, d) if device is None else None
+        return np.fft.fftfreq(n, d, device=device) if r is None else r
+
+    def rfftfreq(self, n, d=1.0, device=None):
+        r = optable.fftfreq(self._ctx, n, d, real=True) if device is None else None
+        return np.fft.rfftfreq(n, d, device=device) if r is None else r
 
 
 class _RandomProxy:

@@ -424,7 +424,58 @@ def _ufunc_at(x, v, *arrays, items, ufunc):
     return out
 
 
+# numpy functions that write their first operand (np.put, np.fill_diagonal...)
+# and np.partition, whose result has its operand's shape and dtype: the
+# operands after the first, by name
+NUMPY_UPDATES = {"put": ("ind", "v"), "place": ("mask", "vals"), "putmask": ("mask", "values"),
+                 "put_along_axis": ("indices", "values"), "fill_diagonal": ("val",)}
+NUMPY_SAME_SHAPE = {"partition": ()}
+
+
+def _numpy_update(x, *operands, fn, kw):
+    """np.<fn>(x, *operands, **kw): an update of a copy of x (fn one of
+    NUMPY_UPDATES), or np.partition's result (a saved trace's attrs are
+    data: never any other numpy name)."""
+    if fn in NUMPY_SAME_SHAPE:
+        return getattr(np, fn)(x, *operands, **dict(kw))
+    if fn not in NUMPY_UPDATES:
+        raise ValueError(f"np_update of {fn!r}")
+    out = np.array(x, copy=True)
+    getattr(np, fn)(out, *operands, **dict(kw))
+    return out
+
+
+FFTS = ("fft", "ifft", "rfft", "irfft")
+
+
+def _fft(x, fn, n, axis, norm):
+    """np.fft.<fn> (one of FFTS) along one axis, as a numpy step."""
+    if fn not in FFTS:
+        raise ValueError(f"fft of {fn!r}")
+    return getattr(np.fft, fn)(x, n=n, axis=axis, norm=norm)
+
+
+def _fft_shape(env, inputs, attrs):
+    a = dict(attrs)
+    shape, axis, n = list(inputs[0].shape), a["axis"], a["n"]
+    d = shape[axis] if n is None else n
+    if a["fn"] == "rfft":
+        shape[axis] = env.simplify(sympy.floor(sympy.sympify(d) / 2) + 1)
+    elif a["fn"] == "irfft":
+        shape[axis] = env.simplify(2 * (sympy.sympify(d) - 1)) if n is None else n
+    else:
+        shape[axis] = d
+    return [tuple(shape)]
+
+
+@functools.lru_cache(maxsize=256)
+def _fft_dtype_of(fn, dtype):
+    return getattr(np.fft, fn)(np.ones(4, dtype)).dtype
+
+
+register("fft", NUMPY, _fft, _fft_shape, lambda inputs, attrs: [_fft_dtype_of(dict(attrs)["fn"], inputs[0].dtype)])
 register("setitem", UPDATE, _setitem, _setitem_shape, _same_dtype)
+register("np_update", NUMPY, _numpy_update, lambda env, i, a: [i[0].shape], _same_dtype)
 register("ufunc_at", NUMPY, _ufunc_at, _setitem_shape, _same_dtype)
 register("index", GATHER, _index, _index_shape, _same_dtype)
 register("take_along_axis", GATHER, _take_along_axis, _take_along_shape, _same_dtype)

@@ -1331,3 +1331,52 @@ def test_numpy_reductions_are_steps_of_symbolic_shape(name, backend):
         assert_like_numpy(got, want, ulps=4)
         assert all(type(g) is type(w) for g, w in zip(got, want))
     assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0
+
+
+def test_fft_steps_have_shapes_and_fftfreq_of_a_size_is_traced(backend):
+    """np.fft.rfft/irfft/fft/ifft are numpy steps whose shapes follow from
+    the input's and n (an eager call's were data-dependent: a size decision
+    on them ran calls eagerly), and np.fft.fftfreq/rfftfreq of a traced size
+    are computed as numpy does (they raised "n should be an integer" while
+    tracing: the whole function ran eagerly)."""
+    def f(x, keep):
+        X = np.fft.rfft(x, axis=-1)
+        X[..., keep:] = 0
+        y = np.fft.irfft(X, n=x.shape[-1], axis=-1)
+        z = np.fft.ifft(np.fft.fft(x.astype(np.float32), axis=0), n=x.shape[0] + 2, axis=0, norm="ortho")
+        return (y, np.abs(X) ** 2, z, np.fft.fftfreq(x.shape[-1]), np.fft.rfftfreq(x.shape[-1], 0.1),
+                np.fft.fftfreq(x.shape[-1], d=3))
+    jf = jit(f, backend=backend)
+    for n in (8, 9, 16, 33):
+        x = np.random.default_rng(n).standard_normal((3, n))
+        for _ in range(2):
+            got, want = jf(x, 4), f(x, 4)
+            assert_like_numpy(got, want, ulps=0)
+    s = jf.stats()
+    assert s["compiles"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32, np.float64], ids=dtype_id)
+def test_divmod_is_floor_divide_and_remainder(dtype, backend):
+    """np.divmod (and with out=(q, r)) is numpy's floor_divide and remainder
+    (numpy's own loops share them): compiled, bit-equal, zero divisors
+    included (was an eager node; out=(q, r) ran the whole function eagerly)."""
+    def f(a, b, q, r):
+        x, y = np.divmod(a, b)
+        np.divmod(a * 2, b, out=(q, r))
+        return x, y, q + 0, r + 0
+    rng = np.random.default_rng(0)
+
+    def make(n):
+        b = rng.integers(-6, 7, n).astype(dtype)
+        return [rng.integers(-20, 20, n).astype(dtype), b, np.zeros(n, dtype), np.zeros(n, dtype)]
+    jf = jit(f, backend=backend)
+    for n in (5, 9, 13, 40):
+        args = make(n)
+        want_args, got_args = [a.copy() for a in args], [a.copy() for a in args]
+        with np.errstate(all="ignore"):
+            want, got = f(*want_args), jf(*got_args)
+        assert_like_numpy(got, want, ulps=0)
+        assert_like_numpy(got_args, want_args, ulps=0)
+    s = jf.stats()
+    assert s["compiles"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.explain()
