@@ -32,7 +32,9 @@ from jit.tracer import Fallback, Tracer, user_location
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, types.ModuleType,
           types.FunctionType, types.BuiltinFunctionType, type)
 _VALUES = (int, bool, str, bytes, type(None))
-_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, np.ufunc, type)
+# (type(np.sum): numpy's functions that dispatch on __array_function__, such as
+# `from numpy.lib.stride_tricks import sliding_window_view` read as a global)
+_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, np.ufunc, type, type(np.sum))
 MAX_ITEMS = 64  # the longest list, tuple or dict of values a key holds (longer ones are not guarded)
 MISSING = ("missing",)
 _CONTAINERS = (list, tuple, dict)

@@ -779,6 +779,22 @@ def _fft(name):
     return handler
 
 
+def sliding_window_view(ctx, x, window_shape, axis=None, *, subok=False, writeable=False):
+    """A numpy step whose result is a read-only view of x (writes into it
+    raise numpy's error), of the windows' shape; sizes may be traced."""
+    if not isinstance(x, Tracer) or subok or writeable:
+        return None
+    window = tuple(window_shape) if isinstance(window_shape, (tuple, list)) else (window_shape,)
+    axes = tuple(range(x.ndim)) if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if len(window) != len(axes) or not all(isinstance(w, (int, np.integer, SymInt)) and not isinstance(w, bool)
+                                           for w in window):
+        return None  # (numpy's error)
+    if any(not isinstance(w, SymInt) and w < 0 for w in window):
+        return None
+    return ctx.emit("sliding_window", [x], {"window": tuple(_dim_expr(w) for w in window),
+                                            "axis": tuple(_norm_axis(operator.index(a), x.ndim) for a in axes)})
+
+
 def take(ctx, a, indices, axis=None, out=None, mode="raise"):
     if out is not None or mode != "raise":
         return None
@@ -1318,6 +1334,7 @@ def _fill_with(t, value):
 
 
 FUNCTIONS[np.copyto] = copyto
+FUNCTIONS[np.lib.stride_tricks.sliding_window_view] = sliding_window_view
 for _name in FFTS:
     FUNCTIONS[getattr(np.fft, _name)] = _fft(_name)
 for _name in (*NUMPY_UPDATES, *NUMPY_SAME_SHAPE):

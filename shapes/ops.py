@@ -445,6 +445,24 @@ def _numpy_update(x, *operands, fn, kw):
     return out
 
 
+def _sliding_window(x, window, axis):
+    """np.lib.stride_tricks.sliding_window_view: a read-only view of x."""
+    return np.lib.stride_tricks.sliding_window_view(x, window, axis)
+
+
+def _sliding_window_shape(env, inputs, attrs):
+    a = dict(attrs)
+    shape = list(inputs[0].shape)
+    for w, ax in zip(a["window"], a["axis"]):
+        if not env.compare(">=", shape[ax], w, "sliding_window_view: a window no larger than its axis"):
+            raise ValueError("window shape cannot be larger than input array shape")
+        shape[ax] = env.simplify(sympy.sympify(shape[ax]) - w + 1)
+    return [tuple(shape) + tuple(a["window"])]
+
+
+register("sliding_window", VIEW, _sliding_window, _sliding_window_shape, _same_dtype)
+
+
 FFTS = ("fft", "ifft", "rfft", "irfft")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 from jit import JitWarning, jit
 from tests.conftest import assert_like_numpy
@@ -77,3 +78,51 @@ def test_reshape_splits_and_merges_symbolic_dims(backend):
         z = x.reshape(-1)
         return y[..., 0] * y[..., 1], z[1:] - z[:-1]
     check(f, lambda n: [rng.random((3, 2 * n))], backend)
+
+
+from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402  (read as a global: keyed, no warning)
+
+
+def conv2d_im2col(x, w, b):
+    N, C, H, W = x.shape
+    O, _, KH, KW = w.shape
+    win = sliding_window_view(x, (KH, KW), axis=(2, 3))   # N, C, H', W', KH, KW
+    col = win.transpose(0, 2, 3, 1, 4, 5).reshape(N, H - KH + 1, W - KW + 1, C * KH * KW)
+    return np.maximum(col @ w.reshape(O, -1).T + b, 0).transpose(0, 3, 1, 2)
+
+
+def test_sliding_window_view_is_a_view_of_traced_shape(backend):
+    """sliding_window_view (imported from numpy.lib.stride_tricks, or as
+    np.lib.stride_tricks.sliding_window_view) is a read-only view with its
+    windows' shape, traced sizes included (was an eager node of
+    data-dependent sizes, and a warning that a global could not be keyed):
+    an im2col convolution compiles once; a write to the base shows through
+    the view; writing the view raises numpy's error; a window past the axis
+    raises numpy's ValueError."""
+    rng = np.random.default_rng(0)
+    check(conv2d_im2col, lambda n: [rng.standard_normal((2, 3, n + 3, n + 5)).astype(np.float32),
+                                    rng.standard_normal((4, 3, 3, 2)).astype(np.float32),
+                                    rng.standard_normal(4).astype(np.float32)], backend)
+
+    def moving(x):
+        y = x * 1.0
+        v = sliding_window_view(y, 3)
+        m = v.mean(-1)
+        y[0] = 100.0
+        return m, v.sum(-1), np.lib.stride_tricks.sliding_window_view(y, (2, 2), axis=(0, 0)) * 1.0
+    check(moving, lambda n: [np.arange(float(n))], backend)
+
+    def write_view(x):
+        v = sliding_window_view(x, 2)
+        v[0, 0] = 1.0
+        return x
+    jf = jit(write_view, backend=backend)
+    for n in (4, 6):
+        with pytest.raises(ValueError, match="read-only"):
+            write_view(np.zeros(n))
+        with pytest.raises(ValueError, match="read-only"):
+            jf(np.zeros(n))
+    jm = jit(moving, backend=backend)
+    jm(np.zeros(5))
+    with pytest.raises(ValueError, match="window shape cannot be larger"):
+        jm(np.zeros(2))
