@@ -261,8 +261,42 @@ def partition(g: Graph) -> Plan:
             for m in members[other]:
                 group[m] = mine
             members[mine] |= members.pop(other)
+    _merge_siblings(g, group, members, succ)
     kernels = _make_kernels(g, members, succ, producers, refusals, names)
     return Plan(g, _schedule(g, kernels), refusals)
+
+
+def _merge_siblings(g, group, members, succ) -> None:
+    """Kernels of reductions that read the same array (x.max(0) and
+    x.min(0), x.sum(1) and (x * x).sum(1)) become one, which reads it once:
+    fusion along no edge (horizontal), where the merge rules allow it."""
+    readers: dict[int, list[int]] = {}
+    for gid, ms in members.items():
+        if any(g.nodes[m].op in ROW_REDUCTIONS for m in ms):
+            ids = {g.nodes[m].out.id for m in ms}
+            for v in {v.id for m in ms for v in g.nodes[m].inputs if v.ndim and v.id not in ids}:
+                readers.setdefault(v, []).append(gid)
+    into: dict[int, int] = {}  # a group merged away -> the group it joined
+
+    def find(gid):
+        while gid in into:
+            gid = into[gid]
+        return gid
+    for gids in readers.values():
+        live: list[int] = []
+        for gid in map(find, gids):
+            live = list(dict.fromkeys(map(find, live)))
+            if gid in live:
+                continue
+            for other in live:
+                if _merge_refusal(g, members[other] | members[gid], succ) is None:
+                    for m in members[gid]:
+                        group[m] = other
+                    members[other] |= members.pop(gid)
+                    into[gid] = other
+                    break
+            else:
+                live.append(gid)
 
 
 # ops a kernel could hold, whose refusals explain() lists: the others (views,
@@ -281,18 +315,67 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
         return "row and column reductions do not share a kernel"
     if len({g.nodes[m].attr("axis") for m in columns}) > 1:
         return "column reductions over other axes do not share a kernel"
-    if any(s in union for m in columns for s in succ[m]):
-        return "a column reduction ends its kernel (its result is complete only after every row)"
+    if columns:
+        why = _column_values_refusal(g, union, columns, succ)
+        if why:
+            return why
     for m in union:
         n = g.nodes[m]
         if n.op in ROW_REDUCTIONS and tuple(n.inputs[0].shape) != tuple(dom):
             return "a reduction's input must cover the whole iteration space"
-        if n.op in ROW_REDUCTIONS and n.out.ndim != len(dom) and any(s in union for s in succ[m]):
+        if n.op in ROW_REDUCTIONS and n.out.ndim != len(dom) and any(s in union for s in succ[m]) and not (
+                is_column_reduction(n) and n.attr("axis")[0] == 0):  # (its result lines up from the right)
             # without keepdims the row result broadcasts along the last axis
             # (numpy aligns shapes from the right), not along its row
             return "a reduction without keepdims=True is used elementwise: it broadcasts across rows"
     if not _convex(union, succ):
         return "fusing would create a cycle through a step outside the kernel"
+    return None
+
+
+def column_values(g, union, columns, succ) -> set[int]:
+    """The members of `union` computed from its column reductions: its
+    column values."""
+    out, stack = set(), [s for m in columns for s in succ[m] if s in union]
+    while stack:
+        k = stack.pop()
+        if k not in out:
+            out.add(k)
+            stack += [s for s in succ[k] if s in union]
+    return out
+
+
+def column_shapes(reductions) -> set | None:
+    """The result shapes of column reductions that can share a kernel (one
+    layout: x.sum(0, keepdims=True) and x.max(0)), None if they cannot."""
+    def layout(n):  # (the result's shape without the reduced axes keepdims keeps)
+        axes = set(n.attr("axis")) if n.attr("keepdims") else set()
+        return tuple(d for k, d in enumerate(n.out.shape) if k not in axes)
+    return {tuple(n.out.shape) for n in reductions} if len({layout(n) for n in reductions}) == 1 else None
+
+
+def _column_values_refusal(g, union, columns, succ) -> str | None:
+    """Elementwise ops of a column reduction's result (x.sum(0) / n, the
+    sqrt of a column variance) are column values of its kernel, computed
+    when every row is in: of the result's shape, with operands that are the
+    reductions, other column values or values from outside."""
+    shapes = column_shapes([g.nodes[m] for m in columns])
+    if shapes is None:
+        return "column reductions of other result shapes do not share a kernel"
+    post = column_values(g, union, columns, succ)
+    if not post:
+        return None
+    if not all(g.nodes[m].attr("keepdims") or g.nodes[m].attr("axis")[0] == 0 for m in columns):
+        # (without keepdims the result's axes no longer line up with the domain's)
+        return "a column reduction without keepdims=True over inner axes ends its kernel"
+    ids = {g.nodes[m].out.id: m for m in union}
+    for m in post:
+        n = g.nodes[m]
+        if OPS[n.op].category != ELEMENTWISE or tuple(n.out.shape) not in shapes:
+            return "a column reduction ends its kernel (its result is complete only after every row)"
+        if any(ids.get(v.id) is not None and ids[v.id] not in post and ids[v.id] not in columns
+               for v in n.inputs):
+            return "a column value of a value every row computes"
     return None
 
 
@@ -358,14 +441,16 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
         member_set = set(idxs)
         outputs, bad = [], None
         column = any(is_column_reduction(n) for n in nodes)
+        col_shapes = column_shapes([n for n in nodes if is_column_reduction(n)]) or set()
         for i, n in zip(idxs, nodes):
             v = n.out
-            if v.id not in out_ids and all(u in member_set for u in users.get(v.id, [])):
+            if v.id not in out_ids and all(u in member_set for u in users.get(v.id, [])) and not (
+                    column and is_column_reduction(n)):  # (a column reduction accumulates in its output)
                 continue
             if v.ndim == 0 and dom:
                 bad = i  # (computed at every point of the domain: written by none)
                 break
-            if column and is_column_reduction(n) or not column and (
+            if column and (is_column_reduction(n) or tuple(v.shape) in col_shapes) or not column and (
                     tuple(v.shape) == dom or _is_row_shape(v.shape, dom[:-1])):
                 outputs.append(v)
             else:

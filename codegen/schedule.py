@@ -266,6 +266,14 @@ class KernelEmitter:
                         acc = b.load(self.arrays.addr(nd.out.id, at_j))
                         x = self.vals.value(nd.inputs[0], j, memo)
                         self.arrays.store(nd.out, at_j, self.vals.combine(nd, acc, x, ()))
+            post = [v for v in self.k.outputs if v.id not in {nd.out.id for nd in reds}]
+            if post:  # the column values (clustering/partition.py), from the block's results, at its first row
+                self._at_row(b.add(b.mul(b.mul(batch, rows), kept), at), strides)
+                with for_range(b, j0, j1) as j:
+                    at_j = b.add(first, j)
+                    memo = {nd.out.id: b.load(self.arrays.addr(nd.out.id, at_j)) for nd in reds}
+                    for v in post:
+                        self.arrays.store(v, at_j, self.vals.value(v, j, memo))
 
     def _count(self, dims) -> ir.Value:
         c = ir.Constant(I64, 1)

@@ -240,3 +240,50 @@ def test_a_scalar_also_returned_stays_one_numpy_step(backend):
         got, want = jf(x), f(x)
         assert_like_numpy(got, want, ulps=16)
         assert type(got[1]) is type(want[1])
+
+
+def _standardize_columns(x):
+    mu = x.mean(axis=0, keepdims=True)
+    sd = x.std(axis=0, ddof=1, keepdims=True)
+    return (x - mu) / sd, np.ptp(x, axis=0), x.sum(0) * 2 + 1, np.sqrt((x * x).sum(0)) / x.shape[0]
+
+
+def _batchnorm_train(x):  # (N, H, C): statistics over the batch and the rows
+    m = x.mean(axis=(0, 1), keepdims=True)
+    v = ((x - m) ** 2).mean(axis=(0, 1), keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5), v * 2
+
+
+def _batched_columns(x):  # (B, M, N): reduced over M, kept B
+    s = x.sum(1, keepdims=True)
+    return s / x.shape[1] + 1, x.max(1, keepdims=True) - x.min(1, keepdims=True)
+
+
+def _row_siblings(x):
+    return x.sum(1), (x * x).sum(1), x.max(1), x.argmax(1)
+
+
+@pytest.mark.parametrize("fn, kernels, shapes", [
+    (_standardize_columns, 4, [(5, 7), (64, 33), (300, 2100)]),  # (over one block of columns, and two)
+    (_batchnorm_train, 4, [(2, 3, 8), (4, 50, 96)]),
+    (_batched_columns, 1, [(2, 5, 7), (3, 40, 2100)]),
+    (_row_siblings, 1, [(5, 7), (40, 3000)]),
+], ids=["standardize_columns", "batchnorm_train", "batched_columns", "row_siblings"])
+def test_column_values_and_sibling_reductions_share_a_kernel(fn, kernels, shapes, backend):
+    """Elementwise ops of a column reduction's result (x.sum(0) / n, the
+    sqrt of a variance) are computed in the column kernel once every row is
+    in (they were kernels of their own: "a column reduction ends its
+    kernel"), and reductions that read the same array share its one pass
+    (x.max(0) and x.min(0), x.sum(1) and (x * x).sum(1)).
+    standardize_columns was 11 kernels, batchnorm 6."""
+    rng = np.random.default_rng(0)
+    plan = plan_of(fn, rng.standard_normal(shapes[0]))
+    assert len(plan.kernels()) == kernels, plan.describe()
+    jf = jit(fn, backend=backend)
+    for shape in shapes:
+        x = rng.standard_normal(shape)
+        jf(x)
+        assert_like_numpy(jf(x), fn(x), ulps=64, atol=1e-12)
+        x32 = x.astype(np.float32)
+        jf(x32)
+        assert_like_numpy(jf(x32), fn(x32), ulps=64, atol=1e-5)

@@ -463,15 +463,17 @@ def test_argmax_and_argmin_fuse_with_their_producers(n, dtype, backend):
 
 
 def test_argmax_kernels_and_the_ones_numpy_keeps():
-    """Fused: over the last axis, and of a vector.  numpy's: over another
-    axis, of a flattened matrix, and an argmax of an array alone."""
-    def f(x, v):
-        return (x * x).argmax(axis=1), (v + 1).argmin(), (x * x).argmax(axis=0), (x * x).argmax(), x.argmax(axis=1)
+    """Fused: over the last axis, and of a vector, and an argmax of an array
+    another row kernel reads (one pass over x).  numpy's: over another axis,
+    of a flattened matrix, and an argmax of an array alone."""
+    def f(x, v, y):
+        return ((x * x).argmax(axis=1), (v + 1).argmin(), (x * x).argmax(axis=0), (x * x).argmax(),
+                x.argmax(axis=1), y.argmax(axis=1))
     jf = jit(f)
     rng = np.random.default_rng(9)
-    x, v = rng.standard_normal((30, 300)), rng.standard_normal(500)
+    x, v, y = rng.standard_normal((30, 300)), rng.standard_normal(500), rng.standard_normal((4, 300))
     for _ in range(2):  # (traced, then the kernels)
-        assert_like_numpy(jf(x, v), f(x, v))
+        assert_like_numpy(jf(x, v, y), f(x, v, y))
     text = jf.explain()
     kernels = text.split("clusters (after passes):")[-1].split("not fused:")[0]
     assert re.search(r"= argmax %\d+ \{axis=1", kernels) and re.search(r"= argmin %\d+ \{axis=0, keepdims=True\}",
