@@ -27,13 +27,14 @@ ROW_REDUCTIONS = kernel_ops(REDUCE)  # (over the last axis; or a column reductio
 ARG_REDUCTIONS = frozenset({"argmax", "argmin"})  # (of those, the index of a row's first extreme: rows only)
 COMPARISONS = frozenset(n for n in kernel_ops() if OPS[n].compute == "promoted")
 FLOAT_PREDICATES = frozenset(n for n in kernel_ops() if OPS[n].compute == "operand")  # float in, bool out
-POWER_EXPONENTS = {2, 3, 4, 0.5, -1, 1}
+POWER_EXPONENTS = {1, 2, 3, 4, 0.5, -1, -2, -3, -0.5, 1.5, -1.5, 2.5, -2.5, 3.5, -3.5}  # (of floats)
 TINY_STATIC = 64  # elements: a fully static iteration space this small stays in numpy
 # members of one kernel at most: an unrolled loop's chain of thousands of ops
 # (`for n in range(150): z = where(abs(z) < 2, z * z + c, z)`) becomes kernels
 # of this many, each compiled in bounded time (codegen computes a member's
 # value recursively, and LLVM's passes grow worse than linearly in a body)
 MAX_KERNEL_NODES = 128
+MAX_SIBLINGS = 8  # reduction kernels reading one array that are merged (more are left apart)
 
 
 @dataclass
@@ -139,9 +140,11 @@ def kernel_op_ok(n: Node, producers) -> str | None:
         c = p.attr("value") if p is not None and p.op == "const" else None
         ok = (POWER_EXPONENTS if n.out.dtype in FLOAT_DTYPES else {1, 2, 3} if n.out.dtype in COMPLEX_DTYPES
               else {1, 2, 3, 4})
+        if n.out.ndim == 0:  # (a scalar's ** is C's pow, as Python's and numpy's scalars compute it: exactly)
+            ok = ok & {1, 2, -1}
         if c is None or isinstance(c, bool) or isinstance(c, complex) or c not in ok:
-            return ("power: only constant exponents 2, 3, 4 (and 0.5, -1 for floats; 2, 3 for complex numbers) "
-                    "are compiled")
+            return ("power: only constant exponents 2, 3, 4 (and -1, -2, -3 and halves from -3.5 to 3.5 for "
+                    "floats; 2, 3 for complex numbers) are compiled")
     if op in ROW_REDUCTIONS:
         x = n.inputs[0]
         if n.attr("dtype") is not None or x.dtype not in FLOAT_DTYPES | INT_DTYPES | (
@@ -242,11 +245,15 @@ def partition(g: Graph) -> Plan:
     group: dict[int, int] = {}          # node index -> group id
     members: dict[int, set[int]] = {}   # group id -> node indices
 
+    scalars = []  # 0-d elementwise nodes: placed after the kernels form
     for k, n in enumerate(g.nodes):
         why = kernel_op_ok(n, producers)
         if why is not None:
             if OPS[n.op].category in _FUSIBLE_CATEGORIES:
                 refusals.append(f"{format_node(n, names)}  # {why}")
+            continue
+        if n.out.ndim == 0:
+            scalars.append(k)
             continue
         group[k], members[k] = k, {k}
         for v in n.inputs:
@@ -261,9 +268,33 @@ def partition(g: Graph) -> Plan:
             for m in members[other]:
                 group[m] = mine
             members[mine] |= members.pop(other)
+    _place_scalars(g, scalars, group, members, succ, refusals, names)
     _merge_siblings(g, group, members, succ)
     kernels = _make_kernels(g, members, succ, producers, refusals, names)
     return Plan(g, _schedule(g, kernels), refusals)
+
+
+def _place_scalars(g, scalars, group, members, succ, refusals, names) -> None:
+    """A 0-d elementwise node (x.sum() / n, s * s + 1) joins the one kernel
+    that reads it (through other such nodes: the last of a chain first);
+    one that several kernels, a numpy step or the caller read stays a numpy
+    step (never a bridge that would merge the kernels that read it: an
+    unrolled loop's iterations sharing a bound would become one kernel)."""
+    outs = {v.id for v in g.outputs}
+    for k in reversed(scalars):
+        readers = {group.get(u) for u in succ[k]}
+        if len(readers) != 1 or None in readers or g.nodes[k].out.id in outs:
+            why = ("read by several kernels" if len(readers) > 1 and None not in readers else
+                   "read outside a kernel")
+            refusals.append(f"{format_node(g.nodes[k], names)}  # a scalar {why}: numpy")
+            continue
+        (gid,) = readers
+        why = _merge_refusal(g, members[gid] | {k}, succ)
+        if why:
+            refusals.append(f"{format_node(g.nodes[k], names)}  # {why}")
+            continue
+        group[k] = gid
+        members[gid].add(k)
 
 
 def _merge_siblings(g, group, members, succ) -> None:
@@ -283,6 +314,8 @@ def _merge_siblings(g, group, members, succ) -> None:
             gid = into[gid]
         return gid
     for gids in readers.values():
+        if len(gids) > MAX_SIBLINGS:  # (an unrolled loop's iterations: each its own kernel, compiled in bounded time)
+            continue
         live: list[int] = []
         for gid in map(find, gids):
             live = list(dict.fromkeys(map(find, live)))

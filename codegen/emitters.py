@@ -129,10 +129,24 @@ def _power(b, m, x, e):
     if e == 4:
         x2 = mul(x, x)
         return mul(x2, x2)
-    if e == 0.5:
+    if e == 0.5:  # (numpy's own fast path: np.sqrt)
         return b.call(intrinsic(m, "llvm.sqrt", x.type, 1), [x])
-    if e == -1:
-        return b.fdiv(ir.Constant(x.type, 1.0), x)
+    one = ir.Constant(x.type, 1.0)
+    if e in (-1, -2, -3):  # (1 / x**k: C's pow's signed zeros and infinities)
+        return b.fdiv(one, _power(b, m, x, -e))
+    if e * 2 % 2 == 1 and abs(e) <= 3.5:
+        # a half-integer: |x|**k * sqrt(|x|) (or its reciprocal), a few ulp
+        # from C's pow; NaN below zero except at -inf, whose pow is inf (or 0)
+        ax = b.call(intrinsic(m, "llvm.fabs", x.type, 1), [x])
+        k = int(abs(e) - 0.5)
+        r = b.call(intrinsic(m, "llvm.sqrt", x.type, 1), [ax])
+        if k:
+            r = b.fmul(_power(b, m, ax, k), r)
+        if e < 0:
+            r = b.fdiv(one, r)
+        neg = b.and_(b.fcmp_ordered("<", x, ir.Constant(x.type, 0.0)),
+                     b.fcmp_ordered("!=", x, ir.Constant(x.type, float("-inf"))))
+        return b.select(neg, ir.Constant(x.type, float("nan")), r)
     raise NotImplementedError(f"power with exponent {e}")
 
 

@@ -1304,13 +1304,13 @@ def _numpy_update(name):
                                                                        (v if type(v) is tuple else ()))
                 for v in kw.values()):
             return None
-        if name in NUMPY_SAME_SHAPE:
-            _dry_run(getattr(np, name), (a, *operands), kw)
-            return ctx.emit("np_update", [a] + [ctx.operand(x) for x in operands],
-                            {"fn": name, "kw": tuple(sorted(kw.items()))})
-        _dry_run(lambda x, *r: getattr(np, name)(np.array(x, copy=True), *r, **kw), (a, *operands), {})
+        fn = getattr(np, name)
+        _dry_run(lambda x, *r: fn(x if name in NUMPY_SAME_SHAPE else np.array(x, copy=True), *r, **kw),
+                 (a, *operands), {})
         new = ctx.emit("np_update", [a] + [ctx.operand(x) for x in operands],
                        {"fn": name, "kw": tuple(sorted(kw.items()))})
+        if name in NUMPY_SAME_SHAPE:
+            return new
         ctx.write(a, new)
         return NONE
     return handler

@@ -426,7 +426,6 @@ class _ScalarTypeMeta(type):
         return r[()] if r.ndim == 0 else r  # (a numpy scalar)
 
 
-
 def _traceable_dtype(dtype) -> bool:
     try:
         return np.dtype(dtype).kind in "biufc"

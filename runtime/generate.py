@@ -245,9 +245,9 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
         else:
             lines += _node_lines(n, k, src, plan, pooled)
     rets = []
-    written = {final: target for target, final in writebacks}
+    written = {final: target for target, final in writebacks}  # (`x += 1; return x` returns x, as numpy's)
     for o in outputs:
-        if o.kind == "value":  # (an argument's final value: the argument itself, written, as numpy's `x += 1; return x`)
+        if o.kind == "value":
             rets.append(names[written.get(o.payload, o.payload)])
         elif o.kind == "dim":
             rets.append(to_python(o.payload))

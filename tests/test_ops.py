@@ -17,6 +17,7 @@ still agree with numpy to the ulp.
 from __future__ import annotations
 
 import operator
+import re
 import warnings
 
 import numpy as np
@@ -1380,3 +1381,18 @@ def test_divmod_is_floor_divide_and_remainder(dtype, backend):
         assert_like_numpy(got_args, want_args, ulps=0)
     s = jf.stats()
     assert s["compiles"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.explain()
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_constant_powers_compile_within_a_few_ulp(dtype, backend, rng):
+    """x ** -1.5 (gravity), x ** 1.5, x ** -0.5, x ** -2 compile (were
+    numpy steps: "only constant exponents 2, 3, 4..."), within a few ulp of
+    numpy's pow, with C's pow at the special values: NaN below zero, except
+    -inf (inf or 0), signed zeros."""
+    exps = (-3.5, -3, -2.5, -2, -1.5, -0.5, 1.5, 2.5, 3.5)
+
+    def fn(x):
+        return tuple(x ** e for e in exps)
+    x = np.concatenate([special(dtype), rand(rng, 300, dtype, "positive") * 40, rand(rng, 50, dtype)])
+    jf = check(fn, [(x,), (x[:101],), (x[-57:],)], backend, ulps=4)
+    assert not re.search(r"numpy: %\d+: \S+ = power", jf.explain()), jf.explain()
