@@ -491,7 +491,7 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
                 break
         if bad is not None:
             if g.nodes[bad].out.ndim == 0:  # (a step of its own in numpy)
-                refusals.append(f"{format_node(g.nodes[bad], names)}  # a scalar used outside a kernel over "
+                refusals.append(f"{format_node(g.nodes[bad], names)}  # a scalar read outside a kernel over "
                                 f"[{', '.join(map(str, dom))}]: numpy")
             else:
                 refusals.append(f"{format_node(g.nodes[bad], names)}  # needed outside a kernel over "

@@ -110,7 +110,7 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
         what = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
         if ufunc is np.divmod and method == "__call__" and len(out) == 2 and not kwargs \
                 and all(isinstance(o, Tracer) for o in out):
-            _dry_run(np.divmod, inputs, {"out": tuple(np.empty_like(o.concrete) for o in out)})
+            _dry_run(np.divmod, inputs, {}, out)
             for o, r in zip(out, handle_ufunc(ctx, ufunc, method, inputs, {})):
                 if r.dtype != o.dtype:
                     raise Fallback(f"np.divmod(..., out=...) of dtype {o.dtype} for a {r.dtype} result",
@@ -171,16 +171,17 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
                       f"np.{name}" + ("" if method == "__call__" else f".{method}"))
 
 
-def _dry_run(fn, args, kwargs, out: Tracer | None = None):
-    """fn on the concrete values of its traced arguments (into a fresh array
-    like `out`, when given), for numpy's own errors: casting, shapes,
-    bounds."""
+def _dry_run(fn, args, kwargs, out: Tracer | tuple | None = None):
+    """fn on the concrete values of its traced arguments (into fresh arrays
+    like `out`, one or a tuple, when given), for numpy's own errors:
+    casting, shapes, bounds."""
     leaves: list = []
     treedef = pytree.flatten((tuple(args), dict(kwargs)), leaves)
     concrete_args, concrete_kwargs = pytree.unflatten(
         treedef, iter([x.concrete if isinstance(x, Tracer) else x for x in leaves]))
     if out is not None:
-        concrete_kwargs["out"] = np.empty_like(out.concrete)
+        concrete_kwargs["out"] = tuple(np.empty_like(o.concrete) for o in out) if isinstance(out, tuple) \
+            else np.empty_like(out.concrete)
     with np.errstate(all="ignore"):
         fn(*concrete_args, **concrete_kwargs)
 
@@ -1320,7 +1321,8 @@ def _partition_in_place(t, kth, axis=-1, kind="introselect", order=None):
     """ndarray.partition: the array's contents replaced by np.partition's."""
     result = FUNCTIONS[np.partition](t.ctx, t, kth, axis, kind, order)
     if result is None:
-        raise Fallback("ndarray.partition with a traced kth or order=", user_location())
+        raise Fallback("ndarray.partition of a 0-d array or with options a numpy step cannot hold (a traced kth)",
+                       user_location())
     t[...] = result
 
 
