@@ -1,5 +1,5 @@
 """python -m bench.gemm_ab --a NAME=VALUE ... --b NAME=VALUE ... [--ms 64,256,1024] [--repeats 15]:
-two builds of the float32 GEMM library kernel (codegen/gemm.py) that differ
+two builds of the GEMM library kernel (float32, or --dtype float64) (codegen/gemm.py) that differ
 in module constants (MC, STREAM_BLOCK, SMALL_M, EPILOGUE_ROWS, ...), built in
 one process and timed with their calls interleaved on one thread (each first
 in every other round) — the
@@ -28,14 +28,14 @@ from runtime.loader import load
 PAIRS = ((768, 3072), (3072, 768), (768, 768))
 
 
-def build(symbol: str, consts: dict):
+def build(symbol: str, consts: dict, dtype=np.float32):
     """The library kernel emitted with gemm's constants set to `consts`, loaded (its serial entry)."""
     old = {k: getattr(gemm, k) for k in consts}
     for k, v in consts.items():
         setattr(gemm, k, v)
     try:
         m = ir.Module(name=symbol)
-        gemm.GemmEmitter(m, symbol, np.float32).emit()
+        gemm.GemmEmitter(m, symbol, dtype).emit()
         parallel.parallel_entries(m, m.globals[symbol], *gemm.ARGS, python=True)
         kernels = parallel.with_parallel([(symbol, *gemm.ARGS)], python=True)
         art = compile_ir(str(m), [KernelInfo(*k) for k in kernels], {"function": "library"}, optimize=False)
@@ -62,19 +62,21 @@ def main(argv=None) -> int:
     ap.add_argument("--ms", default="8,16,64,256,1024")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--cold", action="store_true", help="B from memory: a call reads another copy")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     ap.add_argument("--pairs", default=",".join(f"{k}x{n}" for k, n in PAIRS), help="KxN,...")
     a = ap.parse_args(argv)
     print(f"{cpu_description()}; A: {a.a or 'as in the tree'}, B: {a.b or 'as in the tree'}; 1 thread")
-    fns = {"A": build("sj_gemm_ab_a", _consts(a.a)), "B": build("sj_gemm_ab_b", _consts(a.b))}
-    nr = gemm.tile_for(np.float32).nr
+    dt = np.dtype(a.dtype)
+    fns = {"A": build("sj_gemm_ab_a", _consts(a.a), dt), "B": build("sj_gemm_ab_b", _consts(a.b), dt)}
+    nr = gemm.tile_for(dt).nr
     rng = np.random.default_rng(0)
     for K, N in (map(int, p.split("x")) for p in a.pairs.split(",")):
-        b = rng.standard_normal((K, N)).astype(np.float32)
+        b = rng.standard_normal((K, N)).astype(dt)
         bs = [b] + [b.copy() for _ in range(dispatch.cold_copies(b.nbytes) - 1 if a.cold else 0)]
         row = []
         for M in map(int, a.ms.split(",")):
-            x = rng.standard_normal((M, K)).astype(np.float32)
-            c = np.empty((M, N), np.float32)
+            x = rng.standard_normal((M, K)).astype(dt)
+            c = np.empty((M, N), dt)
             t = {k: [] for k in fns}
             for i in range(a.repeats):
                 for j, (k, fn) in enumerate(sorted(fns.items(), reverse=bool(i % 2))):  # (A, then B first)

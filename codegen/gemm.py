@@ -5,7 +5,8 @@ of products, A [b..., M, K] with B [b..., K, N] (the same batch dims).
 Register tiling (BLIS's micro-kernel): an MR x NR tile of C lives in MR * NV
 vector registers (NR = NV vector lanes wide); each step of k broadcasts MR
 elements of A's column k and multiplies them with NV vectors of B's row k
-(fma).  A KC-deep block of one NR-column strip of B is packed into a
+(fma).  A KC-deep block of one NR-column strip of B (DEEP_KC-deep for a
+tall product) is packed into a
 contiguous panel (KC * NR elements, L1/L2 sized, on the stack; the
 group's full strips packed row after row, each row's part one contiguous
 read) and reused by every MR-row tile of A before the next block; A is
@@ -103,7 +104,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
     return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_KB,
-                 STREAM_DEEP_M, ONE_TILE_BYTES, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC,
+                 STREAM_DEEP_M, ONE_TILE_BYTES, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, DEEP_KC, DEEP_ROWS,
                  accumulators()))
 
 
@@ -174,6 +175,16 @@ STREAM_PREFETCH_BYTES = 256
 ROW_STREAM_M = 1  # products of at most this many rows read B row after row (C accumulated in memory)
 ROW_STREAM_K = 4  # rows of B added to C's row between a load and a store of it
 MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while the group's strips pass
+# A product of at least DEEP_ROWS rows takes blocks of K DEEP_KC deep (panels
+# of twice the KC): C's part under a group (M x GROUP strips) then outgrows L2,
+# and each block of K loads and stores it again, from L3 or memory; deeper
+# blocks halve those trips.  Two threads, the runtime's 8 chunks (/tmp
+# script timing the library kernel, builds interleaved, 9 rounds), AMD EPYC
+# znver4: with AVX-512, float64 at (M, K, N) = (2500, 3000, 2750) and (2000,
+# 2000, 2000) 1.05-1.06x faster than 256 deep, float32 1.05-1.08x; with
+# AVX2 forced, float64 1.01-1.06x at M = 1024..2500; at M = 256..1024 0.96-1.01x.
+DEEP_KC = 512
+DEEP_ROWS = 1024
 EPILOGUE_ROWS = 64  # rows of C an epilogue call covers (with the columns of a unit: a call's cost spread)
 STREAM_BLOCK = 1 << 18  # bytes of B a block of streamed strips reads (half an L2 of Zen 3, a quarter of Zen 4's)
 
@@ -304,7 +315,8 @@ class GemmEmitter:
         b_lay = self._strides(b, b_obj, b_strided, b.mul(K, N), N)
         lda, (ldb, ldbn) = a_lay[3], b_lay[3:]
         G = GROUP
-        panels = b.alloca(self.vty, size=c(G * t.kc * t.nv))  # packed KC x NR blocks of B, one per strip of a group
+        # packed blocks of B (KC, or DEEP_KC, x NR), one per strip of a group
+        panels = b.alloca(self.vty, size=c(G * self._panel_rows() * t.nv))
         panels.align = 64
         ctile = b.alloca(self.vty, size=c(t.mr * t.nv))  # a C tile at the right edge
         ctile.align = 64
@@ -375,13 +387,16 @@ class GemmEmitter:
             col = b.mul(b.add(s0, j), c(t.nr))
             ncols = b.sub(N, col)
             return (b.icmp_signed(">=", ncols, c(t.nr)), [self._lane_mask(b, ncols, v) for v in range(t.nv)], ncols,
-                    b.gep(Bb, [b.mul(col, ldbn)]), b.gep(Cb, [col]), b.gep(panels, [b.mul(j, c(t.kc * t.nv))]))
+                    b.gep(Bb, [b.mul(col, ldbn)]), b.gep(Cb, [col]),
+                    b.gep(panels, [b.mul(j, c(self._panel_rows() * t.nv))]))
 
-        # KC-deep blocks of K, at least one (with K = 0 it stores zeros)
+        # KC-deep blocks of K (DEEP_KC for DEEP_ROWS rows or more), at least
+        # one (with K = 0 it stores zeros)
         k_end = b.select(b.icmp_signed(">", K, c(0)), K, c(1))
-        with for_range(b, c(0), k_end, t.kc) as k0:
+        depth = b.select(b.icmp_signed(">=", M, c(DEEP_ROWS)), c(self._panel_rows()), c(t.kc))
+        with for_range(b, c(0), k_end, depth) as k0:
             rem = b.sub(K, k0)
-            kc = b.select(b.icmp_signed("<", rem, c(t.kc)), rem, c(t.kc))
+            kc = self._min(b, rem, depth)
             accumulate = b.icmp_signed(">", k0, c(0))
             last = b.icmp_signed(">=", b.add(k0, kc), K)  # (the block that makes C final)
             Ak = b.gep(Ab, [k0])
@@ -409,6 +424,10 @@ class GemmEmitter:
                 with for_range(b, c(0), M, EPILOGUE_ROWS) as r0:
                     self._epilogue(b, r0, self._min(b, c(EPILOGUE_ROWS), b.sub(M, r0)), b.mul(s0, c(t.nr)),
                                    self._min(b, b.mul(b.add(s0, g), c(t.nr)), N))
+
+    def _panel_rows(self) -> int:
+        """Rows of B a panel holds: the deepest block of K."""
+        return max(self.tile.kc, DEEP_KC)
 
     def _row_tiles(self, b, M, tile_row) -> None:
         """tile_row(mr, first row) over M rows: tiles of MR rows, then the M mod
@@ -550,7 +569,7 @@ class GemmEmitter:
             ahead = b.bitcast(b.gep(src, [b.mul(b.add(r, c(PREFETCH)), ldb)]), I8.as_pointer())
             with for_range(b, c(0), g) as j:
                 strip = b.gep(row, [b.mul(j, c(t.nr))])
-                panel = b.gep(panels, [b.add(b.mul(j, c(t.kc * t.nv)), b.mul(r, c(t.nv)))])
+                panel = b.gep(panels, [b.add(b.mul(j, c(self._panel_rows() * t.nv)), b.mul(r, c(t.nv)))])
                 for v in range(t.nv):
                     b.store(b.load(self._vec(b, strip, v), align=size), b.gep(panel, [c(v)]), align=64)
                 for line in range(0, t.nr * size, 64):  # (a prefetch is a hint: past the end of B it never faults)

@@ -87,6 +87,24 @@ def test_every_tile_edge_is_exact_and_in_bounds(dtype, parallel, rng):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+def test_tall_products_take_deep_blocks_exactly_and_in_bounds(dtype, parallel, rng):
+    """From DEEP_ROWS rows the packed path takes DEEP_KC-deep blocks of K: a
+    block's edge, the deep panel's last rows and a right-edge strip, exact."""
+    nr = gemm.tile_for(np.dtype(dtype)).nr
+    deep = gemm.DEEP_KC
+    for M in (gemm.DEEP_ROWS - 1, gemm.DEEP_ROWS + 7):
+        for K in (1, deep - 1, deep, 2 * deep + 5):
+            N = nr + 3 if K != deep else 2 * nr
+            a_buf, a = fenced(exact(rng, (M, K), dtype), np.nan)
+            b = fenced(exact(rng, (K, N), dtype), np.nan)[1]
+            c_buf, c = fenced(np.full((M, N), np.inf, dtype), -7.0)
+            run_kernel(a, b, c, parallel)
+            assert np.array_equal(c, a @ b), (M, N, K)
+            assert np.all(c_buf[M * N:] == -7.0), f"wrote past C for {(M, N, K)}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_few_rows_stream_b_exactly_and_in_bounds(dtype, rng):
     """Products of at most SMALL_M rows read B in place over several strips
     at once (as many as the accumulators allow, then one at a time), the
@@ -265,6 +283,6 @@ def test_the_avx2_kernels_with_avx2_forced(tmp_path):
     here = os.path.dirname(os.path.abspath(__file__))
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", os.path.abspath(__file__),
                           os.path.join(here, "test_epilogue.py"),
-                          "-k", "tile_edge or few_rows or batches or strided_operands or gelu or residual"],
+                          "-k", "tile_edge or tall_products or few_rows or batches or strided_operands or gelu or residual"],
                          env=env, cwd=root, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
