@@ -196,11 +196,13 @@ def reduced_axes(n: Node) -> tuple | None:
 
 def is_column_reduction(n: Node) -> bool:
     """Over axes p..q, consecutive, the last one kept (x.sum(0) of a matrix,
-    x.sum((1, 2)) of NHWC images, x.mean(0) of a stack of images): a kernel
-    of its own kind."""
-    x, axis = n.inputs[0], n.attr("axis")
-    return (n.op in ROW_REDUCTIONS and n.op not in ARG_REDUCTIONS and x.ndim >= 2 and bool(axis)
-            and axis == tuple(range(axis[0], axis[-1] + 1)) and axis[-1] <= x.ndim - 2)
+    x.sum((1, 2)) of NHWC images, x.mean(0) of a stack of images,
+    x.argmax(0)): a kernel of its own kind."""
+    if n.op not in ROW_REDUCTIONS:
+        return False
+    x, axis = n.inputs[0], reduced_axes(n)
+    return (x.ndim >= 2 and bool(axis) and axis == tuple(range(axis[0], axis[-1] + 1))
+            and axis[-1] <= x.ndim - 2)
 
 
 def compare_dtype(inputs) -> np.dtype | None:
@@ -346,7 +348,7 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
     columns = [m for m in union if is_column_reduction(g.nodes[m])]
     if columns and any(is_row_reduction(g.nodes[m]) for m in union):
         return "row and column reductions do not share a kernel"
-    if len({g.nodes[m].attr("axis") for m in columns}) > 1:
+    if len({reduced_axes(g.nodes[m]) for m in columns}) > 1:
         return "column reductions over other axes do not share a kernel"
     if columns:
         why = _column_values_refusal(g, union, columns, succ)
@@ -357,7 +359,7 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
         if n.op in ROW_REDUCTIONS and tuple(n.inputs[0].shape) != tuple(dom):
             return "a reduction's input must cover the whole iteration space"
         if n.op in ROW_REDUCTIONS and n.out.ndim != len(dom) and any(s in union for s in succ[m]) and not (
-                is_column_reduction(n) and n.attr("axis")[0] == 0):  # (its result lines up from the right)
+                is_column_reduction(n) and reduced_axes(n)[0] == 0):  # (its result lines up from the right)
             # without keepdims the row result broadcasts along the last axis
             # (numpy aligns shapes from the right), not along its row
             return "a reduction without keepdims=True is used elementwise: it broadcasts across rows"
@@ -382,7 +384,7 @@ def column_shapes(reductions) -> set | None:
     """The result shapes of column reductions that can share a kernel (one
     layout: x.sum(0, keepdims=True) and x.max(0)), None if they cannot."""
     def layout(n):  # (the result's shape without the reduced axes keepdims keeps)
-        axes = set(n.attr("axis")) if n.attr("keepdims") else set()
+        axes = set(reduced_axes(n)) if n.attr("keepdims") else set()
         return tuple(d for k, d in enumerate(n.out.shape) if k not in axes)
     return {tuple(n.out.shape) for n in reductions} if len({layout(n) for n in reductions}) == 1 else None
 
@@ -398,7 +400,7 @@ def _column_values_refusal(g, union, columns, succ) -> str | None:
     post = column_values(g, union, columns, succ)
     if not post:
         return None
-    if not all(g.nodes[m].attr("keepdims") or g.nodes[m].attr("axis")[0] == 0 for m in columns):
+    if not all(g.nodes[m].attr("keepdims") or reduced_axes(g.nodes[m])[0] == 0 for m in columns):
         # (without keepdims the result's axes no longer line up with the domain's)
         return "a column reduction without keepdims=True over inner axes ends its kernel"
     ids = {g.nodes[m].out.id: m for m in union}
@@ -465,10 +467,10 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
                 "scalars alone: numpy" if not dom else
                 f"tiny static iteration space [{', '.join(map(str, dom))}]: numpy"))
             continue
-        if all(n.op in ARG_REDUCTIONS for n in nodes):
+        if all(n.op in ARG_REDUCTIONS and not is_column_reduction(n) for n in nodes):
             # (nothing fused into it: numpy's argmax and argmin read a row in vectors, and
             # a kernel's blocks ran at 0.6-0.7x their speed for rows of 4000-50000 floats,
-            # AMD EPYC znver4, AVX-512)
+            # AMD EPYC znver4, AVX-512; over another axis numpy copies x with that axis last)
             refusals.append(f"{format_node(nodes[-1], names)}  # an {nodes[-1].op} of an array alone: numpy")
             continue
         member_set = set(idxs)

@@ -22,7 +22,7 @@ import numpy as np
 import sympy
 from llvmlite import ir
 
-from clustering.partition import ARG_REDUCTIONS, ROW_REDUCTIONS, Kernel, is_column_reduction
+from clustering.partition import ARG_REDUCTIONS, ROW_REDUCTIONS, Kernel, is_column_reduction, reduced_axes
 from codegen.abi import F32, F64, I1, I64, LLTYPE, KernelABI, KernelArgs
 from codegen.access import Arrays
 from codegen.emitters import EMITTERS, MATH, REDUCERS
@@ -107,6 +107,10 @@ class KernelEmitter:
         self.places = {n.out.id: (b.alloca(I64, name=f"at{n.out.id}"),
                                   b.alloca(LLTYPE[self._acc_dtype(n)], name=f"block{n.out.id}"))
                        for n in self.k.nodes if n.op in ARG_REDUCTIONS}
+        # a column argmax or argmin keeps the best value of each column of its block
+        self.column_best = {n.out.id: b.alloca(LLTYPE[self._acc_dtype(n)], size=ir.Constant(I64, COLUMN_BLOCK),
+                                               name=f"best{n.out.id}")
+                            for n in self.k.nodes if n.op in ARG_REDUCTIONS and is_column_reduction(n)}
         # a sum adds SUM_BLOCK-element block sums into a float64 total (with a
         # compensation term for float64 sums): long rows stay as accurate as
         # numpy's pairwise sum; a row of one block is summed exactly as before
@@ -225,7 +229,7 @@ class KernelEmitter:
     # ------------------------------------------------------------- columns
     def _column_axes(self) -> tuple[int, int]:
         """The first and the last axis (p, q) the kernel's column reductions reduce."""
-        axis = next(n for n in self.k.nodes if is_column_reduction(n)).attr("axis")
+        axis = reduced_axes(next(n for n in self.k.nodes if is_column_reduction(n)))
         return axis[0], axis[-1]
 
     def _columns(self, start, stop, unit_inner: bool):
@@ -255,8 +259,12 @@ class KernelEmitter:
             first = b.mul(rest, n)  # (the unit's first output element: batch * kept + at rows of n)
             with for_range(b, j0, j1) as j:
                 for nd in reds:
-                    self.arrays.store(nd.out, b.add(first, j),
-                                      ir.Constant(LLTYPE[nd.out.dtype], identity(nd.op, nd.out.dtype)))
+                    t = self._acc_dtype(nd)
+                    start_value = ir.Constant(LLTYPE[t], identity(nd.op, t))
+                    if nd.op in ARG_REDUCTIONS:  # (the best value in the block's buffer, its row in the output)
+                        b.store(start_value, b.gep(self.column_best[nd.out.id], [b.sub(j, j0)]))
+                        start_value = ir.Constant(I64, 0)
+                    self.arrays.store(nd.out, b.add(first, j), start_value)
             with for_range(b, ir.Constant(I64, 0), rows) as row:
                 self._at_row(b.add(b.mul(b.add(b.mul(batch, rows), row), kept), at), strides)
                 with for_range(b, j0, j1) as j:
@@ -265,7 +273,17 @@ class KernelEmitter:
                         at_j = b.add(first, j)
                         acc = b.load(self.arrays.addr(nd.out.id, at_j))
                         x = self.vals.value(nd.inputs[0], j, memo)
-                        self.arrays.store(nd.out, at_j, self.vals.combine(nd, acc, x, ()))
+                        if nd.op in ARG_REDUCTIONS:
+                            # (a select, not a branch: the loop over the block's columns stays vectors;
+                            # strictly beyond the best or the first NaN: numpy's first extreme)
+                            x = cast(b, x, self.vals.dtype(nd.inputs[0]), self._acc_dtype(nd))
+                            slot = b.gep(self.column_best[nd.out.id], [b.sub(j, j0)])
+                            best = b.load(slot)
+                            wins = REDUCERS[nd.op](b, self.m, best, x, ())
+                            b.store(b.select(wins, x, best), slot)
+                            self.arrays.store(nd.out, at_j, b.select(wins, row, acc))
+                        else:
+                            self.arrays.store(nd.out, at_j, self.vals.combine(nd, acc, x, ()))
             post = [v for v in self.k.outputs if v.id not in {nd.out.id for nd in reds}]
             if post:  # the column values (clustering/partition.py), from the block's results, at its first row
                 self._at_row(b.add(b.mul(b.mul(batch, rows), kept), at), strides)
