@@ -63,14 +63,18 @@ def _protected(g: Graph) -> set[int]:
 
 def decompose(g: Graph) -> Graph:
     """mean -> sum / n; var -> mean((x - mean(x))**2) with ddof; std -> sqrt(var).
-    These are numpy's own formulas (numpy/_core/_methods.py), in float dtypes.
+    These are numpy's own formulas (numpy/_core/_methods.py), in float dtypes
+    (an int or bool x in float64, as numpy sums it).
     any(x) -> sum(x != 0) > 0 and all(x) -> sum(x == 0) == 0 (a count, so
     they fuse with x's producers as sums do; NaN is nonzero, as in numpy),
     for arrays kernels take that are not a few static elements."""
     b = _Builder(g)
     for n in g.nodes:
         x = b.get(n.inputs[0]) if n.inputs else None
-        if n.op in ("mean", "var", "std") and x.dtype.kind == "f" and n.attr("dtype") is None:
+        if n.op in ("mean", "var", "std") and n.attr("dtype") is None and (
+                x.dtype.kind == "f" or x.dtype.kind in "iub" and n.out.dtype == np.float64):
+            if x.dtype.kind != "f":  # (numpy's sums of ints and bools for these are in float64: each cast first)
+                x = b.add("astype", [x], {"dtype": np.dtype(np.float64)}, np.float64, x.shape, n.loc)
             b.subst[n.out.id] = _decomposed(b, n, x)
             continue
         size = _count(x, None) if n.op in ("any", "all") else None

@@ -1396,3 +1396,22 @@ def test_constant_powers_compile_within_a_few_ulp(dtype, backend, rng):
     x = np.concatenate([special(dtype), rand(rng, 300, dtype, "positive") * 40, rand(rng, 50, dtype)])
     jf = check(fn, [(x,), (x[:101],), (x[-57:],)], backend, ulps=4)
     assert not re.search(r"numpy: %\d+: \S+ = power", jf.explain()), jf.explain()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.bool_])
+def test_means_variances_and_deviations_of_ints_and_bools_are_kernels(dtype, backend):
+    """mean, var and std of an int or bool array (numpy sums the elements as
+    float64) are numpy's formulas on x cast to float64, fused as the float
+    ones are (they were numpy steps: "mean: no kernel emitter")."""
+    def f(x):
+        return (x.mean(axis=1), x.mean(), x.var(axis=0), x.std(axis=1, ddof=1), np.mean(x, axis=0, keepdims=True),
+                x.mean(0) - x.std(0))
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(5)
+    for shape in ((5, 7), (1, 9), (300, 17)):
+        x = rng.random(shape) < 0.3 if dtype == np.bool_ else rng.integers(-100, 100, shape).astype(dtype)
+        for _ in range(2):  # (traced, then the kernels)
+            assert_like_numpy(jf(x), f(x), ulps=8)
+    text = jf.explain()
+    assert "no kernel emitter" not in text and not re.search(r"numpy: %\d+: \S+ = (mean|var|std) ", text)
+    assert jf.stats()["eager_nodes"] == 0
