@@ -796,6 +796,32 @@ def sliding_window_view(ctx, x, window_shape, axis=None, *, subok=False, writeab
                                             "axis": tuple(_norm_axis(operator.index(a), x.ndim) for a in axes)})
 
 
+def diagonal(ctx, a, offset=0, axis1=0, axis2=1):
+    """np.diagonal / ndarray.diagonal: a numpy step whose result is numpy's
+    read-only view of `a` (a kernel reads it through its strides); the
+    diagonal's length a shape decision."""
+    if not isinstance(a, Tracer) or isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+        return None  # (a traced offset, or numpy's error)
+    if a.ndim < 2:
+        return None
+    ax1, ax2 = _norm_axis(operator.index(axis1), a.ndim), _norm_axis(operator.index(axis2), a.ndim)
+    if ax1 == ax2:
+        return None
+    return ctx.emit("diagonal", [a], {"offset": int(offset), "axis1": ax1, "axis2": ax2})
+
+
+def diag(ctx, v, k=0):
+    """np.diag of a matrix: its k-th diagonal (numpy's np.diagonal view);
+    of a vector (a new matrix) numpy's."""
+    return diagonal(ctx, v, k) if isinstance(v, Tracer) and v.ndim == 2 else None
+
+
+def trace(ctx, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """np.trace / ndarray.trace: the sum of the diagonal(s) along its last axis."""
+    d = diagonal(ctx, a, offset, axis1, axis2) if out is None else None
+    return None if d is None else reduce(ctx, "sum", d, -1, False, dtype)
+
+
 def take(ctx, a, indices, axis=None, out=None, mode="raise"):
     if out is not None or mode != "raise":
         return None
@@ -1337,6 +1363,9 @@ def _fill_with(t, value):
 
 FUNCTIONS[np.copyto] = copyto
 FUNCTIONS[np.lib.stride_tricks.sliding_window_view] = sliding_window_view
+FUNCTIONS[np.diagonal] = diagonal
+FUNCTIONS[np.diag] = diag
+FUNCTIONS[np.trace] = trace
 for _name in FFTS:
     FUNCTIONS[getattr(np.fft, _name)] = _fft(_name)
 for _name in (*NUMPY_UPDATES, *NUMPY_SAME_SHAPE):
@@ -1371,7 +1400,8 @@ def _method_handler(name):
 
 METHODS = {n: _method_handler(n) for n in (
     "sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin",
-    "swapaxes", "squeeze", "ravel", "clip", "dot", "take", "repeat", "cumsum", "cumprod", "argsort", "round")}
+    "swapaxes", "squeeze", "ravel", "clip", "dot", "take", "repeat", "cumsum", "cumprod", "argsort", "round",
+    "diagonal", "trace")}
 METHODS.update({
     "reshape": lambda t, *s, **kw: reshape(t.ctx, t, *s, **kw),
     "transpose": lambda t, *axes: transpose(t.ctx, t, *axes),

@@ -463,6 +463,28 @@ def _sliding_window_shape(env, inputs, attrs):
 register("sliding_window", VIEW, _sliding_window, _sliding_window_shape, _same_dtype)
 
 
+def _diagonal(x, offset, axis1, axis2):
+    """np.diagonal: a read-only view of x."""
+    return np.diagonal(x, offset, axis1, axis2)
+
+
+def _diagonal_shape(env, inputs, attrs):
+    """x's dims without axis1 and axis2, then the diagonal's length: min(n1,
+    n2 - offset) for offset >= 0, min(n1 + offset, n2) below, at least 0 (a
+    shape decision, guarded)."""
+    a = dict(attrs)
+    x, off, a1, a2 = inputs[0], a["offset"], a["axis1"], a["axis2"]
+    n1, n2 = sympy.sympify(x.shape[a1]), sympy.sympify(x.shape[a2])
+    p, q = (n1, n2 - off) if off >= 0 else (n1 + off, n2)
+    length = p if env.compare("<=", p, q, "np.diagonal: the shorter side") else q
+    if not env.compare(">=", length, 0, "np.diagonal: an offset within the array"):
+        length = 0
+    return [tuple(d for i, d in enumerate(x.shape) if i not in (a1, a2)) + (env.simplify(sympy.sympify(length)),)]
+
+
+register("diagonal", VIEW, _diagonal, _diagonal_shape, _same_dtype)
+
+
 FFTS = ("fft", "ifft", "rfft", "irfft")
 
 

@@ -126,3 +126,34 @@ def test_sliding_window_view_is_a_view_of_traced_shape(backend):
     jm(np.zeros(5))
     with pytest.raises(ValueError, match="window shape cannot be larger"):
         jm(np.zeros(2))
+
+
+def test_diagonal_trace_and_diag_of_a_matrix_are_views_kernels_read(backend):
+    """np.diagonal / ndarray.diagonal / np.diag of a matrix are numpy's
+    read-only views (a numpy step; kernels read them through their strides)
+    and np.trace / ndarray.trace their sums: no eager node (np.diag and
+    ndarray.diagonal were eager, of a data-dependent length), one compile
+    for every square matrix (of 2 rows or more: below, the -2 diagonal is
+    empty), the length decided (a guard) between sides."""
+    def f(x, y):
+        d = np.diagonal(x)
+        return (d * 2, x.diagonal(1), x.diagonal(-2), np.trace(x), x.trace(offset=1),
+                np.trace(y, axis1=1, axis2=2), y.diagonal(0, 0, 2).sum(), np.diag(x, -1),
+                (x * x).diagonal().sum(), np.trace(x.astype(np.int32), dtype=np.float32))
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(0)
+    for n in (5, 6, 2, 9):
+        x, y = rng.random((n, n)), rng.random((2, n, n))
+        for _ in range(2):  # (traced, then compiled)
+            assert_like_numpy(jf(x, y), f(x, y), ulps=4)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0
+    for n, m in ((3, 7), (7, 3), (1, 1)):  # (another side shorter, an empty diagonal: other entries)
+        x, y = rng.random((n, m)), rng.random((2, n, m))
+        assert_like_numpy(jf(x, y), f(x, y), ulps=4)
+
+    def g(x):
+        d = x.diagonal()
+        d[0] = 1.0
+        return d
+    with pytest.raises(ValueError, match="read-only"):
+        jit(g, backend=backend)(np.ones((3, 3)))
