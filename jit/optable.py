@@ -1023,6 +1023,39 @@ def _square_matrices(op):
     return handler
 
 
+def solve(ctx, a, b):
+    """np.linalg.solve of a square matrix and a vector or a matrix: a numpy
+    step of b's shape (numpy's errors, a singular matrix among them, from
+    the concrete run while tracing and at run time)."""
+    a, b = ctx.operand(a), ctx.operand(b)
+    if a.ndim != 2 or b.ndim not in (1, 2) or a.dtype.kind != "f" or b.dtype.kind != "f":
+        return None
+    for d in (a.value.shape[1], b.value.shape[0]):
+        if ctx.env.hint(d) != ctx.env.hint(a.value.shape[0]):
+            return None  # (numpy's error, from the eager call)
+        ctx.env.unify(a.value.shape[0], d, "np.linalg.solve of a square matrix")
+    return ctx.emit("solve", [a, b], {})
+
+
+def histogram(ctx, a, bins=10, range=None, density=None, weights=None):
+    """np.histogram into a number of equal bins (traced or not): a numpy
+    step of known shapes, (bins,) and (bins + 1,), where an eager call's
+    were data-dependent.  Bin edges given as an array, or by a rule's name,
+    run in numpy."""
+    if not isinstance(bins, (int, np.integer, SymInt)) or isinstance(bins, bool) or not isinstance(a, Tracer):
+        return None
+    if range is not None and not (isinstance(range, tuple) and len(range) == 2
+                                  and all(type(x) in (int, float) for x in range)):
+        return None
+    operands = [a] if weights is None else [a, ctx.operand(weights)]
+    if any(v.dtype.kind not in "iuf" for v in operands) or operands[-1].shape != a.shape:
+        return None  # (numpy's error, or its result, from the eager call)
+    for d, e in zip(a.value.shape, operands[-1].value.shape):
+        ctx.env.unify(d, e, "np.histogram: weights of the data's shape")
+    return tuple(ctx.emit("histogram", operands, {"bins": _dim_expr(bins), "range": range,
+                                                  "density": None if density is None else bool(density)}, n_out=2))
+
+
 def cov(ctx, m, *args, **kwargs):
     m = ctx.operand(m)
     if args or kwargs or m.ndim != 2 or m.dtype.kind not in "f":
@@ -1252,7 +1285,8 @@ FUNCTIONS = {
     np.triu: _triangle(False), np.tril: _triangle(True), np.hstack: hstack, np.vstack: vstack,
     np.column_stack: column_stack, np.repeat: repeat, np.outer: outer, np.flip: flip,
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
-    np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
+    np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov,
+    np.linalg.solve: solve, np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
     np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,

@@ -543,6 +543,31 @@ register("inv", NUMPY, np.linalg.inv, lambda env, i, a: [i[0].shape])
 register("cov", NUMPY, _cov, lambda env, i, a: [(i[0].shape[0], i[0].shape[0])])
 
 
+def _solve(a, b):
+    return np.linalg.solve(a, b)
+
+
+register("solve", NUMPY, _solve, lambda env, i, a: [i[1].shape])
+
+
+def _histogram(a, *weights, bins, range, density):
+    """np.histogram of `a` (with `weights`, when given) into `bins` equal
+    bins: (counts, edges)."""
+    return np.histogram(a, bins, range, density, weights[0] if weights else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _histogram_dtypes(a, w, range, density):
+    out = np.histogram(np.arange(2, dtype=a), 2, range, density, None if w is None else np.ones(2, w))
+    return [out[0].dtype, out[1].dtype]
+
+
+register("histogram", NUMPY, _histogram,
+         lambda env, i, a: [(dict(a)["bins"],), (env.simplify(sympy.sympify(dict(a)["bins"]) + 1),)],
+         lambda i, a: _histogram_dtypes(i[0].dtype, i[1].dtype if len(i) > 1 else None, dict(a)["range"],
+                                        dict(a)["density"]))
+
+
 # ----------------------------------------------------------------- concat
 
 def _concatenate(*xs, axis):

@@ -1415,3 +1415,27 @@ def test_means_variances_and_deviations_of_ints_and_bools_are_kernels(dtype, bac
     text = jf.explain()
     assert "no kernel emitter" not in text and not re.search(r"numpy: %\d+: \S+ = (mean|var|std) ", text)
     assert jf.stats()["eager_nodes"] == 0
+
+
+def test_histogram_and_linalg_solve_are_numpy_steps_of_known_shape(backend):
+    """np.histogram into a number of equal bins (a Python int or a size) and
+    np.linalg.solve are numpy steps whose shapes follow from the operands'
+    (eager calls' shapes were data-dependent): one compile for every size,
+    no eager node, numpy's dtypes (counts int64; weighted sums and edges in
+    numpy's types)."""
+    def f(x, w, A, b, B):
+        c, e = np.histogram(x, 7)
+        s, e2 = np.histogram(x, x.shape[0] // 3, weights=w)
+        d, _ = np.histogram(x, 5, range=(0.0, 0.5), density=True)
+        return c, e, s, e2, d, np.linalg.solve(A, b), np.linalg.solve(A, B), c * 2
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(0)
+    for n in (30, 31, 64):
+        x, w = rng.random(n), rng.random(n).astype(np.float32)
+        A = rng.random((5, 5)) + 5 * np.eye(5)
+        for _ in range(2):
+            args = (x, w, A, rng.random(5), rng.random((5, 3)))
+            assert_like_numpy(jf(*args), f(*args))
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0
+    with pytest.raises(np.linalg.LinAlgError):
+        jf(x, w, np.zeros((5, 5)), rng.random(5), rng.random((5, 3)))
