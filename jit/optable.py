@@ -1234,13 +1234,33 @@ def nan_to_num(ctx, x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def pad(ctx, array, pad_width, mode="constant", **kw):
-    """np.pad in 'constant' mode with static widths: a full array of the
-    constant with the array written into its middle (numpy's own steps;
-    symbolic dims stay symbolic)."""
+    """np.pad with static widths, symbolic dims staying symbolic: in
+    'constant' mode a full array of the constant with the array written
+    into its middle (numpy's own steps); in 'edge', 'wrap', 'reflect' and
+    'symmetric' modes each axis in turn (as numpy pads) the concatenation of
+    slices of the array padded so far (`_pad_axis`)."""
     a = ctx.operand(array)
     value = kw.pop("constant_values", 0)
+    if mode in _PAD_SLICES and not kw and a.ndim:
+        widths = _pad_widths(pad_width, a.ndim)
+        for axis, (lo, hi) in enumerate(widths or ()):
+            a = _pad_axis(ctx, a, axis, lo, hi, mode)
+            if a is None:
+                return None  # (numpy's: widths past what one reflection covers, an empty axis)
+        return a if widths is not None else None
     if mode != "constant" or kw or not isinstance(value, (int, float, bool, np.generic)) or a.ndim == 0:
         return None
+    widths = _pad_widths(pad_width, a.ndim)
+    if widths is None:
+        return None
+    shape = tuple(d + lo + hi for d, (lo, hi) in zip(a.shape, widths))
+    out = full(ctx, shape, value, a.dtype)
+    out[tuple(slice(lo, lo + d) for d, (lo, _) in zip(a.shape, widths))] = a
+    return out
+
+
+def _pad_widths(pad_width, ndim) -> list | None:
+    """np.pad's widths as (before, after) per axis, or None where one is traced."""
     flat: list = []
     pytree.flatten(pad_width, flat)
     if any(isinstance(w, (Tracer, SymInt, SymFloat)) for w in flat):
@@ -1252,11 +1272,43 @@ def pad(ctx, array, pad_width, mode="constant", **kw):
         widths = widths.ravel()
     if widths.size and widths.min() < 0:
         raise ValueError("index can't contain negative values")
-    widths = np.broadcast_to(widths, (a.ndim, 2)).tolist()  # (numpy's own error for another shape)
-    shape = tuple(d + lo + hi for d, (lo, hi) in zip(a.shape, widths))
-    out = full(ctx, shape, value, a.dtype)
-    out[tuple(slice(lo, lo + d) for d, (lo, _) in zip(a.shape, widths))] = a
-    return out
+    return np.broadcast_to(widths, (ndim, 2)).tolist()  # (numpy's own error for another shape)
+
+
+# np.pad's modes as slices of an axis of n elements: (the `lo` elements before
+# it, the `hi` after it, each reversed or not), and the least n each needs
+_PAD_SLICES = {
+    "edge": (lambda n, lo: (0, 1), lambda n, hi: (n - 1, n), False, lambda lo, hi: 1),
+    "wrap": (lambda n, lo: (n - lo, n), lambda n, hi: (0, hi), False, lambda lo, hi: max(lo, hi)),
+    "reflect": (lambda n, lo: (1, lo + 1), lambda n, hi: (n - 1 - hi, n - 1), True, lambda lo, hi: max(lo, hi) + 1),
+    "symmetric": (lambda n, lo: (0, lo), lambda n, hi: (n - hi, n), True, lambda lo, hi: max(lo, hi)),
+}
+
+
+def _pad_axis(ctx, a, axis, lo, hi, mode):
+    """`a` padded along `axis` in `mode` (_PAD_SLICES): the array between
+    its slices (an edge element broadcast to its width), when the axis is
+    long enough for one slice to cover each width (a guarded decision on a
+    symbolic axis); else None."""
+    if not lo and not hi:
+        return a
+    before, after, backwards, least = _PAD_SLICES[mode]
+    n = a.shape[axis]
+    if not ctx.env.compare(">=", n.expr if isinstance(n, SymInt) else n, least(lo, hi),
+                           f"np.pad(mode={mode!r}): an axis one {mode} covers"):
+        return None
+    parts = []
+    for width, (start, stop) in ((lo, before(n, lo)), (hi, after(n, hi))):
+        if width:
+            part = a[(slice(None),) * axis + (slice(start, stop),)]
+            if backwards:
+                part = part[(slice(None),) * axis + (slice(None, None, -1),)]
+            if mode == "edge":
+                part = np.broadcast_to(part, a.shape[:axis] + (width,) + a.shape[axis + 1:])
+            parts.append(part)
+        else:
+            parts.append(None)
+    return np.concatenate([p for p in (parts[0], a, parts[1]) if p is not None], axis=axis)
 
 
 def angle(ctx, z, deg=False):
