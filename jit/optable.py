@@ -1028,7 +1028,7 @@ def solve(ctx, a, b):
     step of b's shape (numpy's errors, a singular matrix among them, from
     the concrete run while tracing and at run time)."""
     a, b = ctx.operand(a), ctx.operand(b)
-    if a.ndim != 2 or b.ndim not in (1, 2) or a.dtype.kind != "f" or b.dtype.kind != "f":
+    if a.ndim != 2 or b.ndim not in (1, 2) or a.dtype.kind not in "fc" or b.dtype.kind not in "fc":
         return None
     for d in (a.value.shape[1], b.value.shape[0]):
         if ctx.env.hint(d) != ctx.env.hint(a.value.shape[0]):

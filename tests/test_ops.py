@@ -1427,7 +1427,7 @@ def test_histogram_and_linalg_solve_are_numpy_steps_of_known_shape(backend):
         c, e = np.histogram(x, 7)
         s, e2 = np.histogram(x, x.shape[0] // 3, weights=w)
         d, _ = np.histogram(x, 5, range=(0.0, 0.5), density=True)
-        return c, e, s, e2, d, np.linalg.solve(A, b), np.linalg.solve(A, B), c * 2
+        return c, e, s, e2, d, np.linalg.solve(A, b), np.linalg.solve(A, B), c * 2, np.linalg.solve(A * 1j + A, b)
     jf = jit(f, backend=backend)
     rng = np.random.default_rng(0)
     for n in (30, 31, 64):
