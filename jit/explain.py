@@ -69,6 +69,9 @@ def _entry(k: int, e: CompiledEntry) -> list[str]:
     if sm.breaks:
         lines.append("    graph breaks (this entry serves calls that decide the same way):")
         lines += ["      " + text for _, text in sm.breaks]
+    if sm.selects:
+        lines.append("    selects (an if on a traced value, both branches traced: no graph break):")
+        lines += ["      " + x for x in sm.selects]
     if sm.lift_refusals:
         lines.append("    loops traced as written (jit/lift.py could not compile them whole):")
         lines += ["      " + x for x in sm.lift_refusals]

@@ -24,11 +24,33 @@ statement and value has a type emits the node, its outputs the arrays it
 stores into and the scalars it leaves.  Anything it cannot type (a 2-D
 slice, a call it does not know, a variable whose type depends on the data)
 leaves the loop to the trace.  No user string is evaluated: the source compiled is
-the function's own, and only when it compiles to the function's bytecode."""
+the function's own, and only when it compiles to the function's bytecode.
+
+The same rewrite turns an `if` on a traced condition whose branches only
+bind names to pure expressions (`if abs(z) < 1.0: X = -X`) into a select
+(if-conversion): both branches are traced and each name they bind becomes
+np.where(cond, then, else), so the decision makes no graph break.  The
+statement reads
+
+    __sj_c__ = test
+    __sj_m__ = __sj_if__(k, __sj_c__, lambda: (then values,), lambda: (else values,))
+    if __sj_m__ is None:                 # not a traced condition, or not mergeable
+        if __sj_c__: ...                 # the statement as written
+        else: ...
+    else:
+        (name, ...) = __sj_m__
+
+A branch's expressions are names, constants, arithmetic, comparisons,
+subscripts, attributes and calls of numpy's functions (checked on the
+call's value when the hook runs): evaluating the branch not taken changes
+nothing.  Its values merge when each pair is the same object or two traced
+arrays of one dtype and shape; otherwise (or when a branch raises) the
+statement runs as written: a graph break, as before."""
 from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import dis
 import inspect
 import linecache
@@ -43,9 +65,11 @@ import numpy as np
 from jit.errors import warn
 from jit.tracer import SymInt, Tracer, user_location
 from shapes.ir import Node, make_attrs
+from shapes.ops import CONCAT, CREATION, ELEMENTWISE, MATMUL, OPS, REDUCE, VIEW
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
+IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 MAX_PEEL = 3  # trips a loop's types may take to settle
 STRICT = False  # an internal error while lifting raises (tests) instead of leaving the loop to the trace
 ENABLED = True  # (tests of the re-roll pass turn lifting off: their loops would lift)
@@ -71,9 +95,18 @@ class Site:
         self.programs: dict = {}  # what it starts from -> its PyLoop
 
 
+class IfSite:
+    """One `if` that may become a select: the names its branches bind, and
+    the root names of the calls they make (numpy, checked at run time)."""
+
+    def __init__(self, node: ast.If, names: list[str], roots: set[str]):
+        self.node, self.names, self.roots = node, names, roots
+        self.line = node.lineno
+
+
 class Rewritten:
-    def __init__(self, code, sites: list[Site]):
-        self.code, self.sites = code, sites
+    def __init__(self, code, sites: list[Site], ifs: list[IfSite] = ()):
+        self.code, self.sites, self.ifs = code, sites, list(ifs)
 
 
 _rewritten: dict = {}
@@ -98,7 +131,8 @@ def _rewrite(fn) -> Rewritten | None:
     imports math); fn's definition is found by its name and first line."""
     code = fn.__code__
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
-            or code.co_name == "<lambda>" or not any(i.opname == "FOR_ITER" for i in dis.get_instructions(code)):
+            or code.co_name == "<lambda>" or not any(i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP")
+                                                     for i in dis.get_instructions(code)):
         return None
     source = "".join(linecache.getlines(code.co_filename, fn.__globals__))
     if not source:
@@ -110,12 +144,19 @@ def _rewrite(fn) -> Rewritten | None:
         return None
     sites: list[Site] = []
     _find_sites(fdef, fdef.body, sites, code.co_filename)
-    if not sites:
+    ifs: list[IfSite] = []
+    _find_ifs(fdef.body, ifs)
+    if not sites and not ifs:
         return None
-    for k, s in enumerate(sites):
-        _replace(fdef, s.node, _lifted(k, s))
+    in_tree = [s.node for s in sites]
+    for s in sites:  # (the loop lifted is the one as written; the tree's copy, traced as written, gets the selects)
+        s.node = copy.deepcopy(s.node)
+    for k, site in enumerate(ifs):
+        _replace(fdef, site.node, _selected(k, site))
+    for k, (s, loop) in enumerate(zip(sites, in_tree)):
+        _replace(fdef, loop, _lifted(k, s, loop))
     ast.fix_missing_locations(tree)
-    return Rewritten(_compile(tree, code), sites)
+    return Rewritten(_compile(tree, code), sites, ifs)
 
 
 def _compile(tree: ast.Module, code):
@@ -183,6 +224,90 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
             _find_sites(fdef, h.body, sites, filename, inner_loop)
 
 
+_PURE = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.Attribute, ast.Tuple,
+         ast.Slice, ast.Call, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.expr_context, ast.keyword)
+
+
+def _call_root(func) -> str | None:
+    """The name a call's function hangs from (`np` of np.linalg.solve), or None."""
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _selectable(node: ast.If) -> IfSite | None:
+    """An IfSite when every statement of both branches binds one name to a
+    pure expression (_PURE; a call's function an attribute of a name) that
+    reads no name its own branch bound before it."""
+    names: list[str] = []
+    roots: set[str] = set()
+    for branch in (node.body, node.orelse):
+        bound: set[str] = set()
+        for st in branch:
+            if isinstance(st, ast.Pass):
+                continue
+            if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+                return None
+            for n in ast.walk(st.value):
+                if not isinstance(n, _PURE) or isinstance(n, ast.Compare) and len(n.ops) > 1 \
+                        or isinstance(n, ast.Name) and n.id in bound:
+                    return None
+                if isinstance(n, ast.Call):
+                    root = _call_root(n.func)
+                    if root is None or not isinstance(n.func, ast.Attribute):
+                        return None
+                    roots.add(root)
+            if st.targets[0].id in bound:
+                return None
+            bound.add(st.targets[0].id)
+            if st.targets[0].id not in names:
+                names.append(st.targets[0].id)
+    return IfSite(node, names, roots) if names else None
+
+
+def _find_ifs(stmts: list, ifs: list) -> None:
+    """The `if` statements that may become selects, at any depth but in
+    nested functions and classes."""
+    for s in stmts:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        site = _selectable(s) if isinstance(s, ast.If) else None
+        if site is not None:
+            ifs.append(site)
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(s, field, None)
+            if isinstance(inner, list):
+                _find_ifs(inner, ifs)
+        for h in getattr(s, "handlers", ()):
+            _find_ifs(h.body, ifs)
+
+
+def _branch_values(branch: list, names: list) -> ast.Lambda:
+    """lambda: (the value each name has after the branch,): its expression, or the name itself."""
+    bound = {st.targets[0].id: st.value for st in branch if isinstance(st, ast.Assign)}
+    values = [bound.get(n, ast.Name(n, ast.Load())) for n in names]
+    return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                      body=ast.Tuple(values, ast.Load()))
+
+
+def _selected(k: int, site: IfSite) -> list:
+    node = site.node
+    cond = ast.Assign(targets=[ast.Name(COND, ast.Store())], value=node.test)
+    merged = ast.Assign(targets=[ast.Name(MERGED, ast.Store())], value=ast.Call(
+        func=ast.Name(IF_HOOK, ast.Load()),
+        args=[ast.Constant(k), ast.Name(COND, ast.Load()), _branch_values(node.body, site.names),
+              _branch_values(node.orelse, site.names)], keywords=[]))
+    as_written = ast.If(test=ast.Name(COND, ast.Load()), body=node.body, orelse=node.orelse)
+    unpack = ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in site.names], ast.Store())],
+                        value=ast.Name(MERGED, ast.Load()))
+    branch = ast.If(test=ast.Compare(ast.Name(MERGED, ast.Load()), [ast.Is()], [ast.Constant(None)]),
+                    body=[as_written], orelse=[unpack])
+    for n in (cond, merged, as_written, unpack, branch):
+        ast.copy_location(n, node)
+    return [cond, merged, branch]
+
+
 def _assigned(node) -> set:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
@@ -193,8 +318,7 @@ def _reads_outside(fdef, loop) -> set:
             and id(n) not in inside}
 
 
-def _lifted(k: int, s: Site) -> list:
-    loc = s.node
+def _lifted(k: int, s: Site, loc: ast.For) -> list:
     call = ast.Assign(targets=[ast.Name(RESULT, ast.Store())], value=ast.Call(
         func=ast.Name(HOOK, ast.Load()), args=[ast.Constant(k)], keywords=[]))
     if s.assigned:
@@ -228,13 +352,76 @@ def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
     if r is None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
-    new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn)}, fn.__name__, fn.__defaults__,
-                             tuple(cells[v] for v in r.code.co_freevars) or None)
+    new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn), IF_HOOK: IfHook(ctx, r)}, fn.__name__,
+                             fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
 
 
-# ------------------------------------------------------------ the hook
+# ------------------------------------------------------------ the hooks
+
+class IfHook:
+    """`__sj_if__` of one traced function copy: the merged values of if k's
+    names when its condition is a traced bool and both branches evaluate
+    to values that merge (module docstring), else None."""
+
+    def __init__(self, ctx, r: Rewritten):
+        self.ctx, self.r = ctx, r
+
+    def __call__(self, k: int, cond, then, orelse):
+        if not (isinstance(cond, Tracer) and cond.dtype == np.bool_ and cond.ndim == 0):
+            return None
+        site = self.r.ifs[k]
+        frame = sys._getframe(1)
+        scope = {**frame.f_globals, **frame.f_locals}
+        del frame
+        if any(not _is_numpy(scope.get(root, builtins.__dict__.get(root))) for root in site.roots):
+            return None
+        nodes, breaks = len(self.ctx.nodes), len(self.ctx.breaks)
+        try:
+            pairs = list(zip(then(), orelse()))
+        except Exception:  # noqa: BLE001 - a branch that raises runs as written (its error, if it is taken)
+            return None
+        # (the branch not taken runs too: nothing in it may raise at run time, where numpy would not
+        # run it -- a gather's bounds check, a max of an empty array, a numpy step such as solve)
+        if len(self.ctx.breaks) != breaks or not all(_never_raises(n) for n in self.ctx.nodes[nodes:]):
+            return None
+        out = []
+        for a, b in pairs:
+            if a is b:
+                out.append(a)
+            elif self._mergeable(a, b):
+                out.append(np.where(cond, a, b))
+            else:
+                return None
+        self.ctx.selects.append(f"{self.r.code.co_filename.rpartition('/')[2]}:{site.line}: "
+                                f"if on a traced value: both branches traced, {', '.join(site.names)} selected")
+        return tuple(out)
+
+    def _mergeable(self, a, b) -> bool:
+        if not (isinstance(a, Tracer) and isinstance(b, Tracer)) or a.dtype != b.dtype \
+                or a.value.weak != b.value.weak or a.ndim != b.ndim:
+            return False
+        env = self.ctx.env
+        return all(env.simplify(x) == env.simplify(y) for x, y in zip(a.value.shape, b.value.shape))
+
+
+_SAFE_CATEGORIES = frozenset({ELEMENTWISE, VIEW, CREATION, CONCAT, MATMUL})
+_SAFE_REDUCTIONS = frozenset({"sum", "prod", "mean", "var", "std", "any", "all"})
+
+
+def _never_raises(n: Node) -> bool:
+    """Whether node n computes without raising whatever its operands' values
+    (an op of both branches of a select runs whether or not its branch is taken)."""
+    op = OPS[n.op]
+    return not op.raises and (op.category in _SAFE_CATEGORIES or op.category == REDUCE and n.op in _SAFE_REDUCTIONS)
+
+
+def _is_numpy(module) -> bool:
+    """Whether a call's root is numpy (the module, or one of its submodules)."""
+    return isinstance(module, types.ModuleType) and (module.__name__ == "numpy"
+                                                     or module.__name__.startswith("numpy."))
+
 
 class Hook:
     """`__sj_lift__` of one traced function copy: lifts its loop k from the

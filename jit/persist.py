@@ -52,6 +52,7 @@ class Summary:
     graph: str = ""
     plan: str | None = None    # the clusters after the passes (None: the reference back end)
     specialized: tuple = ()    # (arg, axis, size) of the input dims traced as a number
+    selects: tuple = ()        # ifs on traced values both of whose branches were traced (jit/lift.py)
 
     @staticmethod
     def of(trace, plan: str | None) -> "Summary":
@@ -61,7 +62,8 @@ class Summary:
             tuple(f"{s} = {i.source}" for s, i in env.symbols.items() if s not in env.replacements),
             tuple(trace.eager_nodes), tuple((b.loc, b.describe()) for b in trace.breaks),
             tuple(trace.lift_refusals), repr(trace.graph), plan,
-            tuple((d.arg, d.axis, int(d.symbol)) for d in trace.input_dims if getattr(d.symbol, "is_Integer", False)))
+            tuple((d.arg, d.axis, int(d.symbol)) for d in trace.input_dims if getattr(d.symbol, "is_Integer", False)),
+            tuple(trace.selects))
 
 
 @dataclass

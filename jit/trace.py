@@ -40,6 +40,7 @@ class TraceResult:
     guarded: dict = field(default_factory=dict)  # path -> token of the other values it read (jit/held.py)
     unguarded: list = field(default_factory=list)  # paths of values it read that no token describes
     changed: list = field(default_factory=list)  # paths of values the traced run itself changed (not keyed)
+    selects: list = field(default_factory=list)  # ifs on traced values made selects (jit/lift.py)
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects on the arguments it wrote into."""
@@ -189,7 +190,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
-                       list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed)
+                       list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects))
 
 
 def sizes_outside(outputs, dd_checks) -> frozenset:

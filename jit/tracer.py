@@ -100,6 +100,7 @@ class TraceContext:
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
         self._constant: dict[int, bool] = {}
         self.lift_refusals: list[str] = []  # loops jit/lift.py left to the trace, and why
+        self.selects: list[str] = []  # ifs on traced values jit/lift.py made selects (no graph break)
 
     def new_value(self, dtype, shape, weak=False) -> Value:
         v = Value(self._next, np.dtype(dtype), tuple(shape), weak)

@@ -16,11 +16,9 @@ from tests.conftest import assert_like_numpy
 
 
 def branchy(x, b):
-    if x.sum() > 0:
-        y = np.tanh(x + b) * 2
-    else:
-        y = np.exp(-x) - b
-    return y
+    if x.sum() > 0:  # (a return in a branch: no select, a graph break)
+        return np.tanh(x + b) * 2
+    return np.exp(-x) - b
 
 
 def test_both_branches_right_each_compiled_once(backend):
@@ -142,3 +140,103 @@ def test_a_saved_trace_that_decides_otherwise_is_traced_again(tmp_path, monkeypa
     second = jit(grow)
     assert_like_numpy(second(np.ones(3), 100.0), grow(np.ones(3), 100.0))
     assert second.stats()["fallbacks"] == 0
+
+
+# ------------------------------------------------ ifs that become selects
+
+def selecty(x, y, k):
+    s = x.sum()
+    if s > 0:
+        y = y * 2
+        z = np.exp(x)
+    else:
+        z = np.abs(x) + k
+    if x[0] < 0.5:
+        x = -x
+    return x, y, z
+
+
+def test_an_if_binding_names_to_pure_values_is_a_select(backend):
+    """An if on a traced value whose branches only bind names to pure
+    expressions is traced down both branches and each name selected
+    (np.where): both outcomes from one compile, no graph break, and
+    explain() names the select."""
+    jf = jit(selecty, backend=backend)
+    rng = np.random.default_rng(0)
+    taken = set()
+    for n in (5, 8, 3):
+        for first, rest in ((0.9, 1.0), (0.1, 1.0), (0.9, -2.0), (0.1, -2.0)):
+            x, y = np.full(n, rest) * rng.random(n), rng.random(n)
+            x[0] = first
+            taken.add((bool(x.sum() > 0), bool(x[0] < 0.5)))
+            assert_like_numpy(jf(x, y, 1.5), selecty(x, y, 1.5))
+    assert len(taken) == 4
+    s = jf.stats()
+    assert (s["traces"], s["compiles"], s["graph_breaks"], s["eager_nodes"]) == (1, 1, 0, 0)
+    text = jf.explain()
+    assert "test_graph_breaks.py:" in text and "y, z selected" in text and "x selected" in text
+
+
+def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
+    """Values that do not merge (another dtype, a Python number), a branch
+    that may raise at run time where numpy would not run it (a gather's
+    bounds check, a max of an empty array, np.linalg.solve), a call of
+    something other than numpy, a statement other than a binding: the if
+    runs as written, a graph break, numpy's results either way."""
+    class Helper:
+        def twice(self, v):
+            return v * 2
+    helper = Helper()
+
+    def dtypes(x):
+        v = x
+        if x.sum() > 0:
+            v = x.astype(np.float32)
+        return v
+
+    def number(x):
+        v = 0.0
+        if x.sum() > 0:
+            v = x * 2
+        return v
+
+    def gather(x, ids):
+        if ids[0] < x.shape[0]:
+            v = x[ids[0]] * 2.0
+        else:
+            v = x[0] * 1.0
+        return v
+
+    def empty_max(x, flags):
+        m = x.sum()
+        if flags[0]:
+            m = x.max()
+        return m
+
+    def solve(a, b, flags):
+        v = b
+        if flags[0]:
+            v = np.linalg.solve(a, b)
+        return v
+
+    def not_numpy(x):
+        v = x
+        if x.sum() > 0:
+            v = helper.twice(x)
+        return v
+
+    rng = np.random.default_rng(1)
+    for fn, argsets in (
+            (dtypes, [(rng.random(4),), (-rng.random(4),)]),
+            (number, [(rng.random(4),), (-rng.random(4),)]),
+            (gather, [(rng.random(4), np.array([2])), (rng.random(4), np.array([7]))]),
+            (empty_max, [(rng.random(4), np.array([True])), (np.zeros(0), np.array([False]))]),
+            (solve, [(np.eye(3) * 2, rng.random(3), np.array([True])),
+                     (np.zeros((3, 3)), rng.random(3), np.array([False]))]),
+            (not_numpy, [(rng.random(4),), (-rng.random(4),)])):
+        jf = jit(fn, backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitWarning)
+            for args in argsets + argsets:
+                assert_like_numpy(jf(*args), fn(*args))
+        assert jf.stats()["graph_breaks"] >= 1 and "both branches traced" not in jf.explain(), fn.__name__
