@@ -65,7 +65,7 @@ import numpy as np
 from jit.errors import warn
 from jit.tracer import SymInt, Tracer, user_location
 from shapes.ir import Node, make_attrs
-from shapes.ops import CONCAT, CREATION, ELEMENTWISE, MATMUL, OPS, REDUCE, VIEW
+from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
@@ -406,13 +406,15 @@ class IfHook:
         return all(env.simplify(x) == env.simplify(y) for x, y in zip(a.value.shape, b.value.shape))
 
 
-_SAFE_CATEGORIES = frozenset({ELEMENTWISE, VIEW, CREATION, CONCAT, MATMUL})
+# (not products: a branch not taken would cost a whole product each call, where a break costs its dispatch)
+_SAFE_CATEGORIES = frozenset({ELEMENTWISE, VIEW, CREATION, CONCAT})
 _SAFE_REDUCTIONS = frozenset({"sum", "prod", "mean", "var", "std", "any", "all"})
 
 
 def _never_raises(n: Node) -> bool:
-    """Whether node n computes without raising whatever its operands' values
-    (an op of both branches of a select runs whether or not its branch is taken)."""
+    """Whether node n computes without raising whatever its operands' values,
+    at the cost of a pass or so over them (an op of both branches of a
+    select runs whether or not its branch is taken)."""
     op = OPS[n.op]
     return not op.raises and (op.category in _SAFE_CATEGORIES or op.category == REDUCE and n.op in _SAFE_REDUCTIONS)
 

@@ -180,9 +180,10 @@ def test_an_if_binding_names_to_pure_values_is_a_select(backend):
 def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
     """Values that do not merge (another dtype, a Python number), a branch
     that may raise at run time where numpy would not run it (a gather's
-    bounds check, a max of an empty array, np.linalg.solve), a call of
-    something other than numpy, a statement other than a binding: the if
-    runs as written, a graph break, numpy's results either way."""
+    bounds check, a max of an empty array, np.linalg.solve), a product (a
+    whole product each call the branch is not taken), a call of something
+    other than numpy, a statement other than a binding: the if runs as
+    written, a graph break, numpy's results either way."""
     class Helper:
         def twice(self, v):
             return v * 2
@@ -219,6 +220,12 @@ def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
             v = np.linalg.solve(a, b)
         return v
 
+    def product(x, w):
+        v = x
+        if x.sum() > 0:
+            v = x @ w
+        return v
+
     def not_numpy(x):
         v = x
         if x.sum() > 0:
@@ -233,6 +240,7 @@ def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
             (empty_max, [(rng.random(4), np.array([True])), (np.zeros(0), np.array([False]))]),
             (solve, [(np.eye(3) * 2, rng.random(3), np.array([True])),
                      (np.zeros((3, 3)), rng.random(3), np.array([False]))]),
+            (product, [(rng.random((4, 4)), rng.random((4, 4))), (-rng.random((4, 4)), rng.random((4, 4)))]),
             (not_numpy, [(rng.random(4),), (-rng.random(4),)])):
         jf = jit(fn, backend=backend)
         with warnings.catch_warnings():
