@@ -2,6 +2,7 @@
 
     decompose   mean/var/std into sum and elementwise ops (numpy's own formulas)
     dots        a vector dot as multiply + sum
+    split_axes  a reduction over axes of several runs as one reduction per run
     unit_dims   reductions drop their operand's dims of size 1
     rows        sum/prod/max/min over every axis as reductions over the last axis
     row_space   row reductions keep their dim, elementwise ops on row values too
@@ -162,6 +163,45 @@ def dots(g: Graph) -> Graph:
         p = b.add("multiply", [x, y], {}, n.out.dtype, x.shape, n.loc)
         b.subst[n.out.id] = b.add("sum", [p], {"axis": (0,), "keepdims": False}, n.out.dtype, (), n.loc)
     return b.finish()
+
+
+# -------------------------------------------------------------- split axes
+
+def split_axes(g: Graph) -> Graph:
+    """A sum, prod, max or min over axes that are not one run (a 2x2 max
+    pool, x.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))) becomes
+    one reduction per run of consecutive axes, the last run first, each
+    keeping its dims: a row reduction over the trailing axes or a column
+    reduction (clustering/partition.py), where numpy's one reduction was a
+    step of its own.  (A float sum then adds in another order than numpy's:
+    a few ulp; max and min are exact.)"""
+    b = _Builder(g)
+    for n in g.nodes:
+        x = b.get(n.inputs[0]) if n.inputs else None
+        axis = n.attr("axis") if n.op in ("sum", "prod", "max", "min") else None
+        runs = _runs(axis) if axis else []
+        if len(runs) < 2 or x.dtype not in KERNEL_DTYPES or {k for k, _ in n.attrs} - {"axis", "keepdims"}:
+            b.keep(n)
+            continue
+        v = x
+        for run in reversed(runs):
+            shape = tuple(1 if i in run else d for i, d in enumerate(v.shape))
+            v = b.add(n.op, [v], {"axis": run, "keepdims": True}, n.out.dtype, shape, n.loc)
+        if tuple(v.shape) != tuple(n.out.shape):
+            v = b.add("reshape", [v], {"shape": n.out.shape}, n.out.dtype, n.out.shape, n.loc)
+        b.subst[n.out.id] = v
+    return b.finish()
+
+
+def _runs(axes) -> list[tuple]:
+    """Sorted axes as runs of consecutive ones: (1, 3, 4) -> [(1,), (3, 4)]."""
+    runs: list[list] = []
+    for a in sorted(axes):
+        if runs and runs[-1][-1] == a - 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    return [tuple(r) for r in runs]
 
 
 # --------------------------------------------------------------- unit dims
@@ -447,7 +487,7 @@ def _data_dependent(x, among, memo=None) -> set:
     return set()
 
 
-PIPELINE = [decompose, dots, unit_dims, rows, row_space, simplify, cse, dce]
+PIPELINE = [decompose, dots, split_axes, unit_dims, rows, row_space, simplify, cse, dce]
 
 
 def run_pipeline(g: Graph, checks: bool = False, sizes=frozenset()) -> Graph:

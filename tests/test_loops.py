@@ -529,3 +529,28 @@ def test_an_empty_argmax_raises_as_numpy():
         jf(np.zeros((3, 0)))
     for _ in range(2):  # (traced, then the kernel)
         assert_like_numpy(jf(np.arange(6.0).reshape(2, 3)), np.array([2, 2]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int32, np.bool_])
+def test_reductions_over_axes_of_several_runs_are_chained_kernels(dtype, backend):
+    """A reduction over axes that are not one run (a 2x2 max pool through a
+    reshape, x.sum(axis=(0, 2))) is one reduction per run, the last first
+    (clustering/passes.py split_axes): kernels, where numpy's reduction was
+    a step; numpy's dtypes, max/min exact, sums to a few ulp."""
+    def f(x):
+        n, c, h, w = x.shape
+        r = x.reshape(n, c, h // 2, 2, w // 2, 2)
+        out = [r.max(axis=(3, 5)), x.sum(axis=(0, 2)), x.min(axis=(1, 3), keepdims=True), np.any(x, axis=(0, 3))]
+        if dtype != np.bool_:
+            out += [r.mean(axis=(3, 5)), np.prod(x[:, :, :2] if dtype == np.int8 else x, axis=(1, 3))]
+        return out
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(4)
+    for shape in ((2, 3, 8, 10), (3, 5, 4, 6)):
+        x = rng.random(shape) < 0.5 if dtype == np.bool_ else (rng.random(shape) * 4 + 0.5).astype(dtype)
+        for _ in range(2):
+            assert_like_numpy(jf(x), f(x), ulps=8)
+    if backend == "llvm":
+        text = jf.explain()
+        assert "only reductions over the last axis" not in text and not re.search(
+            r"numpy: %\d+: \S+ = (sum|max|min|prod) ", text.split("clusters (after passes):")[-1])
