@@ -63,7 +63,7 @@ import warnings
 import numpy as np
 
 from jit.errors import warn
-from jit.tracer import SymInt, Tracer, user_location
+from jit.tracer import Fallback, SymInt, Tracer, user_location
 from shapes.ir import Node, make_attrs
 from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
@@ -377,10 +377,14 @@ class IfHook:
         del frame
         if any(not _is_numpy(scope.get(root, builtins.__dict__.get(root))) for root in site.roots):
             return None
-        nodes, breaks = len(self.ctx.nodes), len(self.ctx.breaks)
+        nodes, breaks, writes = len(self.ctx.nodes), len(self.ctx.breaks), self.ctx.writes
         try:
             pairs = list(zip(then(), orelse()))
         except Exception:  # noqa: BLE001 - a branch that raises runs as written (its error, if it is taken)
+            pairs = None
+        if self.ctx.writes != writes:  # (np.copyto, out=: the branch not taken wrote too, in the trace)
+            raise Fallback("a branch of an if on a traced value writes into an array", user_location())
+        if pairs is None:
             return None
         # (the branch not taken runs too: nothing in it may raise at run time, where numpy would not
         # run it -- a gather's bounds check, a max of an empty array, a numpy step such as solve)

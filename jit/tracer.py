@@ -95,6 +95,7 @@ class TraceContext:
         self._next = 0
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
+        self.writes = 0  # writes into traced arrays so far (jit/lift.py: a select's branches make none)
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) as Tracers when read
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
@@ -240,6 +241,7 @@ class TraceContext:
                 raise TraceError(f"a write through a {op} view")
         s.root._set(new)
         s.version += 1
+        self.writes += 1
         if t is not s.root:
             t._sync()
         self.mutated.setdefault(id(s), s)

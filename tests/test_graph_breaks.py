@@ -248,3 +248,27 @@ def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
             for args in argsets + argsets:
                 assert_like_numpy(jf(*args), fn(*args))
         assert jf.stats()["graph_breaks"] >= 1 and "both branches traced" not in jf.explain(), fn.__name__
+
+
+def test_a_branch_that_writes_an_array_runs_the_call_in_numpy(backend):
+    """A branch that writes into an array (np.copyto, out=) cannot be traced
+    down both ways: the branch not taken would have written too, so the
+    call runs in numpy (numpy's results and writes, a fallback)."""
+    def f(x, y):
+        v = x
+        if x.sum() > 0:
+            v = np.copyto(y, x)
+        return v, y
+
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for sign in (1, -1, 1):
+            x = sign * rng.random(4)
+            y1, y2 = np.zeros(4), np.zeros(4)
+            got, want = jf(x, y1), f(x, y2)
+            assert (got[0] is None) == (want[0] is None) and np.array_equal(y1, y2)
+            if want[0] is not None:
+                assert_like_numpy(got[0], want[0])
+    assert jf.stats()["fallbacks"] >= 1 and "both branches traced" not in jf.explain()
