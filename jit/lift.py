@@ -40,10 +40,12 @@ statement reads
     else:
         (name, ...) = __sj_m__
 
-A branch's expressions are names, constants, arithmetic, comparisons,
-subscripts, attributes and calls of numpy's functions (checked on the
-call's value when the hook runs): evaluating the branch not taken changes
-nothing.  Its values merge when each pair is the same object or two traced
+An `if` whose branches both return (`if c: return a` then `return b`, or
+with an else) returns the select of their values, value by value for tuples
+of as many.  A branch's expressions are names, constants, arithmetic, comparisons,
+subscripts, attributes and calls of numpy's functions or of a traced
+array's methods that write nothing (checked on the call's value when the
+hook runs): evaluating the branch not taken changes nothing.  Its values merge when each pair is the same object or two traced
 arrays of one dtype and shape; otherwise (or when a branch raises) the
 statement runs as written: a graph break, as before."""
 from __future__ import annotations
@@ -96,12 +98,20 @@ class Site:
 
 
 class IfSite:
-    """One `if` that may become a select: the names its branches bind, and
-    the root names of the calls they make (numpy, checked at run time)."""
+    """One `if` that may become a select: the names its branches bind (or,
+    `returns`, the values both branches return: `returns` of them in a
+    tuple, 0 for one value), the calls they make ((the module name, or None,
+    the attribute called): numpy's functions, or methods of arrays that
+    write nothing) and the names they read (arrays, numbers or numpy:
+    checked at run time)."""
 
-    def __init__(self, node: ast.If, names: list[str], roots: set[str]):
-        self.node, self.names, self.roots = node, names, roots
+    def __init__(self, node: ast.If, names: list[str], calls: set[tuple], returns: int | None = None,
+                 values: tuple = ()):
+        self.node, self.names, self.calls, self.returns, self.values = node, names, calls, returns, values
         self.line = node.lineno
+        exprs = values[0] + values[1] if returns is not None else [
+            st.value for st in node.body + node.orelse if isinstance(st, ast.Assign)]
+        self.reads = {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
 
 
 class Rewritten:
@@ -228,19 +238,34 @@ _PURE = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscr
          ast.Slice, ast.Call, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.expr_context, ast.keyword)
 
 
-def _call_root(func) -> str | None:
-    """The name a call's function hangs from (`np` of np.linalg.solve), or None."""
+def _module_root(func) -> str | None:
+    """The name a chain of attributes hangs from (`np` of np.linalg.solve),
+    or None when the chain holds anything else (`(y - 1).astype`)."""
     while isinstance(func, ast.Attribute):
         func = func.value
     return func.id if isinstance(func, ast.Name) else None
 
 
+def _pure(expr, calls: set, bound=frozenset()) -> bool:
+    """Whether `expr` is pure (_PURE, every call's function an attribute:
+    (the name of its chain of attributes or None, the attribute called)
+    joins `calls`) and reads none of the names `bound`."""
+    for n in ast.walk(expr):
+        if not isinstance(n, _PURE) or isinstance(n, ast.Compare) and len(n.ops) > 1 \
+                or isinstance(n, ast.Name) and n.id in bound:
+            return False
+        if isinstance(n, ast.Call):
+            if not isinstance(n.func, ast.Attribute):
+                return False
+            calls.add((_module_root(n.func), n.func.attr))
+    return True
+
+
 def _selectable(node: ast.If) -> IfSite | None:
     """An IfSite when every statement of both branches binds one name to a
-    pure expression (_PURE; a call's function an attribute of a name) that
-    reads no name its own branch bound before it."""
+    pure expression that reads no name its own branch bound before it."""
     names: list[str] = []
-    roots: set[str] = set()
+    calls: set[tuple] = set()
     for branch in (node.body, node.orelse):
         bound: set[str] = set()
         for st in branch:
@@ -248,30 +273,39 @@ def _selectable(node: ast.If) -> IfSite | None:
                 continue
             if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
                 return None
-            for n in ast.walk(st.value):
-                if not isinstance(n, _PURE) or isinstance(n, ast.Compare) and len(n.ops) > 1 \
-                        or isinstance(n, ast.Name) and n.id in bound:
-                    return None
-                if isinstance(n, ast.Call):
-                    root = _call_root(n.func)
-                    if root is None or not isinstance(n.func, ast.Attribute):
-                        return None
-                    roots.add(root)
-            if st.targets[0].id in bound:
+            if not _pure(st.value, calls, bound) or st.targets[0].id in bound:
                 return None
             bound.add(st.targets[0].id)
             if st.targets[0].id not in names:
                 names.append(st.targets[0].id)
-    return IfSite(node, names, roots) if names else None
+    return IfSite(node, names, calls) if names else None
+
+
+def _returning(node: ast.If, after) -> IfSite | None:
+    """An IfSite when both ways return a pure value: `if c: return a` with
+    `else: return b` or followed by `return b` (tuples of as many values
+    selected value by value)."""
+    other = node.orelse or ([after] if after is not None else [])
+    if not (len(node.body) == 1 == len(other) and all(isinstance(st, ast.Return) and st.value is not None
+                                                      for st in (node.body[0], other[0]))):
+        return None
+    a, b = node.body[0].value, other[0].value
+    calls: set[tuple] = set()
+    if not (_pure(a, calls) and _pure(b, calls)):
+        return None
+    if isinstance(a, ast.Tuple) and isinstance(b, ast.Tuple) and len(a.elts) == len(b.elts):
+        return IfSite(node, ["the returned values"], calls, len(a.elts), (a.elts, b.elts))
+    return IfSite(node, ["the returned value"], calls, 0, ([a], [b]))
 
 
 def _find_ifs(stmts: list, ifs: list) -> None:
     """The `if` statements that may become selects, at any depth but in
     nested functions and classes."""
-    for s in stmts:
+    for i, s in enumerate(stmts):
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        site = _selectable(s) if isinstance(s, ast.If) else None
+        site = (_selectable(s) or _returning(s, stmts[i + 1] if i + 1 < len(stmts) else None)
+                if isinstance(s, ast.If) else None)
         if site is not None:
             ifs.append(site)
             continue
@@ -283,22 +317,35 @@ def _find_ifs(stmts: list, ifs: list) -> None:
             _find_ifs(h.body, ifs)
 
 
-def _branch_values(branch: list, names: list) -> ast.Lambda:
-    """lambda: (the value each name has after the branch,): its expression, or the name itself."""
+def _branch_values(branch: list, names: list) -> list:
+    """The value each name has after the branch: its expression, or the name itself."""
     bound = {st.targets[0].id: st.value for st in branch if isinstance(st, ast.Assign)}
-    values = [bound.get(n, ast.Name(n, ast.Load())) for n in names]
+    return [bound.get(n, ast.Name(n, ast.Load())) for n in names]
+
+
+def _thunk(values: list) -> ast.Lambda:
+    """lambda: (values,)"""
     return ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-                      body=ast.Tuple(values, ast.Load()))
+                      body=ast.Tuple(list(values), ast.Load()))
 
 
 def _selected(k: int, site: IfSite) -> list:
     node = site.node
+    then, other = site.values if site.returns is not None else (
+        _branch_values(node.body, site.names), _branch_values(node.orelse, site.names))
     cond = ast.Assign(targets=[ast.Name(COND, ast.Store())], value=node.test)
     merged = ast.Assign(targets=[ast.Name(MERGED, ast.Store())], value=ast.Call(
-        func=ast.Name(IF_HOOK, ast.Load()),
-        args=[ast.Constant(k), ast.Name(COND, ast.Load()), _branch_values(node.body, site.names),
-              _branch_values(node.orelse, site.names)], keywords=[]))
+        func=ast.Name(IF_HOOK, ast.Load()), args=[ast.Constant(k), ast.Name(COND, ast.Load()), _thunk(then),
+                                                  _thunk(other)], keywords=[]))
     as_written = ast.If(test=ast.Name(COND, ast.Load()), body=node.body, orelse=node.orelse)
+    if site.returns is not None:  # (the values, or the one value, returned at once; else as written)
+        value = ast.Name(MERGED, ast.Load()) if site.returns else ast.Subscript(
+            ast.Name(MERGED, ast.Load()), ast.Constant(0), ast.Load())
+        selected = ast.If(test=ast.Compare(ast.Name(MERGED, ast.Load()), [ast.IsNot()], [ast.Constant(None)]),
+                          body=[ast.Return(value)], orelse=[])
+        for n in (cond, merged, as_written, selected):
+            ast.copy_location(n, node)
+        return [cond, merged, selected, as_written]
     unpack = ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in site.names], ast.Store())],
                         value=ast.Name(MERGED, ast.Load()))
     branch = ast.If(test=ast.Compare(ast.Name(MERGED, ast.Load()), [ast.Is()], [ast.Constant(None)]),
@@ -375,7 +422,8 @@ class IfHook:
         frame = sys._getframe(1)
         scope = {**frame.f_globals, **frame.f_locals}
         del frame
-        if any(not _is_numpy(scope.get(root, builtins.__dict__.get(root))) for root in site.roots):
+        if not all(_plain(scope.get(name, _MISSING)) for name in site.reads) or not all(
+                _is_numpy(scope.get(root)) or attr in _PURE_METHODS for root, attr in site.calls):
             return None
         nodes, breaks, writes = len(self.ctx.nodes), len(self.ctx.breaks), self.ctx.writes
         try:
@@ -423,10 +471,30 @@ def _never_raises(n: Node) -> bool:
     return not op.raises and (op.category in _SAFE_CATEGORIES or op.category == REDUCE and n.op in _SAFE_REDUCTIONS)
 
 
+# methods of a traced array that write nothing (not sort, fill, put, partition, resize...)
+_PURE_METHODS = frozenset("sum mean max min prod std var any all argmax argmin reshape transpose swapaxes astype "
+                          "copy ravel flatten squeeze clip round cumsum cumprod dot conj conjugate take "
+                          "repeat diagonal trace".split())
+
+
+_MISSING = object()
+
+
 def _is_numpy(module) -> bool:
-    """Whether a call's root is numpy (the module, or one of its submodules)."""
+    """numpy or one of its submodules (its functions are pure but for their
+    writes, out= or np.copyto, which jit/tracer.py's write count catches
+    after a branch ran)."""
     return isinstance(module, types.ModuleType) and (module.__name__ == "numpy"
                                                      or module.__name__.startswith("numpy."))
+
+
+def _plain(value) -> bool:
+    """A value a select's branch may read: a traced or numpy array, a number,
+    numpy (its methods are numpy's: a branch's calls are then numpy's
+    functions or the arrays' methods; an unbound name reads as _MISSING,
+    and the branch raises, as written)."""
+    return value is _MISSING or isinstance(value, (Tracer, np.ndarray, np.generic, int, float, complex)) \
+        or _is_numpy(value)
 
 
 class Hook:

@@ -16,8 +16,10 @@ from tests.conftest import assert_like_numpy
 
 
 def branchy(x, b):
-    if x.sum() > 0:  # (a return in a branch: no select, a graph break)
-        return np.tanh(x + b) * 2
+    if x.sum() > 0:  # (an augmented assignment in a branch: no select, a graph break)
+        y = np.tanh(x + b)
+        y *= 2
+        return y
     return np.exp(-x) - b
 
 
@@ -44,8 +46,9 @@ def test_resumed_path_runs_compiled_code(backend):
 
     def f(x):
         calls.append(1)  # Python runs only while tracing
-        if x.max() > 0.5:
-            return x * 2
+        if x.max() > 0.5:  # (two statements in a branch that returns: no select, a graph break)
+            y = x * 2
+            return y
         return x - 1
     jf = jit(f, backend=backend)
     for k in range(6):
@@ -177,13 +180,40 @@ def test_an_if_binding_names_to_pure_values_is_a_select(backend):
     assert "test_graph_breaks.py:" in text and "y, z selected" in text and "x selected" in text
 
 
+def test_an_if_whose_branches_both_return_returns_a_select(backend):
+    """`if c: return a` then `return b` (or an else), tuples of as many
+    values too, with a traced array's pure methods: one compile, no break."""
+    def f(x, thr):
+        if x.max() > thr:
+            return x / 2, x.sum()
+        return -x, x.sum() * 0
+
+    def g(x):
+        y = x * 2
+        if y.mean() > 1:
+            return np.tanh(y).astype(np.float32)
+        else:
+            return (y - 1).astype(np.float32)
+    jf, jg = jit(f, backend=backend), jit(g, backend=backend)
+    rng = np.random.default_rng(3)
+    for scale in (0.5, 2.0, 0.5, 3.0):
+        x = rng.random(6) * scale
+        for _ in range(2):
+            assert_like_numpy(jf(x, 1.0), f(x, 1.0))
+            assert_like_numpy(jg(x), g(x))
+    for j in (jf, jg):
+        assert (j.stats()["compiles"], j.stats()["graph_breaks"]) == (1, 0)
+        assert "the returned value" in j.explain()
+
+
 def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
     """Values that do not merge (another dtype, a Python number), a branch
     that may raise at run time where numpy would not run it (a gather's
     bounds check, a max of an empty array, np.linalg.solve), a product (a
     whole product each call the branch is not taken), a call of something
-    other than numpy, a statement other than a binding: the if runs as
-    written, a graph break, numpy's results either way."""
+    other than numpy or a method that writes (`x.fill`), a statement other
+    than a binding: the if runs as written, a graph break, numpy's results
+    either way."""
     class Helper:
         def twice(self, v):
             return v * 2
@@ -226,6 +256,12 @@ def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
             v = x @ w
         return v
 
+    def writing_method(x):
+        v = x
+        if x.sum() > 0:
+            v = x.cumsum().clip(0, 1).dot(x.take([0])) * x.fill(1.0)
+        return v
+
     def not_numpy(x):
         v = x
         if x.sum() > 0:
@@ -241,6 +277,7 @@ def test_ifs_that_cannot_be_selects_break_the_graph_as_before(backend):
             (solve, [(np.eye(3) * 2, rng.random(3), np.array([True])),
                      (np.zeros((3, 3)), rng.random(3), np.array([False]))]),
             (product, [(rng.random((4, 4)), rng.random((4, 4))), (-rng.random((4, 4)), rng.random((4, 4)))]),
+            (writing_method, [(-rng.random(4),)]),
             (not_numpy, [(rng.random(4),), (-rng.random(4),)])):
         jf = jit(fn, backend=backend)
         with warnings.catch_warnings():
