@@ -443,7 +443,9 @@ class IfHook:
             if a is b:
                 out.append(a)
             elif self._mergeable(a, b):
-                out.append(np.where(cond, a, b))
+                v = np.where(cond, a, b)
+                # (numpy scalars stay numpy scalars: x.sum() in both branches)
+                out.append(v[()] if isinstance(a.concrete, np.generic) and isinstance(b.concrete, np.generic) else v)
             else:
                 return None
         self.ctx.selects.append(f"{self.r.code.co_filename.rpartition('/')[2]}:{site.line}: "

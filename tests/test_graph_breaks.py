@@ -200,6 +200,7 @@ def test_an_if_whose_branches_both_return_returns_a_select(backend):
         x = rng.random(6) * scale
         for _ in range(2):
             assert_like_numpy(jf(x, 1.0), f(x, 1.0))
+            assert type(jf(x, 1.0)[1]) is type(f(x, 1.0)[1]) is np.float64  # (a numpy scalar either way)
             assert_like_numpy(jg(x), g(x))
     for j in (jf, jg):
         assert (j.stats()["compiles"], j.stats()["graph_breaks"]) == (1, 0)
