@@ -2,7 +2,9 @@
 
 A program is 1-6 steps over a float array x: unary elementwise ops, binary
 elementwise ops against a broadcastable second input, a Python constant or
-a runtime Python float, reductions over random axes with keepdims, in-place
+a runtime Python float, reductions over random axes with keepdims (argmax
+and argmin over one axis or all, their indices cast back), ifs on the
+value's max binding a name in both branches (selects), in-place
 updates (augmented operators, slice and mask assignments — into x itself
 when they come first) and gathers with integer index arrays.  Each shape is
 called twice, so the compiled entry runs (the first call of a key returns
@@ -48,7 +50,8 @@ BINARY = {
     "add_op": lambda a, b: a + b, "mul_op": lambda a, b: a * b, "sub_op": lambda a, b: a - b,
     "where_gt": lambda a, b: np.where(a > b, a, b),
 }
-REDUCE = ["sum", "mean", "max", "min", "prod", "var", "std"]
+REDUCE = ["sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin"]
+ARG = {"argmax", "argmin"}  # over one axis or all, their indices cast back to the value's dtype
 INPLACE = {  # IEEE-exact updates of v (an ndarray of rank >= 1)
     "iadd": lambda v: v.__iadd__(1.5), "imul": lambda v: v.__imul__(-2.0),
     "shift_last": lambda v: v.__setitem__((Ellipsis, slice(1, None)), v[..., :-1] * 0.5),
@@ -59,9 +62,11 @@ INPLACE = {  # IEEE-exact updates of v (an ndarray of rank >= 1)
 # (not divide: compiled kernels multiply by the reciprocal of a divisor that is
 # the same along a row, within about an ulp of the quotient)
 EXACT = {"negative", "abs", "square", "sqrt", "sign", "reciprocal", "add", "subtract", "multiply",
-         "maximum", "minimum", "floor_divide", "mod", "add_op", "mul_op", "sub_op", "where_gt", "max", "min"}
+         "maximum", "minimum", "floor_divide", "mod", "add_op", "mul_op", "sub_op", "where_gt", "max", "min",
+         "argmax", "argmin"}
 # a few ulp of difference in the operand can change the result by far more
-NEEDS_EXACT = {"sqrt", "log1p", "sign", "reciprocal", "divide", "power", "floor_divide", "mod", "where_gt"}
+NEEDS_EXACT = {"sqrt", "log1p", "sign", "reciprocal", "divide", "power", "floor_divide", "mod", "where_gt",
+               "argmax", "argmin"}
 STEP_ULPS = 4  # how far a compiled op may be from numpy's (codegen/mathlib.py: at most 4)
 
 
@@ -79,7 +84,7 @@ class Step:
 
     @property
     def exact(self) -> bool:
-        return self.op in EXACT or self.kind in ("inplace", "gather")
+        return self.op in EXACT or self.kind in ("inplace", "gather", "select")
 
 
 @st.composite
@@ -89,10 +94,12 @@ def programs(draw):
     exact = True                   # the current value is still bit-exact
     steps = []
     for _ in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce", "inplace", "gather"]))
-        if kind in ("inplace", "gather") and not cur:
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce", "inplace", "gather", "select"]))
+        if kind in ("inplace", "gather") and not cur or kind == "select" and not exact:
             kind = "unary"
-        if kind == "inplace":
+        if kind == "select":  # an if on the value's max (exact): both branches IEEE-exact
+            steps.append(Step("select", "select"))
+        elif kind == "inplace":
             steps.append(Step("inplace", draw(st.sampled_from(sorted(INPLACE)))))
         elif kind == "gather":  # v[idx] along axis 0, idx as long as that axis: the shape stays
             steps.append(Step("gather", "take", refs=(cur[0],)))
@@ -114,10 +121,13 @@ def programs(draw):
             else:
                 steps.append(Step("binary", op, "runtime", left))
         else:
-            op = draw(st.sampled_from(REDUCE))
+            op = draw(st.sampled_from(REDUCE if exact else [r for r in REDUCE if r not in ARG]))
             keepdims = draw(st.booleans())
             if not cur or draw(st.integers(0, 3)) == 0:
                 axis, picked = None, list(range(len(cur)))
+            elif op in ARG:
+                picked = [draw(st.integers(0, len(cur) - 1))]
+                axis = picked[0] - len(cur) if draw(st.booleans()) else picked[0]
             else:
                 picked = sorted(draw(st.sets(st.integers(0, len(cur) - 1), min_size=1)))
                 signed = [p - len(cur) if draw(st.booleans()) else p for p in picked]
@@ -141,6 +151,12 @@ def build(steps, perturb=None):
         for s in steps:
             if s.kind == "unary":
                 v = UNARY[s.op](v)
+            elif s.kind == "select":  # (an if on a traced value: jit/lift.py makes it a select)
+                if np.max(v) > 0.5:
+                    w = v * 2.0
+                else:
+                    w = np.abs(v) - 1.0
+                v = w
             elif s.kind == "inplace":
                 INPLACE[s.op](v)   # writes into x itself when it comes first
             elif s.kind == "gather":
@@ -149,7 +165,8 @@ def build(steps, perturb=None):
             elif s.kind == "reduce":
                 if perturb is not None and not s.exact:  # another summation order
                     v = perturb(v, STEP_ULPS + max(1, np.size(v)))
-                v = getattr(np, s.op)(v, axis=s.axis, keepdims=s.keepdims)
+                r = getattr(np, s.op)(v, axis=s.axis, keepdims=s.keepdims)
+                v = r.astype(v.dtype) if s.op in ARG else r
             else:
                 f = BINARY[s.op]
                 if s.operand == "array":
