@@ -144,21 +144,28 @@ def test_unique_in_the_middle_is_an_eager_node(backend):
     assert "multiply" in ops[:k] and "sqrt" in ops[k:]  # traced segments on both sides
 
 
-def test_data_dependent_branch_is_a_graph_break(backend):
-    def f(x):
+def test_data_dependent_branch_is_a_select_or_a_graph_break(backend):
+    def f(x):  # (both ways return a pure value: a select, one trace for both)
         if x.sum() > 0:
             return x * 2
         return x - 1
 
-    jf = jit(f, backend=backend)
+    def g(x):  # (a branch of two statements: a graph break, a trace per outcome)
+        if x.sum() > 0:
+            y = x * 2
+            return y
+        return x - 1
+
     pos, neg = np.ones((3, 4)), -np.ones((5, 4))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no warning: both branches compile
-        for x in (pos, neg, pos * 2, neg * 3):
-            assert_like_numpy(jf(x), f(x))
-    s = jf.stats()
-    assert s["fallbacks"] == 0 and s["traces"] == 2 and s["graph_breaks"] == 2
-    assert "bool() of a traced value" in jf.explain()
+    for fn, traces, breaks, text in ((f, 1, 0, "the returned value"), (g, 2, 2, "bool() of a traced value")):
+        jf = jit(fn, backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning: both branches compile
+            for x in (pos, neg, pos * 2, neg * 3):
+                assert_like_numpy(jf(x), fn(x))
+        s = jf.stats()
+        assert (s["fallbacks"], s["traces"], s["graph_breaks"]) == (0, traces, breaks)
+        assert text in jf.explain()
 
 
 @pytest.mark.parametrize("what", ["item", "float", "iter"])
