@@ -47,7 +47,9 @@ subscripts, attributes and calls of numpy's functions or of a traced
 array's methods that write nothing (checked on the call's value when the
 hook runs): evaluating the branch not taken changes nothing.  Its values merge when each pair is the same object or two traced
 arrays of one dtype and shape; otherwise (or when a branch raises) the
-statement runs as written: a graph break, as before."""
+statement runs as written: a graph break, as before.  A select that
+stands for an array one branch only named (numpy's name aliases it that
+way) is returned by no select, and a write into it runs the call in numpy."""
 from __future__ import annotations
 
 import ast
@@ -425,7 +427,7 @@ class IfHook:
         if not all(_plain(scope.get(name, _MISSING)) for name in site.reads) or not all(
                 _is_numpy(scope.get(root)) or attr in _PURE_METHODS for root, attr in site.calls):
             return None
-        nodes, breaks, writes = len(self.ctx.nodes), len(self.ctx.breaks), self.ctx.writes
+        nodes, breaks, writes, first = len(self.ctx.nodes), len(self.ctx.breaks), self.ctx.writes, self.ctx._next
         try:
             pairs = list(zip(then(), orelse()))
         except Exception:  # noqa: BLE001 - a branch that raises runs as written (its error, if it is taken)
@@ -438,16 +440,23 @@ class IfHook:
         # run it -- a gather's bounds check, a max of an empty array, a numpy step such as solve)
         if len(self.ctx.breaks) != breaks or not all(_never_raises(n) for n in self.ctx.nodes[nodes:]):
             return None
-        out = []
+        out, aliasing = [], []
         for a, b in pairs:
             if a is b:
                 out.append(a)
-            elif self._mergeable(a, b):
-                v = np.where(cond, a, b)
-                # (numpy scalars stay numpy scalars: x.sum() in both branches)
-                out.append(v[()] if isinstance(a.concrete, np.generic) and isinstance(b.concrete, np.generic) else v)
-            else:
+                continue
+            if not self._mergeable(a, b):
                 return None
+            v = np.where(cond, a, b)
+            # (numpy scalars stay numpy scalars: x.sum() in both branches)
+            out.append(v[()] if isinstance(a.concrete, np.generic) and isinstance(b.concrete, np.generic) else v)
+            if v.ndim and not (_fresh(a, first) and _fresh(b, first)):
+                aliasing.append(v)
+        if aliasing and site.returns is not None:
+            return None  # (numpy returns the array itself, or a view of it, one way: not a new array)
+        # (numpy's name stands for an existing array, or a view of one, one way: a later write into the
+        # select would reach that array in numpy only; jit/tracer.py write runs such a call in numpy)
+        self.ctx.aliasing_selects.update(id(v.storage()) for v in aliasing)
         self.ctx.selects.append(f"{self.r.code.co_filename.rpartition('/')[2]}:{site.line}: "
                                 f"if on a traced value: both branches traced, {', '.join(site.names)} selected")
         return tuple(out)
@@ -463,6 +472,12 @@ class IfHook:
 # (not products: a branch not taken would cost a whole product each call, where a break costs its dispatch)
 _SAFE_CATEGORIES = frozenset({ELEMENTWISE, VIEW, CREATION, CONCAT})
 _SAFE_REDUCTIONS = frozenset({"sum", "prod", "mean", "var", "std", "any", "all"})
+
+
+def _fresh(t, first: int) -> bool:
+    """Whether traced array t is new, made by a branch (not a name's array
+    from before it, nor a view of one)."""
+    return not t._chain and t.value.id >= first
 
 
 def _never_raises(n: Node) -> bool:

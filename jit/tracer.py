@@ -96,6 +96,9 @@ class TraceContext:
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
         self.writes = 0  # writes into traced arrays so far (jit/lift.py: a select's branches make none)
+        # storages of selects that stand for an array one branch only named (jit/lift.py): numpy's
+        # name would alias it, so a write into one is numpy's only in numpy
+        self.aliasing_selects: set[int] = set()
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) as Tracers when read
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
@@ -219,6 +222,9 @@ class TraceContext:
         s = t.storage()
         if not s.writeable:
             raise ValueError("assignment destination is read-only")
+        if id(s) in self.aliasing_selects:
+            raise Fallback("a write into a value an if on a traced value selected, which one branch named "
+                           "as an array it aliases", user_location())
         for op, attrs in t._chain:
             if op == "broadcast_to":
                 raise ValueError("assignment destination is read-only")

@@ -310,3 +310,43 @@ def test_a_branch_that_writes_an_array_runs_the_call_in_numpy(backend):
             if want[0] is not None:
                 assert_like_numpy(got[0], want[0])
     assert jf.stats()["fallbacks"] >= 1 and "both branches traced" not in jf.explain()
+
+
+def test_a_select_standing_for_an_array_one_branch_names_keeps_numpys_aliasing(backend):
+    """Where one branch leaves a name on an existing array (`v = x`, then
+    `if c: v = x * 2`), numpy's name aliases that array one way: a later
+    write into the select runs the call in numpy (which writes x that way);
+    a return of the array itself one way is no select (numpy returns x);
+    a select of two new arrays is written like any array."""
+    def written(x, y):
+        v = x
+        if y.sum() > 0:
+            v = x * 2
+        v[0] = 7.0
+        return v
+
+    def returned(x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+    def fresh(x, y):
+        if y.sum() > 0:
+            v = x * 2
+        else:
+            v = x - 1
+        v[0] = 7.0
+        return v
+
+    for fn, fallbacks, selected in ((written, True, False), (returned, False, False), (fresh, False, True)):
+        jf = jit(fn, backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitWarning)
+            for sign in (1.0, -1.0, 1.0, -1.0):
+                x1, x2, y = np.arange(4.0) * sign, np.arange(4.0) * sign, np.full(3, sign)
+                args1, args2 = ((x1,), (x2,)) if fn is returned else ((x1, y), (x2, y))
+                assert_like_numpy(jf(*args1), fn(*args2))
+                assert np.array_equal(x1, x2), fn.__name__  # (x written as numpy writes it)
+        s = jf.stats()
+        assert (s["fallbacks"] > 0) == fallbacks and ("both branches traced" in jf.explain()) == selected, \
+            fn.__name__
