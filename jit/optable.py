@@ -1048,9 +1048,11 @@ def histogram(ctx, a, bins=10, range=None, density=None, weights=None):
                                   and all(type(x) in (int, float) for x in range)):
         return None
     operands = [a] if weights is None else [a, ctx.operand(weights)]
-    if any(v.dtype.kind not in "iuf" for v in operands) or operands[-1].shape != a.shape:
+    w = operands[-1].value
+    if any(v.dtype.kind not in "iuf" for v in operands) or w.ndim != a.ndim or any(
+            ctx.env.hint(d) != ctx.env.hint(e) for d, e in zip(a.value.shape, w.shape)):
         return None  # (numpy's error, or its result, from the eager call)
-    for d, e in zip(a.value.shape, operands[-1].value.shape):
+    for d, e in zip(a.value.shape, w.shape):
         ctx.env.unify(d, e, "np.histogram: weights of the data's shape")
     return tuple(ctx.emit("histogram", operands, {"bins": _dim_expr(bins), "range": range,
                                                   "density": None if density is None else bool(density)}, n_out=2))

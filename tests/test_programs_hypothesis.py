@@ -51,7 +51,7 @@ BINARY = {
     "where_gt": lambda a, b: np.where(a > b, a, b),
 }
 REDUCE = ["sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin"]
-ARG = {"argmax", "argmin"}  # over one axis or all, their indices cast back to the value's dtype
+ARG = ("argmax", "argmin")  # over one axis or all, their indices cast back to the value's dtype
 INPLACE = {  # IEEE-exact updates of v (an ndarray of rank >= 1)
     "iadd": lambda v: v.__iadd__(1.5), "imul": lambda v: v.__imul__(-2.0),
     "shift_last": lambda v: v.__setitem__((Ellipsis, slice(1, None)), v[..., :-1] * 0.5),
