@@ -49,7 +49,8 @@ hook runs): evaluating the branch not taken changes nothing.  Its values merge w
 arrays of one dtype and shape; otherwise (or when a branch raises) the
 statement runs as written: a graph break, as before.  A select that
 stands for an array one branch only named (numpy's name aliases it that
-way) is returned by no select, and a write into it runs the call in numpy."""
+way) is returned by no select, and a write into it has the function traced
+again with its ifs as written (jit/miss.py)."""
 from __future__ import annotations
 
 import ast
@@ -119,6 +120,7 @@ class IfSite:
 class Rewritten:
     def __init__(self, code, sites: list[Site], ifs: list[IfSite] = ()):
         self.code, self.sites, self.ifs = code, sites, list(ifs)
+        self.selects = True  # (off once a write met a select that aliases one way: selects_off)
 
 
 _rewritten: dict = {}
@@ -393,6 +395,14 @@ def _replace(root, old, new: list) -> None:
     raise ValueError("loop not found")
 
 
+def selects_off(fn) -> None:
+    """fn's ifs run as written from now on (graph breaks): a write met a
+    select that stands for an array one way (jit/tracer.py write)."""
+    r = rewritten(fn) if ENABLED else None
+    if r is not None:
+        r.selects = False
+
+
 def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
     """fn's rewritten copy (globals_ and closure as the trace gives them,
     plus the hook lifting into ctx's trace), or None when fn has no loop to
@@ -418,7 +428,7 @@ class IfHook:
         self.ctx, self.r = ctx, r
 
     def __call__(self, k: int, cond, then, orelse):
-        if not (isinstance(cond, Tracer) and cond.dtype == np.bool_ and cond.ndim == 0):
+        if not (self.r.selects and isinstance(cond, Tracer) and cond.dtype == np.bool_ and cond.ndim == 0):
             return None
         site = self.r.ifs[k]
         frame = sys._getframe(1)

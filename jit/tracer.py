@@ -49,6 +49,11 @@ class Fallback(Exception):
         self.reason, self.loc = reason, loc
 
 
+class SelectAliasWritten(Fallback):
+    """A write into a select that aliases an array one way (jit/lift.py):
+    the call is traced again without selects (jit/miss.py)."""
+
+
 class TraceError(Exception):
     """An internal inconsistency found while tracing (never a wrong result)."""
 
@@ -223,8 +228,8 @@ class TraceContext:
         if not s.writeable:
             raise ValueError("assignment destination is read-only")
         if id(s) in self.aliasing_selects:
-            raise Fallback("a write into a value an if on a traced value selected, which one branch named "
-                           "as an array it aliases", user_location())
+            raise SelectAliasWritten("a write into a value an if on a traced value selected, which one branch "
+                                     "named as an array it aliases", user_location())
         for op, attrs in t._chain:
             if op == "broadcast_to":
                 raise ValueError("assignment destination is read-only")
