@@ -1,6 +1,7 @@
-"""python -m bench.reductions [--rounds 7]: reductions over rows, columns and
-dims of size 1, and argmax/argmin, jitted (one compile per program serves
-every shape) against numpy, float32, their calls interleaved in turns
+"""python -m bench.reductions [--rounds 7] [--only WORD,..]: reductions over
+rows, columns and dims of size 1, argmax/argmin (over the last axis and
+over others), and pools through a reshape (reductions over axes of two
+runs), jitted (one compile per program serves every shape) against numpy, float32, their calls interleaved in turns
 (bench.harness.in_turns: the machine's drift falls on both alike).  Prints
 numpy's time over shapejit's for each program and shape (above 1: shapejit
 is faster).  Issue 12 asks whether a row and column reduction's work split
@@ -8,7 +9,8 @@ is faster).  Issue 12 asks whether a row and column reduction's work split
 the split of codegen/schedule.py (a row a task; COLUMN_BLOCK columns a
 task) gives.  `--column-blocks 64,1024,2048`: x.sum(axis=0) instead, with
 the kernel built for each COLUMN_BLOCK (columns a task) in turn, all of
-them and numpy interleaved.
+them and numpy interleaved.  `--only leading,middle,pools`: the sections
+whose title holds one of the words.
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ COLUMN_SHAPES = ((1000, 4000), (16, 250_000), (20_000, 2000), (100_000, 400), (1
                  (300, 300), (100, 768), (1_000_000, 3))
 UNIT_SHAPES = ((4_000_000, 1),)
 ARG_SHAPES = ((1000, 4000), (8, 50_000), (100_000, 10))
+LEADING_ARG_SHAPES = ((2000, 3000), (64, 100), (100_000, 16))
+MIDDLE_SHAPES = ((16, 512, 256),)
+POOL_SHAPES = ((32, 64, 64, 64),)
 
 
 def row_sum(x):
@@ -65,11 +70,39 @@ def argmax_alone(x, y):
     return x.argmax(axis=1)
 
 
+def argmax_columns(x, y):
+    return x.argmax(axis=0)
+
+
+def argmin_columns_of_difference(x, y):
+    return (x - y).argmin(axis=0)
+
+
+def argmax_middle_axis(x):
+    return x.argmax(axis=1)
+
+
+def _pairs(x):  # (2x2 windows of NCHW images: axes 3 and 5 of a reshape)
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // 2, 2, w // 2, 2)
+
+
+def max_pool(x):
+    return _pairs(x).max(axis=(3, 5))
+
+
+def mean_pool(x):
+    return _pairs(x).mean(axis=(3, 5))
+
+
 CASES = (
     ("rows", (row_sum, row_max_of_squares), ROW_SHAPES, 1),
     ("columns", (column_sum, column_sum_of_exp, column_var), COLUMN_SHAPES, 1),
     ("size-1 dims", (row_sum, column_sum, plus_one), UNIT_SHAPES, 1),
     ("argmax/argmin", (nearest, softmax_argmax, argmax_alone), ARG_SHAPES, 2),
+    ("argmax/argmin over a leading axis", (argmax_columns, argmin_columns_of_difference), LEADING_ARG_SHAPES, 2),
+    ("argmax over a middle axis", (argmax_middle_axis,), MIDDLE_SHAPES, 1),
+    ("pools (axes of two runs)", (max_pool, mean_pool), POOL_SHAPES, 1),
 )
 
 
@@ -77,12 +110,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.reductions")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--column-blocks", default="", help="COLUMN_BLOCK values to compare on column sums")
+    ap.add_argument("--only", default="", help="comma-separated words: the sections whose title holds one")
     a = ap.parse_args(argv)
     if a.column_blocks:
         return column_blocks([int(v) for v in a.column_blocks.split(",")], a.rounds)
     print(f"# reductions, numpy time / shapejit time ({cpu_description()}); float32, median over {a.rounds} rounds")
     rng = np.random.default_rng(0)
+    words = [w for w in a.only.split(",") if w]
     for title, programs, shapes, arity in CASES:
+        if words and not any(w in title for w in words):
+            continue
         print(f"\n{title}:")
         print(f"| shape | " + " | ".join(p.__name__ for p in programs) + " |")
         print("|---|" + "--:|" * len(programs))

@@ -104,8 +104,8 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
     return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_KB,
-                 STREAM_DEEP_M, ONE_TILE_BYTES, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC, DEEP_KC, DEEP_ROWS,
-                 accumulators()))
+                 STREAM_DEEP_M, ONE_TILE_BYTES, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC,
+                 DEEP_KC, DEEP_ROWS, accumulators()))
 
 
 ARGS = (3, 7, 0)  # arrays (A, B, C), ints (M, N, K, a_strided, b_strided, epilogue, epilogue_args), floats

@@ -41,13 +41,16 @@ statement reads
         (name, ...) = __sj_m__
 
 An `if` whose branches both return (`if c: return a` then `return b`, or
-with an else) returns the select of their values, value by value for tuples
-of as many.  A branch's expressions are names, constants, arithmetic, comparisons,
-subscripts, attributes and calls of numpy's functions or of a traced
-array's methods that write nothing (checked on the call's value when the
-hook runs): evaluating the branch not taken changes nothing.  Its values merge when each pair is the same object or two traced
-arrays of one dtype and shape; otherwise (or when a branch raises) the
-statement runs as written: a graph break, as before.  A select that
+with an else) returns the select of their values, value by value for
+tuples of as many.  A branch's expressions are names, constants,
+arithmetic, comparisons, subscripts, attributes and calls of numpy's
+functions or of arrays' methods that write nothing (checked on the values
+the names hold when the hook runs): evaluating the branch not taken
+changes nothing (a write, np.copyto or out=, runs the call in numpy).  Its
+values merge when each pair is the same object or two traced arrays of one
+dtype and shape; otherwise (or when a branch raises, or holds what could
+raise at run time or a product) the statement runs as written: a graph
+break, as before.  A select that
 stands for an array one branch only named (numpy's name aliases it that
 way) is returned by no select, and a write into it has the function traced
 again with its ifs as written (jit/miss.py)."""
@@ -101,8 +104,8 @@ class Site:
 
 
 class IfSite:
-    """One `if` that may become a select: the names its branches bind (or,
-    `returns`, the values both branches return: `returns` of them in a
+    """One `if` that may become a select: the names its branches bind (none
+    when `returns`: the values both branches return, `returns` of them in a
     tuple, 0 for one value), the calls they make ((the module name, or None,
     the attribute called): numpy's functions, or methods of arrays that
     write nothing) and the names they read (arrays, numbers or numpy:
@@ -298,15 +301,15 @@ def _returning(node: ast.If, after) -> IfSite | None:
     if not (_pure(a, calls) and _pure(b, calls)):
         return None
     if isinstance(a, ast.Tuple) and isinstance(b, ast.Tuple) and len(a.elts) == len(b.elts):
-        return IfSite(node, ["the returned values"], calls, len(a.elts), (a.elts, b.elts))
-    return IfSite(node, ["the returned value"], calls, 0, ([a], [b]))
+        return IfSite(node, [], calls, len(a.elts), (a.elts, b.elts))
+    return IfSite(node, [], calls, 0, ([a], [b]))
 
 
 def _find_ifs(stmts: list, ifs: list) -> None:
     """The `if` statements that may become selects, at any depth but in
     nested functions and classes."""
     for i, s in enumerate(stmts):
-        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         site = (_selectable(s) or _returning(s, stmts[i + 1] if i + 1 < len(stmts) else None)
                 if isinstance(s, ast.If) else None)
@@ -437,12 +440,12 @@ class IfHook:
         if not all(_plain(scope.get(name, _MISSING)) for name in site.reads) or not all(
                 _is_numpy(scope.get(root)) or attr in _PURE_METHODS for root, attr in site.calls):
             return None
-        nodes, breaks, writes, first = len(self.ctx.nodes), len(self.ctx.breaks), self.ctx.writes, self.ctx._next
+        nodes, breaks, writes, first = len(self.ctx.nodes), len(self.ctx.breaks), self.ctx.writes(), self.ctx._next
         try:
             pairs = list(zip(then(), orelse()))
         except Exception:  # noqa: BLE001 - a branch that raises runs as written (its error, if it is taken)
             pairs = None
-        if self.ctx.writes != writes:  # (np.copyto, out=: the branch not taken wrote too, in the trace)
+        if self.ctx.writes() != writes:  # (np.copyto, out=: the branch not taken wrote too, in the trace)
             raise Fallback("a branch of an if on a traced value writes into an array", user_location())
         if pairs is None:
             return None
@@ -467,8 +470,9 @@ class IfHook:
         # (numpy's name stands for an existing array, or a view of one, one way: a later write into the
         # select would reach that array in numpy only; jit/tracer.py write runs such a call in numpy)
         self.ctx.aliasing_selects.update(id(v.storage()) for v in aliasing)
+        what = ", ".join(site.names) if site.returns is None else "the returned value" + "s" * bool(site.returns)
         self.ctx.selects.append(f"{self.r.code.co_filename.rpartition('/')[2]}:{site.line}: "
-                                f"if on a traced value: both branches traced, {', '.join(site.names)} selected")
+                                f"if on a traced value: both branches traced, {what} selected")
         return tuple(out)
 
     def _mergeable(self, a, b) -> bool:
@@ -509,7 +513,7 @@ _MISSING = object()
 
 def _is_numpy(module) -> bool:
     """numpy or one of its submodules (its functions are pure but for their
-    writes, out= or np.copyto, which jit/tracer.py's write count catches
+    writes, out= or np.copyto, which jit/tracer.py's writes() count catches
     after a branch ran)."""
     return isinstance(module, types.ModuleType) and (module.__name__ == "numpy"
                                                      or module.__name__.startswith("numpy."))

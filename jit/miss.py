@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from jit import pytree
+from jit import lift, pytree
 from jit.compile import build
 from jit.eager import after_failure, count_fallback, mark_eager, run_eagerly, run_eagerly_from_now, run_eagerly_once
 from jit.entries import CompiledEntry, KeyState
@@ -23,7 +23,6 @@ from jit.keys import changed_ints, changed_values, full_key, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call
 from jit.trace import DeclarationError, TraceResult, trace
-from jit import lift
 from jit.tracer import Fallback, SelectAliasWritten
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import logger_for
@@ -197,15 +196,16 @@ class _Miss:
     def _trace(self) -> TraceResult:
         jf, m = self.jf, self.jf.metrics
         t0 = _now()
-        again = lambda: trace(jf.fn, self.treedef, self.leaves, self.sig.specs, dynamic=jf.dynamic,  # noqa: E731
-                              dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
-                              constraints=jf.constraints, rebind=jf._params.unbind,
-                              held=(jf._held_paths, self._held()))
+
+        def traced():
+            return trace(jf.fn, self.treedef, self.leaves, self.sig.specs, dynamic=jf.dynamic,
+                         dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
+                         constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()))
         try:
-            tr = again()
+            tr = traced()
         except SelectAliasWritten:  # (numpy's aliasing one way: this function's ifs stay graph breaks)
             lift.selects_off(jf.fn)
-            tr = again()
+            tr = traced()
         verify(tr.graph)
         m.compile_seconds["trace"].observe(_now() - t0)
         m.traces += 1

@@ -100,7 +100,6 @@ class TraceContext:
         self._next = 0
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
-        self.writes = 0  # writes into traced arrays so far (jit/lift.py: a select's branches make none)
         # storages of selects that stand for an array one branch only named (jit/lift.py): numpy's
         # name would alias it, so a write into one is numpy's only in numpy
         self.aliasing_selects: set[int] = set()
@@ -110,6 +109,10 @@ class TraceContext:
         self._constant: dict[int, bool] = {}
         self.lift_refusals: list[str] = []  # loops jit/lift.py left to the trace, and why
         self.selects: list[str] = []  # ifs on traced values jit/lift.py made selects (no graph break)
+
+    def writes(self) -> int:
+        """Writes into traced arrays so far (each one moved a storage's version)."""
+        return sum(s.version for s in self.mutated.values())
 
     def new_value(self, dtype, shape, weak=False) -> Value:
         v = Value(self._next, np.dtype(dtype), tuple(shape), weak)
@@ -252,7 +255,6 @@ class TraceContext:
                 raise TraceError(f"a write through a {op} view")
         s.root._set(new)
         s.version += 1
-        self.writes += 1
         if t is not s.root:
             t._sync()
         self.mutated.setdefault(id(s), s)

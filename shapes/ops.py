@@ -543,11 +543,7 @@ register("inv", NUMPY, np.linalg.inv, lambda env, i, a: [i[0].shape])
 register("cov", NUMPY, _cov, lambda env, i, a: [(i[0].shape[0], i[0].shape[0])])
 
 
-def _solve(a, b):
-    return np.linalg.solve(a, b)
-
-
-register("solve", NUMPY, _solve, lambda env, i, a: [i[1].shape])
+register("solve", NUMPY, np.linalg.solve, lambda env, i, a: [i[1].shape])
 
 
 def _histogram(a, *weights, bins, range, density):
