@@ -178,11 +178,13 @@ MC = 96  # rows of A whose KC-deep block (96 KiB of float32) stays in L2 while t
 # A product of at least DEEP_ROWS rows takes blocks of K DEEP_KC deep (panels
 # of twice the KC): C's part under a group (M x GROUP strips) then outgrows L2,
 # and each block of K loads and stores it again, from L3 or memory; deeper
-# blocks halve those trips.  Two threads, the runtime's 8 chunks (/tmp
-# script timing the library kernel, builds interleaved, 9 rounds), AMD EPYC
-# znver4: with AVX-512, float64 at (M, K, N) = (2500, 3000, 2750) and (2000,
-# 2000, 2000) 1.05-1.06x faster than 256 deep, float32 1.05-1.08x; with
-# AVX2 forced, float64 1.01-1.06x at M = 1024..2500; at M = 256..1024 0.96-1.01x.
+# blocks halve those trips.  One thread (python -m bench.gemm_ab --dtype
+# float64 --a DEEP_ROWS=1073741824 --b DEEP_ROWS=1024 --ms 512,2048 --pairs
+# 3000x2750,2000x2000 --repeats 5), AMD EPYC znver4: at M = 2048 float64
+# 1.04-1.06x faster than 256 deep with AVX-512, 1.01-1.02x with AVX2 forced,
+# float32 1.01x and 0.97-1.02x; two threads (the runtime's 8 chunks, a
+# script timing the library kernel) float64 1.05-1.06x, float32 1.05-1.08x
+# at M = 2000-2500 with AVX-512.
 DEEP_KC = 512
 DEEP_ROWS = 1024
 EPILOGUE_ROWS = 64  # rows of C an epilogue call covers (with the columns of a unit: a call's cost spread)
