@@ -12,8 +12,9 @@ takes the GIL to start and to finish its chunks; a BERT layer runs ten such
 kernels per call.)
 
 * `sj_pool_run(start, stop, fn, args, chunk)` runs `fn(lo, hi, args)` over
-  [start, stop) in chunks of at least `chunk` on the workers and the
-  calling thread, and returns when every chunk is done.  `fn` is a kernel's
+  [start, stop) in chunks of at least `chunk` (CHUNKS_PER_THREAD per
+  thread at most, their sizes within one of each other) on the workers and
+  the calling thread, and returns when every chunk is done.  `fn` is a kernel's
   packed entry (below), `args` the address of its packed arguments.  The
   range runs on the caller alone when there is no worker, when it is
   shorter than two chunks, or when another thread's job holds the pool
@@ -122,7 +123,7 @@ _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 128, 129
 
 # slots of the pool's state (i64 each); hot ones on cache lines of their own
 _TICKET, _PENDING = 0, 8
-_FN, _ARGS, _START, _STOP, _CHUNK, _NCHUNKS = 16, 17, 18, 19, 20, 21
+_FN, _ARGS, _START, _STOP, _NCHUNKS = 16, 17, 18, 19, 20
 _BUSY, _WORKERS, _SLEEPERS, _QUIT = 24, 25, 26, 27
 BLAS_LIBRARIES = 4  # OpenBLAS libraries one callback serves (numpy's, scipy's, ...)
 _BLAS_LOCK, _BLAS_CLOSED = 28, 29  # (OpenBLAS's jobs on the pool: one parallel region at a time; closed at exit)
@@ -329,11 +330,13 @@ class _Support:
         got = b.cmpxchg(self.slot(b, _TICKET), t, b.add(t, self.c(1)), "acq_rel", "acquire")
         b.cbranch(b.extract_value(got, 1), run, loop)
         b.position_at_end(run)
-        chunk = self.load(b, _CHUNK)
-        lo = b.add(self.load(b, _START), b.mul(i, chunk))
-        stop = self.load(b, _STOP)
-        end = b.add(lo, chunk)
-        hi = b.select(b.icmp_signed("<", end, stop), end, stop)
+        # chunk i of the job's count: [start + i n / count, start + (i + 1) n / count), sizes
+        # that differ by one at most (a fixed size leaves the last chunks short: 35 units
+        # in 7 chunks of 5 are 4 chunks for one thread and 3 for the other)
+        start = self.load(b, _START)
+        n, count = b.sub(self.load(b, _STOP), start), self.load(b, _NCHUNKS)
+        lo = b.add(start, b.sdiv(b.mul(i, n), count))
+        hi = b.add(start, b.sdiv(b.mul(b.add(i, self.c(1)), n), count))
         kernel_t = ir.FunctionType(VOID, [I64, I64, I64])
         b.call(b.inttoptr(self.load(b, _FN), kernel_t.as_pointer()), [lo, hi, self.load(b, _ARGS)])
         self.rmw(b, "sub", _PENDING, self.c(1), "release")
@@ -357,25 +360,23 @@ class _Support:
             with b.if_then(self.claim(b, _BUSY)):  # the pool is ours: post the job
                 threads = b.add(workers, self.c(1))
                 want = b.mul(threads, self.c(CHUNKS_PER_THREAD))
-                size = b.sdiv(b.add(n, b.sub(want, self.c(1))), want)  # ceil(n / want)
-                size = b.select(b.icmp_signed("<", size, chunk), chunk, size)
-                self.post(b, work, kfn, args, start, stop, size)
+                most = b.sdiv(n, chunk)  # (chunks of at least `chunk`)
+                self.post(b, work, kfn, args, start, stop, b.select(b.icmp_signed("<", most, want), most, want))
                 b.ret_void()
         b.call(b.inttoptr(kfn, kernel_t.as_pointer()), [start, stop, args])  # on this thread alone
         b.ret_void()
 
-    def post(self, b, work, kfn, args, start, stop, size) -> None:
+    def post(self, b, work, kfn, args, start, stop, count) -> None:
         """With the pool won (BUSY 0 -> 1): run kfn over [start, stop) in
-        chunks of `size` on the workers and this thread, wait for the last
-        chunk, give the pool back."""
-        count = b.sdiv(b.add(b.sub(stop, start), b.sub(size, self.c(1))), size)
+        `count` chunks of balanced sizes on the workers and this thread,
+        wait for the last chunk, give the pool back."""
         # Close the previous job's ticket (every chunk claimed) before its fields
         # change: a late worker that read the old ticket and then this job's
         # NCHUNKS would otherwise claim a chunk of this job before it is
         # published, run it, and make PENDING miss zero (the caller waits forever)
         old = self.load(b, _TICKET, "seq_cst")
         self.store(b, _TICKET, b.or_(old, self.c(0xFFFFFFFF)), "seq_cst")
-        for k, v in ((_FN, kfn), (_ARGS, args), (_START, start), (_STOP, stop), (_CHUNK, size), (_PENDING, count)):
+        for k, v in ((_FN, kfn), (_ARGS, args), (_START, start), (_STOP, stop), (_PENDING, count)):
             self.store(b, k, v)
         self.store(b, _NCHUNKS, count, "release")  # (a worker that reads it sees the ticket closed)
         job = b.and_(b.add(b.lshr(old, self.c(32)), self.c(1)), self.c(0xFFFFFFFF))
@@ -542,7 +543,7 @@ class _Support:
                         b.call(job, [self.c(0), self.c(1), rec])
                     with shared:  # (the pool's holder, a kernel of another thread, lets go soon)
                         self.wait_until(b, lambda: self.claim(b, _BUSY))
-                        self.post(b, work, b.ptrtoint(job, I64), rec, self.c(0), n, self.c(1))
+                        self.post(b, work, b.ptrtoint(job, I64), rec, self.c(0), n, n)
             with started:
                 tids = b.alloca(I64, size=n)
                 pairs = b.alloca(I64, size=b.mul(n, self.c(2)))
