@@ -73,6 +73,11 @@ class JitFunction:
         self._unguarded: list = []  # values traces read that no token describes (warned once)
         self._changed: list = []  # values a traced run changed itself (not keyed)
         self._int_changes: str | None = None
+        self._loops: dict = {}  # its loops over a symbolic trip count: counts unrolled, or a scan (jit/scan.py)
+
+    def _scan_jit(self, fn, name: str) -> "JitFunction":
+        """A loop's body jitted as this function is (jit/scan.py)."""
+        return JitFunction(fn, dynamic=True, backend=self.backend, name=name, pool_bytes=self.pool_bytes)
 
     def __call__(self, *args, **kwargs):
         t0 = _now()
@@ -110,6 +115,21 @@ class JitFunction:
                     m.latency.observe(_now() - t0)
                     return pytree.unflatten(e.out_treedef, iter(out))
         return serve_miss(self, key, bound, leaves, treedef, arrays, runtime)
+
+    def _entry_for(self, args: tuple):
+        """The compiled entry that serves positional `args` now, or None (a
+        miss, an eager key, or values the program holds that key it): for a
+        caller that runs one entry over and over (jit/scan.py's trips)."""
+        if not (self._simple and len(args) == self._n_params) or self._held_paths or self._value_paths:
+            return None
+        leaves: list = []
+        treedef = pytree.flatten(args, leaves)
+        key, arrays, _ = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
+        state = self._keys.get(key)
+        if state is None or state.eager_reason is not None:
+            return None
+        shapes = tuple([a.shape for a in arrays])
+        return next((e for e in state.entries if e.guards.check(shapes) is not None), None)
 
     def stats(self) -> dict:
         """The same figures the Prometheus metrics report, as a dict."""

@@ -13,7 +13,8 @@ from runtime.metrics import logger_for
 # why a compiled call asked to run once in numpy (runtime/runeagerly.py)
 _ONCE = {"eager_size_changed": "an eager op's output size changed",
          "aliased_arguments": "an argument the function writes into shares memory with another",
-         "lifted_loop": "a compiled loop met what Python or numpy raise or warn about"}
+         "lifted_loop": "a compiled loop met what Python or numpy raise or warn about",
+         "scan_changed": "a trip of a compiled loop changed a carried value's shape or dtype"}
 
 
 def count_fallback(jf, category: str, text: str) -> None:

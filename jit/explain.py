@@ -72,6 +72,9 @@ def _entry(k: int, e: CompiledEntry) -> list[str]:
     if sm.selects:
         lines.append("    selects (an if on a traced value, both branches traced: no graph break):")
         lines += ["      " + x for x in sm.selects]
+    if sm.scans:
+        lines.append("    scans (a loop's body compiled once, run per trip: every trip count, one compile):")
+        lines += ["      " + x for x in sm.scans]
     if sm.lift_refusals:
         lines.append("    loops traced as written (jit/lift.py could not compile them whole):")
         lines += ["      " + x for x in sm.lift_refusals]

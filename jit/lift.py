@@ -70,6 +70,7 @@ import warnings
 
 import numpy as np
 
+from jit import scan
 from jit.errors import warn
 from jit.tracer import Fallback, SymInt, Tracer, user_location
 from shapes.ir import Node, make_attrs
@@ -94,13 +95,17 @@ class Unsupported(Exception):
 class Site:
     """One loop that may lift: its statement and the names it assigns."""
 
-    def __init__(self, node: ast.For, outside_reads: set, filename: str):
+    def __init__(self, node: ast.For, outside_reads: set, filename: str, scan_reads: set = frozenset()):
         self.node = node
         self.assigned = sorted(_assigned(node))
         self.outside_reads = outside_reads
         self.filename = filename
         self.refs: dict = {}  # (params, outputs) -> the loop as a Python function
         self.programs: dict = {}  # what it starts from -> its PyLoop
+        # as a scan (jit/scan.py): the names read outside it (but where a loop of their own binds
+        # them), its bodies' code by layout
+        self.scan_reads = scan_reads
+        self.scan_codes: dict = {}
 
 
 class IfSite:
@@ -228,7 +233,7 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
     re-roll pass, clustering/reroll.py, serves those)."""
     for s in stmts:
         if isinstance(s, ast.For) and not in_loop and _candidate(s):
-            sites.append(Site(s, _reads_outside(fdef, s), filename))
+            sites.append(Site(s, _reads_outside(fdef, s), filename, scan.reads_outside(fdef, s)))
             continue
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
@@ -537,14 +542,20 @@ class Hook:
 
     def __call__(self, k: int):
         frame = sys._getframe(1)
-        scope = dict(frame.f_locals)
+        scope, globals_ = dict(frame.f_locals), frame.f_globals
         del frame
         site = self.r.sites[k]
         try:
-            return _lift(self.ctx, site, scope, self.fn)
-        except Unsupported as e:
-            self.ctx.lift_refusals.append(f"{user_location()}: loop not compiled whole: {e}")
-            return None
+            try:
+                return _lift(self.ctx, site, scope, self.fn)
+            except Unsupported as e:
+                refusal = f"{user_location()}: loop not compiled whole: {e}"
+            # (a loop over a symbolic trip count that does not lift may still be a scan)
+            values = scan.attempt(self.ctx, site, scope, globals_, self.fn)
+            if values is scan.NOT_SYMBOLIC:
+                self.ctx.lift_refusals.append(refusal)
+                return None
+            return values
         except Exception as e:  # noqa: BLE001 - lifting is optional: the loop runs traced, as written
             if STRICT:
                 raise

@@ -200,7 +200,8 @@ class _Miss:
         def traced():
             return trace(jf.fn, self.treedef, self.leaves, self.sig.specs, dynamic=jf.dynamic,
                          dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
-                         constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()))
+                         constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()),
+                         scan_jit=jf._scan_jit, loops=jf._loops)
         try:
             tr = traced()
         except SelectAliasWritten:  # (numpy's aliasing one way: this function's ifs stay graph breaks)

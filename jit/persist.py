@@ -53,6 +53,7 @@ class Summary:
     plan: str | None = None    # the clusters after the passes (None: the reference back end)
     specialized: tuple = ()    # (arg, axis, size) of the input dims traced as a number
     selects: tuple = ()        # ifs on traced values both of whose branches were traced (jit/lift.py)
+    scans: tuple = ()          # loops compiled once for every trip count (jit/scan.py)
 
     @staticmethod
     def of(trace, plan: str | None) -> "Summary":
@@ -63,7 +64,7 @@ class Summary:
             tuple(trace.eager_nodes), tuple((b.loc, b.describe()) for b in trace.breaks),
             tuple(trace.lift_refusals), repr(trace.graph), plan,
             tuple((d.arg, d.axis, int(d.symbol)) for d in trace.input_dims if getattr(d.symbol, "is_Integer", False)),
-            tuple(trace.selects))
+            tuple(trace.selects), tuple(trace.scans))
 
 
 @dataclass

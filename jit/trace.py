@@ -41,6 +41,7 @@ class TraceResult:
     unguarded: list = field(default_factory=list)  # paths of values it read that no token describes
     changed: list = field(default_factory=list)  # paths of values the traced run itself changed (not keyed)
     selects: list = field(default_factory=list)  # ifs on traced values made selects (jit/lift.py)
+    scans: list = field(default_factory=list)  # loops compiled once for every trip count (jit/scan.py)
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects on the arguments it wrote into."""
@@ -62,13 +63,16 @@ class InputSpec:
 
 
 def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_dims=frozenset(),
-          user_dims=None, constraints=(), rebind=None, held=((), ())) -> TraceResult:
+          user_dims=None, constraints=(), rebind=None, held=((), ()), scan_jit=None, loops=None) -> TraceResult:
     """Trace fn on `leaves` (the flattened bound arguments).  `rebind` maps
     the bound tuple back to (args, kwargs).  `held`: (paths, arrays) of the
     held arrays earlier traces found (jit/held.py), graph inputs after the
-    arguments' in that order; arrays this trace reaches are added after them."""
+    arguments' in that order; arrays this trace reaches are added after them.
+    `scan_jit(fn, name)` jits a loop's body, `loops` is what the jit knows of
+    its loops' trip counts (jit/scan.py; without them no loop is a scan)."""
     env = ShapeEnv(reserved=dim_names(user_dims or {}))
     ctx = TraceContext(env)
+    ctx.scan_jit, ctx.loops = scan_jit, loops if loops is not None else {}
     named: dict[str, sympy.Symbol] = {}
     fixed: dict[str, sympy.Integer] = {}  # dims named in dims= that are not symbols here (0, 1, static)
     input_dims: list[InputDim] = []
@@ -190,7 +194,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     return TraceResult(graph, env, input_dims, out_def, outputs, dd_dims,
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
-                       list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects))
+                       list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects),
+                       list(ctx.scans))
 
 
 def sizes_outside(outputs, dd_checks) -> frozenset:

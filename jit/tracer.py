@@ -109,6 +109,11 @@ class TraceContext:
         self._constant: dict[int, bool] = {}
         self.lift_refusals: list[str] = []  # loops jit/lift.py left to the trace, and why
         self.selects: list[str] = []  # ifs on traced values jit/lift.py made selects (no graph break)
+        self.scans: list[str] = []  # loops jit/scan.py compiled once for every trip count
+        # (the jit's, jit/scan.py: what makes a scan's body a jit -- None: no scans -- and what it
+        # knows of its loops' trip counts)
+        self.scan_jit = None
+        self.loops: dict = {}
 
     def writes(self) -> int:
         """Writes into traced arrays so far (each one moved a storage's version)."""

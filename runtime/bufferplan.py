@@ -63,7 +63,7 @@ def may_stop(steps, outputs, dd_dims, dd_checks) -> bool:
     size, a graph break's outcome, a bounds check, a lifted loop, an eager
     op)."""
     return bool(dd_checks or dd_dims or any(o.kind == "check" for o in outputs)) or any(
-        ERRCELL in st.args or bool(st.lifted) if isinstance(st, KernelCall) else st.op == "eager"
+        ERRCELL in st.args or bool(st.lifted) if isinstance(st, KernelCall) else st.op in ("eager", "scan")
         for st in steps)
 
 

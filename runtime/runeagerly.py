@@ -13,6 +13,12 @@ class ShapeMismatch(RunEagerly):
     reason = "eager_size_changed"
 
 
+class ScanMismatch(RunEagerly):
+    """A trip of a compiled loop (a scan, jit/scan.py) gave a carried value
+    another shape or dtype than it had before the loop."""
+    reason = "scan_changed"
+
+
 class BreakMismatch(RunEagerly):
     """A graph break's value decides otherwise than on the traced call: this
     entry does not serve the call (another entry, or a new trace, does)."""

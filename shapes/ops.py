@@ -709,6 +709,21 @@ register("pyloop", LIFTED, run_pyloop,
 
 # ------------------------------------------------------------------ opaque
 
+def _scan_ref(*xs, call):
+    out = call(list(xs))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _carried(inputs, attrs) -> list:
+    """A scan's carried operands (after its trip bounds, before what it reads)."""
+    return list(inputs[2:2 + dict(attrs)["call"].n_carried])
+
+
+# a Python loop over a symbolic trip count (jit/scan.py): inputs (start, stop, carried...,
+# read...), outputs the carried values after the last trip, each as it was before the first
+register("scan", OPAQUE, _scan_ref, lambda env, i, a: [x.shape for x in _carried(i, a)],
+         lambda i, a: [x.dtype for x in _carried(i, a)], raises=True)
+
 def _eager_ref(*xs, call):
     return call(xs)
 

@@ -55,14 +55,29 @@ def test_int_bounds_a_slice(backend):
 def test_int_used_as_a_python_number_is_guarded(backend):
     def f(x, steps):
         for _ in range(steps):
+            x[1:] = x[1:] * 0.5  # (a write into the argument: no scan, the loop unrolls)
+        return x
+    jf = jit(f, backend=backend)
+    for steps in (1, 2, 3, 2, 1):
+        x, y = np.ones(4), np.ones(4)
+        assert_like_numpy(jf(x, steps), f(y, steps))
+        np.testing.assert_array_equal(x, y)
+    assert jf.stats()["traces"] == 4  # 1 (static), then 2, 3 specialized under guards; 2 and 1 reuse
+    assert "used as a Python number" in jf.explain()
+
+
+def test_int_trip_count_that_changes_makes_the_loop_a_scan(backend):
+    def f(x, steps):
+        for _ in range(steps):
             x = x * 0.5
         return x
     jf = jit(f, backend=backend)
     x = np.ones(4)
     for steps in (1, 2, 3, 2, 1):
         assert_like_numpy(jf(x, steps), f(x, steps))
-    assert jf.stats()["traces"] == 4  # 1 (static), then 2, 3 specialized under guards; 2 and 1 reuse
-    assert "used as a Python number" in jf.explain()
+    # 1 (static, one trip), then 2: a symbol, and another trip count than the loop had, so the loop
+    # becomes a scan (jit/scan.py) that serves every count; 3, 2 and 1 reuse the entries
+    assert jf.stats()["traces"] == 2 and "(a scan)" in jf.explain()
 
 
 def test_static_argnames_and_dynamic_false_keep_ints_static(backend):

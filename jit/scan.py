@@ -1,0 +1,471 @@
+"""A Python loop over a symbolic trip count, compiled once for every count:
+a scan (jax.lax.fori_loop's work, from the loop as written).
+
+`for t in range(x.shape[0]): h = np.tanh(x[t] @ W + h @ U)` rebinds an
+array every trip, so lifting (jit/lift.py) cannot type it, and tracing
+unrolls it: `range` makes the trip count a number, with a guard, and each
+new length traces and compiles again (as torch.compile does).  The first
+trace of a loop still unrolls it: a loop of known length is fused whole
+and runs fastest.  When a later trace meets the same loop with another trip
+count, the loop becomes one `scan` node (shapes/ops.py) instead: its body,
+made from the loop's own source into a function of (the loop variable, the
+names it carries, what else it reads), is jitted on its own (dynamic, the
+loop variable a symbol from the start) and the node calls it once per trip.
+That trace's entry serves every trip count: two compiles in all, whatever
+the lengths (`explain()` lists the scans and the loops unrolled).
+
+A loop becomes a scan when
+- it is `for <name> in range(...)`, its one to three arguments made of
+  names, constants, arithmetic, attributes, subscripts and len(), its step
+  a constant, its trip count symbolic (a dim of the call);
+- its body holds assignments, expressions, ifs and inner loops, and no
+  break, continue, return, yield, del, global, nonlocal, def, class, with,
+  try or import, nor a call with out=;
+- every name it rebinds that is bound before it (carried) holds a traced
+  array, of the same dtype and shape after every trip; a name it binds first
+  is read nowhere outside it, nor is the loop variable;
+- it writes (a subscript store, an augmented assignment) only into carried
+  names, each holding before the loop an array the function made (not an
+  argument, a held array, a view, nor an array another name holds: numpy
+  would write into that one too; the scan writes into a copy of it).
+Everything else it reads is passed to the body as it is (numbers, objects)
+or read-only (arrays, dims as ints): a body that writes into one raises in
+the trace's own run of the scan, and the loop is unrolled as before.  So
+does a body whose values change shape or dtype; on a later call that one
+runs in numpy (ScanMismatch).  No user string is evaluated: the body is
+compiled from the function's own source, which lift.py checked compiles to
+the function's code."""
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import operator
+import types
+
+import numpy as np
+
+from jit import pytree
+from jit.tracer import SymInt, Tracer
+from runtime.runeagerly import ScanMismatch
+
+_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Pass)
+
+
+class NoScan(Exception):
+    """The loop does not become a scan (it is unrolled, as traced)."""
+
+
+NOT_SYMBOLIC = object()
+
+
+def attempt(ctx, site, scope: dict, globals_: dict, fn):
+    """The values of the loop's assigned names (site.assigned's order) after
+    the loop, run as a scan node of ctx's trace; None when the loop over a
+    symbolic trip count is unrolled (why is noted for explain()), or
+    NOT_SYMBOLIC when it is no loop over range() of a symbolic count."""
+    loop = site.node
+    where = f"{site.filename.rpartition('/')[2]}:{loop.lineno}"
+    bounds = _range_bounds(loop, scope, globals_)
+    if bounds is None or ctx.scan_jit is None:
+        return NOT_SYMBOLIC
+    start, stop, step = bounds
+    trips = len(range(_hint(ctx, start), _hint(ctx, stop), step))
+    counts = ctx.loops.setdefault(site, set())  # (None once the loop is a scan)
+    if not any(isinstance(b, SymInt) for b in bounds[:2]):
+        if counts is not None:  # (a count another loop's specialization fixed counts too)
+            counts.add(trips)
+        return NOT_SYMBOLIC
+    try:
+        plan = _plan(ctx, site, scope)
+        if counts is not None and (not counts or trips in counts):
+            counts.add(trips)
+            ctx.lift_refusals.append(f"{where}: loop unrolled for {trips} trips (its trip count specialized; "
+                                     "a call with another count compiles it once as a scan)")
+            return None
+        ctx.loops[site] = None  # (another trip count: from now on, every trace of it makes a scan)
+        return _scan(ctx, site, scope, globals_, fn, start, stop, step, where, *plan)
+    except NoScan as e:
+        ctx.lift_refusals.append(f"{where}: loop unrolled for {trips} trips, not a scan: {e}")
+        return None
+
+
+def _hint(ctx, b) -> int:
+    return int(ctx.hint(b.expr)) if isinstance(b, SymInt) else b
+
+
+def _range_bounds(loop: ast.For, scope: dict, globals_: dict):
+    """(start, stop, step) of `for name in range(...)` evaluated in the frame
+    (ints or SymInts, step a nonzero int), or None."""
+    it = loop.iter
+    if not (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+            and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):
+        return None
+    if _lookup("range", scope, globals_) is not builtins.range:
+        return None
+    values = []
+    for a in it.args:
+        v = _evaluate(a, scope, globals_)
+        if v is _NOT or not (type(v) is int or isinstance(v, SymInt)):
+            return None
+        values.append(v)
+    start, stop, step = (0, values[0], 1) if len(values) == 1 else (values + [1])[:3]
+    if type(step) is not int or step == 0:
+        return None
+    return start, stop, step
+
+
+_NOT = object()  # (an expression _evaluate does not take)
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.Mod: operator.mod}
+
+
+def _evaluate(e, scope: dict, globals_: dict):
+    """The value of a bound expression: names, constants, + - * // % and
+    unary minus, attributes, subscripts and len() of a traced array (its
+    first dim, not a number); _NOT for anything else.  Nothing it does
+    calls the user's code or makes a guard."""
+    if isinstance(e, ast.Call):
+        if (isinstance(e.func, ast.Name) and e.func.id == "len" and len(e.args) == 1 and not e.keywords
+                and _lookup("len", scope, globals_) is builtins.len):
+            x = _evaluate(e.args[0], scope, globals_)
+            return x.shape[0] if isinstance(x, Tracer) and x.ndim else _NOT
+        return _NOT
+    if isinstance(e, ast.Constant):
+        return e.value
+    if isinstance(e, ast.Name):
+        return _lookup(e.id, scope, globals_)
+    if isinstance(e, ast.Attribute):
+        x = _evaluate(e.value, scope, globals_)
+        return x.shape if isinstance(x, Tracer) and e.attr == "shape" else _NOT
+    if isinstance(e, ast.Subscript):
+        x, i = _evaluate(e.value, scope, globals_), _evaluate(e.slice, scope, globals_)
+        return x[i] if type(x) is tuple and type(i) is int and -len(x) <= i < len(x) else _NOT
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        x = _evaluate(e.operand, scope, globals_)
+        return -x if _integral(x) else _NOT
+    if isinstance(e, ast.BinOp) and type(e.op) in _ARITHMETIC:
+        a, b = _evaluate(e.left, scope, globals_), _evaluate(e.right, scope, globals_)
+        if not (_integral(a) and _integral(b)) or isinstance(e.op, (ast.FloorDiv, ast.Mod)) \
+                and not (type(b) is int and b != 0):  # (a symbolic divisor would be decided: a guard)
+            return _NOT
+        return _ARITHMETIC[type(e.op)](a, b)
+    return _NOT
+
+
+def _integral(x) -> bool:
+    return type(x) is int or isinstance(x, SymInt)
+
+
+def _lookup(name: str, scope: dict, globals_: dict):
+    if name in scope:
+        return scope[name]
+    if name in globals_:
+        return globals_[name]
+    return getattr(builtins, name, _NOT)
+
+
+def _plan(ctx, site, scope: dict) -> tuple:
+    """(loop variable, carried names, names written into) of a loop that may
+    be a scan in this frame, or NoScan (module docstring)."""
+    loop = site.node
+    target = loop.target.id
+    _check_body(loop.body)
+    assigned = set(site.assigned) - {target}
+    carried = sorted(n for n in assigned if n in scope)
+    if not carried:
+        raise NoScan("it rebinds no name bound before it")
+    temps = assigned - set(carried)
+    live = _read_after(site, temps | {target})
+    if live:
+        raise NoScan(f"{', '.join(sorted(live))} is read outside it, and not carried")
+    early = _read_before_bound(loop.body, temps)
+    if early:
+        raise NoScan(f"{', '.join(sorted(early))} may be read before the trip binds it (a value from a trip "
+                     "before)")
+    for n in carried:
+        v = scope[n]
+        if not isinstance(v, Tracer) or v.value.weak:
+            raise NoScan(f"{n} holds a {type(v).__name__}, not a traced array")
+    written = _written(loop.body)
+    if written - set(carried):
+        raise NoScan(f"it writes into {', '.join(sorted(written - set(carried)))}, which it does not rebind")
+    for n in written:
+        _check_private(ctx, n, scope)
+    return target, carried, written
+
+
+def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, where: str, target: str,
+          carried: list, written: set):
+    loop = site.node
+    assigned = set(site.assigned) - {target}
+    arrays, numbers, ints, consts = [], [], [], {}
+    for n in sorted(_read(loop.body) - assigned - {target}):
+        local = n in scope
+        v = scope[n] if local else globals_.get(n, _NOT)
+        if isinstance(v, SymInt) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind in "iu":
+            ints.append(n)  # (a dim, or a Python int of the call: an int, a symbol, in the body)
+        elif isinstance(v, Tracer):
+            (numbers if v.value.weak else arrays).append(n)  # (a Python float of the call: a float in the body)
+        elif local:
+            consts[n] = _unheld(v, n)
+    free = arrays + numbers + ints
+    body = _body_jit(ctx, site, fn, where, target, carried, free, consts, len(ints))
+    kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
+    call = ScanCall(body, step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints),
+                    where)
+    values = {n: scope[n] if n in scope else globals_[n] for n in free}
+    try:
+        outs = ctx.emit("scan", [start, stop] + [scope[n] for n in carried] + [values[n] for n in free],
+                        {"call": call}, n_out=len(carried))
+    except ScanMismatch as e:
+        raise NoScan(str(e)) from None
+    except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
+        raise NoScan(f"its body raised {type(e).__name__}: {e}") from None
+    outs = outs if len(carried) > 1 else [outs]
+    ctx.scans.append(f"{where}: for loop over range(...) compiled once for every trip count (a scan): "
+                     f"its body {body.__qualname__} runs once per trip, carrying {', '.join(carried)}")
+    new = dict(zip(carried, outs))
+    return tuple(new[n] if n in new else scope.get(n) for n in site.assigned)
+
+
+def _check_body(stmts: list, depth: int = 0) -> None:
+    """Only _STATEMENTS; break and continue only in an inner loop; no out=."""
+    for s in stmts:
+        if isinstance(s, (ast.Break, ast.Continue)) and depth:
+            continue
+        if not isinstance(s, _STATEMENTS):
+            raise NoScan(f"its body holds a {type(s).__name__.lower()} statement")
+        if isinstance(s, ast.Expr):
+            raise NoScan("its body holds an expression statement (a call for its effect)")
+        for n in ast.walk(s):
+            if isinstance(n, ast.keyword) and n.arg == "out":
+                raise NoScan("its body writes with out=")
+            if isinstance(n, (ast.Attribute, ast.Starred)) and isinstance(getattr(n, "ctx", None), ast.Store):
+                raise NoScan("its body stores into an attribute")
+        inner = depth + isinstance(s, (ast.For, ast.While))
+        for field in ("body", "orelse"):
+            if isinstance(getattr(s, field, None), list):
+                _check_body(getattr(s, field), inner if field == "body" else depth)
+
+
+def _root(t) -> str | None:
+    while isinstance(t, ast.Subscript):
+        t = t.value
+    return t.id if isinstance(t, ast.Name) else None
+
+
+def _written(stmts: list) -> set:
+    """Names the statements write into: subscript stores and augmented
+    assignments (numpy's += writes into the array)."""
+    out = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                n, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Subscript) and isinstance(x.ctx, ast.Store) or \
+                            isinstance(n, ast.AugAssign) and x is t:
+                        out.add(_root(x))
+    out.discard(None)
+    return out
+
+
+def _read(stmts: list) -> set:
+    return {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _read_before_bound(stmts: list, temps: set) -> set:
+    """The temps a trip may read before it binds them: bound means by a
+    plain assignment at the body's top level, in an earlier statement."""
+    bound, early = set(), set()
+    for st in stmts:
+        early |= (_read([st]) & temps) - bound
+        if isinstance(st, ast.Assign):
+            bound |= {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return early
+
+
+def _read_after(site, names: set) -> set:
+    return names & site.scan_reads
+
+
+def reads_outside(fdef, loop) -> set:
+    """The names fdef reads outside `loop`, but where a for loop or a
+    comprehension of their own binds them (`for t in ...` twice)."""
+    out: set = set()
+
+    def visit(node, bound: frozenset) -> None:
+        if node is loop:
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound:
+            out.add(node.id)
+        if isinstance(node, ast.For):
+            visit(node.iter, bound)
+            inner = bound | {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            for st in node.body + node.orelse:
+                visit(st, inner)
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            bound = bound | {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        for child in ast.iter_child_nodes(node):
+            visit(child, bound)
+    visit(fdef, frozenset())
+    return out
+
+
+def _check_private(ctx, name: str, scope: dict) -> None:
+    """A carried array the body writes into must be one the function made and
+    no other name holds: numpy's writes reach no one else, so the scan may
+    write into a copy."""
+    v = scope[name]
+    s = v._storage
+    origin = s.origin if s is not None else v.value
+    made = ctx.producers.get(origin.id)
+    if v._chain or made is None or made.op == "const":
+        raise NoScan(f"it writes into {name}, an argument, a held or captured array or a view of one")
+    for other, x in scope.items():
+        if other != name and isinstance(x, Tracer) and (x is v or s is not None and x._storage is s):
+            raise NoScan(f"it writes into {name}, whose array {other} holds too")
+
+
+def _unheld(v, name: str):
+    """A value the body reads as it is: a held object's own (the body's jit
+    reads its arrays at every call itself); never a trace's value."""
+    from jit.held import HeldMapping, HeldObject, HeldSequence
+    for cls, field in ((HeldObject, "_obj"), (HeldSequence, "_seq"), (HeldMapping, "_map")):
+        if isinstance(v, cls):
+            return getattr(v, field)
+    if _holds_traced(v, 3):
+        raise NoScan(f"{name} holds values of the trace")
+    return v
+
+
+def _holds_traced(v, depth: int) -> bool:
+    if isinstance(v, (Tracer, SymInt)) or type(v).__name__ == "SymFloat":
+        return True
+    if depth and isinstance(v, (list, tuple, set, frozenset)):
+        return any(_holds_traced(x, depth - 1) for x in v)
+    if depth and isinstance(v, dict):
+        return any(_holds_traced(x, depth - 1) for x in v.values())
+    return False
+
+
+def _body_jit(ctx, site, fn, where: str, target: str, carried: list, free: list, consts: dict, n_ints: int):
+    """The jitted body of the loop: a function (target, *carried, *free) ->
+    (carried...), its closure `consts`; one per layout and closure values
+    (a retrace of the function reuses it, and its compiled entries)."""
+    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)))
+    values = tuple(consts[n] for n in sorted(consts))
+    bodies = ctx.loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
+    for k, vals, body in bodies:
+        if k == key and len(vals) == len(values) and all(a is b for a, b in zip(vals, values)):
+            return body
+    if key not in site.scan_codes:
+        site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts))
+    factory = types.FunctionType(site.scan_codes[key], fn.__globals__, "__sj_scan__")
+    body = ctx.scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
+    # (the loop variable and the dims it reads are symbols from the first trip: one compile)
+    first_int = 1 + len(carried) + len(free) - n_ints
+    body._dyn_ints = frozenset({0} | set(range(first_int, first_int + n_ints)))
+    bodies.append((key, values, body))
+    return body
+
+
+def _compile_body(site, fn, target: str, carried: list, free: list, closure: list) -> types.CodeType:
+    """The code of `def __sj_scan__(*closure): def body(target, *carried, *free):
+    <the loop's body>; return (*carried,); return body`, compiled from the
+    loop's own statements (their lines kept: tracebacks and explain() point
+    into the user's file)."""
+    loop = site.node
+
+    def args(names):
+        return ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], vararg=None, kwonlyargs=[],
+                             kw_defaults=[], kwarg=None, defaults=[])
+
+    def function(name, params, body):
+        extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
+        return ast.FunctionDef(name=name, args=args(params), body=body, decorator_list=[], returns=None, **extra)
+    ret = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in carried], ast.Load()))
+    name = f"{fn.__name__}_loop_body"
+    inner = function(name, [target] + carried + free, copy.deepcopy(loop.body) + [ret])
+    outer = function("__sj_scan__", closure, [inner, ast.Return(ast.Name(name, ast.Load()))])
+    for n in (ret, ret.value, inner, outer, outer.body[1], outer.body[1].value):
+        ast.copy_location(n, loop)
+    module = ast.Module([outer], type_ignores=[])
+    ast.fix_missing_locations(module)
+    code = compile(module, site.filename, "exec", dont_inherit=True)
+    return next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sj_scan__")
+
+
+class ScanCall:
+    """What a scan node runs (shapes/ops.py `scan`): `body` from trip start
+    to stop by step over the carried arrays (a copy of those it writes
+    into), the rest read-only.  Every trip must give each carried value its
+    dtype and shape (else ScanMismatch: the call runs in numpy)."""
+
+    def __init__(self, body, step: int, n_carried: int, copied: tuple, free_kinds: tuple, where: str):
+        self.body, self.step, self.n_carried = body, step, n_carried
+        self.copied, self.free_kinds, self.where = copied, free_kinds, where
+
+    def __repr__(self) -> str:
+        return f"<scan of the loop at {self.where}>"
+
+    def __call__(self, xs: list) -> list:
+        nc = self.n_carried
+        start, stop = int(xs[0]), int(xs[1])
+        carried = [np.array(x) if c else x for x, c in zip(xs[2:2 + nc], self.copied)]
+        want = [(np.asarray(x).dtype, np.shape(x)) for x in carried]
+        free = [_read_only(x) if k == "array" else _CONVERT[k](x) for x, k in zip(xs[2 + nc:], self.free_kinds)]
+        body, run, tries = self.body, None, 0
+        arrays_in = [x for x, k in zip(free, self.free_kinds) if k == "array"]
+        fixed = tuple(np.shape(x) for x in carried) + tuple(x.shape for x in arrays_in) + tuple(
+            (x,) for x, k in zip(free, self.free_kinds) if k == "int")
+        rest = arrays_in + [x for x, k in zip(free, self.free_kinds) if k in ("float", "complex")]
+        layout = _layout(carried)
+        for t in range(start, stop, self.step):
+            out = None
+            if run is not None and layout == run[2]:
+                # (the entry the last trips took, its guards checked for this t: jit's own lookup of
+                # it per trip would cost more than a small body's kernels)
+                dims = run[0](((t,),) + fixed)
+                if dims is not None:
+                    try:
+                        out = list(pytree.unflatten(run[3], iter(run[1](carried + rest, dims))))
+                    except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
+                        out = None
+            if out is None:
+                out = list(body(t, *carried, *free))
+                if tries < 3 and (run is None or _layout(out) != run[2]):
+                    tries += 1
+                    e = body._entry_for((t, *out, *free))
+                    run = None if e is None else (e.guards.check, e.run, _layout(out), e.out_treedef)
+            for k, (x, (dtype, shape)) in enumerate(zip(out, want)):
+                if not isinstance(x, (np.ndarray, np.generic)) or x.dtype != dtype or x.shape != shape:
+                    got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
+                    raise ScanMismatch(f"the loop at {self.where}: trip {t} made carried value {k} a {got}, "
+                                       f"not {dtype}{list(shape)}")
+            carried, layout = out, _layout(out)
+        arrays = [x for x in xs if isinstance(x, np.ndarray)]
+        # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
+        # the executable may reuse an input's buffer once the node has run)
+        return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
+                for x in carried]
+
+
+def _layout(values) -> tuple:
+    """What jit keys of the carried values besides dtype and shape (checked per trip)."""
+    return tuple((type(x), x.flags.c_contiguous) if type(x) is np.ndarray else type(x) for x in values)
+
+
+_PYTHON = {"b": "bool", "f": "float", "c": "complex"}  # a weak value's kind -> the Python type it came from
+_CONVERT = {"int": int, "float": float, "complex": complex, "bool": bool}
+
+
+def _read_only(x):
+    if not isinstance(x, np.ndarray) or not x.flags.writeable:
+        return x
+    v = x.view()
+    v.flags.writeable = False
+    return v

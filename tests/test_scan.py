@@ -1,0 +1,229 @@
+"""Loops over a symbolic trip count as scans (jit/scan.py): the first trace
+unrolls the loop for its trip count; a call with another count traces a
+scan whose entry serves every count, its body jitted once.  Results, dtypes
+and the caller's arrays are numpy's; what a scan cannot keep (numpy's
+aliasing, a write into an array the loop reads, a carried value that
+changes dtype or shape) stays unrolled or runs in numpy."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from jit import jit, lift
+from tests.conftest import assert_like_numpy
+
+LENGTHS = (5, 7, 3, 12, 9, 2)
+
+
+def rnn(x, h, W, U, b):
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U + b)
+    return h
+
+
+def ema(x, alpha):
+    s = x[0]
+    for t in range(1, x.shape[0]):
+        s = alpha * x[t] + (1 - alpha) * s
+    return s
+
+
+def running_sum(x):
+    acc = np.zeros_like(x[0])
+    for t in range(len(x)):
+        acc += x[t]  # (numpy writes into acc, made here: the scan writes into its copy)
+    return acc
+
+
+def sum_into_argument_row(x):
+    acc = x[0]
+    for t in range(1, x.shape[0]):
+        acc += x[t]  # (numpy writes into x's row 0)
+    return acc
+
+
+def writes_what_it_reads(x, y):
+    h = x[0] * 0
+    for t in range(x.shape[0]):
+        y[t] = h
+        h = h + x[t]
+    return h
+
+
+def changes_dtype(x):
+    h = np.zeros(x.shape[1:], np.int64)
+    for t in range(x.shape[0]):
+        h = h + x[t]
+    return h
+
+
+def shrinks(x, y):
+    h = x[0] * 1.0
+    for t in range(x.shape[0]):
+        h = h[: y.shape[0]] + 1
+    return h
+
+
+def loop_variable_read_after(x):
+    h = x[0] * 1
+    for t in range(x.shape[0]):
+        h = h + x[t]
+    return h * t
+
+
+def two_loops_one_name(x):
+    h = x[0] * 0
+    for t in range(x.shape[0]):
+        h = h + x[t]
+    g = h * 1
+    for t in range(x.shape[0] - 1):
+        g = g * 0.5 + x[t + 1]
+    return h, g
+
+
+def _body(jf):
+    """The scan's body jit of the function's only loop."""
+    (_, _, body), = jf._loops["bodies", lift.rewritten(jf.fn).sites[0]]
+    return body
+
+
+def _rnn_args(rng, T, dtype=np.float64):
+    B, I, H = 3, 5, 8
+    return (rng.standard_normal((T, B, I)).astype(dtype), np.zeros((B, H), dtype),
+            (rng.standard_normal((I, H)) * 0.3).astype(dtype), (rng.standard_normal((H, H)) * 0.3).astype(dtype),
+            rng.standard_normal(H).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rnn_every_length_from_two_traces(backend, dtype):
+    rng = np.random.default_rng(0)
+    f = jit(rnn, backend=backend)
+    for T in LENGTHS:
+        args = _rnn_args(rng, T, dtype)
+        assert_like_numpy(f(*args), rnn(*args), ulps=16)
+    # the first length unrolled, then one scan for every other: no trace per length
+    assert f.stats()["traces"] == 2 and f.stats()["fallbacks"] == 0
+    assert _body(f).stats()["traces"] == 1
+    text = f.explain()
+    assert "loop unrolled for 5 trips" in text and "compiled once for every trip count (a scan)" in text
+    for T in (40, 1, 0):  # (1 and 0 trips: signatures of their own, as any dim of size 0 or 1)
+        args = _rnn_args(rng, T, dtype)
+        assert_like_numpy(f(*args), rnn(*args), ulps=16)
+    assert f.stats()["traces"] == 4 and _body(f).stats()["traces"] == 1
+
+
+def test_a_python_float_and_a_loop_from_one(backend):
+    rng = np.random.default_rng(1)
+    f = jit(ema, backend=backend)
+    for T in LENGTHS:
+        x = rng.standard_normal((T, 6)).astype(np.float32)
+        assert_like_numpy(f(x, 0.25), ema(x, 0.25))  # (a Python float stays weak: float32 out)
+    assert f.stats()["traces"] == 2
+
+
+def test_augmented_assignment_into_an_array_the_function_made(backend):
+    rng = np.random.default_rng(2)
+    f = jit(running_sum, backend=backend)
+    for T in LENGTHS:
+        x = rng.standard_normal((T, 4))
+        before = x.copy()
+        assert_like_numpy(f(x), running_sum(x.copy()))
+        np.testing.assert_array_equal(x, before)
+    assert f.stats()["traces"] == 2 and "(a scan)" in f.explain()
+
+
+@pytest.mark.parametrize("fn, why", [
+    (sum_into_argument_row, "it writes into acc, an argument"),
+    (writes_what_it_reads, "it writes into y, which it does not rebind"),
+    (changes_dtype, "made carried value 0 a float64[4], not int64[4]"),
+    (loop_variable_read_after, "t is read outside it"),
+])
+def test_what_a_scan_cannot_keep_stays_unrolled(backend, fn, why):
+    rng = np.random.default_rng(3)
+    f = jit(fn, backend=backend)
+    for T in (4, 6, 3):
+        x = rng.standard_normal((T, 4))
+        args = (x, np.zeros((T + 1, 4))) if fn is writes_what_it_reads else (x,)
+        mine = tuple(a.copy() for a in args)
+        assert_like_numpy(f(*mine), fn(*args))
+        for a, b in zip(mine, args):  # (numpy's writes into the arguments, and only those)
+            np.testing.assert_array_equal(a, b)
+    text = f.explain()
+    assert why in text and "(a scan)" not in text
+    assert f.stats()["traces"] == 3 and f.stats()["fallbacks"] == 0
+
+
+def test_a_trip_that_changes_a_shape_later_runs_in_numpy(backend):
+    rng = np.random.default_rng(4)
+    f = jit(shrinks, backend=backend)
+    for T in (4, 6):  # (y as long as h: every trip keeps h's shape)
+        x = rng.standard_normal((T, 4))
+        assert_like_numpy(f(x, np.ones(4)), shrinks(x, np.ones(4)))
+    assert "(a scan)" in f.explain()
+    x = rng.standard_normal((5, 4))
+    assert_like_numpy(f(x, np.ones(2)), shrinks(x, np.ones(2)))  # (trip 0 shortens h: numpy runs the call)
+    assert f.metrics.fallbacks["scan_changed"] == 1
+
+
+def test_two_loops_reusing_the_loop_variable_are_both_scans(backend):
+    rng = np.random.default_rng(5)
+    f = jit(two_loops_one_name, backend=backend)
+    for T in LENGTHS:
+        x = rng.standard_normal((T, 3))
+        assert_like_numpy(f(x), two_loops_one_name(x))
+    assert f.stats()["traces"] == 2 and f.explain().count("(a scan)") == 2
+
+
+def test_a_held_array_and_a_branch_in_the_body(backend):
+    rng = np.random.default_rng(6)
+    W = rng.standard_normal((4, 4)) * 0.5
+
+    def step(x, h):
+        for t in range(x.shape[0]):
+            if t % 2 == 0:  # (the loop variable is a symbol of the body: a guard on its parity)
+                h = np.tanh(x[t] @ W + h)
+            else:
+                h = h * 0.5 - x[t]
+        return h
+    f = jit(step, backend=backend)
+    for T in LENGTHS:
+        x = rng.standard_normal((T, 4))
+        assert_like_numpy(f(x, np.zeros(4)), step(x, np.zeros(4)), ulps=16)
+    assert f.stats()["traces"] == 2 and "(a scan)" in f.explain()
+
+
+def test_a_body_that_raises_raises_numpys_error(backend):
+    def gather(x, idx):
+        h = x[0] * 0
+        for t in range(idx.shape[0]):
+            h = h + x[idx[t]]
+        return h
+    f = jit(gather, backend=backend)
+    x = np.arange(12.0).reshape(4, 3)
+    for n in (2, 3, 5):
+        idx = np.arange(n) % 4
+        assert_like_numpy(f(x, idx), gather(x, idx))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the failed call runs in numpy, which raises)
+        with pytest.raises(IndexError):
+            f(x, np.array([0, 1, 7]))
+    idx = np.array([3, 2, 1, 0, 3, 3])
+    assert_like_numpy(f(x, idx), gather(x, idx))  # (and the function stays usable)
+
+
+def test_a_value_from_the_trip_before_stays_unrolled(backend):
+    def lagged(x):
+        h = x[0] * 0
+        for t in range(x.shape[0]):
+            if t > 0:
+                h = h + prev  # noqa: F821 - bound by the trip before
+            prev = x[t] * 2
+        return h
+    f = jit(lagged, backend=backend)
+    rng = np.random.default_rng(7)
+    for T in (3, 5, 4):
+        x = rng.standard_normal((T, 3))
+        assert_like_numpy(f(x), lagged(x))
+    assert "may be read before the trip binds it" in f.explain() and f.stats()["fallbacks"] == 0
