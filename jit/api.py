@@ -117,19 +117,24 @@ class JitFunction:
         return serve_miss(self, key, bound, leaves, treedef, arrays, runtime)
 
     def _entry_for(self, args: tuple):
-        """The compiled entry that serves positional `args` now, or None (a
-        miss, an eager key, or values the program holds that key it): for a
-        caller that runs one entry over and over (jit/scan.py's trips)."""
-        if not (self._simple and len(args) == self._n_params) or self._held_paths or self._value_paths:
+        """(the compiled entry that serves positional `args` now, the held
+        arrays it takes after them), or None (a miss, an eager key): for a
+        caller that runs one entry over and over while what the program
+        holds stays as it is (jit/scan.py's trips)."""
+        if not (self._simple and len(args) == self._n_params):
             return None
         leaves: list = []
         treedef = pytree.flatten(args, leaves)
         key, arrays, _ = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
-        state = self._keys.get(key)
+        held = []
+        if self._held_paths or self._value_paths:
+            key, held = extended_key(self, key, leaves)
+        state = self._keys.get(key) if key is not None else None
         if state is None or state.eager_reason is not None:
             return None
         shapes = tuple([a.shape for a in arrays])
-        return next((e for e in state.entries if e.guards.check(shapes) is not None), None)
+        e = next((e for e in state.entries if e.guards.check(shapes) is not None), None)
+        return None if e is None else (e, held)
 
     def stats(self) -> dict:
         """The same figures the Prometheus metrics report, as a dict."""

@@ -1250,7 +1250,8 @@ def pad(ctx, array, pad_width, mode="constant", **kw):
             if a is None:
                 return None  # (numpy's: widths past what one reflection covers, an empty axis)
         return a if widths is not None else None
-    if mode != "constant" or kw or not isinstance(value, (int, float, bool, np.generic)) or a.ndim == 0:
+    if mode != "constant" or kw or isinstance(value, Tracer) or not isinstance(value, (int, float, bool, np.generic)) \
+            or a.ndim == 0:
         return None
     widths = _pad_widths(pad_width, a.ndim)
     if widths is None:

@@ -432,15 +432,17 @@ class ScanCall:
                 dims = run[0](((t,),) + fixed)
                 if dims is not None:
                     try:
-                        out = list(pytree.unflatten(run[3], iter(run[1](carried + rest, dims))))
+                        out = list(pytree.unflatten(run[3], iter(run[1](carried + rest + run[4], dims))))
                     except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
                         out = None
             if out is None:
                 out = list(body(t, *carried, *free))
                 if tries < 3 and (run is None or _layout(out) != run[2]):
                     tries += 1
-                    e = body._entry_for((t, *out, *free))
-                    run = None if e is None else (e.guards.check, e.run, _layout(out), e.out_treedef)
+                    found = body._entry_for((t, *out, *free))
+                    if found is not None:  # (what the body holds: the same arrays every trip, its own pure)
+                        e, held = found
+                        run = (e.guards.check, e.run, _layout(out), e.out_treedef, held)
             for k, (x, (dtype, shape)) in enumerate(zip(out, want)):
                 if not isinstance(x, (np.ndarray, np.generic)) or x.dtype != dtype or x.shape != shape:
                     got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__

@@ -15,10 +15,11 @@ from clustering.passes import data_dependent_sizes, dce
 from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
-from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, Tracer, user_location
+from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, Tracer, eval_attr, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
-from shapes.ir import Graph, Node, Value
+from shapes.ir import Graph, Node, Value, make_attrs
+from shapes.ops import OPS
 from runtime.executable import DataDependentDim, OutputSpec
 
 
@@ -162,7 +163,11 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     outputs, concrete = [], []
     written = {final.id: caller for final, (caller, _) in writebacks.values()}
     for r in out_leaves:
-        if isinstance(r, Tracer):
+        view = _view_of_written(r, writebacks, env)
+        if view is not None:  # (`x += 1; return x[1:]`: a view of the caller's array, as numpy's)
+            outputs.append(OutputSpec("view", view[0]))
+            concrete.append(view[1])
+        elif isinstance(r, Tracer):
             if r.ctx is not ctx:
                 raise Fallback("returned a Tracer from another trace")
             outputs.append(OutputSpec("value", r.value.id))
@@ -231,6 +236,20 @@ def _writebacks(ctx: TraceContext, by_id: dict) -> dict:
         if s.origin.id in by_id and s.root.value.id != s.origin.id:
             out[s.origin.id] = (s.root.value, (by_id[s.origin.id], s.root.concrete))
     return out
+
+
+def _view_of_written(r, writebacks: dict, env):
+    """((the argument's input value id, the chain of view ops from it), that
+    view of the caller's array) when r is a view of an argument the function
+    writes into (returned as a view of the caller's array, which the call
+    writes: numpy's aliasing), else None."""
+    if not isinstance(r, Tracer) or not r._chain or r._storage is None or r._storage.origin.id not in writebacks:
+        return None
+    chain = tuple((op, make_attrs(**attrs)) for op, attrs in r._chain)
+    x = writebacks[r._storage.origin.id][1][0]
+    for op, attrs in chain:
+        x = OPS[op].ref(x, **{k: eval_attr(a, env.hint) for k, a in attrs})
+    return (r._storage.origin.id, chain), x
 
 
 def _find(ctx, vid, inputs) -> Value:

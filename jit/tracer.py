@@ -622,6 +622,17 @@ class Tracer:
     def __repr__(self):
         return f"Tracer({self.value.type_str()})"
 
+    @property
+    def __class__(self):
+        """What isinstance() sees: the type numpy's value has (an ndarray, a
+        numpy scalar such as np.float64 -- a float --, or a Python number),
+        so `isinstance(x, np.ndarray)` or `isinstance(x.sum(), float)` takes
+        numpy's branch.  That type follows from the signature (dtypes, the
+        ops that made the value), never from the data: no guard.  type()
+        still says Tracer."""
+        c = self._concrete
+        return type(c) if isinstance(c, np.generic) or type(c) in _PY_SCALARS else np.ndarray
+
     # ------------------------------------------------- data-dependent exits
     def _data_dependent(self, what: str):
         raise Fallback(f"data-dependent Python control flow: {what} of a traced array", user_location())

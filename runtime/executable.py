@@ -24,9 +24,10 @@ from runtime.generate import generate, namespace, rebuild_const
 
 @dataclass(frozen=True)
 class OutputSpec:
-    kind: str      # "value" | "const" | "dim" | "writeback" | "check"
+    kind: str      # "value" | "const" | "dim" | "writeback" | "check" | "view"
     payload: object  # value id | the object | sympy expr | (input value id, value id written into it)
                      # | (value id, kind, outcome): a graph break's outcome, checked at run time
+                     # | (input value id, ((view op, attrs), ...)): a view of an argument the call writes
 
     @property
     def value_id(self) -> int | None:

@@ -249,6 +249,13 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
     for o in outputs:
         if o.kind == "value":
             rets.append(names[written.get(o.payload, o.payload)])
+        elif o.kind == "view":  # (of an argument the call writes: taken once the writes are in)
+            target, chain = o.payload
+            view = names[target]
+            for op, attrs in chain:
+                view = f"{const(OPS[op].ref, ('op', op))}({view}" + "".join(
+                    f", {key}={src.attr_src(a)}" for key, a in attrs) + ")"
+            rets.append(view)
         elif o.kind == "dim":
             rets.append(to_python(o.payload))
         else:

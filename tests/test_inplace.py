@@ -78,6 +78,28 @@ def test_a_written_argument_returned_is_the_callers_array(backend):
     assert jf.stats()["compiles"] == 1
 
 
+def test_a_view_of_a_written_argument_returned_views_the_callers_array(backend):
+    """`x += 1; return x[1:]` returns a view of x, as numpy's (was a new
+    array: a caller writing into the result missed x), on the first call
+    and on compiled ones, through slices, transposes and reshapes."""
+    def f(x):
+        x += 1
+        return x[1:], x.T[0], x.reshape(-1)[::2], x * 2
+
+    jf = jit(f, backend=backend)
+    for shape in [(3, 4), (5, 2), (4, 4)]:
+        x, want = np.ones(shape), np.ones(shape)
+        got, ref = jf(x), f(want)
+        assert_like_numpy(got, ref)
+        for view in got[:3]:
+            assert np.shares_memory(view, x)
+        assert not np.shares_memory(got[3], x)
+        got[0][0, 0] = 7
+        ref[0][0, 0] = 7
+        np.testing.assert_array_equal(x, want)
+    assert jf.stats()["traces"] == 1
+
+
 def test_out_colon_assignment_and_return_none(backend):
     def f(x, out):
         out[:] = np.tanh(x) * 2

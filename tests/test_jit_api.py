@@ -195,6 +195,24 @@ def test_tolist_runs_eagerly():
         assert_like_numpy(jf(x), f(x))
 
 
+def test_isinstance_sees_numpys_types(backend):
+    """A traced value passes isinstance() as numpy's value would (an ndarray,
+    np.float64 -- a float --, a Python float argument), so the function
+    takes numpy's branch; one trace serves every shape."""
+    def f(x, alpha):
+        s = x.sum()
+        flags = [isinstance(x, np.ndarray), isinstance(s, float), isinstance(s, np.floating),
+                 isinstance(s, np.ndarray), isinstance(x[0], np.ndarray),
+                 isinstance(alpha, float), isinstance(x.astype(np.float32).sum(), float)]
+        return x * sum(2 ** k for k, flag in enumerate(flags) if flag) + alpha
+
+    jf = jit(f, backend=backend)
+    for shape in [(3, 4), (5, 2)]:
+        x = np.ones(shape)
+        assert_like_numpy(jf(x, 0.5), f(x, 0.5))
+    assert jf.stats()["traces"] == 1
+
+
 def test_float_argument_is_a_runtime_scalar_and_ints_are_static():
     def f(x, eps, n):
         return x * eps + n

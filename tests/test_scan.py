@@ -227,3 +227,29 @@ def test_a_value_from_the_trip_before_stays_unrolled(backend):
         x = rng.standard_normal((T, 3))
         assert_like_numpy(f(x), lagged(x))
     assert "may be read before the trip binds it" in f.explain() and f.stats()["fallbacks"] == 0
+
+
+class _Cell:
+    def __init__(self, rng, n):
+        self.W, self.U = rng.standard_normal((n, n)) * 0.4, rng.standard_normal((n, n)) * 0.4
+
+
+def _run_cell(cell, x, h):
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ cell.W + h @ cell.U)
+    return h
+
+
+def test_a_body_reading_arrays_an_object_holds_runs_its_entry_per_trip(backend):
+    rng = np.random.default_rng(8)
+    cell = _Cell(rng, 6)
+    f = jit(_run_cell, backend=backend)
+    for T in (4, 9, 12):
+        x = rng.standard_normal((T, 6))
+        assert_like_numpy(f(cell, x, np.zeros(6)), _run_cell(cell, x, np.zeros(6)), ulps=16)
+    body = _body(f)
+    # (the body's entry, found once per call, runs the trips: jit's front door sees a few of them)
+    assert body.stats()["traces"] == 1 and body.stats()["calls"] <= 4
+    cell.W = cell.W * 0.5  # (a held array replaced between calls: the next call reads the new one)
+    x = rng.standard_normal((7, 6))
+    assert_like_numpy(f(cell, x, np.zeros(6)), _run_cell(cell, x, np.zeros(6)), ulps=16)
