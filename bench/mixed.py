@@ -13,6 +13,9 @@ it may choose numpy's BLAS, whose threads then meet only themselves).  Prints th
 and the ratios mix / alone: 1.00 means the other library's threads cost
 nothing.  After a threaded product OpenBLAS's own threads wait busily (~0.1
 s, no yield) on the cores the next kernels need (runtime/threadpool.py).
+Last, numpy's LAPACK outside any jitted call (a complex solve and a real
+inverse of order 200), timed in the same process before shapejit's pool
+started and after: its price of each setting.
 """
 from __future__ import annotations
 
@@ -32,7 +35,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPE = (256, 768, 3072)
 
 
+def _lapack(rng) -> dict:
+    """numpy's LAPACK as a program calls it outside jitted code: the median
+    time of a complex solve and a real inverse (LU factorizations: OpenBLAS
+    threads part of them on its own server threads, part through exec_blas)."""
+    a = rng.standard_normal((LAPACK_N, LAPACK_N)) + 1j * rng.standard_normal((LAPACK_N, LAPACK_N))
+    y = rng.standard_normal((LAPACK_N, 3 * LAPACK_N)) + 0j
+    r = rng.standard_normal((LAPACK_N, LAPACK_N))
+    out = {}
+    for key, fn in (("solve", lambda: np.linalg.solve(a, y)), ("inv", lambda: np.linalg.inv(r))):
+        ts = []
+        for _ in range(40):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        out[key] = float(np.median(ts[5:]))
+    return out
+
+
+LAPACK_N = 200
+
+
 def _child(rounds: int) -> dict:
+    lapack_before = _lapack(np.random.default_rng(1))  # (before shapejit's pool starts)
     from jit import jit
     from runtime import gemmchoice, threadpool
     gemmchoice.PREFER = "kernel"  # (the product on our GEMM whatever the dispatch: the two pools meet)
@@ -61,6 +86,8 @@ def _child(rounds: int) -> dict:
         timed("numpy in the mix", lambda: x @ w)
     out = {key: float(np.median(v)) for key, v in times.items()}
     out["shared"] = threadpool.blas_shared()
+    time.sleep(0.3)
+    out["lapack"] = (lapack_before, _lapack(np.random.default_rng(1)))
     return out
 
 
@@ -78,8 +105,9 @@ def main(argv=None) -> int:
     print(f"x {SHAPE[0]}x{SHAPE[1]} @ w {SHAPE[1]}x{SHAPE[2]} (+ b jitted), float32; medians of {args.rounds} "
           "calls; ratio = in the mix / alone")
     print()
-    print("| run | numpy's BLAS on | jit alone | jit in the mix | ratio | numpy alone | numpy in the mix | ratio |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    print("| run | numpy's BLAS on | jit alone | jit in the mix | ratio | numpy alone | numpy in the mix | ratio "
+          f"| solve {LAPACK_N} (complex) after / before the pool | inv {LAPACK_N} after / before |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for run in range(args.runs):
         for share in ("1", "0"):
             env = {**os.environ, "SHAPEJIT_SHARE_BLAS": share, "PYTHONPATH": ROOT}
@@ -90,10 +118,14 @@ def main(argv=None) -> int:
                 return 1
             d = json.loads(r.stdout.strip().splitlines()[-1])
             where = "shapejit's pool" if d["shared"] else "its own threads"
-            ms = {k: v * 1e3 for k, v in d.items() if k != "shared"}
+            ms = {k: v * 1e3 for k, v in d.items() if k not in ("shared", "lapack")}
+            before, after = d["lapack"]
+            lapack = " | ".join(f"{after[k] * 1e3:.2f} / {before[k] * 1e3:.2f} ms ({after[k] / before[k]:.2f})"
+                                for k in ("solve", "inv"))
             print(f"| {run + 1} | {where} | {ms['jit alone']:.2f} ms | {ms['jit in the mix']:.2f} ms | "
                   f"{ms['jit in the mix'] / ms['jit alone']:.2f} | {ms['numpy alone']:.2f} ms | "
-                  f"{ms['numpy in the mix']:.2f} ms | {ms['numpy in the mix'] / ms['numpy alone']:.2f} |", flush=True)
+                  f"{ms['numpy in the mix']:.2f} ms | {ms['numpy in the mix'] / ms['numpy alone']:.2f} | {lapack} |",
+                  flush=True)
     return 0
 
 
