@@ -15,7 +15,8 @@ nothing.  After a threaded product OpenBLAS's own threads wait busily (~0.1
 s, no yield) on the cores the next kernels need (runtime/threadpool.py).
 Last, numpy's LAPACK outside any jitted call (a complex solve and a real
 inverse of order 200), timed in the same process before shapejit's pool
-started and after: its price of each setting.
+started and after: its price of each setting.  A third setting shares the
+pool with OPENBLAS_THREAD_TIMEOUT=12 (read when numpy loads OpenBLAS).
 """
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ def _lapack(rng) -> dict:
 
 
 LAPACK_N = 200
+# (SHAPEJIT_SHARE_BLAS, OPENBLAS_THREAD_TIMEOUT): OpenBLAS's own threads, which its LU factorizations
+# still use (exec_blas_async), wait 2^28 cycles before they sleep, or 2^12 with the variable at 12
+SETTINGS = (("1", None), ("0", None), ("1", "12"))
 
 
 def _child(rounds: int) -> dict:
@@ -109,15 +113,18 @@ def main(argv=None) -> int:
           f"| solve {LAPACK_N} (complex) after / before the pool | inv {LAPACK_N} after / before |")
     print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for run in range(args.runs):
-        for share in ("1", "0"):
+        for share, timeout in SETTINGS:
             env = {**os.environ, "SHAPEJIT_SHARE_BLAS": share, "PYTHONPATH": ROOT}
+            if timeout:
+                env["OPENBLAS_THREAD_TIMEOUT"] = timeout
             r = subprocess.run([sys.executable, "-m", "bench.mixed", "--child", "--rounds", str(args.rounds)],
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 print(r.stderr[-2000:], file=sys.stderr)
                 return 1
             d = json.loads(r.stdout.strip().splitlines()[-1])
-            where = "shapejit's pool" if d["shared"] else "its own threads"
+            where = ("shapejit's pool" if d["shared"] else "its own threads") + (
+                f", OPENBLAS_THREAD_TIMEOUT={timeout}" if timeout else "")
             ms = {k: v * 1e3 for k, v in d.items() if k not in ("shared", "lapack")}
             before, after = d["lapack"]
             lapack = " | ".join(f"{after[k] * 1e3:.2f} / {before[k] * 1e3:.2f} ms ({after[k] / before[k]:.2f})"

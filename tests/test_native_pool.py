@@ -347,3 +347,18 @@ def test_the_callback_knows_each_library_once_and_as_many_as_it_can(tmp_path):
         "a = np.random.default_rng(0).standard_normal((300, 400)); b = a.T.copy()\n"
         "assert np.array_equal(a @ b, a @ b)\n"
         "print('ok')\n")
+
+
+@pytest.mark.parametrize("first, env, want", [
+    ("import jit", {}, "12"),  # (before numpy loads OpenBLAS: its threads sleep after 2^12 cycles)
+    ("import numpy, jit", {}, "None"),  # (too late: OpenBLAS read the variable already)
+    ("import jit", {"SHAPEJIT_SHARE_BLAS": "0"}, "None"),  # (its threads run numpy's BLAS: its own wait)
+    ("import jit", {"OPENBLAS_THREAD_TIMEOUT": "20"}, "20"),  # (the user's own setting stays)
+])
+def test_openblas_threads_wait_briefly_when_jit_is_imported_first(first, env, want):
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_THREAD_TIMEOUT", "SHAPEJIT_SHARE_BLAS")}
+    r = subprocess.run([sys.executable, "-c", f"{first}; import os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"],
+                       env={**base, **env}, capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == want
