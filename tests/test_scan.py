@@ -11,23 +11,11 @@ import warnings
 import numpy as np
 import pytest
 
+from bench.loops import ema, rnn
 from jit import jit, lift
 from tests.conftest import assert_like_numpy
 
 LENGTHS = (5, 7, 3, 12, 9, 2)
-
-
-def rnn(x, h, W, U, b):
-    for t in range(x.shape[0]):
-        h = np.tanh(x[t] @ W + h @ U + b)
-    return h
-
-
-def ema(x, alpha):
-    s = x[0]
-    for t in range(1, x.shape[0]):
-        s = alpha * x[t] + (1 - alpha) * s
-    return s
 
 
 def running_sum(x):
