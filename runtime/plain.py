@@ -59,7 +59,7 @@ def _numpy_path(fn) -> str:
     """The path from numpy to `fn`, or Unencodable."""
     owner = getattr(fn, "__objclass__", None)
     module = getattr(owner if owner is not None else fn, "__module__", None) or ""
-    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "")
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__qualname__
     if module != "numpy" and not module.startswith("numpy."):
         raise Unencodable(f"the function {module}.{qualname} (only numpy's have a plain form)")
     path = ".".join(module.split(".")[1:] + [qualname])
