@@ -584,6 +584,12 @@ def _masked_update(ctx, t: Tracer, mask: Tracer, value: Tracer):
     return new if new.dtype == t.dtype else astype(ctx, new, t.dtype)
 
 
+def _concrete_int(v) -> bool:
+    """A Python or numpy int, not a dim (which passes isinstance(v, int) as
+    numpy's int would: jit/tracer.py SymInt)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, SymInt)
+
+
 def _scalar_like(v) -> bool:
     if isinstance(v, Tracer):
         return v.ndim == 0
@@ -631,7 +637,7 @@ def split(ctx, a, indices_or_sections, axis=0):
     a = ctx.operand(a)
     axis = _norm_axis(axis, a.ndim)
     n = a.value.shape[axis]
-    if isinstance(indices_or_sections, (int, np.integer)):
+    if _concrete_int(indices_or_sections):
         k = int(indices_or_sections)
         if k <= 0:
             raise ValueError("number sections must be larger than 0.")
@@ -800,7 +806,7 @@ def diagonal(ctx, a, offset=0, axis1=0, axis2=1):
     """np.diagonal / ndarray.diagonal: a numpy step whose result is numpy's
     read-only view of `a` (a kernel reads it through its strides); the
     diagonal's length a shape decision."""
-    if not isinstance(a, Tracer) or isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+    if not isinstance(a, Tracer) or isinstance(offset, bool) or not _concrete_int(offset):
         return None  # (a traced offset, or numpy's error)
     if a.ndim < 2:
         return None
@@ -848,7 +854,7 @@ def _outer(ctx, op, rows, cols):
 
 def tri(ctx, N, M=None, k=0, dtype=float, *, like=None):
     """numpy's definition: m[i, j] = i >= j - k."""
-    if like is not None or not isinstance(k, (int, np.integer)):
+    if like is not None or not _concrete_int(k):
         return None
     M = N if M is None else M
     rows, cols = arange(ctx, N), arange(ctx, -k, M - k)
@@ -860,7 +866,7 @@ def tri(ctx, N, M=None, k=0, dtype=float, *, like=None):
 def _triangle(lower):
     def handler(ctx, m, k=0):
         m = ctx.operand(m)
-        if m.ndim < 2 or not isinstance(k, (int, np.integer)):
+        if m.ndim < 2 or not _concrete_int(k):
             return None
         # numpy: where(tri(..., k) , m, 0) for tril; where(tri(..., k - 1), 0, m) for triu
         mask = tri(ctx, m.shape[-2], m.shape[-1], k if lower else k - 1, bool)
@@ -871,7 +877,7 @@ def _triangle(lower):
 
 def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
     """m[i, j] = (i + k == j)."""
-    if order != "C" or like is not None or device not in (None, "cpu") or not isinstance(k, (int, np.integer)):
+    if order != "C" or like is not None or device not in (None, "cpu") or not _concrete_int(k):
         return None
     rows, cols = arange(ctx, N), arange(ctx, N if M is None else M)
     if rows is None or cols is None:
@@ -981,7 +987,7 @@ def column_stack(ctx, tup):
 
 def repeat(ctx, a, repeats, axis=None):
     """A constant repeat count: x broadcast along a new axis and merged."""
-    if not isinstance(repeats, (int, np.integer)) or isinstance(repeats, bool) or repeats < 0:
+    if not _concrete_int(repeats) or isinstance(repeats, bool) or repeats < 0:
         return None
     a = ctx.operand(a)
     if axis is None:
@@ -1130,7 +1136,7 @@ def roll(ctx, a, shift, axis=None):
     (a symbolic one: a guard on whether the remainder is 0)."""
     a = ctx.operand(a)
     if not isinstance(shift, (int, np.integer, SymInt)) or isinstance(shift, bool) or \
-            not (axis is None or isinstance(axis, (int, np.integer))) or a.ndim == 0:
+            not (axis is None or _concrete_int(axis)) or a.ndim == 0:
         return None
     if axis is None:
         return reshape(ctx, roll(ctx, ravel(ctx, a), shift, 0), a.shape)
@@ -1250,8 +1256,8 @@ def pad(ctx, array, pad_width, mode="constant", **kw):
             if a is None:
                 return None  # (numpy's: widths past what one reflection covers, an empty axis)
         return a if widths is not None else None
-    if mode != "constant" or kw or isinstance(value, Tracer) or not isinstance(value, (int, float, bool, np.generic)) \
-            or a.ndim == 0:
+    if mode != "constant" or kw or isinstance(value, (Tracer, SymInt, SymFloat)) \
+            or not isinstance(value, (int, float, bool, np.generic)) or a.ndim == 0:
         return None
     widths = _pad_widths(pad_width, a.ndim)
     if widths is None:

@@ -333,6 +333,10 @@ class SymInt:
     def __init__(self, ctx: TraceContext, expr):
         self.ctx, self.expr = ctx, expr
 
+    # isinstance() sees what numpy gives: a dim is an int (`isinstance(n, int)` takes numpy's
+    # branch); type() still says SymInt, and shapejit's own checks exclude it where they must
+    __class__ = property(lambda self: int)
+
     @staticmethod
     def wrap(ctx, e):
         e = ctx.env.simplify(e)
@@ -388,7 +392,7 @@ class SymInt:
         return o / self._specialize()
 
     def __pow__(self, o):
-        if isinstance(o, int) and not isinstance(o, bool) and o >= 0:
+        if type(o) is int and o >= 0:
             return SymInt.wrap(self.ctx, self.expr ** o)
         if type(o) in (int, float):  # d ** -0.5, n ** -1: Python floats
             return SymFloat.of(self.ctx, np.power, (self, float(o)))
@@ -450,6 +454,7 @@ class SymFloat:
     as a dim used as a Python number is."""
 
     __slots__ = ("t", "dims", "hint")
+    __class__ = property(lambda self: float)  # (what isinstance() sees: numpy's value is a float)
 
     def __init__(self, t: "Tracer", dims: tuple, hint: float):
         self.t, self.dims, self.hint = t, dims, hint
@@ -617,7 +622,7 @@ class Tracer:
         if not self.value.shape:
             raise TypeError("len() of unsized object")
         d = self.shape[0]
-        return d if isinstance(d, int) else d._specialize()
+        return d if type(d) is int else d._specialize()
 
     def __repr__(self):
         return f"Tracer({self.value.type_str()})"

@@ -197,12 +197,14 @@ def test_tolist_runs_eagerly():
 
 def test_isinstance_sees_numpys_types(backend):
     """A traced value passes isinstance() as numpy's value would (an ndarray,
-    np.float64 -- a float --, a Python float argument), so the function
-    takes numpy's branch; one trace serves every shape."""
+    np.float64 -- a float --, a Python float argument, a dim -- an int --
+    and a float computed from dims), so the function takes numpy's branch;
+    one trace serves every shape."""
     def f(x, alpha):
-        s = x.sum()
+        s, n = x.sum(), x.shape[0]
         flags = [isinstance(x, np.ndarray), isinstance(s, float), isinstance(s, np.floating),
-                 isinstance(s, np.ndarray), isinstance(x[0], np.ndarray),
+                 isinstance(s, np.ndarray), isinstance(x[0], np.ndarray), isinstance(n, int),
+                 isinstance(n, np.integer), isinstance(1.0 / n, float),
                  isinstance(alpha, float), isinstance(x.astype(np.float32).sum(), float)]
         return x * sum(2 ** k for k, flag in enumerate(flags) if flag) + alpha
 
