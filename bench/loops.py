@@ -6,11 +6,13 @@ loop for the first length it sees and makes it a scan (jit/scan.py) at the
 second, whose one entry serves every length after; jax.jit (when installed)
 traces and compiles each new length.
 
-Prints, per program: the stream's total time for each (its first calls,
-compiles included) and the traces each made; then the steady time of one
-length, numpy's over shapejit's (above 1: shapejit faster), both for the
-scan's entry and for the entry unrolled for that length (what a fixed
-length gets), their calls interleaved in turns (bench.harness.in_turns).
+Prints, per program: the steady time of one length, numpy's over
+shapejit's (above 1: shapejit faster), both for the scan's entry and for
+the entry unrolled for that length (what a fixed length gets), their calls
+interleaved in turns (bench.harness.in_turns); then the stream's total time
+for each (its first calls, compiles included) and the traces each made.
+The steady times come first: once jax ran, its threads slow what runs
+after it in the process.
 """
 from __future__ import annotations
 
@@ -84,6 +86,22 @@ def main(argv=None) -> int:
     os.environ.setdefault("SHAPEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="sj_loops_"))
     harness.keep_machine_artifacts(("float32",))
     print(f"{cpu_description()}; a stream of {a.calls} sequences, lengths uniform in 8..128")
+    # (every steady time first: jax's threads, once it ran, slow what runs after it in the process)
+    print("\nsteady: numpy's time over shapejit's (the scan's entry; the entry unrolled for that length)")
+    for title, (fn, make) in PROGRAMS.items():
+        rng = np.random.default_rng(1)
+        sj = jit(fn)
+        sj(*make(rng, 8))
+        sj(*make(rng, 9))  # (another length: the loop is a scan from now on)
+        print(f"  {title}")
+        for T in (16, 64, 128):
+            args = make(rng, T)
+            fixed = jit(fn)  # (its first length: unrolled)
+            fixed(*args)
+            tn, ts, tf = harness.in_turns([lambda: fn(*args), lambda: sj(*args), lambda: fixed(*args)], a.rounds)
+            print(f"    T={T}: numpy {tn * 1e3:.2f} ms; numpy/shapejit scan {tn / ts:.2f}x, "
+                  f"unrolled for T {tn / tf:.2f}x")
+        assert sj.stats()["traces"] == 2, sj.explain()
     for title, (fn, make) in PROGRAMS.items():
         rng = np.random.default_rng(0)
         lengths = [int(n) for n in rng.integers(8, 129, a.calls)]
@@ -98,17 +116,9 @@ def main(argv=None) -> int:
             for args in stream:
                 call(*args)
             totals[name] = time.perf_counter() - t0
-        sj = peers["shapejit"]
         print(f"\n{title}\n  stream total: " + ", ".join(f"{k} {v:.3f} s" for k, v in totals.items())
-              + f"; shapejit traces {sj.stats()['traces']}"
+              + f"; shapejit traces {peers['shapejit'].stats()['traces']}"
               + (f", jax.jit traces {len(set(lengths))} (one per length)" if jx is not None else ""))
-        for T in (16, 64, 128):
-            args = make(rng, T)
-            fixed = jit(fn)  # (its first length: unrolled)
-            fixed(*args)
-            tn, ts, tf = harness.in_turns([lambda: fn(*args), lambda: sj(*args), lambda: fixed(*args)], a.rounds)
-            print(f"  T={T}: numpy {tn * 1e3:.2f} ms; numpy/shapejit scan {tn / ts:.2f}x, "
-                  f"unrolled for T {tn / tf:.2f}x")
     return 0
 
 

@@ -424,6 +424,7 @@ class ScanCall:
             (x,) for x, k in zip(free, self.free_kinds) if k == "int")
         rest = arrays_in + [x for x, k in zip(free, self.free_kinds) if k in ("float", "complex")]
         layout = _layout(carried)
+        flat = _flat_tuple(nc)
         for t in range(start, stop, self.step):
             out = None
             if run is not None and layout == run[2]:
@@ -432,7 +433,9 @@ class ScanCall:
                 dims = run[0](((t,),) + fixed)
                 if dims is not None:
                     try:
-                        out = list(pytree.unflatten(run[3], iter(run[1](carried + rest + run[4], dims))))
+                        res = run[1](carried + run[4], dims)
+                        # (the carried values first, then what the entry writes back or checks)
+                        out = res[:nc] if run[3] else list(pytree.unflatten(run[5], iter(res)))
                     except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
                         out = None
             if out is None:
@@ -442,7 +445,8 @@ class ScanCall:
                     found = body._entry_for((t, *out, *free))
                     if found is not None:  # (what the body holds: the same arrays every trip, its own pure)
                         e, held = found
-                        run = (e.guards.check, e.run, _layout(out), e.out_treedef, held)
+                        run = (e.guards.check, e.run, _layout(out), e.out_treedef == flat, rest + held,
+                               e.out_treedef)
             for k, (x, (dtype, shape)) in enumerate(zip(out, want)):
                 if not isinstance(x, (np.ndarray, np.generic)) or x.dtype != dtype or x.shape != shape:
                     got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
@@ -454,6 +458,11 @@ class ScanCall:
         # the executable may reuse an input's buffer once the node has run)
         return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
                 for x in carried]
+
+
+def _flat_tuple(n: int):
+    """The tree of a tuple of n arrays (a body's return)."""
+    return pytree.flatten(tuple(range(n)), [])
 
 
 def _layout(values) -> tuple:
