@@ -95,17 +95,14 @@ class Unsupported(Exception):
 class Site:
     """One loop that may lift: its statement and the names it assigns."""
 
-    def __init__(self, node: ast.For, outside_reads: set, filename: str, scan_reads: set = frozenset()):
+    def __init__(self, node: ast.For, outside_reads: set, filename: str):
         self.node = node
         self.assigned = sorted(_assigned(node))
         self.outside_reads = outside_reads
         self.filename = filename
         self.refs: dict = {}  # (params, outputs) -> the loop as a Python function
         self.programs: dict = {}  # what it starts from -> its PyLoop
-        # as a scan (jit/scan.py): the names read outside it (but where a loop of their own binds
-        # them), its bodies' code by layout
-        self.scan_reads = scan_reads
-        self.scan_codes: dict = {}
+        self.scan_codes: dict = {}  # its bodies' code as a scan (jit/scan.py), by layout
 
 
 class IfSite:
@@ -233,7 +230,7 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
     re-roll pass, clustering/reroll.py, serves those)."""
     for s in stmts:
         if isinstance(s, ast.For) and not in_loop and _candidate(s):
-            sites.append(Site(s, _reads_outside(fdef, s), filename, scan.reads_outside(fdef, s)))
+            sites.append(Site(s, _reads_outside(fdef, s), filename))
             continue
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
@@ -372,9 +369,29 @@ def _assigned(node) -> set:
 
 
 def _reads_outside(fdef, loop) -> set:
-    inside = {id(n) for n in ast.walk(loop)}
-    return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-            and id(n) not in inside}
+    """The names fdef reads outside `loop`, but where a for loop or a
+    comprehension of their own binds them first (`for t in ...` twice): the
+    names whose value after the loop may be read."""
+    out: set = set()
+
+    def visit(node, bound: frozenset) -> None:
+        if node is loop:
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound:
+            out.add(node.id)
+        if isinstance(node, ast.For):
+            visit(node.iter, bound)
+            inner = bound | {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+            for st in node.body + node.orelse:
+                visit(st, inner)
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            visit(node.generators[0].iter, bound)  # (evaluated outside the comprehension's scope)
+            bound = bound | {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        for child in ast.iter_child_nodes(node):
+            visit(child, bound)
+    visit(fdef, frozenset())
+    return out
 
 
 def _lifted(k: int, s: Site, loc: ast.For) -> list:

@@ -176,7 +176,7 @@ def _plan(ctx, site, scope: dict) -> tuple:
     if not carried:
         raise NoScan("it rebinds no name bound before it")
     temps = assigned - set(carried)
-    live = _read_after(site, temps | {target})
+    live = (temps | {target}) & site.outside_reads
     if live:
         raise NoScan(f"{', '.join(sorted(live))} is read outside it, and not carried")
     early = _read_before_bound(loop.body, temps)
@@ -285,34 +285,6 @@ def _read_before_bound(stmts: list, temps: set) -> set:
         if isinstance(st, ast.Assign):
             bound |= {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return early
-
-
-def _read_after(site, names: set) -> set:
-    return names & site.scan_reads
-
-
-def reads_outside(fdef, loop) -> set:
-    """The names fdef reads outside `loop`, but where a for loop or a
-    comprehension of their own binds them (`for t in ...` twice)."""
-    out: set = set()
-
-    def visit(node, bound: frozenset) -> None:
-        if node is loop:
-            return
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound:
-            out.add(node.id)
-        if isinstance(node, ast.For):
-            visit(node.iter, bound)
-            inner = bound | {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
-            for st in node.body + node.orelse:
-                visit(st, inner)
-            return
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            bound = bound | {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-        for child in ast.iter_child_nodes(node):
-            visit(child, bound)
-    visit(fdef, frozenset())
-    return out
 
 
 def _check_private(ctx, name: str, scope: dict) -> None:
