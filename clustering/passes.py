@@ -2,6 +2,7 @@
 
     decompose   mean/var/std into sum and elementwise ops (numpy's own formulas)
     dots        a vector dot as multiply + sum
+    scale_out   (s * A) @ B as s * (A @ B) where an elementwise op reads the product
     split_axes  a reduction over axes of several runs as one reduction per run
     unit_dims   reductions drop their operand's dims of size 1
     rows        sum/prod/max/min over every axis as reductions over the last axis
@@ -163,6 +164,71 @@ def dots(g: Graph) -> Graph:
         p = b.add("multiply", [x, y], {}, n.out.dtype, x.shape, n.loc)
         b.subst[n.out.id] = b.add("sum", [p], {"axis": (0,), "keepdims": False}, n.out.dtype, (), n.loc)
     return b.finish()
+
+
+# --------------------------------------------------------------- scale out
+
+def scale_out(g: Graph) -> Graph:
+    """A product of a scaled operand, (alpha * A) @ B or A @ (B * alpha)
+    with alpha a float scalar, becomes alpha * (A @ B) when elementwise code
+    reads the product anyway (`alpha * A @ B + beta * C`, NPBench's gemm):
+    the scale then joins the product's epilogue, where it was a pass of its
+    own over A (as numpy's, M x K elements read and written; 4000 x 4000
+    float64 in gesummv).  A chain of products moves the scale along to the
+    last one (k2mm's alpha * A @ B @ C).  Only where the scaled operand is
+    read by the product alone and has the product's dtype.  The scale then
+    multiplies sums instead of terms: a few ulp, as BLAS's summation order
+    already is."""
+    uses: dict[int, int] = {}
+    for n in g.nodes:
+        for v in n.inputs:
+            uses[v.id] = uses.get(v.id, 0) + 1
+    for v in g.outputs:
+        uses[v.id] = uses.get(v.id, 0) + 1
+    by_out = {n.outputs[0].id: n for n in g.nodes if len(n.outputs) == 1}
+    readers = {v.id: n for n in g.nodes for v in n.inputs if uses[v.id] == 1}
+
+    def feeds_elementwise(v: Value) -> bool:
+        n = readers.get(v.id)
+        while n is not None and _plain_product(n):
+            n = readers.get(n.outputs[0].id)  # (the scale moves on along a chain of products)
+        return n is not None and OPS[n.op].category == ELEMENTWISE
+
+    def scaled(v: Value, out: Value):
+        """(scale, operand) when v is a float scalar times an operand of
+        out's dtype read only here."""
+        m = by_out.get(v.id)
+        if m is None or m.op != "multiply" or uses[v.id] != 1 or len(m.inputs) != 2 or m.attrs:
+            return None
+        for s, x in (m.inputs, m.inputs[::-1]):
+            if (s.shape == () and s.dtype.kind == "f" and (s.weak or s.dtype == out.dtype) and x.ndim >= 1
+                    and x.dtype == v.dtype == out.dtype):
+                return s, x
+        return None
+
+    b = _Builder(g)
+    for n in g.nodes:
+        if not _plain_product(n) or n.out.dtype.kind != "f" or not feeds_elementwise(n.out):
+            b.keep(n)
+            continue
+        ins = [b.get(v) for v in n.inputs]
+        found = [(i, scaled(ins[i], n.out)) for i in range(2)]
+        found = [(i, f) for i, f in found if f is not None]
+        if not found:
+            b.keep(n)
+            continue
+        for i, (_, x) in found:
+            ins[i] = x
+        p = b.add("matmul", ins, {}, n.out.dtype, n.out.shape, n.loc)
+        if len(found) == 2:
+            p = b.add("multiply", [found[1][1][0], p], {}, n.out.dtype, n.out.shape, n.loc)
+        b.nodes.append(Node("multiply", (found[0][1][0], p), make_attrs(), n.outputs, n.loc))
+        by_out[n.out.id] = b.nodes[-1]  # (a product reading this one scales it out in turn)
+    return b.finish()
+
+
+def _plain_product(n: Node) -> bool:
+    return n.op == "matmul" and len(n.inputs) == 2 and not n.attrs
 
 
 # -------------------------------------------------------------- split axes
@@ -487,7 +553,7 @@ def _data_dependent(x, among, memo=None) -> set:
     return set()
 
 
-PIPELINE = [decompose, dots, split_axes, unit_dims, rows, row_space, simplify, cse, dce]
+PIPELINE = [decompose, dots, scale_out, split_axes, unit_dims, rows, row_space, simplify, cse, dce]
 
 
 def run_pipeline(g: Graph, checks: bool = False, sizes=frozenset()) -> Graph:

@@ -85,6 +85,40 @@ def test_matmul_bias_gelu_is_one_matmul_cluster_with_epilogue():
     assert {n.op for n in k.nodes} >= {"add", "tanh", "multiply"}
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_scaled_operand_of_a_product_scales_its_epilogue(dtype):
+    """NPBench's gemm and k2mm, alpha * A @ B [@ C] + beta * C: the scale
+    moves from A (a kernel over M x K of its own) into the last product's
+    epilogue (clustering/passes.py scale_out); where nothing elementwise
+    reads the product, or the scaled operand is read twice, it stays."""
+    def gemm(alpha, beta, C, A, B):
+        C[:] = alpha * A @ B + beta * C
+
+    def k2mm(alpha, A, B, C, D):
+        return alpha * A @ B @ (C * alpha) + D
+
+    def read_twice(alpha, A, B):
+        a = alpha * A
+        return a @ B + 1.0, a
+
+    def returned(alpha, A, B):
+        return (alpha * A) @ B
+
+    rng = np.random.default_rng(0)
+    a, c, d = (rng.random(s).astype(dtype) for s in ((5, 7), (9, 4), (5, 4)))
+    b = rng.random((7, 9)).astype(dtype)
+    for fn, args in ((gemm, (1.5, 1.2, d.copy(), a, b[:, :4])), (k2mm, (dtype(0.5), a, b, c, d))):
+        plan = plan_of(fn, *args)
+        assert len(plan.kernels()) == 1 and plan.kernels()[0].matmul_inputs, plan.describe()
+        assert "multiply" in {n.op for n in plan.kernels()[0].nodes}
+        ca = tuple(x.copy() if isinstance(x, np.ndarray) else x for x in args)
+        jf, want = jit(fn), fn(*args)
+        got = jf(*ca)
+        assert_like_numpy(ca[2] if fn is gemm else got, args[2] if fn is gemm else want, ulps=8)
+    for fn in (read_twice, returned):
+        assert sum(not k.matmul_inputs for k in plan_of(fn, 2.0, a, b).kernels()) == 1  # alpha * A
+
+
 def test_bert_layer_clusters():
     args = W.make_bert_layer((1, 16), np.random.default_rng(0))
     plan = plan_of(W.bert_layer, *args)
