@@ -3,16 +3,15 @@ into a symbolic-shape Graph and runs it from one trace for every shape."""
 import os as _os
 import sys as _sys
 
+from runtime import threadpool as _threadpool
 from shapes import config as _config
 
-# OpenBLAS's own threads wait 2^28 cycles (~0.1 s) for work before they sleep.
-# With numpy's BLAS on shapejit's pool (SHAPEJIT_SHARE_BLAS) they still run the
-# async parts of its LU factorizations, then spin beside the pool: numpy's
-# solve and inv of order 200 ran 1.5-1.8x slower once the pool started, and
-# 0.6-1.0x with the wait at 2^12 (`python -m bench.mixed`).  OpenBLAS reads
-# the variable when numpy loads it: here, when shapejit is imported first.
+# OpenBLAS reads its threads' wait when numpy loads it: when shapejit is
+# imported first, the wait its threads keep beside the pool
+# (runtime/threadpool.py BLAS_THREAD_TIMEOUT) is set now; otherwise the pool
+# restarts them with it when it takes numpy's BLAS.
 if "numpy" not in _sys.modules and _config.get("SHAPEJIT_SHARE_BLAS"):
-    _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "12")
+    _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", _threadpool.BLAS_THREAD_TIMEOUT)
 
 from jit.api import JitFunction, jit  # noqa: E402 - after the variable above
 from jit.errors import JitWarning  # noqa: E402

@@ -369,8 +369,45 @@ def _share_blas(setup) -> None:
             set_callback.argtypes = [ctypes.c_void_p]
             set_callback(out.value)
             _blas[where] = set_callback
+            _shorten_wait(path, lib)
         except (AttributeError, ValueError, OSError):  # (not exported: this library keeps its own threads)
             continue
+
+
+# The wait, as OpenBLAS's OPENBLAS_THREAD_TIMEOUT (2^12 cycles), of its own
+# threads once the pool runs its threaded calls: they still run the async
+# parts of LAPACK's LU factorizations, then spin for 2^28 cycles (~0.1 s)
+# beside the pool: numpy's solve and inv of order 200 ran 1.5-1.8x slower once
+# the pool started, and 0.6-1.0x with this wait (`python -m bench.mixed`).
+BLAS_THREAD_TIMEOUT = "12"
+SHORTENED: list = []  # the paths of the libraries whose threads _shorten_wait restarted
+
+
+def _shorten_wait(path: str, lib) -> None:
+    """Restart `lib`'s own threads with the wait BLAS_THREAD_TIMEOUT, unless
+    the user set one: OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when it loads
+    (jit/__init__.py sets it when shapejit is imported before numpy) and
+    when it starts its threads.  Only while no Python thread but shapejit's
+    runs (none of which calls BLAS): another could be inside a BLAS call the
+    restart would break."""
+    read_env = _symbol(lib, "openblas_read_env")
+    current = _symbol(lib, "openblas_thread_timeout")
+    stop, start = _symbol(lib, "blas_thread_shutdown_"), _symbol(lib, "blas_thread_init")
+    others = [t for t in threading.enumerate()
+              if t is not threading.current_thread() and not t.name.startswith("shapejit-")]
+    if None in (read_env, current, stop, start) or others:
+        return
+    current.restype = ctypes.c_int
+    if current() or os.environ.get("OPENBLAS_THREAD_TIMEOUT"):
+        return
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+    try:
+        read_env()
+    finally:
+        del os.environ["OPENBLAS_THREAD_TIMEOUT"]  # (read: the program's subprocesses keep their own)
+    stop()
+    start()
+    SHORTENED.append(path)
 
 
 def _unshare_blas() -> None:

@@ -362,3 +362,37 @@ def test_openblas_threads_wait_briefly_when_jit_is_imported_first(first, env, wa
                        cwd=Path(__file__).resolve().parent.parent)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == want
+
+
+@pytest.mark.parametrize("case, env, want", [
+    ("", {}, True),  # (numpy first: the pool restarts OpenBLAS's threads with the short wait)
+    ("", {"OPENBLAS_THREAD_TIMEOUT": "20"}, False),  # (the user's own setting stays)
+    ("other", {}, False),  # (another Python thread could be inside a BLAS call: left alone)
+])
+def test_openblas_threads_restarted_with_a_short_wait_when_numpy_came_first(case, env, want):
+    code = (
+        "import ctypes, os, threading\n"
+        "import numpy as np\n"
+        "rng = np.random.default_rng(0)\n"
+        "a = rng.standard_normal((200, 200)) + 1j * rng.standard_normal((200, 200)); y = rng.standard_normal((200, 9))\n"
+        "before = np.linalg.solve(a, y)\n"
+        "stop = threading.Event()\n"
+        f"t = threading.Thread(target=stop.wait) if {case == 'other'!r} else None\n"
+        "t and t.start()\n"
+        "from jit import jit\n"
+        "from runtime import threadpool\n"
+        "jit(lambda x: (x @ x.T) * 2.0)(np.ones((300, 300)))\n"
+        "assert threadpool.blas_shared()\n"
+        "stop.set()\n"
+        "print(bool(threadpool.SHORTENED), os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n"
+        "for path, lib in threadpool._openblas():\n"
+        "    f = threadpool._symbol(lib, 'openblas_thread_timeout'); f.restype = ctypes.c_int; print(f())\n"
+        "assert np.array_equal(np.linalg.solve(a, y), before)\n"
+        "x = rng.standard_normal((300, 400)); assert np.allclose(x @ x.T, np.einsum('ij,kj->ik', x, x))\n")
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_THREAD_TIMEOUT", "SHAPEJIT_SHARE_BLAS")}
+    r = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
+                       timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr
+    shortened, left, *waits = r.stdout.split()
+    assert shortened == str(want) and left == env.get("OPENBLAS_THREAD_TIMEOUT", "None")
+    assert waits and all(w == ("12" if want else env.get("OPENBLAS_THREAD_TIMEOUT", "0")) for w in waits), r.stdout
