@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shapes.ir import ArrayConst, Graph, Node, Value, format_node, value_names
-from shapes.ops import COMPLEX_ONLY, ELEMENTWISE, FRESH_C, OPS, REDUCE, kernel_ops, ops_returning
+from shapes.ops import (COMPLEX_ONLY, ELEMENTWISE, FRESH_C, LIFTED, LOOP, MATMUL, NUMPY, OPAQUE, OPS, REDUCE,
+                        kernel_ops, ops_returning)
 
 FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)}
 INT_DTYPES = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
@@ -244,6 +245,7 @@ def partition(g: Graph) -> Plan:
                 succ[pidx[v.id]].append(k)
     refusals: list[str] = []
     names = value_names(g)
+    succ = _Succ(succ, _steps_before(g), pidx)
     group: dict[int, int] = {}          # node index -> group id
     members: dict[int, set[int]] = {}   # group id -> node indices
 
@@ -339,6 +341,57 @@ def _merge_siblings(g, group, members, succ) -> None:
 _FUSIBLE_CATEGORIES = (ELEMENTWISE, REDUCE)
 
 
+class _Succ(dict):
+    """The graph's successor lists (node index -> the indexes that read it),
+    with `steps`: _steps_before(g), and `producer`: value id -> the index of
+    the node that makes it."""
+
+    def __init__(self, succ: dict, steps: list[int], producer: dict[int, int]):
+        super().__init__(succ)
+        self.steps, self.producer = steps, producer
+
+
+# Steps that compute an array outside kernels: products, numpy's functions,
+# loops.  (Views, constants and creation are cheap, and 0-d results small.)
+_STEPS = (MATMUL, NUMPY, OPAQUE, LOOP, LIFTED)
+
+
+def _steps_before(g) -> list[int]:
+    """[k]: how many of g's first k nodes are such steps (_STEPS)."""
+    out = [0]
+    for n in g.nodes:
+        out.append(out[-1] + (OPS[n.op].category in _STEPS and any(o.ndim for o in n.outputs)))
+    return out
+
+
+# A kernel waits for its last input, and holds every step's result its
+# members read until it runs.  Where its members would run before later steps
+# in the program's order (an unrolled loop's `P0 += X` after each
+# np.linalg.solve), at most this many such results wait across those steps;
+# more and the members stay apart, each where numpy runs it.  In NPBench's
+# contour_integral S (32 solves, each X 120 kB) one kernel for the 32 `P0 += X`
+# held 3.8 MB a call, which glibc's malloc gave back to the system and took
+# again every call (1981 brk calls against numpy's 302 in 120 calls, strace
+# -c): 0.85x numpy; 1.05x with its trim threshold raised.
+MAX_HELD = 1
+
+
+def _holds_across_steps(g, union: set[int], succ: _Succ) -> int:
+    """How many step results members of `union` read that wait across a
+    later step for the kernel's last node."""
+    last = max(union)
+    before = succ.steps
+    held = set()
+    for m in union:
+        if before[last] - before[m + 1] == 0:
+            continue  # (no step between this member and the kernel's end)
+        for v in g.nodes[m].inputs:
+            p = succ.producer.get(v.id) if v.ndim else None
+            if p is not None and p not in union and OPS[g.nodes[p].op].category in _STEPS:
+                held.add(p)
+    return len(held)
+
+
 def _merge_refusal(g, union: set[int], succ) -> str | None:
     if len(union) > MAX_KERNEL_NODES:
         return f"a kernel holds at most {MAX_KERNEL_NODES} ops"
@@ -365,6 +418,9 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
             return "a reduction without keepdims=True is used elementwise: it broadcasts across rows"
     if not _convex(union, succ):
         return "fusing would create a cycle through a step outside the kernel"
+    if isinstance(succ, _Succ) and _holds_across_steps(g, union, succ) > MAX_HELD:
+        return (f"it would hold over {MAX_HELD} product or numpy step result across later steps "
+                "(each runs where numpy would, its input freed)")
     return None
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from bench import workloads as W
 from clustering import partition, run_pipeline
+from clustering.partition import MAX_HELD
 from clustering.passes import cse, dce, decompose, simplify
 from jit import jit
 from shapes.ops import OPS, OPAQUE, CREATION, VIEW, MATMUL, CONCAT, UPDATE, GATHER, NUMPY, LOOP, LIFTED
@@ -117,6 +118,33 @@ def test_a_scaled_operand_of_a_product_scales_its_epilogue(dtype):
         assert_like_numpy(ca[2] if fn is gemm else got, args[2] if fn is gemm else want, ulps=8)
     for fn in (read_twice, returned):
         assert sum(not k.matmul_inputs for k in plan_of(fn, 2.0, a, b).kernels()) == 1  # alpha * A
+
+
+def test_a_kernel_does_not_hold_step_results_across_later_steps():
+    """An unrolled loop's `P += X` after each np.linalg.solve (NPBench's
+    contour_integral): one kernel for every `+=` would hold each X until the
+    last solve; the adds stay near their solves (clustering/partition.py
+    MAX_HELD), and two products a kernel combines still share it."""
+    def f(T, Y):
+        P = np.zeros_like(Y)
+        for i in range(4):
+            X = np.linalg.solve(T[i], Y)
+            P += 2.0 * X
+        return P
+
+    def g(A, B, x):
+        return 0.5 * (A @ x) + 2.0 * (B @ x)
+
+    rng = np.random.default_rng(1)
+    T, Y = rng.random((4, 5, 5)) + 5 * np.eye(5), rng.random((5, 3))
+    plan = plan_of(f, T, Y)
+    solves = {s.out.id for s in plan.steps if getattr(s, "op", None) == "solve"}
+    assert len(solves) == 4
+    held = [len(solves & {v.id for v in k.inputs}) for k in plan.kernels()]
+    assert MAX_HELD == 1 and max(held) == 2 and sum(held) == 4, plan.describe()
+    assert_like_numpy(jit(f)(T, Y), f(T, Y), ulps=8)
+    plan = plan_of(g, rng.random((6, 5)), rng.random((6, 5)), rng.random(5))
+    assert len(plan.kernels()) == 1 and len(plan.kernels()[0].inputs) >= 2
 
 
 def test_bert_layer_clusters():
