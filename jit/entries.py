@@ -33,6 +33,10 @@ class CompiledEntry:
     def eager_nodes(self) -> int:
         return len((self.trace if self.trace is not None else self.saved.summary).eager_nodes)
 
+    @property
+    def graph_breaks(self) -> int:
+        return len((self.trace if self.trace is not None else self.saved.summary).breaks)
+
     def summary(self) -> persist.Summary:
         """What explain() and dynamic="auto" read of the trace and plan (a
         saved entry's comes from its record)."""

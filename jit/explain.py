@@ -25,7 +25,7 @@ def stats(jf) -> dict:
             "fallbacks": sum(m.fallbacks.values()), "eager_calls": m.eager_calls, "calls": m.calls,
             "entries": jf._n_entries, "bytes_allocated": m.bytes_allocated, "peak_bytes": m.peak_bytes,
             "eager_nodes": sum(e.eager_nodes for s in jf._keys.values() for e in s.entries),
-            "graph_breaks": m.graph_breaks}
+            "graph_breaks": sum(e.graph_breaks for s in jf._keys.values() for e in s.entries)}
 
 
 def describe(jf) -> str:

@@ -491,7 +491,7 @@ class IfHook:
             return None  # (numpy returns the array itself, or a view of it, one way: not a new array)
         # (numpy's name stands for an existing array, or a view of one, one way: a later write into the
         # select would reach that array in numpy only; jit/tracer.py write runs such a call in numpy)
-        self.ctx.aliasing_selects.update(id(v.storage()) for v in aliasing)
+        self.ctx.aliasing_selects.update((id(v.storage()), v.storage()) for v in aliasing)
         what = ", ".join(site.names) if site.returns is None else "the returned value" + "s" * bool(site.returns)
         self.ctx.selects.append(f"{self.r.code.co_filename.rpartition('/')[2]}:{site.line}: "
                                 f"if on a traced value: both branches traced, {what} selected")

@@ -101,8 +101,9 @@ class TraceContext:
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
         # storages of selects that stand for an array one branch only named (jit/lift.py): numpy's
-        # name would alias it, so a write into one is numpy's only in numpy
-        self.aliasing_selects: set[int] = set()
+        # name would alias it, so a write into one is numpy's only in numpy (held, by id: an id is
+        # unique only while its object lives)
+        self.aliasing_selects: dict[int, Storage] = {}
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) as Tracers when read
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id

@@ -351,3 +351,25 @@ def test_a_select_standing_for_an_array_one_branch_names_keeps_numpys_aliasing(b
         s = jf.stats()
         assert s["fallbacks"] == 0 and (s["graph_breaks"] > 0) == breaks, fn.__name__
         assert ("both branches traced" in jf.explain()) == selected, fn.__name__
+
+
+@pytest.mark.parametrize("backend", ["llvm", "reference"])
+def test_an_aliasing_select_is_known_by_its_array_not_by_a_reused_id(backend):
+    """NPBench's contour_integral: each trip's `X = -X` if a traced test holds
+    selects X, which one way is solve's array; that array dies with the
+    trip, and a later trip's fresh `Tz += ...` once took its storage's
+    recycled id() for it: the whole function traced again with graph
+    breaks (one per trip, 32 at NPBench's S preset, in a `python -c`
+    process; whether an id comes back depends on the heap, and in this
+    test's process it did not).  The selects stay, with no break."""
+    from bench.corpus import BY_NAME
+
+    k = BY_NAME["contour_integral"]
+    f, args = k.fn, k.make_inputs("S", np.random.default_rng(42))  # (at T's 3 points no id came back)
+    zs = args[4]
+    jf = jit(f, backend=backend)
+    for _ in range(2):
+        assert_like_numpy(jf(*args), f(*args), ulps=64)
+    s = jf.stats()
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0 and s["traces"] == 1, jf.explain()
+    assert jf.explain().count("both branches traced, X selected") == len(zs)
