@@ -74,6 +74,7 @@ class JitFunction:
         self._changed: list = []  # values a traced run changed itself (not keyed)
         self._int_changes: str | None = None
         self._loops: dict = {}  # its loops over a symbolic trip count: counts unrolled, or a scan (jit/scan.py)
+        self._trace_consts = False  # arrays made of constants traced (numpy took a traced array as data once)
 
     def _scan_jit(self, fn, name: str) -> "JitFunction":
         """A loop's body jitted as this function is (jit/scan.py)."""

@@ -23,7 +23,7 @@ from jit.keys import changed_ints, changed_values, full_key, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call
 from jit.trace import DeclarationError, TraceResult, trace
-from jit.tracer import Fallback, SelectAliasWritten
+from jit.tracer import ArrayOfTraced, Fallback, SelectAliasWritten
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import logger_for
 from shapes.guards import GuardSet
@@ -201,11 +201,18 @@ class _Miss:
             return trace(jf.fn, self.treedef, self.leaves, self.sig.specs, dynamic=jf.dynamic,
                          dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
                          constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()),
-                         scan_jit=jf._scan_jit, loops=jf._loops)
-        try:
-            tr = traced()
-        except SelectAliasWritten:  # (numpy's aliasing one way: this function's ifs stay graph breaks)
-            lift.selects_off(jf.fn)
+                         scan_jit=jf._scan_jit, loops=jf._loops, trace_consts=jf._trace_consts)
+        for _ in range(3):
+            try:
+                tr = traced()
+                break
+            except SelectAliasWritten:  # (numpy's aliasing one way: this function's ifs stay graph breaks)
+                lift.selects_off(jf.fn)
+            except ArrayOfTraced:  # (numpy took a traced array as data: its constants' arrays traced too)
+                if jf._trace_consts:
+                    raise
+                jf._trace_consts = True
+        else:
             tr = traced()
         verify(tr.graph)
         m.compile_seconds["trace"].observe(_now() - t0)

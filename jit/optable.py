@@ -27,20 +27,29 @@ class EagerCall:
     leaves: tuple
     slots: tuple
     name: str
+    direct: bool = False  # fn(*xs): every argument one traced leaf, no keywords (x[mask])
 
     @property
     def __name__(self) -> str:
         return self.name
 
     def __call__(self, xs):
+        if self.direct:
+            out = self.fn(*xs)
+            if type(out) is np.ndarray:
+                return [out]
+        else:
+            out = self._call(xs)
+        flat: list = []
+        pytree.flatten(tuple(out) if _named_tuple(out) else out, flat)
+        return flat
+
+    def _call(self, xs):
         leaves = list(self.leaves)
         for slot, x in zip(self.slots, xs):
             leaves[slot] = x
         args, kwargs = pytree.unflatten(self.treedef, iter(leaves))
-        out = self.fn(*args, **kwargs)
-        flat: list = []
-        pytree.flatten(tuple(out) if _named_tuple(out) else out, flat)
-        return flat
+        return self.fn(*args, **kwargs)
 
     def __repr__(self):
         return self.name
@@ -64,7 +73,9 @@ def eager_call(ctx: TraceContext, fn, args, kwargs, name: str | None = None):
             inputs.append(t)
             leaves[k] = None
     name = name or _fn_name(fn)
-    call = EagerCall(fn, treedef, tuple(leaves), tuple(slots), name)
+    direct = not kwargs and len(slots) == len(args) == len(leaves) and all(
+        isinstance(a, (Tracer, SymInt)) for a in args)
+    call = EagerCall(fn, treedef, tuple(leaves), tuple(slots), name, direct)
     # (copies: a function that writes its operands, such as np.add.at, must
     # not write the caller's arrays while tracing; it returns None, and the
     # call runs in numpy once, from the arrays as they were)

@@ -64,7 +64,8 @@ class InputSpec:
 
 
 def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_dims=frozenset(),
-          user_dims=None, constraints=(), rebind=None, held=((), ()), scan_jit=None, loops=None) -> TraceResult:
+          user_dims=None, constraints=(), rebind=None, held=((), ()), scan_jit=None, loops=None,
+          trace_consts=False) -> TraceResult:
     """Trace fn on `leaves` (the flattened bound arguments).  `rebind` maps
     the bound tuple back to (args, kwargs).  `held`: (paths, arrays) of the
     held arrays earlier traces found (jit/held.py), graph inputs after the
@@ -74,6 +75,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     env = ShapeEnv(reserved=dim_names(user_dims or {}))
     ctx = TraceContext(env)
     ctx.scan_jit, ctx.loops = scan_jit, loops if loops is not None else {}
+    ctx.trace_consts = trace_consts
     named: dict[str, sympy.Symbol] = {}
     fixed: dict[str, sympy.Integer] = {}  # dims named in dims= that are not symbols here (0, 1, static)
     input_dims: list[InputDim] = []
@@ -369,7 +371,19 @@ class _NumpyProxy(types.ModuleType):
             r = optable.arange(self._ctx, *args, dtype=dtype)
             if r is not None:
                 return r
-        return np.arange(*args, dtype=dtype, **kw)
+        return self._const(np.arange(*args, dtype=dtype, **kw))
+
+    def _const(self, x):
+        """x, made of constants: a numpy array, or once numpy met a traced
+        array where it wanted data (TraceContext.trace_consts), a traced
+        constant (`np.arange(n)[mask]` then indexes a traced array)."""
+        if not self._ctx.trace_consts:
+            return x
+        if isinstance(x, tuple):
+            return tuple(map(self._const, x))
+        if isinstance(x, list):
+            return list(map(self._const, x))
+        return self._ctx.operand(x) if type(x) is np.ndarray and _traceable_dtype(x.dtype) else x
 
     def _traced(name, always=True):
         def create(self, *args, **kw):
@@ -378,13 +392,24 @@ class _NumpyProxy(types.ModuleType):
                 r = getattr(optable, name)(self._ctx, *args, **kw)
                 if r is not None:
                     return r
-            return getattr(np, name)(*args, **kw)
+            return self._const(getattr(np, name)(*args, **kw))
         create.__name__ = name
         return create
 
     # (linspace and arange with static arguments stay numpy arrays: often used as data, not filled)
     tri, eye, linspace = _traced("tri"), _traced("eye"), _traced("linspace", always=False)
     del _traced
+
+    def indices(self, *args, **kw):
+        return self._const(np.indices(*args, **kw))
+
+    @property
+    def mgrid(self):
+        return _Grid(np.mgrid, self)
+
+    @property
+    def ogrid(self):
+        return _Grid(np.ogrid, self)
 
     def identity(self, n, dtype=None, *, like=None):
         return self.eye(n, dtype=float if dtype is None else dtype, like=like)
@@ -394,7 +419,8 @@ class _NumpyProxy(types.ModuleType):
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
         if not kw and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
-        return np.asarray(a, dtype=dtype, **kw)
+        r = np.asarray(a, dtype=dtype, **kw)
+        return r if r is a else self._const(r)  # (an array the function holds stays itself)
 
     asanyarray = ascontiguousarray = asarray
 
@@ -403,7 +429,7 @@ class _NumpyProxy(types.ModuleType):
             return a.astype(dtype or a.dtype)
         if not kw and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
-        return np.array(a, dtype=dtype, copy=copy, **kw)
+        return self._const(np.array(a, dtype=dtype, copy=copy, **kw))
 
     @property
     def random(self):
@@ -412,6 +438,17 @@ class _NumpyProxy(types.ModuleType):
     @property
     def fft(self):
         return _FftProxy(self._ctx)
+
+
+class _Grid:
+    """np.mgrid or np.ogrid as the traced function sees it: their arrays
+    through _NumpyProxy._const."""
+
+    def __init__(self, grid, proxy: _NumpyProxy):
+        self._grid, self._proxy = grid, proxy
+
+    def __getitem__(self, key):
+        return self._proxy._const(self._grid[key])
 
 
 class _ScalarTypeMeta(type):

@@ -54,6 +54,13 @@ class SelectAliasWritten(Fallback):
     the call is traced again without selects (jit/miss.py)."""
 
 
+class ArrayOfTraced(Fallback):
+    """numpy took a traced array as data (`np.arange(n)[mask]`: a numpy
+    array indexed by a traced one): the call is traced again with the arrays
+    the function makes of constants traced too (jit/miss.py), which such
+    indexing then reaches as a traced array's."""
+
+
 class TraceError(Exception):
     """An internal inconsistency found while tracing (never a wrong result)."""
 
@@ -115,6 +122,9 @@ class TraceContext:
         # knows of its loops' trip counts)
         self.scan_jit = None
         self.loops: dict = {}
+        # arrays the function makes from constants (np.arange(5), np.mgrid) are traced constants,
+        # not numpy arrays (jit/trace.py _NumpyProxy): after ArrayOfTraced
+        self.trace_consts = False
 
     def writes(self) -> int:
         """Writes into traced arrays so far (each one moved a storage's version)."""
@@ -280,6 +290,17 @@ class TraceContext:
         self.breaks.append(Break(t.value.id, kind, outcome, user_location()))
         return outcome
 
+    def count_decisions(self) -> None:
+        """Decisions on data-dependent sizes (`len(z[mask])` as a Python
+        number, compared) are checked where the size is made, and a call that
+        decides otherwise runs in numpy: past MAX_BREAKS of them, with the
+        graph breaks, the function runs eagerly (a loop that shrinks its
+        arrays by a mask every trip, decided on their lengths, ran at 0.6x
+        numpy compiled: NPBench's mandelbrot2 M, its 716 masked reads as
+        numpy steps between kernels)."""
+        if len(self.env.dd_guards) + len(self.breaks) > MAX_BREAKS:
+            raise Fallback(f"more than {MAX_BREAKS} data-dependent Python decisions", user_location())
+
     def constant(self, v: Value) -> bool:
         """A value no input, held array, dim or eager op reaches: the same in
         every call this trace serves (np.zeros(3) filled with constants)."""
@@ -406,7 +427,9 @@ class SymInt:
                 return NotImplemented
             return getattr(self._specialize(), name)(o)
         sym = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__eq__": "==", "__ne__": "!="}
-        return self.ctx.env.decide(rel(self.expr, e), f"{user_location()}: {self.expr} {sym[name]} {o}")
+        out = self.ctx.env.decide(rel(self.expr, e), f"{user_location()}: {self.expr} {sym[name]} {o}")
+        self.ctx.count_decisions()
+        return out
 
     def __lt__(self, o): return self._cmp(o, sympy.Lt, "__lt__")
     def __le__(self, o): return self._cmp(o, sympy.Le, "__le__")
@@ -418,6 +441,7 @@ class SymInt:
     def _specialize(self) -> int:
         h = self.ctx.hint(self.expr)
         self.ctx.env.specialize(self.expr, h, f"{user_location()}: {self.expr} used as a Python number")
+        self.ctx.count_decisions()
         return h
 
     # numpy code that shapejit does not intercept (a helper module's own `np`)
@@ -665,7 +689,8 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         if self.ctx.constant(self.value):  # numpy code outside the trace may take a constant
             return np.asarray(self.concrete, dtype=dtype)
-        self._data_dependent("conversion to a numpy array")
+        raise ArrayOfTraced("data-dependent Python control flow: conversion to a numpy array of a traced array",
+                            user_location())
 
     __hash__ = object.__hash__
 

@@ -59,3 +59,61 @@ def test_a_size_read_from_an_eager_result_keeps_its_node(backend):
             assert_like_numpy(jh(labels), h(labels))
     assert_like_numpy(jf(np.arange(12), w), f(np.arange(12), w))  # (u0 > s1: that call in numpy)
     assert jf.stats()["eager_calls"] <= 1 and jg.stats()["eager_calls"] == jh.stats()["eager_calls"] == 0
+
+
+def _arange_masked(x):
+    idx = np.arange(6)                    # static: numpy's array while it is only data
+    return idx[x > 0] * 2, x[x > 0]
+
+
+def _grid_scatter(x):
+    n = 3
+    xi, yi = np.mgrid[0:n, 0:n]
+    xi, yi = xi.reshape(-1), yi.reshape(-1)
+    out = np.zeros((n, n), dtype=np.int64)
+    m = x.reshape(-1) > 0
+    out[xi[m], yi[m]] = 7
+    return out, np.array([10.0, 20.0, 30.0])[(x[0] > 0).astype(np.int64)]
+
+
+def test_numpy_arrays_of_constants_indexed_by_traced_ones_are_traced_constants(backend):
+    """`np.arange(6)[mask]`, np.mgrid's arrays indexed by traced masks,
+    a table of constants indexed by traced ids: numpy indexes its array with
+    the traced one, which it cannot take as data; the call is traced again
+    with the arrays the function makes of constants as traced constants
+    (jit/trace.py _NumpyProxy._const), and compiles -- it used to run in
+    numpy ("conversion to a numpy array of a traced array")."""
+    rng = np.random.default_rng(3)
+    for fn, shape in ((_arange_masked, (6,)), (_grid_scatter, (3, 3))):
+        jf = jit(fn, backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", JitWarning)
+            for _ in range(3):
+                x = rng.standard_normal(shape)
+                assert_like_numpy(jf(x), fn(x))
+        s = jf.stats()
+        assert s["fallbacks"] == 0 and s["eager_calls"] == 0 and s["traces"] == 1, (fn.__name__, s)
+
+
+def test_a_loop_deciding_on_data_dependent_sizes_past_the_bound_runs_in_numpy(backend):
+    """A loop that shrinks its array by a mask each trip and decides on its
+    length (NPBench's mandelbrot2: `if not len(Z): break`): each decision is
+    checked at run time, and past MAX_BREAKS of them the function runs in
+    numpy, where 716 masked reads as numpy steps between kernels ran at 0.6x."""
+    def shrink(z, trips):
+        total = np.zeros(())
+        for _ in range(trips):
+            if not len(z):
+                break
+            z = z[np.abs(z) < 0.999] * 1.001
+            total = total + z.sum()
+        return total
+
+    z = np.linspace(-1, 1, 4001)
+    for trips, eager in ((20, False), (80, True)):
+        jf = jit(shrink, backend=backend)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", JitWarning)
+            assert_like_numpy(jf(z, trips), shrink(z, trips), ulps=64)
+        assert any("more than 64 data-dependent Python decisions" in str(w.message) for w in caught) == eager
+        assert (jf.stats()["eager_calls"] > 0) == eager
