@@ -17,6 +17,7 @@ each code object's `co_names`, an over-approximation of what it can read.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import hashlib
 import os
@@ -254,10 +255,10 @@ class _Hasher:
                 self.value(k, f"a constant of {where}")
         if globals_ is None:
             return
-        names = _all_names(c)
+        names = _all_names(c)  # (a user module's attributes read: `cfg.SCALE`)
         builtins = globals_.get("__builtins__", __builtins__)
         builtins = builtins if isinstance(builtins, dict) else vars(builtins)
-        for name in sorted(names):
+        for name in sorted(global_names(c)):
             if name in globals_:
                 v = globals_[name]
                 self.put(f"global:{name}")
@@ -281,4 +282,20 @@ def _all_names(c: types.CodeType) -> frozenset:
     for k in c.co_consts:
         if isinstance(k, types.CodeType):
             names |= _all_names(k)
+    return frozenset(names)
+
+
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+@functools.lru_cache(maxsize=1024)
+def global_names(c: types.CodeType) -> frozenset:
+    """The global names a code object (and the code nested in it) reads or
+    assigns: its co_names hold its attributes' names too, and `x.shape`
+    taken for a global `shape` that a script's loop rebinds keyed every
+    trace on it."""
+    names = {i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_OPS}
+    for k in c.co_consts:
+        if isinstance(k, types.CodeType):
+            names |= global_names(k)
     return frozenset(names)

@@ -14,6 +14,7 @@ import sympy
 from clustering.passes import data_dependent_sizes, dce
 from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
+from jit.fingerprint import global_names
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, Tracer, eval_attr, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -441,14 +442,35 @@ class _NumpyProxy(types.ModuleType):
 
 
 class _Grid:
-    """np.mgrid or np.ogrid as the traced function sees it: their arrays
-    through _NumpyProxy._const."""
+    """np.mgrid or np.ogrid as the traced function sees it: over integer
+    slices with a symbolic bound, one traced np.arange per axis, broadcast
+    (mgrid: stacked); otherwise numpy's arrays through _NumpyProxy._const,
+    any other symbolic bound a Python number (specialized: a guard)."""
 
     def __init__(self, grid, proxy: _NumpyProxy):
         self._grid, self._proxy = grid, proxy
 
     def __getitem__(self, key):
-        return self._proxy._const(self._grid[key])
+        axes = key if isinstance(key, tuple) else (key,)
+        if not all(isinstance(k, slice) for k in axes):
+            return self._proxy._const(self._grid[key])
+        bounds = [(k.start, k.stop, k.step) for k in axes]
+        if self._proxy._has_sym(bounds) and all(
+                x is None or type(x) is int or isinstance(x, SymInt) for b in bounds for x in b):
+            return self._traced(bounds, isinstance(key, tuple))
+        plain = tuple(slice(*(int(x) if isinstance(x, SymInt) else x for x in b)) for b in bounds)
+        return self._proxy._const(self._grid[plain if isinstance(key, tuple) else plain[0]])
+
+    def _traced(self, bounds, several: bool):
+        p, n = self._proxy, len(bounds)
+        ranges = [p.arange(0 if a is None else a, b, 1 if c is None else c) for a, b, c in bounds]
+        if self._grid is np.ogrid:
+            out = [r.reshape(tuple(-1 if i == k else 1 for i in range(n))) for k, r in enumerate(ranges)]
+            return tuple(out) if several else out[0]
+        shape = tuple(r.shape[0] for r in ranges)
+        out = [np.broadcast_to(r.reshape(tuple(-1 if i == k else 1 for i in range(n))), shape)
+               for k, r in enumerate(ranges)]
+        return np.stack(out) if several else out[0]
 
 
 class _ScalarTypeMeta(type):
@@ -607,7 +629,7 @@ class _Traceables:
 
         g = fn.__globals__
         hits = {}
-        for k in _global_names(fn.__code__):
+        for k in global_names(fn.__code__):
             if k in g:
                 v = self.value(g[k], at("global", k))
                 if v is not g[k]:
@@ -676,10 +698,3 @@ def _assigns_globals(code) -> bool:
             or any(_assigns_globals(c) for c in code.co_consts if isinstance(c, types.CodeType)))
 
 
-def _global_names(code) -> set:
-    """The global names a function's code (and the code nested in it) reads."""
-    out = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            out |= _global_names(c)
-    return out

@@ -119,3 +119,26 @@ def test_full_of_a_traced_value(backend):
             jf(r, 0.99)
             assert_like_numpy(jf(r, 0.99), f(r, 0.99), ulps=8)
     assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0
+
+
+def test_mgrid_and_ogrid_over_symbolic_sizes_are_traced(backend):
+    """np.mgrid / np.ogrid over slices bounded by dims (NPBench's
+    mandelbrot2: `np.mgrid[0:xn, 0:yn]` once its sizes become symbols):
+    one traced np.arange per axis, broadcast, not a specialized size per
+    call; static slices stay numpy's constants."""
+    def f(x):
+        n, m = x.shape
+        a = np.mgrid[0:n, 0:m]
+        b = np.mgrid[1:n:2, 0:m]
+        oi, oj = np.ogrid[0:n, 0:m]
+        return a[0] * x + a[1], b.sum(axis=0), oi + oj * x, np.mgrid[0:n] * 2, np.mgrid[0:3, 0:2]
+
+    jf = jit(f, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for shape in ((3, 4), (5, 2), (6, 7), (9, 3)):
+            x = np.random.default_rng(shape[0]).random(shape)
+            for got, want in zip(jf(x), f(x)):
+                assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+    s = jf.stats()
+    assert s["traces"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.log

@@ -285,3 +285,26 @@ def test_non_contiguous_and_aliased_inputs(backend):
     base = np.arange(60.0).reshape(6, 10)
     for x in [base[:, ::2], base.T[:5, :6], base[::-1]]:
         assert_like_numpy(jf(x, x), f(x, x))
+
+
+shape = None  # a global of this module named like the attribute _rows_times_sum reads
+
+
+def _rows_times_sum(x):
+    return x.sum(axis=0) * x.shape[0]
+
+
+def test_a_global_named_like_an_attribute_the_function_reads_is_not_keyed():
+    """`x.shape` names `shape` in the code's co_names, as a global would; a
+    script's `for shape in shapes: f(np.ones(shape))` at module level once
+    made each new `shape` a retrace ("shape changed (read by the trace)").
+    Only the globals the code loads are keyed (jit/fingerprint.py
+    global_names)."""
+    global shape
+    jf = jit(_rows_times_sum)
+    for shape in ((3, 4), (5, 2), (6, 7)):
+        x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+        assert_like_numpy(jf(x), _rows_times_sum(x))
+    s = jf.stats()
+    assert s["traces"] == 1 and s["recompiles"] == 0, jf.log
+    shape = None
