@@ -392,7 +392,7 @@ def _holds_across_steps(g, union: set[int], succ: _Succ) -> int:
     return len(held)
 
 
-def _merge_refusal(g, union: set[int], succ) -> str | None:
+def _merge_refusal(g, union: set[int], succ: _Succ) -> str | None:
     if len(union) > MAX_KERNEL_NODES:
         return f"a kernel holds at most {MAX_KERNEL_NODES} ops"
     dom = _max_domain([g.nodes[m] for m in union])
@@ -418,7 +418,7 @@ def _merge_refusal(g, union: set[int], succ) -> str | None:
             return "a reduction without keepdims=True is used elementwise: it broadcasts across rows"
     if not _convex(union, succ):
         return "fusing would create a cycle through a step outside the kernel"
-    if isinstance(succ, _Succ) and _holds_across_steps(g, union, succ) > MAX_HELD:
+    if _holds_across_steps(g, union, succ) > MAX_HELD:
         return (f"it would hold over {MAX_HELD} product or numpy step result across later steps "
                 "(each runs where numpy would, its input freed)")
     return None

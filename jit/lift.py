@@ -420,12 +420,15 @@ def _replace(root, old, new: list) -> None:
     raise ValueError("loop not found")
 
 
-def selects_off(fn) -> None:
+def selects_off(fn) -> bool:
     """fn's ifs run as written from now on (graph breaks): a write met a
-    select that stands for an array one way (jit/tracer.py write)."""
+    select that stands for an array one way (jit/tracer.py write).  False
+    when they did already."""
     r = rewritten(fn) if ENABLED else None
-    if r is not None:
-        r.selects = False
+    if r is None or not r.selects:
+        return False
+    r.selects = False
+    return True
 
 
 def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
@@ -491,7 +494,7 @@ class IfHook:
             return None  # (numpy returns the array itself, or a view of it, one way: not a new array)
         # (numpy's name stands for an existing array, or a view of one, one way: a later write into the
         # select would reach that array in numpy only; jit/tracer.py write runs such a call in numpy)
-        self.ctx.aliasing_selects.update((id(v.storage()), v.storage()) for v in aliasing)
+        self.ctx.aliasing_selects.update((id(s), s) for s in (v.storage() for v in aliasing))
         what = ", ".join(site.names) if site.returns is None else "the returned value" + "s" * bool(site.returns)
         self.ctx.selects.append(f"{self.r.code.co_filename.rpartition('/')[2]}:{site.line}: "
                                 f"if on a traced value: both branches traced, {what} selected")

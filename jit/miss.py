@@ -202,18 +202,17 @@ class _Miss:
                          dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
                          constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()),
                          scan_jit=jf._scan_jit, loops=jf._loops, trace_consts=jf._trace_consts)
-        for _ in range(3):
+        while True:  # (each retry turns one switch for good: at most three traces)
             try:
                 tr = traced()
                 break
             except SelectAliasWritten:  # (numpy's aliasing one way: this function's ifs stay graph breaks)
-                lift.selects_off(jf.fn)
+                if not lift.selects_off(jf.fn):
+                    raise
             except ArrayOfTraced:  # (numpy took a traced array as data: its constants' arrays traced too)
                 if jf._trace_consts:
                     raise
                 jf._trace_consts = True
-        else:
-            tr = traced()
         verify(tr.graph)
         m.compile_seconds["trace"].observe(_now() - t0)
         m.traces += 1

@@ -108,8 +108,8 @@ class TraceContext:
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
         # storages of selects that stand for an array one branch only named (jit/lift.py): numpy's
-        # name would alias it, so a write into one is numpy's only in numpy (held, by id: an id is
-        # unique only while its object lives)
+        # name would alias it, so a write into one is numpy's only in numpy (by id, each compared by
+        # identity: a later array may take the id of one that died)
         self.aliasing_selects: dict[int, Storage] = {}
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) as Tracers when read
@@ -246,7 +246,7 @@ class TraceContext:
         s = t.storage()
         if not s.writeable:
             raise ValueError("assignment destination is read-only")
-        if id(s) in self.aliasing_selects:
+        if self.aliasing_selects.get(id(s)) is s:
             raise SelectAliasWritten("a write into a value an if on a traced value selected, which one branch "
                                      "named as an array it aliases", user_location())
         for op, attrs in t._chain:
@@ -285,19 +285,18 @@ class TraceContext:
             outcome = OUTCOME[kind](t.concrete)  # numpy's own errors (an ambiguous truth value)
         if self.constant(t.value):
             return outcome  # the same for every call: no break
-        if len(self.breaks) >= MAX_BREAKS:
-            raise Fallback(f"more than {MAX_BREAKS} data-dependent Python decisions", user_location())
         self.breaks.append(Break(t.value.id, kind, outcome, user_location()))
+        self.count_decisions()
         return outcome
 
     def count_decisions(self) -> None:
-        """Decisions on data-dependent sizes (`len(z[mask])` as a Python
-        number, compared) are checked where the size is made, and a call that
-        decides otherwise runs in numpy: past MAX_BREAKS of them, with the
-        graph breaks, the function runs eagerly (a loop that shrinks its
-        arrays by a mask every trip, decided on their lengths, ran at 0.6x
-        numpy compiled: NPBench's mandelbrot2 M, its 716 masked reads as
-        numpy steps between kernels)."""
+        """Past MAX_BREAKS data-dependent decisions the function runs
+        eagerly: graph breaks, and decisions on data-dependent sizes
+        (`len(z[mask])` as a Python number, compared), checked where the size
+        is made (a call that decides otherwise runs in numpy).  A loop that
+        shrinks its arrays by a mask every trip, deciding on their lengths,
+        ran at 0.6x numpy compiled (NPBench's mandelbrot2 M: its 716 masked
+        reads numpy steps between kernels)."""
         if len(self.env.dd_guards) + len(self.breaks) > MAX_BREAKS:
             raise Fallback(f"more than {MAX_BREAKS} data-dependent Python decisions", user_location())
 
