@@ -1,8 +1,10 @@
 """Compiled-kernel artifacts: plain data that can be cached on disk.
 
 An :class:`Artifact` is the output of :func:`codegen.llvm.compile_ir` and the
-input of :func:`runtime.loader.load`.  It holds native object code plus a
-description of every kernel in it and of the machine it was compiled for.
+input of :func:`runtime.loader.load`.  It holds native object code (one
+object or more: a module compiled in parts, codegen/llvm.py, is linked
+whole at load) plus a description of every kernel in it and of the machine
+it was compiled for.
 
 Every kernel follows one C ABI::
 
@@ -21,8 +23,9 @@ Serialized layout (all integers little endian)::
     checksum  32 bytes  sha256 of the payload
     payload:
       header_len  u32
-      header      JSON (utf-8): kernels, target description, metadata
-      object code (the rest)
+      header      JSON (utf-8): kernels, target description, metadata, the
+                  byte length of each object
+      object code (the rest: the objects one after the other)
 
 ``metadata`` round-trips through JSON, so it should contain only JSON-native
 values (tuples come back as lists, non-string dict keys as strings).
@@ -31,6 +34,7 @@ values (tuples come back as lists, non-string dict keys as strings).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import struct
 from dataclasses import dataclass, field
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 __all__ = ["Artifact", "ArtifactError", "KernelInfo", "FORMAT_VERSION", "MAGIC"]
 
 MAGIC = b"SHJITART"
-FORMAT_VERSION = 3  # 2: kernels have a Python entry symbol; 3: the key symbol
+FORMAT_VERSION = 4  # 2: kernels have a Python entry symbol; 3: the key symbol; 4: several objects
 
 _PREFIX = struct.Struct("<8sIQ32s")  # magic, version, payload length, sha256
 _U32 = struct.Struct("<I")
@@ -67,7 +71,7 @@ class KernelInfo:
 
 @dataclass(frozen=True)
 class Artifact:
-    object_code: bytes
+    objects: tuple[bytes, ...]  # object files, linked together
     kernels: tuple[KernelInfo, ...]
     triple: str
     cpu: str
@@ -100,12 +104,13 @@ class Artifact:
             "llvmlite_version": self.llvmlite_version,
             "metadata": self.metadata,
             "key_symbol": self.key_symbol,
+            "object_sizes": [len(o) for o in self.objects],
         }
         try:
             header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
         except (TypeError, ValueError) as e:
             raise ArtifactError(f"artifact metadata is not JSON-serializable: {e}") from e
-        payload = _U32.pack(len(header_bytes)) + header_bytes + bytes(self.object_code)
+        payload = b"".join([_U32.pack(len(header_bytes)), header_bytes, *map(bytes, self.objects)])
         prefix = _PREFIX.pack(
             MAGIC, FORMAT_VERSION, len(payload), hashlib.sha256(payload).digest()
         )
@@ -141,8 +146,12 @@ class Artifact:
                 KernelInfo(str(s), int(p), int(i), int(f), str(py))
                 for s, p, i, f, py in header["kernels"]
             )
+            sizes = [int(n) for n in header["object_sizes"]]
+            if min(sizes, default=0) < 0 or header_end + sum(sizes) != len(payload):
+                raise ValueError("object sizes do not add up to the payload")
+            ends = list(itertools.accumulate(sizes, initial=header_end))
             return cls(
-                object_code=payload[header_end:],
+                objects=tuple(payload[a:b] for a, b in zip(ends, ends[1:])),
                 kernels=kernels,
                 triple=str(header["triple"]),
                 cpu=str(header["cpu"]),

@@ -13,7 +13,9 @@ stderr, or ``SHAPEJIT_DUMP_LLVM=/some/dir`` to write ``*.before.ll`` /
 ``*.after.ll`` files there.
 
 Compilation is serialized by a lock: the target machine is shared and LLVM
-objects are not safe to use concurrently.
+objects are not safe to use concurrently.  A module of several kernels is
+compiled in parts, one per core, the parts beyond the first in forked
+processes (:func:`_compile_parts`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ import functools
 import itertools
 import os
 import re
+import select
+import signal
+import struct
 import sys
+import time
+import warnings
 from typing import Iterable, Iterator, Sequence
 
 import llvmlite
@@ -124,11 +131,15 @@ def _dump_name(kernels: Sequence[KernelInfo]) -> str:
 # compilation
 
 
-def _parse_and_optimize(llvm_ir_text: str, tm: llvm.TargetMachine, name: str, optimize: bool = True):
+def _parse(llvm_ir_text: str, tm: llvm.TargetMachine):
     mod = llvm.parse_assembly(str(llvm_ir_text))
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     mod.verify()
+    return mod
+
+
+def _optimize(mod, tm: llvm.TargetMachine, name: str, optimize: bool = True):
     _dump("before", name, str(mod))
     if not optimize:
         return mod
@@ -188,6 +199,9 @@ def compile_ir(
     which then compiles in a third of the time into code as fast.
     ``key_symbol`` names an exported byte the object code carries, named
     from the cache key it is compiled for (runtime/cache.py key_symbol).
+    An optimized module whose kernels are independent of each other is
+    compiled in parts on the host's cores (:func:`_compile_parts`): the
+    artifact then holds one object per part.
     """
     kernels = tuple(kernels)
     if key_symbol:
@@ -195,13 +209,16 @@ def compile_ir(
             raise ArtifactError(f"malformed key symbol {key_symbol!r}")
         llvm_ir_text += f'\n@"{key_symbol}" = constant i8 1\n'
 
+    name = _dump_name(kernels)
     with _compile_lock:
         tm = host_target()
-        mod = _parse_and_optimize(llvm_ir_text, tm, _dump_name(kernels), optimize)
-        _check_kernels(mod, kernels)
-        obj = tm.emit_object(mod)
+        parts = split_module(llvm_ir_text, compile_jobs()) if optimize else [None]
+        if len(parts) > 1:
+            objects = _compile_parts(llvm_ir_text, parts, kernels, tm, name)
+        else:
+            objects = [_compile_part(llvm_ir_text, None, kernels, tm, name, optimize)]
     return Artifact(
-        object_code=bytes(obj),
+        objects=tuple(objects),
         kernels=kernels,
         triple=tm.triple,
         cpu=host.cpu_name(),
@@ -213,11 +230,201 @@ def compile_ir(
     )
 
 
+def _compile_part(text: str, keep: frozenset | None, kernels, tm, name: str, optimize: bool = True) -> bytes:
+    """Object code of the module `text`, or of the definitions `keep` of it
+    (the others are made internal and, unreferenced, dropped before the
+    optimizer sees them)."""
+    mod = _parse(text, tm)
+    if keep is not None:
+        for g in itertools.chain(mod.functions, mod.global_variables):
+            if not g.is_declaration and g.name not in keep:
+                g.linkage = "internal"
+        dce = llvm.ModulePassManager()
+        dce.add_global_dead_code_eliminate_pass()
+        dce.run(mod, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0)))
+        kernels = [k for k in kernels if k.symbol in keep]
+        name += f".part{sorted(keep)[0]}"
+    mod = _optimize(mod, tm, name, optimize)
+    _check_kernels(mod, kernels)
+    return bytes(tm.emit_object(mod))
+
+
+# ---------------------------------------------------------------------------
+# compiling in parts
+#
+# llvmlite serializes every call into LLVM under one process-wide lock, so
+# threads cannot share a compile.  A module whose kernels do not call each
+# other is split into parts of about equal size instead; the first is
+# compiled here, each other one in a child process forked for it, which sends
+# its object code back through a pipe and exits.  The parts are linked into
+# one JIT library (runtime/loader.py).  Measured on the 2-core znver4 dev box
+# (`python -m bench --only bert_layer`'s module: 4 kernels, 1700 lines of
+# IR): 264-347 ms in one piece, 193-241 ms in two.  A child that fails, dies
+# or outlasts CHILD_TIMEOUT has its part compiled here instead.
+
+PART_LINES = 400  # the fewest lines of IR a part must have to be worth a process
+CHILD_TIMEOUT = 300.0  # seconds a child may take before its part is compiled here
+EVENTS = {"split": 0, "forked": 0, "recompiled": 0}  # what compiling in parts did (tests read it)
+
+_NAME = r'@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)'
+_DEFINE = re.compile(r"^define\b[^@]*" + _NAME)
+_GLOBAL = re.compile(r"^" + _NAME + r"\s*=\s*(\w+)?")
+_REF = re.compile(_NAME)
+
+
+def compile_jobs() -> int:
+    """How many parts a module may be compiled in: SHAPEJIT_COMPILE_JOBS,
+    else the cores this process may run on (1 where fork is unavailable)."""
+    if not hasattr(os, "fork") or sys.platform != "linux":
+        return 1
+    jobs = config.get("SHAPEJIT_COMPILE_JOBS")
+    if jobs is None:
+        jobs = len(os.sched_getaffinity(0))
+    return max(1, jobs)
+
+
+def split_module(text: str, jobs: int) -> list:
+    """The defined symbols of each part `text` compiles in with `jobs`
+    processes: [None] (one part, the whole module) unless at least two
+    parts of PART_LINES lines each come out.  Definitions that reference
+    each other (a kernel and its entries, a function and the non-internal
+    global it reads) stay together; an internal constant is copied into
+    every part that reads it.  Parts are filled largest unit first."""
+    if jobs < 2 or text.count("\n") < 2 * PART_LINES:
+        return [None]
+    parent: dict[str, str] = {}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = x = parent[parent[x]]
+        return x
+    bodies, lines = {}, {}
+    name, body = None, []
+    for line in text.split("\n"):
+        if name is not None:
+            body.append(line)
+            if line == "}":
+                bodies[name], lines[name], name = " ".join(body), len(body), None
+            continue
+        m = _DEFINE.match(line)
+        if m:
+            name, body = _unquote(m.group(1)), [line]
+            parent[name] = name
+            continue
+        m = _GLOBAL.match(line)
+        if m and m.group(2) not in ("internal", "private"):
+            parent[_unquote(m.group(1))] = _unquote(m.group(1))
+    if name is not None:  # (text not as llvmlite prints it: compiled whole)
+        return [None]
+    for f, b in bodies.items():
+        for ref in _REF.findall(b):
+            ref = _unquote(ref)
+            if ref != f and ref in parent:
+                parent[find(ref)] = find(f)
+    units: dict[str, list] = {}
+    for x in parent:
+        units.setdefault(find(x), []).append(x)
+    weighed = sorted(((sum(lines.get(x, 0) for x in u), sorted(u)) for u in units.values()), reverse=True)
+    for n in range(min(jobs, sum(w > 0 for w, _ in weighed)), 1, -1):
+        parts = [[0, []] for _ in range(n)]
+        for w, u in weighed:
+            part = min(parts, key=lambda p: p[0])
+            part[0] += w
+            part[1].extend(u)
+        if min(w for w, _ in parts) >= PART_LINES:
+            return [frozenset(u) for _, u in parts]
+    return [None]
+
+
+def _compile_parts(text: str, parts: list, kernels, tm, name: str) -> list[bytes]:
+    """The object code of each part (split_module) of `text`: the first
+    compiled here while a forked child compiles each other one."""
+    EVENTS["split"] += 1
+    children = [_fork_part(text, keep, kernels, tm, name) for keep in parts[1:]]
+    try:
+        objects = [_compile_part(text, parts[0], kernels, tm, name)]
+        for keep, child in zip(parts[1:], children):
+            obj = _collect(*child) if child is not None else None
+            if obj is None:
+                EVENTS["recompiled"] += 1
+                obj = _compile_part(text, keep, kernels, tm, name)
+            objects.append(obj)
+        return objects
+    finally:
+        for child in children:
+            if child is not None:
+                _end(*child)
+
+
+def _fork_part(text: str, keep: frozenset, kernels, tm, name: str):
+    """(pid, read end of its pipe) of a child process compiling the part
+    `keep`, or None (no process to be had: the part is compiled here)."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    try:
+        with warnings.catch_warnings():  # (python >= 3.12 warns of fork in a process with threads: the
+            # child calls nothing but LLVM, which fork waits to be out of: shapes/forksafe.py)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:  # the child: never returns
+        status = 1
+        try:
+            os.close(r)
+            obj = _compile_part(text, keep, kernels, tm, name)
+            view = memoryview(struct.pack("<Q", len(obj)) + obj)
+            while view:
+                view = view[os.write(w, view):]
+            status = 0
+        finally:
+            os._exit(status)
+    EVENTS["forked"] += 1
+    os.close(w)
+    return pid, r
+
+
+def _collect(pid: int, r: int) -> bytes | None:
+    """The object code the child `pid` sends through `r`, or None when it
+    sends none whole within CHILD_TIMEOUT."""
+    chunks, deadline = [], time.monotonic() + CHILD_TIMEOUT
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([r], [], [], left)[0]:
+            return None
+        chunk = os.read(r, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    if len(data) < 8 or struct.unpack_from("<Q", data)[0] != len(data) - 8:
+        return None
+    return data[8:]
+
+
+def _end(pid: int, r: int) -> None:
+    """Close the pipe of child `pid` and reap it (killed if still running)."""
+    os.close(r)
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if not done:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    except ChildProcessError:  # (reaped by the program's own SIGCHLD handler)
+        pass
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1] if name.startswith('"') else name
 def optimize_ir(llvm_ir_text: str) -> str:
     """Return the IR after the same optimization pipeline as compile_ir."""
     with _compile_lock:
         tm = host_target()
-        return str(_parse_and_optimize(llvm_ir_text, tm, _dump_name(())))
+        return str(_optimize(_parse(llvm_ir_text, tm), tm, _dump_name(())))
 
 
 # ---------------------------------------------------------------------------

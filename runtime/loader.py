@@ -126,14 +126,16 @@ def load(artifact, check_host: bool = True) -> LoadedArtifact:
     """Link the artifact's object code into the process (thread safe).
 
     `artifact` is codegen's Artifact, read through its plain fields
-    (object_code, kernels with symbol, argument counts and Python entry,
+    (objects, kernels with symbol, argument counts and Python entry,
     triple, cpu, features); the runtime does not import codegen.  With
     ``check_host`` (default) an artifact compiled for another CPU is rejected
     with LoadError instead of risking illegal instructions.
     """
     if check_host:
         check_host_compatible(artifact)
-    builder = llvm.JITLibraryBuilder().add_object_img(artifact.object_code)
+    builder = llvm.JITLibraryBuilder()
+    for obj in artifact.objects:  # (a module compiled in parts: one library of them all)
+        builder.add_object_img(obj)
     # Resolve libc/libm symbols the optimizer may introduce (memset, memcpy,
     # expf, ...) and the C-API functions of Python entries against the
     # running process.

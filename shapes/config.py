@@ -53,6 +53,8 @@ VARS = {v.name: v for v in [
     Var("SHAPEJIT_POOL_BYTES", "size", 512 << 20, "the bytes of pooled intermediates kept between calls, in "
                                                    "the whole process"),
     Var("SHAPEJIT_NUM_THREADS", "count", None, "threads of the native pool (default: the CPU count)"),
+    Var("SHAPEJIT_COMPILE_JOBS", "count", None, "processes a module of several kernels is compiled in, forked "
+                                               "for it (default: the cores this process may run on; 1: never fork)"),
     Var("SHAPEJIT_EPILOGUE_IN_STORE", "bool", False, "a product's elementwise epilogue runs in the GEMM's store "
                                                      "(else a pass of its own after it: faster where measured)"),
     Var("SHAPEJIT_SHARE_BLAS", "bool", True, "numpy's (and scipy's) OpenBLAS runs its threaded calls on the native "

@@ -121,7 +121,7 @@ def test_host_target_cached():
 def test_artifact_fields_and_roundtrip(axpb_artifact):
     art = axpb_artifact
     assert art.kernels == (AXPB,)
-    assert art.object_code[:4] == b"\x7fELF" or sys.platform != "linux"
+    assert art.objects[0][:4] == b"\x7fELF" or sys.platform != "linux"
     assert art.llvm_version.split(".")[0].isdigit()
     data = art.to_bytes()
     back = Artifact.from_bytes(data)
@@ -244,6 +244,129 @@ def test_loop_nest_float_arg_countdown_and_memset():
     loaded["k_zero"](2, 4, out.ctypes.data, 7)
     want[2:4] = 0.0
     np.testing.assert_array_equal(out, want)
+
+
+def shared_ir() -> str:
+    """Four kernels k(start, stop, double* out): k_a and k_b read one
+    internal table; k_a calls an internal helper and k_a_par calls k_a;
+    k_b and k_d share a non-internal global counter (so they stay in one
+    part); k_c stands alone.  Each writes out[i] for i in [start, stop)."""
+    m = ir.Module(name="shared")
+    f64p = ir.PointerType(F64)
+    kty = ir.FunctionType(ir.VoidType(), [I64, I64, f64p])
+    table = ir.GlobalVariable(m, ir.ArrayType(F64, 4), "tab")
+    table.linkage = "internal"
+    table.global_constant = True
+    table.initializer = ir.Constant(ir.ArrayType(F64, 4), [1.0, 2.0, 3.0, 4.0])
+    counter = ir.GlobalVariable(m, I64, "sj_calls")
+    counter.initializer = ir.Constant(I64, 0)
+    helper = ir.Function(m, ir.FunctionType(F64, [F64]), "helper")
+    helper.linkage = "internal"
+    b = ir.IRBuilder(helper.append_basic_block())
+    b.ret(b.fmul(helper.args[0], ir.Constant(F64, 10.0)))
+
+    def kernel(name, value):
+        fn = ir.Function(m, kty, name)
+        start, stop, out = fn.args
+        bld = ir.IRBuilder(fn.append_basic_block("entry"))
+        with for_range(bld, start, stop) as i:
+            bld.store(value(bld, i), bld.gep(out, [i], inbounds=True))
+        bld.ret_void()
+        return fn
+
+    def from_table(bld, i):
+        return bld.load(bld.gep(table, [ir.Constant(I64, 0), bld.and_(i, ir.Constant(I64, 3))], inbounds=True))
+
+    def counted(bld, i):
+        bld.store(bld.add(bld.load(counter), ir.Constant(I64, 1)), counter)
+        return bld.sitofp(bld.load(counter), F64)
+    k_a = kernel("k_a", lambda bld, i: bld.call(helper, [from_table(bld, i)]))
+    kernel("k_b", lambda bld, i: (bld.load(counter), from_table(bld, i))[1])
+    kernel("k_c", lambda bld, i: bld.sitofp(bld.mul(i, i), F64))
+    kernel("k_d", counted)
+    par = ir.Function(m, kty, "k_a_par")
+    bld = ir.IRBuilder(par.append_basic_block())
+    bld.call(k_a, par.args)
+    bld.ret_void()
+    return str(m)
+
+
+SHARED = tuple(KernelInfo(k, 1) for k in ("k_a", "k_a_par", "k_b", "k_c", "k_d"))
+
+
+def test_a_module_is_split_into_parts_that_keep_what_references_each_other_together(monkeypatch):
+    from codegen import llvm as llvm_mod
+    monkeypatch.setattr(llvm_mod, "PART_LINES", 1)
+    text = shared_ir()
+    assert llvm_mod.split_module(text, 1) == [None]
+    parts = llvm_mod.split_module(text, 8)
+    units = [{"k_a", "k_a_par", "helper"}, {"k_b", "k_d", "sj_calls"}, {"k_c"}]
+    assert sorted(map(sorted, parts)) == sorted(map(sorted, units))
+    two = llvm_mod.split_module(text, 2)
+    assert len(two) == 2 and set().union(*two) == set().union(*units)
+    assert all(any(u <= p for p in two) for u in units)
+    monkeypatch.setattr(llvm_mod, "PART_LINES", 10 ** 6)
+    assert llvm_mod.split_module(text, 8) == [None]
+
+
+def _check_shared(lib):
+    for k, want in [("k_a", [10.0 * t for t in (1, 2, 3, 4, 1, 2)]), ("k_a_par", [10.0 * t for t in (1, 2, 3, 4, 1, 2)]),
+                    ("k_b", [1.0, 2.0, 3.0, 4.0, 1.0, 2.0]), ("k_c", [0.0, 1.0, 4.0, 9.0, 16.0, 25.0]),
+                    ("k_d", [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]:
+        out = np.zeros(6)
+        lib[k](0, 6, out.ctypes.data)
+        np.testing.assert_array_equal(out, want, err_msg=k)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="compiles in forked processes")
+def test_a_module_compiled_in_parts_links_into_one_library(monkeypatch):
+    from codegen import llvm as llvm_mod
+    monkeypatch.setattr(llvm_mod, "PART_LINES", 1)
+    monkeypatch.setenv("SHAPEJIT_COMPILE_JOBS", "3")
+    before = dict(llvm_mod.EVENTS)
+    art = compile_ir(shared_ir(), SHARED, key_symbol="sj_key_" + "5a" * 8)
+    assert len(art.objects) == 3
+    assert llvm_mod.EVENTS["forked"] == before["forked"] + 2
+    assert llvm_mod.EVENTS["recompiled"] == before["recompiled"]
+    back = Artifact.from_bytes(art.to_bytes())
+    assert back == art
+    _check_shared(load(back))
+    monkeypatch.setenv("SHAPEJIT_COMPILE_JOBS", "1")
+    whole = compile_ir(shared_ir(), SHARED)
+    assert len(whole.objects) == 1
+    _check_shared(load(whole))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="compiles in forked processes")
+@pytest.mark.parametrize("how", ["raises", "dies", "hangs"])
+def test_a_part_whose_child_fails_is_compiled_here(monkeypatch, how):
+    from codegen import llvm as llvm_mod
+    monkeypatch.setattr(llvm_mod, "PART_LINES", 1)
+    monkeypatch.setattr(llvm_mod, "CHILD_TIMEOUT", 2.0)
+    monkeypatch.setenv("SHAPEJIT_COMPILE_JOBS", "2")
+    me, compile_part, pids = os.getpid(), llvm_mod._compile_part, []
+
+    def failing(*args, **kw):
+        if os.getpid() != me:
+            pids.append(os.getpid())
+            if how == "raises":
+                raise RuntimeError("injected")
+            if how == "dies":
+                os._exit(3)
+            import time
+            time.sleep(60)
+        return compile_part(*args, **kw)
+    monkeypatch.setattr(llvm_mod, "_compile_part", failing)
+    end, ended = llvm_mod._end, []
+    monkeypatch.setattr(llvm_mod, "_end", lambda pid, r: (ended.append(pid), end(pid, r)))
+    before = dict(llvm_mod.EVENTS)
+    art = compile_ir(shared_ir(), SHARED)
+    assert len(art.objects) == 2
+    assert llvm_mod.EVENTS["recompiled"] == before["recompiled"] + 1
+    _check_shared(load(art))
+    assert len(ended) == 1
+    with pytest.raises(ChildProcessError):  # (reaped: no zombie left)
+        os.waitpid(ended[0], os.WNOHANG)
 
 
 def test_parallel_for_kernel(axpb):
