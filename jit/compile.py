@@ -426,7 +426,7 @@ def _cached(cache, key: str, symbols: list):
 
 def _remap_outputs(outputs: list[OutputSpec], g: Graph) -> list[OutputSpec]:
     it = iter(g.outputs)
-    return [OutputSpec("value", next(it).id) if o.kind == "value" else
+    return [OutputSpec(o.kind, next(it).id) if o.kind in ("value", "argument") else
             OutputSpec("writeback", (o.payload[0], next(it).id)) if o.kind == "writeback" else
             OutputSpec("check", (next(it).id,) + o.payload[1:]) if o.kind == "check" else o
             for o in outputs]

@@ -173,8 +173,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         elif isinstance(r, Tracer):
             if r.ctx is not ctx:
                 raise Fallback("returned a Tracer from another trace")
-            outputs.append(OutputSpec("value", r.value.id))
-            # (an argument's final value: the caller's array, which the call writes, as numpy's `x += 1; return x`)
+            # (an argument's final value: the caller's array, which the call writes, as numpy's `x += 1; return
+            # x`; another array the passes may find equal to it, `y = ...; C[:] = y; return y`, stays a value)
+            outputs.append(OutputSpec("argument" if r.value.id in written else "value", r.value.id))
             concrete.append(written.get(r.value.id, r.concrete))
         elif isinstance(r, SymInt):
             outputs.append(OutputSpec("dim", r.expr))

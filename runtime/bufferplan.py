@@ -56,6 +56,7 @@ class BufferPlan:
     direct: dict        # kernel output -> the in-place setitem whose slot the kernel writes straight into
     into_operand: dict  # step index -> the operand view a numpy ufunc step computes into
     stored: set         # setitem outputs whose value is already in place (into_operand)
+    into_argument: dict  # kernel output -> the argument it is written back into, which the kernel writes
 
 
 def may_stop(steps, outputs, dd_dims, dd_checks) -> bool:
@@ -98,7 +99,8 @@ def plan_buffers(graph, steps, outputs, pooled, stops: bool) -> BufferPlan:
     direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0], views)
     into_operand = _updates_in_place(steps, in_place, outputs, views)
     stored = {steps[k + 1].out.id for k in into_operand}
-    return BufferPlan(last_use, dead_after, in_place, direct, into_operand, stored)
+    into_argument = {} if stops else _writes_into_arguments(graph, steps, outputs, roots_owned[0])
+    return BufferPlan(last_use, dead_after, in_place, direct, into_operand, stored, into_argument)
 
 
 
@@ -176,6 +178,38 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views) 
                           or st.pointwise and _is_slot(i, nxt, views) and views[i].out.shape == tuple(shape)
                           for i in st.inputs):
             out[vid] = nxt
+    return out
+
+
+def _writes_into_arguments(graph, steps, outputs, roots) -> dict[int, int]:
+    """Kernel outputs the call writes back into an argument (`C *= beta;
+    C += alpha * A @ B`: its one epilogue kernel makes C's new value) that
+    the kernel may write straight into that argument instead of a new array
+    copied in at the end: a pointwise kernel of one output, the argument's
+    shape and dtype, reading the argument only as itself (where it writes
+    the same element) and no other view of it, with no later step reading
+    the argument, and the output returned as nothing else.  (Only where no
+    step may stop the call: it then runs in numpy on the arguments as they
+    were; another argument aliasing the target sends the call to numpy
+    before any step: generate.py _alias_checks.)  By output id: the argument's."""
+    targets = {o.payload[1]: o.payload[0] for o in outputs if o.kind == "writeback" and o.payload[0] != o.payload[1]}
+    returned = {o.value_id for o in outputs if o.kind != "writeback"}
+    args = {v.id: v for v in graph.inputs}
+    out = {}
+    for k, st in enumerate(steps):
+        if not (isinstance(st, KernelCall) and st.pointwise and not st.target and not st.lifted
+                and len(st.outputs) == 1):
+            continue
+        vid, shape, dtype = st.outputs[0]
+        target = args.get(targets.get(vid))
+        if target is None or vid in returned or tuple(shape) != target.shape or np.dtype(dtype) != target.dtype:
+            continue
+        buffer = roots.get(target.id, frozenset([target.id]))
+        if any(i != target.id and roots.get(i, frozenset([i])) & buffer for i in st.inputs):
+            continue
+        if any(roots.get(i, frozenset([i])) & buffer for later in steps[k + 1:] for i in step_io(later)[0]):
+            continue
+        out[vid] = target.id
     return out
 
 

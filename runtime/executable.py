@@ -24,15 +24,17 @@ from runtime.generate import generate, namespace, rebuild_const
 
 @dataclass(frozen=True)
 class OutputSpec:
-    kind: str      # "value" | "const" | "dim" | "writeback" | "check" | "view"
-    payload: object  # value id | the object | sympy expr | (input value id, value id written into it)
+    kind: str      # "value" | "argument" | "const" | "dim" | "writeback" | "check" | "view"
+    payload: object  # value id (an "argument": the final value of an argument the call writes, returned as
+                     # the caller's array: `x += 1; return x`) | the object | sympy expr
+                     # | (input value id, value id written into it)
                      # | (value id, kind, outcome): a graph break's outcome, checked at run time
                      # | (input value id, ((view op, attrs), ...)): a view of an argument the call writes
 
     @property
     def value_id(self) -> int | None:
         """The graph value this output returns (writes back, checks), if any."""
-        if self.kind == "value":
+        if self.kind in ("value", "argument"):
             return self.payload
         return self.payload[1] if self.kind == "writeback" else self.payload[0] if self.kind == "check" else None
 

@@ -35,7 +35,7 @@ def namespace(pool) -> dict:
             "_errcell": kernelcall.errcell_address, "_rows4": kernelcall.rows4,
             "_run_lifted": kernelcall.run_lifted, "_epilogue_args": kernelcall.epilogue_args,
             "_addressof": ctypes.addressof, "_item": _item, "_WARMUP": _WARMUP, "_maximum": _maximum,
-            "_minimum": _minimum, "_aliased": _aliased, "_slice": _slice, "_copy": _copy,
+            "_minimum": _minimum, "_aliased": _aliased, "_own": _own, "_slice": _slice, "_copy": _copy,
             "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
@@ -132,6 +132,11 @@ def _slice(start: int, step: int, length: int) -> slice:
 
 def _copy(x):
     return np.array(x, copy=True)
+
+
+def _own(x, argument):
+    """x, or a copy of it where it lies in the argument's buffer."""
+    return _copy(x) if np.may_share_memory(x, argument) else x
 
 
 def _aliased(x, others) -> bool:
@@ -245,10 +250,15 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
         else:
             lines += _node_lines(n, k, src, plan, pooled)
     rets = []
-    written = {final: target for target, final in writebacks}  # (`x += 1; return x` returns x, as numpy's)
+    written = {final: target for target, final in writebacks}
     for o in outputs:
-        if o.kind == "value":
+        if o.kind == "argument":  # (`x += 1; return x` returns x, as numpy's)
             rets.append(names[written.get(o.payload, o.payload)])
+        elif o.kind == "value" and o.payload in written:  # (`y = ...; C[:] = y; return y`: an array of its own,
+            # which C's buffer may hold: _writes_into_arguments, an in-place setitem)
+            rets.append(f"_own({names[o.payload]}, {names[written[o.payload]]})")
+        elif o.kind == "value":
+            rets.append(names[o.payload])
         elif o.kind == "view":  # (of an argument the call writes: taken once the writes are in)
             target, chain = o.payload
             view = names[target]
@@ -293,6 +303,7 @@ def _kernel_call_lines(n: KernelCall, src: Source, plan, functions, pooled) -> l
     names, const = src.names, src.const
     into = {vid: f"{names[st.inputs[0].id]}[{src.index_src(st.attr('items'), [])}]"
             for vid, _, _ in n.outputs if (st := plan.direct.get(vid)) is not None}
+    into.update((vid, names[plan.into_argument[vid]]) for vid, _, _ in n.outputs if vid in plan.into_argument)
     if n.target:
         return kernelcall.loop_lines(n, names, const, functions, n.outputs[0][0] in plan.in_place)
     if n.lifted:

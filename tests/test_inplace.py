@@ -165,6 +165,44 @@ def test_a_kernel_updating_a_row_writes_into_it(backend):
         assert source.count(" is not _t") == 3  # (B's rows: not A2's)
 
 
+def test_a_kernel_making_an_arguments_new_value_writes_straight_into_it(backend):
+    """NPBench's gemm, `C *= beta; C += alpha * A @ B`: the epilogue kernel
+    makes C's new value and reads C only where it writes it, so it stores
+    into C itself, no new array copied in at the end.  Not so for a kernel
+    that reads C elsewhere (`C[:] = C[::-1] * 2`), whose value the function
+    also returns as an array of its own, or for a C-ordered kernel into a
+    Fortran-ordered C."""
+    import re
+
+    def gemm(alpha, beta, C, A, B):
+        C *= beta
+        C += alpha * A @ B
+
+    def flipped(C, x):
+        C[:] = C[::-1] * 2.0 + x
+
+    def returned(C, x):
+        y = C * 2.0 + x
+        C[:] = y
+        return y
+
+    rng = np.random.default_rng(4)
+    into = re.compile(r"^ +_t\d+ = v\d+$", re.M)  # (a slot would be v<id>[...])
+
+    def writes_into(jf):
+        return bool(into.search(next(iter(jf._keys.values())).entries[0].executable.source))
+    jf = check(gemm, lambda n: [1.5, 1.2, rng.random((n, n + 1)), rng.random((n, 7)), rng.random((7, n + 1))],
+               backend)
+    assert writes_into(jf) == (backend == "llvm")
+    for fn in (flipped, returned):
+        jf = check(fn, lambda n: [rng.random((n, 3)), rng.random(3)], backend)
+        assert not writes_into(jf), fn.__name__
+    C = rng.random((6, 3))
+    assert jf(C, np.ones(3)) is not C
+    check(gemm, lambda n: [1.5, 1.2, np.asfortranarray(rng.random((n, n + 1))), rng.random((n, 7)),
+                           rng.random((7, n + 1))], backend, compiled=False)
+
+
 def test_a_product_into_its_own_operand_reads_it_before_writing():
     """`Y[:40] = Y[:40] @ W` on the GEMM kernel: C's row i needs all of A's
     row i, so the product must not store into the slot it reads."""
