@@ -40,6 +40,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import operator
 import types
 
@@ -397,9 +398,17 @@ class ScanCall:
         rest = arrays_in + [x for x, k in zip(free, self.free_kinds) if k in ("float", "complex")]
         layout = _layout(carried)
         flat = _flat_tuple(nc)
+        steady = False  # (the pinned entry gave back the layout it takes: it will again, the layout is not redone)
+        if start < stop if self.step > 0 else start > stop:  # (the entry of the first trip, when the body has one:
+            # no jit call of its own, whose lookup costs more than a small body's kernels)
+            tries += 1
+            found = body._entry_for((start, *carried, *free))
+            if found is not None:
+                e, held = found
+                run = (e.guards.check, e.run, layout, e.out_treedef == flat, rest + held, e.out_treedef)
         for t in range(start, stop, self.step):
             out = None
-            if run is not None and layout == run[2]:
+            if run is not None and (steady or layout == run[2]):
                 # (the entry the last trips took, its guards checked for this t: jit's own lookup of
                 # it per trip would cost more than a small body's kernels)
                 dims = run[0](((t,),) + fixed)
@@ -410,7 +419,9 @@ class ScanCall:
                         out = res[:nc] if run[3] else list(pytree.unflatten(run[5], iter(res)))
                     except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
                         out = None
-            if out is None:
+            pinned = out is not None
+            if not pinned:
+                steady = False
                 out = list(body(t, *carried, *free))
                 if tries < 3 and (run is None or _layout(out) != run[2]):
                     tries += 1
@@ -424,7 +435,11 @@ class ScanCall:
                     got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
                     raise ScanMismatch(f"the loop at {self.where}: trip {t} made carried value {k} a {got}, "
                                        f"not {dtype}{list(shape)}")
-            carried, layout = out, _layout(out)
+            carried = out
+            if not steady:
+                new = _layout(out)
+                steady = pinned and new == layout == run[2]
+                layout = new
         arrays = [x for x in xs if isinstance(x, np.ndarray)]
         # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
         # the executable may reuse an input's buffer once the node has run)
@@ -432,6 +447,7 @@ class ScanCall:
                 for x in carried]
 
 
+@functools.cache
 def _flat_tuple(n: int):
     """The tree of a tuple of n arrays (a body's return)."""
     return pytree.flatten(tuple(range(n)), [])
