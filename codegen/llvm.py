@@ -268,7 +268,7 @@ EVENTS = {"split": 0, "forked": 0, "recompiled": 0}  # what compiling in parts d
 
 _NAME = r'@("(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)'
 _DEFINE = re.compile(r"^define\b[^@]*" + _NAME)
-_GLOBAL = re.compile(r"^" + _NAME + r"\s*=\s*(\w+)?")
+_GLOBAL = re.compile(r"^" + _NAME + r"\s*=\s*((?:[\w()]+\s+)*?)(global|constant)\b")
 _REF = re.compile(_NAME)
 
 
@@ -287,9 +287,9 @@ def split_module(text: str, jobs: int) -> list:
     """The defined symbols of each part `text` compiles in with `jobs`
     processes: [None] (one part, the whole module) unless at least two
     parts of PART_LINES lines each come out.  Definitions that reference
-    each other (a kernel and its entries, a function and the non-internal
-    global it reads) stay together; an internal constant is copied into
-    every part that reads it.  Parts are filled largest unit first."""
+    each other (a kernel and its entries, functions and a global variable
+    they read) stay together; an internal constant is copied into every
+    part that reads it.  Parts are filled largest unit first."""
     if jobs < 2 or text.count("\n") < 2 * PART_LINES:
         return [None]
     parent: dict[str, str] = {}
@@ -311,9 +311,12 @@ def split_module(text: str, jobs: int) -> list:
             name, body = _unquote(m.group(1)), [line]
             parent[name] = name
             continue
-        m = _GLOBAL.match(line)
-        if m and m.group(2) not in ("internal", "private"):
-            parent[_unquote(m.group(1))] = _unquote(m.group(1))
+        if line.startswith("@"):
+            m = _GLOBAL.match(line)
+            if m is None:  # (a definition of another kind: compiled whole)
+                return [None]
+            if not ({"internal", "private"} & set(m.group(2).split()) and m.group(3) == "constant"):
+                parent[_unquote(m.group(1))] = _unquote(m.group(1))  # (state, or exported: in one part)
     if name is not None:  # (text not as llvmlite prints it: compiled whole)
         return [None]
     for f, b in bodies.items():
@@ -364,9 +367,10 @@ def _fork_part(text: str, keep: frozenset, kernels, tm, name: str):
     except OSError:
         return None
     try:
-        with warnings.catch_warnings():  # (python >= 3.12 warns of fork in a process with threads: the
-            # child calls nothing but LLVM, which fork waits to be out of: shapes/forksafe.py)
-            warnings.simplefilter("ignore", DeprecationWarning)
+        with warnings.catch_warnings():  # (python >= 3.12 warns of fork in a process with threads, and so
+            # does jax's own fork hook once it runs: the child calls nothing but the LLVM of llvmlite, which
+            # fork waits to be out of (shapes/forksafe.py), and exits; nothing the user can act on)
+            warnings.simplefilter("ignore")
             pid = os.fork()
     except OSError:
         os.close(r)
@@ -420,6 +424,8 @@ def _end(pid: int, r: int) -> None:
 
 def _unquote(name: str) -> str:
     return name[1:-1] if name.startswith('"') else name
+
+
 def optimize_ir(llvm_ir_text: str) -> str:
     """Return the IR after the same optimization pipeline as compile_ir."""
     with _compile_lock:

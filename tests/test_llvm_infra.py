@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -307,6 +308,18 @@ def test_a_module_is_split_into_parts_that_keep_what_references_each_other_toget
     assert all(any(u <= p for p in two) for u in units)
     monkeypatch.setattr(llvm_mod, "PART_LINES", 10 ** 6)
     assert llvm_mod.split_module(text, 8) == [None]
+    # an internal variable (state, not a constant) is one: the kernels reading it stay in one part
+    m = ir.Module(name="state")
+    state = ir.GlobalVariable(m, I64, "state")
+    state.linkage = "internal"
+    state.initializer = ir.Constant(I64, 0)
+    for name in ("k_x", "k_y", "k_z"):
+        bld = ir.IRBuilder(ir.Function(m, ir.FunctionType(ir.VoidType(), [I64]), name).append_basic_block())
+        if name != "k_z":
+            bld.store(bld.add(bld.load(state), ir.Constant(I64, 1)), state)
+        bld.ret_void()
+    monkeypatch.setattr(llvm_mod, "PART_LINES", 1)
+    assert sorted(map(sorted, llvm_mod.split_module(str(m), 4))) == [["k_x", "k_y", "state"], ["k_z"]]
 
 
 def _check_shared(lib):
@@ -318,13 +331,29 @@ def _check_shared(lib):
         np.testing.assert_array_equal(out, want, err_msg=k)
 
 
+_WARN_AT_FORK = [False]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: _WARN_AT_FORK[0] and warnings.warn("fork in a threaded process", RuntimeWarning))
+
+
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="compiles in forked processes")
 def test_a_module_compiled_in_parts_links_into_one_library(monkeypatch):
+    """A module split into three parts, two compiled in forked children,
+    links into one library that runs every kernel (its key's symbol with
+    the first part); a warning a fork hook raises (jax's does, as python
+    3.12 does for a process with threads) does not reach the user."""
     from codegen import llvm as llvm_mod
     monkeypatch.setattr(llvm_mod, "PART_LINES", 1)
     monkeypatch.setenv("SHAPEJIT_COMPILE_JOBS", "3")
     before = dict(llvm_mod.EVENTS)
-    art = compile_ir(shared_ir(), SHARED, key_symbol="sj_key_" + "5a" * 8)
+    _WARN_AT_FORK[0] = True  # (as jax's own fork hook does once it runs)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            art = compile_ir(shared_ir(), SHARED, key_symbol="sj_key_" + "5a" * 8)
+    finally:
+        _WARN_AT_FORK[0] = False
+    assert not seen, [str(w.message) for w in seen]
     assert len(art.objects) == 3
     assert llvm_mod.EVENTS["forked"] == before["forked"] + 2
     assert llvm_mod.EVENTS["recompiled"] == before["recompiled"]
