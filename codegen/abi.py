@@ -27,9 +27,15 @@ from shapes.ir import Node
 from shapes.kernelargs import ERRCELL, INT_KINDS
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-F32, F64 = ir.FloatType(), ir.DoubleType()
-LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1,
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+HALF = np.dtype(np.float16)
+# the LLVM type a kernel computes each dtype in: float16 in float32, rounded to
+# float16 after every op (codegen/values.py round_half), as numpy's half loops
+# compute (npy_half_to_float, the float op, npy_float_to_half); in memory it
+# is LLVM's half (MEMTYPE)
+LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1, HALF: F32,
           **{np.dtype(f"{sign}int{bits}"): ir.IntType(bits) for sign in ("", "u") for bits in (8, 16, 32, 64)}}
+MEMTYPE = {**LLTYPE, HALF: F16}
 
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
 DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from codegen.abi import DATA_OFFSET, DIMS_OFFSET, I1, I8, I64, LLTYPE, STRIDES_OFFSET, array_field
+from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F16, F32, HALF, I1, I8, I64, MEMTYPE, STRIDES_OFFSET, array_field
 from codegen.complexval import CValue, part_type
 from shapes.ir import Value
 
@@ -34,7 +34,7 @@ class Arrays:
 
     def _data_ptr(self, vid):
         v = self.values[vid]
-        ty = I8 if v.dtype == np.bool_ else part_type(v.dtype) if v.dtype.kind == "c" else LLTYPE[v.dtype]
+        ty = I8 if v.dtype == np.bool_ else part_type(v.dtype) if v.dtype.kind == "c" else MEMTYPE[v.dtype]
         return self._field(vid, DATA_OFFSET, ty.as_pointer())
 
     def _byte_extent(self, vid):
@@ -94,6 +94,8 @@ class Arrays:
         r = b.load(self.addr(v.id, off))
         if v.dtype == np.bool_:
             r = b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
+        elif v.dtype == HALF:  # (computed in float32: codegen/abi.py LLTYPE)
+            r = b.fpext(r, F32)
         return r
 
     def store(self, v: Value, off, x):
@@ -106,4 +108,6 @@ class Arrays:
             return
         if v.dtype == np.bool_:
             x = b.zext(x, I8)
+        elif v.dtype == HALF:  # (exact: every float16 value computed was rounded to one)
+            x = b.fptrunc(x, F16)
         b.store(x, self.addr(v.id, off))

@@ -23,11 +23,11 @@ import sympy
 from llvmlite import ir
 
 from clustering.partition import ARG_REDUCTIONS, ROW_REDUCTIONS, Kernel, is_column_reduction, reduced_axes
-from codegen.abi import F32, F64, I1, I64, LLTYPE, KernelABI, KernelArgs
+from codegen.abi import F32, F64, HALF, I1, I64, LLTYPE, KernelABI, KernelArgs
 from codegen.access import Arrays
 from codegen.emitters import EMITTERS, MATH, REDUCERS
 from codegen.llvm import for_range, smin
-from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum
+from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum, round_half
 from shapes.ir import Node, Value
 
 SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
@@ -271,7 +271,7 @@ class KernelEmitter:
                     memo: dict = {}
                     for nd in reds:
                         at_j = b.add(first, j)
-                        acc = b.load(self.arrays.addr(nd.out.id, at_j))
+                        acc = self._load_out(nd.out, at_j)
                         x = self.vals.value(nd.inputs[0], j, memo)
                         if nd.op in ARG_REDUCTIONS:
                             # (a select, not a branch: the loop over the block's columns stays vectors;
@@ -289,7 +289,7 @@ class KernelEmitter:
                 self._at_row(b.add(b.mul(b.mul(batch, rows), kept), at), strides)
                 with for_range(b, j0, j1) as j:
                     at_j = b.add(first, j)
-                    memo = {nd.out.id: b.load(self.arrays.addr(nd.out.id, at_j)) for nd in reds}
+                    memo = {nd.out.id: self._load_out(nd.out, at_j) for nd in reds}
                     for v in post:
                         self.arrays.store(v, at_j, self.vals.value(v, j, memo))
 
@@ -368,9 +368,11 @@ class KernelEmitter:
         for n in reds:
             if is_float_sum(n):
                 total = b.load(self.totals[n.out.id][0])
-                vals.known[n.out.id] = total if n.out.dtype == np.float64 else b.fptrunc(total, F32)
+                vals.known[n.out.id] = total if n.out.dtype == np.float64 else \
+                    cast(b, total, np.dtype(np.float64), HALF) if n.out.dtype == HALF else b.fptrunc(total, F32)
             else:
-                vals.known[n.out.id] = b.load(self.accs[n.out.id])
+                acc = b.load(self.accs[n.out.id])
+                vals.known[n.out.id] = round_half(b, acc) if n.out.dtype == HALF else acc
 
     def _arg_pass(self, n: Node, j0, j1) -> None:
         """argmax or argmin `n` over columns [j0, j1) of the row, ARG_BLOCK
@@ -422,6 +424,12 @@ class KernelEmitter:
                 b.store(place, at)
         vals.known[n.out.id] = b.load(at)
 
+    def _load_out(self, v: Value, at):
+        """A value the kernel stored into output v, read back (a float16 as
+        the float32 it is computed in: codegen/abi.py LLTYPE; numpy's float16
+        column sum rounds after each row too)."""
+        return self.arrays.load(v, at) if v.dtype == HALF else self.b.load(self.arrays.addr(v.id, at))
+
     def _acc_dtype(self, n: Node) -> np.dtype:
         """The dtype reduction n accumulates in."""
         return arg_dtype(n.inputs[0].dtype) if n.op in ARG_REDUCTIONS else n.out.dtype
@@ -435,7 +443,7 @@ class KernelEmitter:
             with for_range(b, j0, j1) as j:
                 memo = {}
                 for u, v in stash.items():  # read back what the last pass stored
-                    memo[u.id] = b.load(self.arrays.addr(v.id, self._out_offset(j)))
+                    memo[u.id] = self._load_out(v, self._out_offset(j))
                 for v in full:
                     self.arrays.store(v, self._out_offset(j), vals.value(v, j, memo))
 

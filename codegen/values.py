@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from clustering.partition import compare_dtype
 from codegen import complexval
-from codegen.abi import F64, I1, I64, LLTYPE
+from codegen.abi import F16, F32, F64, HALF, I1, I32, I64, LLTYPE
 from codegen.access import Arrays
 from codegen.complexval import CValue
 from codegen.emitters import EMITTERS, REDUCERS, UNSIGNED, UNSIGNED_REDUCERS, intrinsic
@@ -48,6 +48,14 @@ def cast(b: ir.IRBuilder, x, src: np.dtype, dst: np.dtype):
     to int and complex to a real dtype are not compiled)."""
     if src == dst:
         return x
+    if src == HALF:  # (a float16 is computed as a float32 holding its value)
+        return cast(b, x, np.dtype(np.float32), dst)
+    if dst == HALF:  # (rounded once to float16, as numpy's casts round)
+        if src == np.bool_ or src.kind == "u":  # (an int is exact in float32 up to 2**24, far past float16's
+            return round_half(b, b.uitofp(x, F32))  # largest, 65504: beyond, both give inf)
+        if src.kind == "i":
+            return round_half(b, b.sitofp(x, F32))
+        return round_half(b, _to_float_odd(b, x) if src == np.float64 else x)
     if dst.kind == "c":  # (a real: its value and a zero imaginary part)
         part = complexval.part_dtype(dst)
         if src.kind == "c":
@@ -97,7 +105,30 @@ def const(dt: np.dtype, c):
         return complexval.const(dt, c)
     if dt.kind in "iu":
         return ir.Constant(LLTYPE.get(dt, I64), int(c))
+    if dt == HALF:
+        return ir.Constant(F32, float(np.float16(c)))
     return ir.Constant(LLTYPE.get(dt, F64), float(c))
+
+
+def _to_float_odd(b: ir.IRBuilder, x):
+    """A float64 as the float32 rounded to odd (toward zero, its last bit
+    set when inexact): rounding that to float16 rounds x once, where
+    rounding to the nearest float32 first could round twice (float32 has
+    more than float16's 11 bits plus two).  LLVM would call compiler-rt's
+    __truncdfhf2 for a double to half, which the process does not have."""
+    t = b.fptrunc(x, F32)
+    fabs32, fabs64 = intrinsic(b.module, "llvm.fabs", F32, 1), intrinsic(b.module, "llvm.fabs", F64, 1)
+    bits = b.bitcast(t, I32)
+    over = b.fcmp_ordered(">", b.fpext(b.call(fabs32, [t]), F64), b.call(fabs64, [x]))
+    bits = b.select(over, b.sub(bits, ir.Constant(I32, 1)), bits)
+    inexact = b.fcmp_unordered("!=", b.fpext(b.bitcast(bits, F32), F64), x)
+    return b.bitcast(b.select(inexact, b.or_(bits, ir.Constant(I32, 1)), bits), F32)
+
+
+def round_half(b: ir.IRBuilder, x):
+    """A float32 value rounded to the nearest float16 (numpy rounds every
+    float16 op's result: npy_float_to_half), kept as a float32."""
+    return b.fpext(b.fptrunc(x, F16), F32)
 
 
 def identity(op, dtype):
@@ -197,9 +228,19 @@ class ValueEmitter:
     def _node(self, n: Node, j, memo) -> ir.Value:
         """n's value: its operands cast to the dtype it computes in
         (shapes/ops.py COMPUTE), then codegen/emitters.py's emitter."""
+        if n.out.dtype != HALF:
+            return self._computed(n, j, memo)
+        r = self._computed(n, j, memo)
+        if isinstance(r, ir.CastInstr) and r.opname == "fptrunc" and r.operands[0].type == F64:
+            # (a float32 op computed in double, sin or arctan2: its double rounded once, as float16; LLVM
+            # would fold the two fptruncs into a call of compiler-rt's __truncdfhf2, which the process lacks)
+            return cast(self.b, r.operands[0], np.dtype(np.float64), HALF)
+        return round_half(self.b, r)
+
+    def _computed(self, n: Node, j, memo) -> ir.Value:
         op, out = n.op, n.out.dtype
         types = operand_dtypes(n)
-        if op == "divide" and n.out.id in self.recip:
+        if op == "divide" and n.out.id in self.recip and out != HALF:  # (x * (1 / d) would round twice)
             return self.b.fmul(self._operand(n.inputs[0], types[0], j, memo), self.recip[n.out.id])
         table = complexval.EMITTERS if any(t.kind == "c" for t in types) or out.kind == "c" else \
             UNSIGNED if op in UNSIGNED and any(t.kind == "u" for t in types) else EMITTERS
