@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from clustering.partition import ARG_REDUCTIONS, KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC
+from clustering.partition import ARG_REDUCTIONS, FLOAT_DTYPES, KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC
 from shapes.ir import Graph, Node, Value, make_attrs
 from shapes.ops import ELEMENTWISE, OPS, OPAQUE
 from shapes.verify import verify
@@ -123,8 +123,12 @@ def _decomposed(b: _Builder, n: Node, x: Value) -> Value:
     count = _count(x, axis)
     if n.op == "mean":  # (numpy's float16 mean adds in float32 and casts the mean back)
         acc = np.dtype(np.float32) if dt == np.float16 else dt
-        s = b.add("sum", [x], {"axis": axis, "keepdims": keep, **({"dtype": acc} if acc != dt else {})}, acc,
-                  n.out.shape, n.loc)
+        if acc != dt and dt in FLOAT_DTYPES:  # (a kernel's: the exact cast, then a float32 sum it fuses)
+            s = b.add("sum", [b.add("astype", [x], {"dtype": acc}, acc, x.shape, n.loc)],
+                      {"axis": axis, "keepdims": keep}, acc, n.out.shape, n.loc)
+        else:
+            s = b.add("sum", [x], {"axis": axis, "keepdims": keep, **({"dtype": acc} if acc != dt else {})}, acc,
+                      n.out.shape, n.loc)
         m = b.add("divide", [s, _scalar(b, count, n.loc)], {}, acc, n.out.shape, n.loc)
         return m if acc == dt else b.add("astype", [m], {"dtype": dt}, dt, n.out.shape, n.loc)
     s = b.add("sum", [x], {"axis": axis, "keepdims": True}, dt, kshape, n.loc)
