@@ -82,6 +82,8 @@ def _sympy_value(v):
     """sympy's value of a closed expression: a bool or an int."""
     if v in (sympy.true, sympy.false):
         return bool(v)
+    if not v.is_Integer:  # (a closed Min or Max sympy built unevaluated, which xreplace does not rebuild:
+        v = v.doit()      # Max(u0, Min(1, 9007199254740993)) at u0 = 0, found by hypothesis)
     assert v.is_Integer, f"sympy left {v} unevaluated"
     return int(v)
 
