@@ -257,10 +257,11 @@ def _compile_part(text: str, keep: frozenset | None, kernels, tm, name: str, opt
 # other is split into parts of about equal size instead; the first is
 # compiled here, each other one in a child process forked for it, which sends
 # its object code back through a pipe and exits.  The parts are linked into
-# one JIT library (runtime/loader.py).  Measured on the 2-core znver4 dev box
-# (`python -m bench --only bert_layer`'s module: 4 kernels, 1700 lines of
-# IR): 264-347 ms in one piece, 193-241 ms in two.  A child that fails, dies
-# or outlasts CHILD_TIMEOUT has its part compiled here instead.
+# one JIT library (runtime/loader.py).  `python -m bench --only bert_layer
+# --peers numpy,torch,shapejit-dyn` on a 2-core AMD EPYC znver4 (AVX-512),
+# its module of 4 kernels: the cold first call took 343 ms in one part
+# (SHAPEJIT_COMPILE_JOBS=1), 259 ms in two.  A child that fails, dies or
+# outlasts CHILD_TIMEOUT has its part compiled here instead.
 
 PART_LINES = 400  # the fewest lines of IR a part must have to be worth a process
 CHILD_TIMEOUT = 300.0  # seconds a child may take before its part is compiled here
@@ -396,9 +397,11 @@ def _collect(pid: int, r: int) -> bytes | None:
     """The object code the child `pid` sends through `r`, or None when it
     sends none whole within CHILD_TIMEOUT."""
     chunks, deadline = [], time.monotonic() + CHILD_TIMEOUT
+    poll = select.poll()  # (not select(): a program with over 1024 files open has pipes beyond its reach)
+    poll.register(r, select.POLLIN | select.POLLHUP)
     while True:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([r], [], [], left)[0]:
+        if left <= 0 or not poll.poll(left * 1000):
             return None
         chunk = os.read(r, 1 << 20)
         if not chunk:

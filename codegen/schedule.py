@@ -23,7 +23,7 @@ import sympy
 from llvmlite import ir
 
 from clustering.partition import ARG_REDUCTIONS, ROW_REDUCTIONS, Kernel, is_column_reduction, reduced_axes
-from codegen.abi import F32, F64, HALF, I1, I64, LLTYPE, KernelABI, KernelArgs
+from codegen.abi import F64, HALF, I1, I64, LLTYPE, KernelABI, KernelArgs
 from codegen.access import Arrays
 from codegen.emitters import EMITTERS, MATH, REDUCERS
 from codegen.llvm import for_range, smin
@@ -368,8 +368,7 @@ class KernelEmitter:
         for n in reds:
             if is_float_sum(n):
                 total = b.load(self.totals[n.out.id][0])
-                vals.known[n.out.id] = total if n.out.dtype == np.float64 else \
-                    cast(b, total, np.dtype(np.float64), HALF) if n.out.dtype == HALF else b.fptrunc(total, F32)
+                vals.known[n.out.id] = cast(b, total, np.dtype(np.float64), n.out.dtype)
             else:
                 acc = b.load(self.accs[n.out.id])
                 vals.known[n.out.id] = round_half(b, acc) if n.out.dtype == HALF else acc

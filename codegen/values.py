@@ -127,7 +127,13 @@ def _to_float_odd(b: ir.IRBuilder, x):
 
 def round_half(b: ir.IRBuilder, x):
     """A float32 value rounded to the nearest float16 (numpy rounds every
-    float16 op's result: npy_float_to_half), kept as a float32."""
+    float16 op's result: npy_float_to_half), kept as a float32.  One that is
+    a float64 rounded to float32 (an op computed in double: sin, arctan2,
+    a sum's double total) is rounded once from its double instead: LLVM
+    would fold the two roundings into a call of compiler-rt's __truncdfhf2,
+    which the process lacks."""
+    if isinstance(x, ir.CastInstr) and x.opname == "fptrunc" and x.operands[0].type == F64:
+        x = _to_float_odd(b, x.operands[0])
     return b.fpext(b.fptrunc(x, F16), F32)
 
 
@@ -227,15 +233,10 @@ class ValueEmitter:
 
     def _node(self, n: Node, j, memo) -> ir.Value:
         """n's value: its operands cast to the dtype it computes in
-        (shapes/ops.py COMPUTE), then codegen/emitters.py's emitter."""
-        if n.out.dtype != HALF:
-            return self._computed(n, j, memo)
+        (shapes/ops.py COMPUTE), then codegen/emitters.py's emitter; a
+        float16 rounded (round_half)."""
         r = self._computed(n, j, memo)
-        if isinstance(r, ir.CastInstr) and r.opname == "fptrunc" and r.operands[0].type == F64:
-            # (a float32 op computed in double, sin or arctan2: its double rounded once, as float16; LLVM
-            # would fold the two fptruncs into a call of compiler-rt's __truncdfhf2, which the process lacks)
-            return cast(self.b, r.operands[0], np.dtype(np.float64), HALF)
-        return round_half(self.b, r)
+        return round_half(self.b, r) if n.out.dtype == HALF else r
 
     def _computed(self, n: Node, j, memo) -> ir.Value:
         op, out = n.op, n.out.dtype

@@ -255,10 +255,10 @@ class _Hasher:
                 self.value(k, f"a constant of {where}")
         if globals_ is None:
             return
-        names = _all_names(c)  # (a user module's attributes read: `cfg.SCALE`)
+        names, read = _names(c)  # (names: a user module's attributes read, `cfg.SCALE`)
         builtins = globals_.get("__builtins__", __builtins__)
         builtins = builtins if isinstance(builtins, dict) else vars(builtins)
-        for name in sorted(global_names(c)):
+        for name in sorted(read):
             if name in globals_:
                 v = globals_[name]
                 self.put(f"global:{name}")
@@ -276,26 +276,26 @@ class _Hasher:
         self.put(hashlib.sha256(b).hexdigest())
 
 
-@functools.lru_cache(maxsize=1024)
-def _all_names(c: types.CodeType) -> frozenset:
-    names = set(c.co_names)
-    for k in c.co_consts:
-        if isinstance(k, types.CodeType):
-            names |= _all_names(k)
-    return frozenset(names)
-
-
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
 @functools.lru_cache(maxsize=1024)
+def _names(c: types.CodeType) -> tuple[frozenset, frozenset]:
+    """(every name a code object and the code nested in it holds: its
+    attributes' too, the global names it reads or assigns)."""
+    names = set(c.co_names)
+    globals_ = {i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_OPS}
+    for k in c.co_consts:
+        if isinstance(k, types.CodeType):
+            more, more_globals = _names(k)
+            names |= more
+            globals_ |= more_globals
+    return frozenset(names), frozenset(globals_)
+
+
 def global_names(c: types.CodeType) -> frozenset:
     """The global names a code object (and the code nested in it) reads or
     assigns: its co_names hold its attributes' names too, and `x.shape`
     taken for a global `shape` that a script's loop rebinds keyed every
     trace on it."""
-    names = {i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_OPS}
-    for k in c.co_consts:
-        if isinstance(k, types.CodeType):
-            names |= global_names(k)
-    return frozenset(names)
+    return _names(c)[1]

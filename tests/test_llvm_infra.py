@@ -367,6 +367,38 @@ def test_a_module_compiled_in_parts_links_into_one_library(monkeypatch):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="compiles in forked processes")
+def test_a_part_is_collected_from_a_pipe_beyond_file_1024(monkeypatch):
+    """A program with over a thousand files open (a server's sockets) gets
+    its child's pipe above 1024, beyond select()'s reach: the parts still
+    come back from the children."""
+    import resource
+
+    from codegen import llvm as llvm_mod
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard) < 1200:
+        pytest.skip("fewer than 1200 files may be open")
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    monkeypatch.setattr(llvm_mod, "PART_LINES", 1)
+    monkeypatch.setenv("SHAPEJIT_COMPILE_JOBS", "2")
+    held = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        before = dict(llvm_mod.EVENTS)
+        art = compile_ir(shared_ir(), SHARED)
+    finally:
+        for fd in held:
+            os.close(fd)
+        if soft < 1200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(art.objects) == 2
+    assert llvm_mod.EVENTS["forked"] == before["forked"] + 1
+    assert llvm_mod.EVENTS["recompiled"] == before["recompiled"]
+    _check_shared(load(art))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="compiles in forked processes")
 @pytest.mark.parametrize("how", ["raises", "dies", "hangs"])
 def test_a_part_whose_child_fails_is_compiled_here(monkeypatch, how):
     from codegen import llvm as llvm_mod
