@@ -117,15 +117,19 @@ class JitFunction:
                     return pytree.unflatten(e.out_treedef, iter(out))
         return serve_miss(self, key, bound, leaves, treedef, arrays, runtime)
 
-    def _entry_for(self, args: tuple):
+    def _entry_for(self, args: tuple, flat: bool = False):
         """(the compiled entry that serves positional `args` now, the held
         arrays it takes after them), or None (a miss, an eager key): for a
         caller that runs one entry over and over while what the program
-        holds stays as it is (jit/scan.py's trips)."""
+        holds stays as it is (jit/scan.py's trips).  `flat`: no arg is a
+        tuple, list or dict (its leaves are the args)."""
         if not (self._simple and len(args) == self._n_params):
             return None
-        leaves: list = []
-        treedef = pytree.flatten(args, leaves)
+        if flat:
+            leaves, treedef = list(args), pytree.flat_tuple(len(args))
+        else:
+            leaves = []
+            treedef = pytree.flatten(args, leaves)
         key, arrays, _ = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
         held = []
         if self._held_paths or self._value_paths:

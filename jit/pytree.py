@@ -2,6 +2,8 @@
 tree description, and rebuild."""
 from __future__ import annotations
 
+import functools
+
 LEAF = None  # the treedef of a single leaf
 
 
@@ -15,6 +17,12 @@ def flatten(obj, leaves: list) -> object:
         return (dict, keys, tuple(flatten(obj[k], leaves) for k in keys))
     leaves.append(obj)
     return LEAF
+
+
+@functools.cache
+def flat_tuple(n: int) -> tuple:
+    """The treedef of a tuple of n leaves."""
+    return (tuple, (LEAF,) * n)
 
 
 def unflatten(treedef, leaves_iter):

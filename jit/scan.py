@@ -40,7 +40,6 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-import functools
 import operator
 import types
 
@@ -397,16 +396,26 @@ class ScanCall:
             (x,) for x, k in zip(free, self.free_kinds) if k == "int")
         rest = arrays_in + [x for x, k in zip(free, self.free_kinds) if k in ("float", "complex")]
         layout = _layout(carried)
-        flat = _flat_tuple(nc)
+        flat = pytree.flat_tuple(nc)
         steady = False  # (the pinned entry gave back the layout it takes: it will again, the layout is not redone)
         if start < stop if self.step > 0 else start > stop:  # (the entry of the first trip, when the body has one:
             # no jit call of its own, whose lookup costs more than a small body's kernels)
             tries += 1
-            found = body._entry_for((start, *carried, *free))
+            found = body._entry_for((start, *carried, *free), flat=True)  # (free: arrays and numbers)
             if found is not None:
                 e, held = found
                 run = (e.guards.check, e.run, layout, e.out_treedef == flat, rest + held, e.out_treedef)
-        for t in range(start, stop, self.step):
+        trips = range(start, stop, self.step)
+        i = 0
+        while i < len(trips):
+            if steady and run[3]:  # (the pinned entry took and gave this layout: trips run here until one
+                # fails its guards or raises, with nothing redone per trip)
+                i, carried = _steady_trips(trips, i, carried, run, fixed, want, self.where)
+                if i == len(trips):
+                    break
+                steady = False  # (trip i failed the guards or raised: it runs below, as any other)
+            t = trips[i]
+            i += 1
             out = None
             if run is not None and (steady or layout == run[2]):
                 # (the entry the last trips took, its guards checked for this t: jit's own lookup of
@@ -425,16 +434,12 @@ class ScanCall:
                 out = list(body(t, *carried, *free))
                 if tries < 3 and (run is None or _layout(out) != run[2]):
                     tries += 1
-                    found = body._entry_for((t, *out, *free))
+                    found = body._entry_for((t, *out, *free), flat=True)
                     if found is not None:  # (what the body holds: the same arrays every trip, its own pure)
                         e, held = found
                         run = (e.guards.check, e.run, _layout(out), e.out_treedef == flat, rest + held,
                                e.out_treedef)
-            for k, (x, (dtype, shape)) in enumerate(zip(out, want)):
-                if not isinstance(x, (np.ndarray, np.generic)) or x.dtype != dtype or x.shape != shape:
-                    got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
-                    raise ScanMismatch(f"the loop at {self.where}: trip {t} made carried value {k} a {got}, "
-                                       f"not {dtype}{list(shape)}")
+            _check_trip(out, want, t, self.where)
             carried = out
             if not steady:
                 new = _layout(out)
@@ -447,10 +452,38 @@ class ScanCall:
                 for x in carried]
 
 
-@functools.cache
-def _flat_tuple(n: int):
-    """The tree of a tuple of n arrays (a body's return)."""
-    return pytree.flatten(tuple(range(n)), [])
+def _steady_trips(trips, i: int, carried: list, run: tuple, fixed: tuple, want: list, where: str):
+    """(the next trip, the carried values) after running trips[i:] through
+    the pinned entry `run` while its guards pass and it returns: the scan's
+    own loop, with nothing but the guards, the entry and the trip's check."""
+    check, entry, held = run[0], run[1], run[4]
+    nc = len(carried)
+    for i in range(i, len(trips)):
+        t = trips[i]
+        dims = check(((t,),) + fixed)
+        if dims is None:
+            return i, carried
+        try:
+            out = entry(carried + held, dims)[:nc]
+        except Exception:  # noqa: BLE001 - the scan's own loop runs the trip again through jit's call
+            return i, carried
+        for x, (dtype, shape) in zip(out, want):
+            if x.shape != shape or x.dtype is not dtype:  # (the same dtype is one object: else compared)
+                _check_trip(out, want, t, where)
+                break
+        carried = out
+    return len(trips), carried
+
+
+def _check_trip(out: list, want: list, t: int, where: str) -> None:
+    """Raises ScanMismatch unless trip t gave each carried value its dtype and shape."""
+    for k, (x, (dtype, shape)) in enumerate(zip(out, want)):
+        if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape:
+            if isinstance(x, (np.ndarray, np.generic)) and x.dtype == dtype and x.shape == shape:
+                continue  # (a subclass, a numpy scalar)
+            got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
+            raise ScanMismatch(f"the loop at {where}: trip {t} made carried value {k} a {got}, "
+                               f"not {dtype}{list(shape)}")
 
 
 def _layout(values) -> tuple:

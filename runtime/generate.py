@@ -121,6 +121,19 @@ def _index_source(items, arrays: list[str], const) -> str:
     return parts[0] if len(parts) == 1 else "(" + "".join(p + ", " for p in parts) + ")"
 
 
+def _trim_full(items, shape) -> tuple:
+    """items without the slices ending them that take a whole axis of shape
+    (numpy's implicit trailing slices give the same view)."""
+    items = tuple(items)
+    while items and items[-1][0] == "slice":
+        axis = sum(1 for it in items if it[0] != "new") - 1
+        _, start, step, length = items[-1]
+        if not (start == 0 and step == 1 and axis < len(shape) and sympy.sympify(length - shape[axis]) == 0):
+            break
+        items = items[:-1]
+    return items
+
+
 def _symbols_of(items) -> set:
     return set().union(*(x.free_symbols for it in items for x in it if isinstance(x, sympy.Basic)))
 
@@ -201,9 +214,16 @@ class Source:
             return "(" + "".join(self.attr_src(x) + ", " for x in a) + ")"
         return self.const(a)
 
-    def index_src(self, items, arrays) -> str:
+    def index_src(self, items, arrays, shape=None) -> str:
+        """The index's source; with the indexed array's shape, the full
+        slices that end it left out (x[t], not x[t, 0:n:1]: numpy's fast
+        path, and no slice built per call)."""
+        if shape is not None:
+            items = _trim_full(items, shape)
+            if not items:
+                return "..."
         src = _index_source(items, arrays, self.const)
-        if arrays or not _symbols_of(items) <= self._input_dims or src.startswith("_k"):
+        if arrays or src.isidentifier() or not _symbols_of(items) <= self._input_dims:  # (a name: a constant, a dim)
             return src
         return self.hoisted.setdefault(src, f"_ix{len(self.hoisted)}")
 
@@ -301,7 +321,7 @@ def _alias_checks(graph, writebacks, names) -> list[str]:
 
 def _kernel_call_lines(n: KernelCall, src: Source, plan, functions, pooled) -> list[str]:
     names, const = src.names, src.const
-    into = {vid: f"{names[st.inputs[0].id]}[{src.index_src(st.attr('items'), [])}]"
+    into = {vid: f"{names[st.inputs[0].id]}[{src.index_src(st.attr('items'), [], st.inputs[0].shape)}]"
             for vid, _, _ in n.outputs if (st := plan.direct.get(vid)) is not None}
     into.update((vid, names[plan.into_argument[vid]]) for vid, _, _ in n.outputs if vid in plan.into_argument)
     if n.target:
@@ -356,7 +376,7 @@ def _node_lines(n, k: int, src: Source, plan, pooled) -> list[str]:
         return [f"    {outs} = {to_python(n.attr('expr'))}"]
     if n.op in ("getitem", "index", "setitem"):  # numpy indexing inline: no index rebuilt per call
         arrays = [names[v.id] for v in n.inputs[2 if n.op == "setitem" else 1:]]
-        idx = src.index_src(n.attr("items"), arrays)
+        idx = src.index_src(n.attr("items"), arrays, n.inputs[0].shape)
         x = names[n.inputs[0].id]
         if n.op != "setitem":
             return [f"    {outs} = {x}[{idx}]"]

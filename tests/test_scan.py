@@ -241,3 +241,19 @@ def test_a_body_reading_arrays_an_object_holds_runs_its_entry_per_trip(backend):
     cell.W = cell.W * 0.5  # (a held array replaced between calls: the next call reads the new one)
     x = rng.standard_normal((7, 6))
     assert_like_numpy(f(cell, x, np.zeros(6)), _run_cell(cell, x, np.zeros(6)), ulps=16)
+
+
+def test_a_trip_past_the_pinned_entrys_guards_leaves_the_steady_loop(backend):
+    def settle(x, h):
+        for t in range(x.shape[0]):
+            if t < 6:  # (trips 0-5 on one entry of the body, steady; trip 6 on fails its guard)
+                h = h + x[t]
+            else:
+                h = h * 0.5 - x[t]
+        return h
+    f = jit(settle, backend=backend)
+    rng = np.random.default_rng(9)
+    for T in (4, 11, 16, 8, 6, 7):
+        x = rng.standard_normal((T, 5)).astype(np.float32)
+        assert_like_numpy(f(x, np.zeros(5, np.float32)), settle(x, np.zeros(5, np.float32)))
+    assert f.stats()["traces"] == 2 and "(a scan)" in f.explain() and f.stats()["fallbacks"] == 0
