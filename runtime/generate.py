@@ -219,9 +219,7 @@ class Source:
         slices that end it left out (x[t], not x[t, 0:n:1]: numpy's fast
         path, and no slice built per call)."""
         if shape is not None:
-            items = _trim_full(items, shape)
-            if not items:
-                return "..."
+            items = _trim_full(items, shape)  # (all of them: x[()], a view, or a 0-d array's scalar)
         src = _index_source(items, arrays, self.const)
         if arrays or src.isidentifier() or not _symbols_of(items) <= self._input_dims:  # (a name: a constant, a dim)
             return src
