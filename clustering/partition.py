@@ -22,8 +22,7 @@ from shapes.ops import (COMPLEX_ONLY, ELEMENTWISE, FRESH_C, LIFTED, LOOP, MATMUL
 # float16 is computed in float32 and rounded after every op (codegen/abi.py LLTYPE), with the
 # F16C conversions of every x86 CPU with AVX2; without them LLVM would call compiler-rt's, which the
 # process does not have: numpy runs float16 there
-FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)} | (
-    {np.dtype(np.float16)} if "+f16c" in host.features().split(",") else set())
+FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float64)} | ({np.dtype(np.float16)} if host.has_f16c() else set())
 INT_DTYPES = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
                                     np.uint64)}
 COMPLEX_DTYPES = {np.dtype(np.complex64), np.dtype(np.complex128)}

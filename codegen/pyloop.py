@@ -18,7 +18,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, KernelABI, array_field
+from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F16, F64, HALF, I8, I64, LLTYPE, MEMTYPE, STRIDES_OFFSET, KernelABI, \
+    array_field
+from codegen.values import round_half
 from codegen.llvm import for_range
 from shapes.ir import Node
 from shapes.pyloop import COMPARISONS, PyLoop, dtype_of, is_weak
@@ -27,6 +29,9 @@ I1, I16, I32 = ir.IntType(1), ir.IntType(16), ir.IntType(32)
 F32 = ir.FloatType()
 _LL = {**LLTYPE, np.dtype(np.int8): I8, np.dtype(np.uint8): I8, np.dtype(np.int16): I16,
        np.dtype(np.uint16): I16, np.dtype(np.uint32): I32, np.dtype(np.uint64): I64}
+_MEM = {**_LL, **MEMTYPE}  # (float16 is half in memory, float32 in registers)
+# expressions whose float16 result numpy rounds (npy_float_to_half after computing in float32)
+_ROUNDED = frozenset(("bin", "call", "cvt"))
 _ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _LIBM = ("tan", "tanh")  # (no LLVM intrinsic: libm's, f-suffixed for float32)
 
@@ -146,6 +151,10 @@ class _Emitter:
         ptr = self._element(arr, idx)
         if kind(e[1]) == "b":
             v = self.b.zext(v, I8)
+        elif self.arrays[arr][3] == HALF:  # (a float16 value is exact; another rounds once, a double too)
+            if dtype_of(e[1]) != HALF:
+                v = round_half(self.b, v if v.type != F64 else self.b.fptrunc(v, F32))
+            v = self.b.fptrunc(v, F16)
         self.b.store(v, ptr)
 
     def s_if(self, c, then, orelse):
@@ -216,12 +225,15 @@ class _Emitter:
 
     # -------------------------------------------------------- expressions
     def expr(self, e):
-        return getattr(self, "e_" + e[0])(*e[1:])
+        v = getattr(self, "e_" + e[0])(*e[1:])
+        if e[0] in _ROUNDED and dtype_of(e[1]) == HALF:  # (computed in float32: rounded as numpy rounds)
+            v = round_half(self.b, v)
+        return v
 
     def e_const(self, t, value):
         ty = lltype(t)
         if kind(t) == "f":
-            return ir.Constant(ty, float(value))
+            return ir.Constant(ty, float(np.float16(value)) if dtype_of(t) == HALF else float(value))
         if kind(t) == "b":
             return ir.Constant(I1, int(bool(value)))
         v = int(value)
@@ -251,11 +263,13 @@ class _Emitter:
                 self.abort(b.or_(b.icmp_signed("<", i, ir.Constant(I64, 0)), b.icmp_signed(">=", i, d)), 1)
             s = b.load(b.gep(strides, [ir.Constant(I64, axis)]))
             off = b.add(off, b.mul(i, s))
-        ty = I8 if dt.kind == "b" else _LL[dt]
+        ty = I8 if dt.kind == "b" else _MEM[dt]
         return b.bitcast(b.gep(data, [off]), ty.as_pointer())
 
     def _loaded(self, ptr, dt):
         v = self.b.load(ptr)
+        if dt == HALF:
+            return self.b.fpext(v, F32)
         return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if dt.kind == "b" else v
 
     # ------------------------------------------------------------ vectors

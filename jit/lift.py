@@ -73,6 +73,7 @@ import numpy as np
 from jit import scan
 from jit.errors import warn
 from jit.tracer import Fallback, SymInt, Tracer, user_location
+from shapes import host
 from shapes.ir import Node, make_attrs
 from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
@@ -83,7 +84,8 @@ MAX_PEEL = 3  # trips a loop's types may take to settle
 STRICT = False  # an internal error while lifting raises (tests) instead of leaving the loop to the trace
 ENABLED = True  # (tests of the re-roll pass turn lifting off: their loops would lift)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-_ELEMENT_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64".split())
+_ELEMENT_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64".split()) | (
+    {"float16"} if host.has_f16c() else set())  # (float16 computed in float32, rounded per op: codegen/pyloop.py)
 
 
 class Unsupported(Exception):
@@ -1157,12 +1159,14 @@ class _Typer:
     def dot(self, a, b):
         if not (_is_vec(a[1]) and _is_vec(b[1])) or "vec.bool" in (a[1], b[1]):
             raise Unsupported("@ of something other than two vectors of numbers")
+        if "vec.float16" in (a[1], b[1]):
+            raise Unsupported("@ of float16 vectors")  # (numpy's summation order and rounding are its own)
         t = _ask_arrays(np.matmul, a[1][4:], b[1][4:])
         return ("dot", t, a, b)
 
     def reduce(self, op: str, v):
-        if v[1] == "vec.bool":
-            raise Unsupported(f"{op} of bools")
+        if v[1] in ("vec.bool", "vec.float16"):
+            raise Unsupported(f"{op} of {v[1][4:]}s")  # (float16: numpy's summation order and rounding are its own)
         return ("reduce", _ask_arrays(getattr(np, op), v[1][4:]), op, v)  # (small ints sum in int64)
 
     def truth(self, e):

@@ -42,6 +42,13 @@ def cpu_name() -> str:
     return llvm.get_host_cpu_name()
 
 
+def has_f16c() -> bool:
+    """Whether the CPU converts float16 to and from float32 (every x86 with
+    AVX2 does): kernels compute float16 only where it does, since LLVM would
+    otherwise call compiler-rt's conversions, which the process lacks."""
+    return "+f16c" in features().split(",")
+
+
 def has_avx512() -> bool:
     return "+avx512f" in features().split(",")
 

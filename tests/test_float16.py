@@ -103,3 +103,55 @@ def test_softmax_gelu_and_layernorm_in_float16_compile_whole(backend, rng):
     assert jf.stats()["traces"] == 1
     if backend == "llvm":
         compiled(jf)
+
+
+def _half_loop(x, y, d, out):
+    for i in range(x.shape[0]):
+        a = x[i] * y[i] + 1          # float16 ops, each rounded, a Python int weak
+        b = (a - 0.1) / (y[i] + 3.0)  # a Python float weak: float16 still
+        c = np.sqrt(abs(b)) + np.tanh(x[i])
+        if a > b:
+            c = c * 3.0 * 7.1         # rounded after each product
+        out[i] = c // 0.75 + c % 0.75
+        d[i] = d[i] * x[i]            # float64 array times a float16: float64
+        y[i] = d[i]                   # a float64 stored into float16: rounded once
+    return out
+
+
+def test_a_python_loop_over_float16_is_lifted_and_rounds_as_numpy(backend, rng):
+    """A Python loop reading and writing float16 arrays becomes one kernel
+    (jit/lift.py), every op rounded to float16 as numpy's float16 scalars
+    round: one compile for every length, values numpy's bit for bit."""
+    jf = jit(_half_loop, backend=backend)
+    ties = 1.0 + 2.0 ** -11 + np.array([2.0 ** -30, -2.0 ** -30, 0.0, 2.0 ** -40])
+    for n in (9, 12, 31, 4):
+        x = np.concatenate([(rng.standard_normal(n - 4) * 4), [1.0, -2.0, 0.5, 3.0]]).astype(H)
+        y = np.concatenate([(rng.standard_normal(n - 4) * 2), [0.25, -1.5, 2.0, -0.75]]).astype(H)
+        d = np.concatenate([rng.standard_normal(n - 4), ties])
+        args = [x, y, d, np.zeros(n, H)]
+        mine = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        with np.errstate(all="ignore"):
+            want = _half_loop(*args)
+            got = jf(*mine)
+        for g, w in zip([got] + mine[:4], [want] + args[:4]):
+            assert g.dtype == w.dtype and np.array_equal(g, w, equal_nan=True), (g, w)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["fallbacks"] == 0
+    if backend == "llvm":
+        assert "pyloop" in jf.explain()
+
+
+def _window_sums(a, out):
+    for i in range(a.shape[0] - 2):
+        out[i] = a[i:i + 3].sum() * 0.5
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, H], ids=lambda d: np.dtype(d).name)
+def test_a_float16_sum_in_a_loop_is_not_lifted(dtype, backend, rng):
+    """numpy's float16 sum keeps its own order and rounding: a loop summing
+    float16 windows is not lifted (float32's is), and gives numpy's values."""
+    jf = jit(_window_sums, backend=backend)
+    for n in (9, 14):
+        a = (rng.standard_normal(n) * 3).astype(dtype)
+        assert_like_numpy(jf(a, np.zeros(n - 2, dtype)), _window_sums(a, np.zeros(n - 2, dtype)))
+    assert ("pyloop" in jf.explain()) == (dtype is np.float32)
