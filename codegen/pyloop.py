@@ -151,10 +151,8 @@ class _Emitter:
         ptr = self._element(arr, idx)
         if kind(e[1]) == "b":
             v = self.b.zext(v, I8)
-        elif self.arrays[arr][3] == HALF:  # (a float16 value is exact; another rounds once, a double too)
-            if dtype_of(e[1]) != HALF:
-                v = round_half(self.b, v if v.type != F64 else self.b.fptrunc(v, F32))
-            v = self.b.fptrunc(v, F16)
+        elif self.arrays[arr][3] == HALF:  # (the typer casts a stored value to the array's dtype: a
+            v = self.b.fptrunc(v, F16)      # float16, rounded already (expr), so exact here)
         self.b.store(v, ptr)
 
     def s_if(self, c, then, orelse):
@@ -233,7 +231,10 @@ class _Emitter:
     def e_const(self, t, value):
         ty = lltype(t)
         if kind(t) == "f":
-            return ir.Constant(ty, float(np.float16(value)) if dtype_of(t) == HALF else float(value))
+            if dtype_of(t) == HALF:
+                with np.errstate(over="ignore"):  # (a float beyond float16's range is inf, as numpy's cast)
+                    value = np.float16(value)
+            return ir.Constant(ty, float(value))
         if kind(t) == "b":
             return ir.Constant(I1, int(bool(value)))
         v = int(value)

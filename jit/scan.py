@@ -468,8 +468,8 @@ def _steady_trips(trips, i: int, carried: list, run: tuple, fixed: tuple, want: 
         except Exception:  # noqa: BLE001 - the scan's own loop runs the trip again through jit's call
             return i, carried
         for x, (dtype, shape) in zip(out, want):
-            if x.shape != shape or x.dtype is not dtype:  # (the same dtype is one object: else compared)
-                _check_trip(out, want, t, where)
+            if getattr(x, "shape", None) != shape or x.dtype is not dtype:  # (the same dtype is one object:
+                _check_trip(out, want, t, where)                           # else compared, and all of them)
                 break
         carried = out
     return len(trips), carried
