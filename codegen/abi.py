@@ -35,7 +35,22 @@ HALF = np.dtype(np.float16)
 # is LLVM's half (MEMTYPE)
 LLTYPE = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(np.bool_): I1, HALF: F32,
           **{np.dtype(f"{sign}int{bits}"): ir.IntType(bits) for sign in ("", "u") for bits in (8, 16, 32, 64)}}
-MEMTYPE = {**LLTYPE, HALF: F16}
+MEMTYPE = {**LLTYPE, HALF: F16, np.dtype(np.bool_): I8}  # (a bool is a byte in memory)
+
+
+def from_memory(b: ir.IRBuilder, r, dtype: np.dtype):
+    """An element loaded as MEMTYPE, as the LLTYPE value computed with."""
+    if dtype == np.bool_:
+        return b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
+    return b.fpext(r, F32) if dtype == HALF else r
+
+
+def to_memory(b: ir.IRBuilder, x, dtype: np.dtype):
+    """An LLTYPE value as the MEMTYPE element to store (a float16 exactly:
+    every float16 value computed was rounded to one)."""
+    if dtype == np.bool_:
+        return b.zext(x, I8)
+    return b.fptrunc(x, F16) if dtype == HALF else x
 
 # numpy's PyArrayObject_fields on 64-bit CPython: data, nd, dimensions, strides
 DATA_OFFSET, DIMS_OFFSET, STRIDES_OFFSET = 16, 32, 40

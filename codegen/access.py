@@ -10,10 +10,10 @@ outside sets the kernel's error cell and goes to element 0 instead.
 """
 from __future__ import annotations
 
-import numpy as np
 from llvmlite import ir
 
-from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F16, F32, HALF, I1, I8, I64, MEMTYPE, STRIDES_OFFSET, array_field
+from codegen.abi import DATA_OFFSET, DIMS_OFFSET, I1, I64, MEMTYPE, STRIDES_OFFSET, array_field, from_memory, \
+    to_memory
 from codegen.complexval import CValue, part_type
 from shapes.ir import Value
 
@@ -34,7 +34,7 @@ class Arrays:
 
     def _data_ptr(self, vid):
         v = self.values[vid]
-        ty = I8 if v.dtype == np.bool_ else part_type(v.dtype) if v.dtype.kind == "c" else MEMTYPE[v.dtype]
+        ty = part_type(v.dtype) if v.dtype.kind == "c" else MEMTYPE[v.dtype]
         return self._field(vid, DATA_OFFSET, ty.as_pointer())
 
     def _byte_extent(self, vid):
@@ -91,12 +91,7 @@ class Arrays:
         if v.dtype.kind == "c":
             p = self.addr(v.id, off)
             return CValue(b.load(p), b.load(b.gep(p, [ir.Constant(I64, 1)])))
-        r = b.load(self.addr(v.id, off))
-        if v.dtype == np.bool_:
-            r = b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
-        elif v.dtype == HALF:  # (computed in float32: codegen/abi.py LLTYPE)
-            r = b.fpext(r, F32)
-        return r
+        return from_memory(b, b.load(self.addr(v.id, off)), v.dtype)
 
     def store(self, v: Value, off, x):
         """x (a bool as i1, a complex as its parts) into v's element at `off`."""
@@ -106,8 +101,4 @@ class Arrays:
             b.store(x.re, p)
             b.store(x.im, b.gep(p, [ir.Constant(I64, 1)]))
             return
-        if v.dtype == np.bool_:
-            x = b.zext(x, I8)
-        elif v.dtype == HALF:  # (exact: every float16 value computed was rounded to one)
-            x = b.fptrunc(x, F16)
-        b.store(x, self.addr(v.id, off))
+        b.store(to_memory(b, x, v.dtype), self.addr(v.id, off))

@@ -18,18 +18,15 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F16, F64, HALF, I8, I64, LLTYPE, MEMTYPE, STRIDES_OFFSET, KernelABI, \
-    array_field
+from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F64, HALF, I8, I64, LLTYPE, MEMTYPE, STRIDES_OFFSET, KernelABI, \
+    array_field, from_memory, to_memory
 from codegen.values import round_half
 from codegen.llvm import for_range
 from shapes.ir import Node
 from shapes.pyloop import COMPARISONS, PyLoop, dtype_of, is_weak
 
-I1, I16, I32 = ir.IntType(1), ir.IntType(16), ir.IntType(32)
+I1 = ir.IntType(1)
 F32 = ir.FloatType()
-_LL = {**LLTYPE, np.dtype(np.int8): I8, np.dtype(np.uint8): I8, np.dtype(np.int16): I16,
-       np.dtype(np.uint16): I16, np.dtype(np.uint32): I32, np.dtype(np.uint64): I64}
-_MEM = {**_LL, **MEMTYPE}  # (float16 is half in memory, float32 in registers)
 # expressions whose float16 result numpy rounds (npy_float_to_half after computing in float32)
 _ROUNDED = frozenset(("bin", "call", "cvt"))
 _ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -37,7 +34,7 @@ _LIBM = ("tan", "tanh")  # (no LLVM intrinsic: libm's, f-suffixed for float32)
 
 
 def lltype(t: str):
-    return _LL[dtype_of(t)]
+    return LLTYPE[dtype_of(t)]  # (float16 in float32, as kernels compute it)
 
 
 def kind(t: str) -> str:
@@ -149,11 +146,7 @@ class _Emitter:
     def s_store(self, arr, idx, e):
         v = self.expr(e)
         ptr = self._element(arr, idx)
-        if kind(e[1]) == "b":
-            v = self.b.zext(v, I8)
-        elif self.arrays[arr][3] == HALF:  # (the typer casts a stored value to the array's dtype: a
-            v = self.b.fptrunc(v, F16)      # float16, rounded already (expr), so exact here)
-        self.b.store(v, ptr)
+        self.b.store(to_memory(self.b, v, self.arrays[arr][3]), ptr)  # (the typer cast v to the array's dtype)
 
     def s_if(self, c, then, orelse):
         b = self.b
@@ -264,14 +257,11 @@ class _Emitter:
                 self.abort(b.or_(b.icmp_signed("<", i, ir.Constant(I64, 0)), b.icmp_signed(">=", i, d)), 1)
             s = b.load(b.gep(strides, [ir.Constant(I64, axis)]))
             off = b.add(off, b.mul(i, s))
-        ty = I8 if dt.kind == "b" else _MEM[dt]
+        ty = MEMTYPE[dt]
         return b.bitcast(b.gep(data, [off]), ty.as_pointer())
 
     def _loaded(self, ptr, dt):
-        v = self.b.load(ptr)
-        if dt == HALF:
-            return self.b.fpext(v, F32)
-        return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if dt.kind == "b" else v
+        return from_memory(self.b, self.b.load(ptr), dt)
 
     # ------------------------------------------------------------ vectors
     def s_setview(self, hidden, arr, lo, hi, step):
