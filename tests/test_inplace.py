@@ -22,10 +22,10 @@ def _copy(args):
     return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
 
 
-def check(fn, make, backend, sizes=SIZES, compiled=True):
+def check(fn, make, backend, sizes=SIZES, compiled=True, atol=0.0):
     """fn(*make(n)) under jit equals numpy for each n: results, and every
-    argument's contents afterwards.  `compiled`: one trace, no fallback, no
-    eager node."""
+    argument's contents afterwards (to `atol` where a sum cancels).
+    `compiled`: one trace, no fallback, no eager node."""
     jf = jit(fn, backend=backend)
     with warnings.catch_warnings():
         warnings.simplefilter("error", JitWarning)
@@ -34,9 +34,9 @@ def check(fn, make, backend, sizes=SIZES, compiled=True):
             want_args, got_args = _copy(args), _copy(args)
             want = fn(*want_args)
             got = jf(*got_args)
-            assert_like_numpy(got, want)
+            assert_like_numpy(got, want, atol=atol)
             for g, w in zip(got_args, want_args):
-                assert_like_numpy(g, w)
+                assert_like_numpy(g, w, atol=atol)
     s = jf.stats()
     if compiled:
         assert s["traces"] == 1 and s["fallbacks"] == 0 and s["eager_calls"] == 0, s
@@ -277,8 +277,12 @@ def test_out_of_numpy_functions_writes_the_array(name, backend):
         op(x, buf)
         return buf + 0.0
     make = lambda n: [np.linspace(-1, 1, n * n).reshape(n, n), np.full((n, n), 9.0)]  # noqa: E731
-    check(into_argument, make, backend)
-    check(into_local, lambda n: make(n)[:1], backend)
+    # a product's entries cancel (terms up to 1, sums near 0): a GEMM kernel
+    # that adds in another order than the host's BLAS is off by a few ulp of
+    # the terms, not of the sum
+    atol = 8 * max(SIZES) * np.finfo(np.float64).eps if name in ("dot", "einsum") else 0.0
+    check(into_argument, make, backend, atol=atol)
+    check(into_local, lambda n: make(n)[:1], backend, atol=atol)
 
 
 def test_functions_that_write_their_operand_compile(backend):
