@@ -39,7 +39,8 @@ def namespace(pool) -> dict:
             "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
-            "_gemv_parts": gemv.parts, "_gemv_split": gemv.split}
+            "_gemv_parts": gemv.parts, "_gemv_split": gemv.split,
+            "_product_chunk": kernelcall.product_chunk}
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)

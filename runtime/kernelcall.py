@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from shapes.kernelargs import EPILOGUE, EPILOGUE_ARGS, ERRCELL, GEMV, INT_KINDS
+from shapes.kernelargs import CHUNKS_PER_THREAD, EPILOGUE, EPILOGUE_ARGS, ERRCELL, GEMV, INT_KINDS
 from shapes.pyloop import ABORTS
 from shapes.pyexpr import to_python
-from runtime import gemmchoice
+from runtime import gemmchoice, threadpool
 from runtime.runeagerly import LoopAbort
 from runtime.threadpool import dgemv_address, native_pool, parallel_for
 
@@ -63,6 +63,26 @@ class KernelCall:
 # native pool, ~30 us on the Python one.
 PARALLEL_MIN_WORK, CHUNK_MIN_WORK = 1 << 14, 1 << 12          # native pool
 PY_PARALLEL_MIN_WORK, PY_CHUNK_MIN_WORK = 1 << 17, 1 << 15    # Python pool
+
+
+def product_chunk(units: int, least: int, threads: int | None = None) -> int:
+    """Units (a product's column strips) per chunk of a GEMM split over the
+    native pool: `least` (the work rule) or more; two or more wherever the
+    units make `threads` * 1..CHUNKS_PER_THREAD such chunks, as many a
+    thread (the pool makes min(threads * CHUNKS_PER_THREAD, units // chunk)).  A chunk of one
+    strip is a group of one for the kernel (codegen/gemm.py GROUP): its A
+    tiles are read for that strip alone, and its panel is packed from 64
+    bytes a row of B.  Two threads (a script timing a jitted x @ w + b, the
+    chunk set per build), AMD EPYC znver5, AVX-512, float32: 12 strips (N =
+    768) in chunks of 2 or 3 ran 1.12-1.16x faster than the 8 chunks of 1
+    and 2 the work rule gave, at M = 128 (K = 768, 3072) and M = 1024; 3
+    chunks (of 4) 0.8x (one thread takes two)."""
+    t = threads or threadpool.native_threads()
+    for per in range(CHUNKS_PER_THREAD, 0, -1):
+        chunk = units // (t * per)
+        if chunk >= 2 and min(t * CHUNKS_PER_THREAD, units // chunk) % t == 0:
+            return max(chunk, least)
+    return least
 
 
 def kernel_lines(kc: KernelCall, names, const, functions, pooled, into=None) -> list[str]:
@@ -114,6 +134,8 @@ def _call_lines(kc: KernelCall, names, const, functions) -> list[str]:
         fpar = const(functions[kc.parallel], ("kernel", kc.parallel))
         pool = const(native_pool(), ("pool",))
         chunk = f"max(1, {CHUNK_MIN_WORK} // max(1, {inner}))"
+        if kc.blas:  # (a product: its units are column strips)
+            chunk = f"_product_chunk({rows}, {chunk})"
         n_front = sum(1 for a in kc.args if a[0] != "float")  # (arrays and ints come before the floats)
         par_args = args[:n_front] + [chunk, pool] + args[n_front:]
         par = lambda n: f"{fpar}(0, {n}, {', '.join(par_args)})"
@@ -168,14 +190,14 @@ def _gemv_split_lines(kc: KernelCall, names, const, functions, fpar: str, pool: 
 
 
 def run_split(fn, par, rows: int, inner: int, args: tuple) -> None:
-    """Run kernel `fn` (its parallel entry `par`) over [0, rows) as the lines
-    _call_lines generates do: split over the cores when the work is large
+    """Run a product's GEMM kernel `fn` (its parallel entry `par`) over
+    [0, rows) as the lines _call_lines generates do: split over the cores when the work is large
     enough (on the native pool where it runs, else the Python pool), else
     on this thread.  For callers outside an executable (calibration)."""
     pool = native_pool()
     if rows * inner >= (PARALLEL_MIN_WORK if pool is not None else PY_PARALLEL_MIN_WORK):
         if pool is not None:
-            par(0, rows, *args, max(1, CHUNK_MIN_WORK // max(1, inner)), pool)
+            par(0, rows, *args, product_chunk(rows, max(1, CHUNK_MIN_WORK // max(1, inner))), pool)
         else:
             parallel_for(fn, 0, rows, args, max(1, PY_CHUNK_MIN_WORK // max(1, inner)))
     elif rows > 0:

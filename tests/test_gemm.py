@@ -15,7 +15,8 @@ from codegen import gemm
 from codegen.parallel import par_symbol
 from jit import jit
 from jit.compile import _start_pools, library_function
-from runtime.kernelcall import rows4
+from runtime.kernelcall import product_chunk, rows4
+from shapes.kernelargs import CHUNKS_PER_THREAD
 from runtime import threadpool
 
 DTYPES = [np.float32, np.float64]
@@ -286,3 +287,20 @@ def test_the_avx2_kernels_with_avx2_forced(tmp_path):
                           "-k", "tile_edge or tall_products or few_rows or batches or strided_operands or gelu or residual"],
                          env=env, cwd=root, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4, 8])
+def test_a_product_splits_into_chunks_of_two_strips_or_more_as_many_a_thread(threads):
+    """runtime/kernelcall.py product_chunk: never below the work rule's least;
+    where the strips allow chunks of two or more, the pool's chunk count is a
+    multiple of the threads (no thread takes one more chunk than another);
+    only products of fewer strips than two a thread go one strip a chunk."""
+    for least in (1, 2, 5):
+        for units in range(1, 400):
+            chunk = product_chunk(units, least, threads)
+            assert chunk >= least
+            n_chunks = min(threads * CHUNKS_PER_THREAD, units // chunk)
+            if chunk > least:
+                assert chunk >= 2 and n_chunks % threads == 0, (units, least, chunk)
+            if least == 1 and units >= 4 * threads and units % threads == 0:
+                assert chunk >= 2, (units, chunk)
