@@ -77,7 +77,7 @@ def product_chunk(units: int, least: int, threads: int | None = None) -> int:
     768) in chunks of 2 or 3 ran 1.12-1.16x faster than the 8 chunks of 1
     and 2 the work rule gave, at M = 128 (K = 768, 3072) and M = 1024; 3
     chunks (of 4) 0.8x (one thread takes two)."""
-    t = threads or threadpool.native_threads()
+    t = threads or max(1, threadpool.native_threads())
     for per in range(CHUNKS_PER_THREAD, 0, -1):
         chunk = units // (t * per)
         if chunk >= 2 and min(t * CHUNKS_PER_THREAD, units // chunk) % t == 0:

@@ -430,13 +430,6 @@ def native_threads() -> int:
     return 0 if pool is None else len(pool.threads) + 1
 
 
-def native_threads() -> int:
-    """Threads a kernel split over the native pool runs on (its workers and
-    the caller)."""
-    pool = _native
-    return 1 if pool is None else len(pool.threads) + 1
-
-
 def native_pool() -> int | None:
     """The address of the native pool's run function (what a kernel's `_par`
     entry calls), or None when there is none."""
