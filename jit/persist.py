@@ -29,6 +29,7 @@ from jit.compile import SavedBuild
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import Path
 from jit.optable import EagerCall
+from jit.scan import ScanCall
 from runtime import plain
 from runtime.cache import build_id, content_key
 from runtime.executable import PortableExecutable
@@ -93,7 +94,7 @@ class SavedEntry:
 
 
 # the dataclasses a record may hold (runtime/plain.py builds nothing else)
-_CLASSES = (SavedEntry, GuardState, SavedBuild, PortableExecutable, Summary, Path, EagerCall)
+_CLASSES = (SavedEntry, GuardState, SavedBuild, PortableExecutable, Summary, Path, EagerCall, ScanCall)
 
 
 def enabled() -> bool:
@@ -115,12 +116,22 @@ class Unsaved(Exception):
     """A trace that another process could not trust."""
 
 
-def entry_of(trace, guards: GuardSet, build, held_key: tuple, summary: Summary) -> SavedEntry:
+def entry_of(trace, guards: GuardSet, build, held_key: tuple, summary: Summary, fn) -> SavedEntry:
+    """The saved form of an entry of the jit of `fn`, or Unsaved."""
     if trace.unguarded or trace.changed:  # (in another process those values may differ, unseen)
         raise Unsaved(f"it reads {', '.join(map(str, trace.unguarded + trace.changed))}, which no key holds")
+    for call in scans_of(build.executable.portable):
+        if call.site < 0 or call.fn is not fn:
+            raise Unsaved(f"the scan of the loop at {call.where}: its body reads values of its frame, or it is "
+                          "in a function the jit calls (another process could not make its body again)")
     values = tuple((p, _saved_token(p, t)) for p, t in trace.guarded.items())
     return SavedEntry(guards.state(), trace.out_treedef, SavedBuild.of(build), summary, tuple(trace.held),
                       held_key, values)
+
+
+def scans_of(p: PortableExecutable) -> list:
+    """The scans (jit/scan.py ScanCall) an executable runs."""
+    return [r[1] for r in p.consts.values() if r[0] == "value" and isinstance(r[1], ScanCall)]
 
 
 def _saved_token(path: Path, t: tuple):

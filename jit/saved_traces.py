@@ -59,6 +59,8 @@ def load_entry(jf, state: KeyState, record: str, shapes, leaves) -> tuple[Compil
         b = build_saved(s.build)
         if b is None:  # its object code was evicted: trace and compile as usual
             return None
+        if not all(call.bind(jf) for call in persist.scans_of(b.executable.portable)):
+            return None  # (a loop its function's source no longer gives back: trace as usual)
         for stage, sec in b.seconds.items():
             m.compile_seconds[stage].observe(sec)
         m.cache_hits[state.saved_level or "disk", "trace"] += 1
@@ -79,7 +81,7 @@ def save_entry(jf, record: str | None, tr: TraceResult, entry: CompiledEntry, he
         return
     held_key = key_of(held)
     why = persist.save(default_cache(), record,
-                       lambda: persist.entry_of(tr, entry.guards, entry.build, held_key, entry.summary()),
+                       lambda: persist.entry_of(tr, entry.guards, entry.build, held_key, entry.summary(), jf.fn),
                        jf.__qualname__, sig.describe())
     if why:
         jf._saving = f"trace not saved: {why}"

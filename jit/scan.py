@@ -42,10 +42,11 @@ import builtins
 import copy
 import operator
 import types
+from dataclasses import dataclass
 
 import numpy as np
 
-from jit import pytree
+from jit import lift, pytree
 from jit.tracer import SymInt, Tracer
 from runtime.runeagerly import ScanMismatch
 
@@ -210,10 +211,11 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
         elif local:
             consts[n] = _unheld(v, n)
     free = arrays + numbers + ints
-    body = _body_jit(ctx, site, fn, where, target, carried, free, consts, len(ints))
+    body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints))
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
-    call = ScanCall(body, step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints),
-                    where)
+    call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
+                    _site_index(site, fn) if not consts else -1, target, tuple(carried), tuple(free), len(ints))
+    call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     try:
         outs = ctx.emit("scan", [start, stop] + [scope[n] for n in carried] + [values[n] for n in free],
@@ -324,20 +326,22 @@ def _holds_traced(v, depth: int) -> bool:
     return False
 
 
-def _body_jit(ctx, site, fn, where: str, target: str, carried: list, free: list, consts: dict, n_ints: int):
+def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int):
     """The jitted body of the loop: a function (target, *carried, *free) ->
     (carried...), its closure `consts`; one per layout and closure values
-    (a retrace of the function reuses it, and its compiled entries)."""
+    (a retrace of the function reuses it, and its compiled entries).
+    `loops` and `scan_jit` are the jit's (jit/api.py)."""
     key = (target, tuple(carried), tuple(free), tuple(sorted(consts)))
     values = tuple(consts[n] for n in sorted(consts))
-    bodies = ctx.loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
+    bodies = loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
     for k, vals, body in bodies:
         if k == key and len(vals) == len(values) and all(a is b for a, b in zip(vals, values)):
             return body
     if key not in site.scan_codes:
         site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts))
     factory = types.FunctionType(site.scan_codes[key], fn.__globals__, "__sj_scan__")
-    body = ctx.scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
+    where = f"{site.filename.rpartition('/')[2]}:{site.node.lineno}"
+    body = scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
     # (the loop variable and the dims it reads are symbols from the first trip: one compile)
     first_int = 1 + len(carried) + len(free) - n_ints
     body._dyn_ints = frozenset({0} | set(range(first_int, first_int + n_ints)))
@@ -361,7 +365,7 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
         return ast.FunctionDef(name=name, args=args(params), body=body, decorator_list=[], returns=None, **extra)
     ret = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in carried], ast.Load()))
     name = f"{fn.__name__}_loop_body"
-    inner = function(name, [target] + carried + free, copy.deepcopy(loop.body) + [ret])
+    inner = function(name, [target, *carried, *free], copy.deepcopy(loop.body) + [ret])
     outer = function("__sj_scan__", closure, [inner, ast.Return(ast.Name(name, ast.Load()))])
     for n in (ret, ret.value, inner, outer, outer.body[1], outer.body[1].value):
         ast.copy_location(n, loop)
@@ -371,18 +375,58 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     return next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sj_scan__")
 
 
+def _site_index(site, fn) -> int:
+    """The loop's place among its function's sites (jit/lift.py), by which
+    another process finds it again; -1 where there is none."""
+    rw = lift.rewritten(fn)
+    return next((k for k, s in enumerate(rw.sites) if s is site), -1) if rw is not None else -1
+
+
+@dataclass(eq=False)
 class ScanCall:
     """What a scan node runs (shapes/ops.py `scan`): `body` from trip start
     to stop by step over the carried arrays (a copy of those it writes
     into), the rest read-only.  Every trip must give each carried value its
-    dtype and shape (else ScanMismatch: the call runs in numpy)."""
+    dtype and shape (else ScanMismatch: the call runs in numpy).
 
-    def __init__(self, body, step: int, n_carried: int, copied: tuple, free_kinds: tuple, where: str):
-        self.body, self.step, self.n_carried = body, step, n_carried
-        self.copied, self.free_kinds, self.where = copied, free_kinds, where
+    Its fields are plain data (a saved trace holds the call, jit/persist.py):
+    `site`, the loop's place among the sites of `fn` (the function whose
+    loop it is), and the body's names make the body again in another process
+    (`bind`); site -1: the body reads values of the frame (its closure) that
+    the call cannot hold as plain data."""
+    step: int
+    n_carried: int
+    copied: tuple
+    free_kinds: tuple
+    where: str
+    site: int
+    target: str
+    carried: tuple
+    free: tuple
+    n_ints: int
+
+    def __post_init__(self):
+        self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
 
     def __repr__(self) -> str:
         return f"<scan of the loop at {self.where}>"
+
+    def bind(self, jf) -> bool:
+        """Make this saved call's body again, as jit `jf` (whose function
+        holds the loop) makes it: False where the function's source does not
+        give the loop back (its trace is not used)."""
+        rw = lift.rewritten(jf.fn)
+        if rw is None or not 0 <= self.site < len(rw.sites):
+            return False
+        site = rw.sites[self.site]
+        try:
+            self.body = _body_jit(jf._loops, jf._scan_jit, site, jf.fn, self.target, self.carried, self.free, {},
+                                  self.n_ints)
+        except (SyntaxError, ValueError):
+            return False
+        self.fn = jf.fn
+        jf._loops[site] = None  # (the loop is a scan: a trace of another trip count makes one at once)
+        return True
 
     def __call__(self, xs: list) -> list:
         nc = self.n_carried

@@ -341,3 +341,42 @@ def test_records_are_plain_data_and_a_user_function_in_an_eager_step_is_not_save
     assert "trace not saved" in first["explain"] and "model.norm" in first["explain"]
     second = run(tmp_path, [6], model=model)
     assert second["ok"] and second["traces"] == 1  # (its object code, though, comes from the disk cache)
+
+
+SCAN_MODEL = """
+import numpy as np
+
+def fn(x):
+    h = np.zeros(x.shape[1], np.float32)
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] + h * np.float32(0.5))
+    return h
+"""
+
+
+def test_a_scan_is_served_from_a_saved_trace(tmp_path):
+    """A loop compiled as a scan (jit/scan.py) is saved with its entry: a
+    new process serves every trip count without tracing or compiling (before:
+    it traced and compiled again, unrolling the first count it met)."""
+    first = run(tmp_path, [5, 9], model=SCAN_MODEL)
+    assert first["ok"] and first["traces"] == 2 and "a scan" in first["explain"]
+    second = run(tmp_path, [13, 5, 30], model=SCAN_MODEL)
+    assert second["ok"] and second["traces"] == 0 and second["compiles"] == 0, second
+    # (the scan's entry, loaded for 13 trips, serves 5 and 30 too)
+    assert second["cache_hits_disk"] == 1 and second["entry_hits"] == 2 and "a scan" in second["explain"]
+
+
+@pytest.mark.parametrize("how", ["in a helper", "reading its frame"])
+def test_a_scan_another_process_could_not_make_again_is_not_saved(tmp_path, how):
+    """A loop in a function the jit calls (its site is that function's), or
+    whose body reads a local object (its closure, no plain data): the entry
+    is not saved, explain() says why, and a new process traces it again."""
+    if how == "in a helper":
+        model = SCAN_MODEL.replace("def fn(x):", "def fn(x):\n    return loop(x)\n\ndef loop(x):")
+    else:
+        model = SCAN_MODEL.replace("    h = np.zeros", "    act = np.tanh\n    h = np.zeros").replace(
+            "h = np.tanh(", "h = act(")
+    first = run(tmp_path, [5, 9], model=model)
+    assert first["ok"] and "a scan" in first["explain"] and "not saved" in first["explain"], first["explain"]
+    second = run(tmp_path, [13], model=model)
+    assert second["ok"] and second["traces"] >= 1
