@@ -10,7 +10,8 @@ Prints, per program: the steady time of one length, numpy's over
 shapejit's (above 1: shapejit faster), both for the scan's entry and for
 the entry unrolled for that length (what a fixed length gets), their calls
 interleaved in turns (bench.harness.in_turns); then the stream's total time
-for each (its first calls, compiles included) and the traces each made.
+for each (its first calls, traces included: none is loaded from the steady
+runs' saved traces) and the traces each made.
 The steady times come first: once jax ran, its threads slow what runs
 after it in the process.
 """
@@ -102,6 +103,8 @@ def main(argv=None) -> int:
             print(f"    T={T}: numpy {tn * 1e3:.2f} ms; numpy/shapejit scan {tn / ts:.2f}x, "
                   f"unrolled for T {tn / tf:.2f}x")
         assert sj.stats()["traces"] == 2, sj.explain()
+    # (the stream is a new program's: not served from the traces the steady runs saved, scans included)
+    os.environ["SHAPEJIT_TRACE_CACHE"] = "0"
     for title, (fn, make) in PROGRAMS.items():
         rng = np.random.default_rng(0)
         lengths = [int(n) for n in rng.integers(8, 129, a.calls)]
