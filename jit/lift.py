@@ -105,6 +105,7 @@ class Site:
         self.refs: dict = {}  # (params, outputs) -> the loop as a Python function
         self.programs: dict = {}  # what it starts from -> its PyLoop
         self.scan_codes: dict = {}  # its bodies' code as a scan (jit/scan.py), by layout
+        self.index = -1  # its place among its function's sites (Rewritten.sites)
 
 
 class IfSite:
@@ -165,6 +166,8 @@ def _rewrite(fn) -> Rewritten | None:
         return None
     sites: list[Site] = []
     _find_sites(fdef, fdef.body, sites, code.co_filename)
+    for k, s in enumerate(sites):
+        s.index = k
     ifs: list[IfSite] = []
     _find_ifs(fdef.body, ifs)
     if not sites and not ifs:

@@ -6,7 +6,7 @@ ready to run: no trace, passes, codegen or sympy), and a new entry appended
 to the record; why a trace is not saved is kept for explain()."""
 from __future__ import annotations
 
-from jit import persist
+from jit import lift, persist
 from jit.compile import build_saved, plan_switches
 from jit.entries import CompiledEntry, KeyState
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
@@ -59,8 +59,11 @@ def load_entry(jf, state: KeyState, record: str, shapes, leaves) -> tuple[Compil
         b = build_saved(s.build)
         if b is None:  # its object code was evicted: trace and compile as usual
             return None
-        if not all(call.bind(jf) for call in persist.scans_of(b.executable.portable)):
-            return None  # (a loop its function's source no longer gives back: trace as usual)
+        scans = persist.scans_of(b.executable.portable)
+        if scans:
+            rw = lift.rewritten(jf.fn)
+            if rw is None or not all(call.bind(jf, rw.sites) for call in scans):
+                return None  # (a loop its function's source no longer gives back: trace as usual)
         for stage, sec in b.seconds.items():
             m.compile_seconds[stage].observe(sec)
         m.cache_hits[state.saved_level or "disk", "trace"] += 1

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jit import lift, pytree
+from jit import pytree
 from jit.tracer import SymInt, Tracer
 from runtime.runeagerly import ScanMismatch
 
@@ -214,7 +214,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints))
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
-                    _site_index(site, fn) if not consts else -1, target, tuple(carried), tuple(free), len(ints))
+                    site.index if not consts else -1, target, tuple(carried), tuple(free), len(ints))
     call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     try:
@@ -375,13 +375,6 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     return next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sj_scan__")
 
 
-def _site_index(site, fn) -> int:
-    """The loop's place among its function's sites (jit/lift.py), by which
-    another process finds it again; -1 where there is none."""
-    rw = lift.rewritten(fn)
-    return next((k for k, s in enumerate(rw.sites) if s is site), -1) if rw is not None else -1
-
-
 @dataclass(eq=False)
 class ScanCall:
     """What a scan node runs (shapes/ops.py `scan`): `body` from trip start
@@ -411,14 +404,14 @@ class ScanCall:
     def __repr__(self) -> str:
         return f"<scan of the loop at {self.where}>"
 
-    def bind(self, jf) -> bool:
+    def bind(self, jf, sites: list) -> bool:
         """Make this saved call's body again, as jit `jf` (whose function
-        holds the loop) makes it: False where the function's source does not
-        give the loop back (its trace is not used)."""
-        rw = lift.rewritten(jf.fn)
-        if rw is None or not 0 <= self.site < len(rw.sites):
+        holds the loop, its `sites` jit/lift.py's) makes it: False where
+        the function's source does not give the loop back (its trace is not
+        used)."""
+        if not 0 <= self.site < len(sites):
             return False
-        site = rw.sites[self.site]
+        site = sites[self.site]
         try:
             self.body = _body_jit(jf._loops, jf._scan_jit, site, jf.fn, self.target, self.carried, self.free, {},
                                   self.n_ints)
