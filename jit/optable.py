@@ -858,6 +858,48 @@ def take_along_axis(ctx, arr, indices, axis=-1):
     return ctx.emit("take_along_axis", [arr, indices], {"axis": _norm_axis(operator.index(axis), arr.ndim)})
 
 
+def norm(ctx, x, ord=None, axis=None, keepdims=False):
+    """np.linalg.norm's 2-norms as numpy computes them, in traced ops: the
+    square root of the sum of |x|² over the axes (all of them for ord None
+    and no axis: the Frobenius norm of any array; one axis with ord None or
+    2, two with ord None or "fro"); an integer x is taken as float64 first,
+    as numpy does.  Other orders (1, inf, nuclear, a matrix's 2: its largest
+    singular value) stay numpy's step."""
+    if isinstance(ord, (Tracer, SymInt, SymFloat)) or isinstance(axis, (Tracer, SymInt, SymFloat)):
+        return None
+    x = ctx.operand(x)
+    if x.dtype.kind in "biu":
+        x = astype(ctx, x, np.float64)
+    elif x.dtype not in (np.float32, np.float64, np.complex64, np.complex128):
+        return None  # (float16, longdouble: numpy's step)
+    axes = None if axis is None else tuple(_shape_arg(axis))
+    n_axes = x.ndim if axes is None else len(axes)
+    if not (ord is None and (axes is None or n_axes in (1, 2)) or ord == 2 and n_axes == 1
+            or ord == "fro" and n_axes == 2):
+        return None
+    sq = (np.conjugate(x) * x).real if x.dtype.kind == "c" else x * x
+    return np.sqrt(reduce(ctx, "sum", sq, axes, keepdims))
+
+
+def polyval(ctx, p, x):
+    """np.polyval of constant coefficients (a list or an array of numbers)
+    at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
+    * x + c for each coefficient c of np.asarray(p) (numpy scalars: their
+    dtype promotes as in numpy)."""
+    if isinstance(p, (Tracer, np.poly1d)) or isinstance(x, np.poly1d):
+        return None
+    if isinstance(p, (list, tuple)) and any(isinstance(c, (Tracer, SymInt, SymFloat)) for c in p):
+        return None
+    p = np.asarray(p)
+    if p.ndim != 1 or p.dtype.kind not in "biufc":
+        return None
+    x = ctx.operand(x)
+    y = _filled(0)(ctx, x)
+    for c in p:
+        y = y * x + c
+    return y
+
+
 def _outer(ctx, op, rows, cols):
     """op(rows[:, None], cols[None, :])."""
     return ctx.emit(op, [expand_dims(ctx, rows, 1), expand_dims(ctx, cols, 0)], {})
@@ -1358,7 +1400,7 @@ FUNCTIONS = {
     np.column_stack: column_stack, np.repeat: repeat, np.outer: outer, np.flip: flip,
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov,
-    np.linalg.solve: solve, np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
+    np.linalg.solve: solve, np.linalg.norm: norm, np.polyval: polyval, np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
     np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,

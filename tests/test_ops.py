@@ -1441,6 +1441,40 @@ def test_histogram_and_linalg_solve_are_numpy_steps_of_known_shape(backend):
         jf(x, w, np.zeros((5, 5)), rng.random(5), rng.random((5, 3)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128, np.int64, np.bool_])
+def test_linalg_norm_2_norms_and_polyval_are_traced_ops(dtype, backend):
+    """np.linalg.norm's 2-norms (all elements, along an axis or two, keepdims,
+    an int or bool array as float64) and np.polyval of constant
+    coefficients are traced as numpy computes them (they were numpy steps
+    of data-dependent shape: a graph's size decisions went to eager): one
+    compile for every shape, no eager node, numpy's dtypes and shapes (polyval's
+    numpy-scalar coefficients promote as numpy's do); a norm of another
+    order stays numpy's step."""
+    def f(x):
+        out = [np.linalg.norm(x), np.linalg.norm(x, axis=-1), np.linalg.norm(x, 2, axis=0, keepdims=True),
+               np.linalg.norm(x, "fro", axis=(0, 1)), np.linalg.norm(x, keepdims=True)]
+        if dtype not in (np.complex64, np.complex128, np.bool_):
+            out += [np.polyval([1.5, -2.0, 0.25], x), np.polyval(np.array([3, -1, 2]), x), np.polyval([2], x)]
+        return out
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(3)
+    def check(shape):
+        x = rng.standard_normal(shape) * 3
+        x = (x > 0) if dtype == np.bool_ else (x + 1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c"
+                                              else x.round() if np.dtype(dtype).kind == "i" else x).astype(dtype)
+        for _ in range(2):  # (traced, then compiled)
+            assert_like_numpy(jf(x), f(x), ulps=8)
+    for shape in ((5, 7), (2, 9), (40, 17)):
+        check(shape)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
+    for shape in ((1, 9), (0, 3)):  # (signatures of their own: dims of 0 and 1 are specialized)
+        check(shape)
+    g = jit(lambda x: np.linalg.norm(x, 1, axis=1), backend=backend)
+    x = np.linspace(-1, 1, 12).reshape(3, 4).astype(np.float64)
+    assert_like_numpy(g(x), np.linalg.norm(x, 1, axis=1))
+    assert g.stats()["eager_nodes"] == 1
+
+
 @pytest.mark.parametrize("mode", ["edge", "wrap", "reflect", "symmetric"])
 def test_pad_modes_are_slices_of_the_array(mode, backend):
     """np.pad in 'edge', 'wrap', 'reflect' and 'symmetric' modes: each axis
