@@ -164,6 +164,7 @@ def _rewrite(fn) -> Rewritten | None:
                  and (n.decorator_list[0].lineno if n.decorator_list else n.lineno) == code.co_firstlineno), None)
     if fdef is None or not _same_code(_compile(tree, code), code):
         return None
+    _returns_to_breaks(fdef.body, [0])
     sites: list[Site] = []
     _find_sites(fdef, fdef.body, sites, code.co_filename)
     for k, s in enumerate(sites):
@@ -246,6 +247,95 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
                 _find_sites(fdef, inner, sites, filename, inner_loop)
         for h in getattr(s, "handlers", ()):
             _find_sites(fdef, h.body, sites, filename, inner_loop)
+
+
+def _returns_to_breaks(stmts: list, counter: list) -> None:
+    """A loop (not inside another) that returns from the function at its
+    own level, `for i in ...: ... if c: return i`, as a loop that breaks:
+    `rv = 0; rf = False`, each `return E` as `rv = E; rf = True; break`, and
+    after the loop `if rf: return rv` -- the form jit/lift.py compiles (a
+    search compiles once, where each trip's decision was a graph break and
+    each position of the first hit another path).  Only for a loop over
+    range() (its variable an int) where every E is the loop variable or a
+    constant of one type (int, bool or float: rv's first value gives the
+    typer that type), with no else and no return in an inner loop.  Traced
+    as written (the lifter refuses it), the loop does what the original
+    did: rv's first value is never returned."""
+    i = 0
+    while i < len(stmts):
+        st = stmts[i]
+        if isinstance(st, ast.For):
+            kind = _return_kind(st)
+            if kind is not None:
+                rv, rf = f"__sj_rv{counter[0]}", f"__sj_rf{counter[0]}"
+                counter[0] += 1
+                _breaks_for_returns(st.body, rv, rf)
+                init = [ast.Assign([ast.Name(rv, ast.Store())], ast.Constant({int: 0, bool: False, float: 0.0}[kind])),
+                        ast.Assign([ast.Name(rf, ast.Store())], ast.Constant(False))]
+                after = ast.If(ast.Name(rf, ast.Load()), [ast.Return(ast.Name(rv, ast.Load()))], [])
+                for n in init + [after]:
+                    ast.copy_location(n, st)
+                stmts[i:i + 1] = init + [st, after]
+                i += 4
+                continue
+        if not isinstance(st, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(st, field, None)
+                if isinstance(inner, list):
+                    _returns_to_breaks(inner, counter)
+        i += 1
+
+
+def _return_kind(loop: ast.For):
+    """The one type (int, bool, float) of the values the loop's own returns
+    give, or None (module docstring of _returns_to_breaks)."""
+    it = loop.iter
+    if loop.orelse or not isinstance(loop.target, ast.Name) or not (
+            isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+        return None  # (the loop variable of range() is an int; shadowed range: the lifter refuses the loop)
+    kinds = set()
+
+    def visit(stmts, inner: bool) -> bool:
+        for st in stmts:
+            if isinstance(st, ast.Return):
+                e = st.value
+                if inner or e is None:
+                    return False
+                if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+                    e = e.operand
+                if isinstance(e, ast.Name) and e.id == loop.target.id and isinstance(st.value, ast.Name):
+                    kinds.add(int)
+                elif isinstance(e, ast.Constant) and type(e.value) in (int, bool, float):
+                    kinds.add(type(e.value) if not (type(e.value) is bool and e is not st.value) else None)
+                else:
+                    return False
+            elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            else:
+                deeper = inner or isinstance(st, (ast.For, ast.While, ast.AsyncFor))
+                for field in ("body", "orelse", "finalbody"):
+                    if isinstance(getattr(st, field, None), list) and not visit(getattr(st, field), deeper):
+                        return False
+        return True
+    ok = visit(loop.body, False)
+    return kinds.pop() if ok and len(kinds) == 1 and None not in kinds else None
+
+
+def _breaks_for_returns(stmts: list, rv: str, rf: str) -> None:
+    """Each `return E` at the loop's own level as `rv = E; rf = True; break`."""
+    for k in range(len(stmts) - 1, -1, -1):
+        st = stmts[k]
+        if isinstance(st, ast.Return):
+            new = [ast.Assign([ast.Name(rv, ast.Store())], st.value),
+                   ast.Assign([ast.Name(rf, ast.Store())], ast.Constant(True)), ast.Break()]
+            for n in new:
+                ast.copy_location(n, st)
+            stmts[k:k + 1] = new
+        elif not isinstance(st, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef,
+                                 ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                if isinstance(getattr(st, field, None), list):
+                    _breaks_for_returns(getattr(st, field), rv, rf)
 
 
 _PURE = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.Attribute, ast.Tuple,

@@ -378,3 +378,60 @@ def test_an_abort_after_an_update_of_an_argument_leaves_numpys_effects():
             f(a, np.array([1, 3, 9], np.int64), counts)
     np.testing.assert_array_equal(a, [1, 1, 1])  # (once, as numpy did before it raised)
     np.testing.assert_array_equal(counts, [0, 1, 0, 1, 0, 0, 0, 0])
+
+
+def _index_of_first_below(x, limit):
+    for i in range(x.shape[0]):
+        if x[i] < limit:
+            return i
+    return -1
+
+
+def _contains(a, v):
+    for i in range(a.shape[0]):
+        if a[i] == v:
+            return True
+    return False
+
+
+def _first_jump(x, t):
+    for i in range(1, x.shape[0]):
+        if x[i] - x[i - 1] > t:
+            return 1.5
+        elif x[i] < -t:
+            return -2.0
+    return 0.0
+
+
+def _repeat_at(a):
+    for i in range(a.shape[0]):
+        for j in range(i):
+            if a[i] == a[j]:
+                return i  # (in an inner loop: the loops run as written)
+    return -1
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_index_of_first_below, lambda n, k: (np.where(np.arange(n) == k, -1.0, 1.0), 0.0)),
+    (_contains, lambda n, k: (np.where(np.arange(n) == k, 3, 0), 3)),
+    (_first_jump, lambda n, k: (np.where(np.arange(n) >= k, 5.0, 0.0), 1.0)),
+])
+def test_a_loop_that_returns_from_the_function_compiles_once(fn, make, backend):
+    """`for i in range(n): if ...: return i` (a search) is lifted as a loop
+    that breaks (jit/lift.py _returns_to_breaks): each position of the first
+    hit, and no hit at all, gives numpy's value and Python type, with at
+    most two compiles (found or not: one decision after the loop), where
+    each trip's decision was a graph break and each position another path."""
+    f = jit(fn, backend=backend)
+    for n, k in ((6, 2), (9, 5), (12, 0), (7, 99), (30, 17), (5, 99)):
+        args = make(n, k)
+        _same(f(*args), fn(*args))
+    assert f.stats()["compiles"] <= 2 and f.stats()["fallbacks"] == 0, f.explain()
+    if backend == "llvm":
+        assert _lifted(f)
+
+
+def test_a_return_in_an_inner_loop_runs_as_written():
+    f = jit(_repeat_at)
+    for a in (np.array([3, 1, 4, 1, 5]), np.array([1, 2, 3]), np.array([7, 7])):
+        _same(f(a), _repeat_at(a))
