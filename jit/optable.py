@@ -881,6 +881,50 @@ def norm(ctx, x, ord=None, axis=None, keepdims=False):
     return np.sqrt(reduce(ctx, "sum", sq, axes, keepdims))
 
 
+def isclose(ctx, a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """np.isclose by numpy's formula: |x - y| <= atol + rtol |y| where y is
+    finite, or x == y (y taken as a float type first); with equal_nan, NaNs
+    at the same places too."""
+    if any(isinstance(v, (Tracer, SymInt, SymFloat)) for v in (rtol, atol, equal_nan)):
+        return None
+    x, y = (v if isinstance(v, (int, float, complex, Tracer)) else np.asanyarray(v) for v in (a, b))
+    if isinstance(y, (Tracer, np.ndarray)):
+        if y.dtype.kind not in "biufc":
+            return None
+        dt = np.result_type(y.dtype, 1.0)
+        if y.dtype != dt:
+            y = astype(ctx, y, dt) if isinstance(y, Tracer) else y.astype(dt)
+    elif type(y) is int:
+        y = float(y)
+    if isinstance(x, (Tracer, np.ndarray)) and x.dtype.kind not in "biufc":
+        return None
+    result = (np.less_equal(np.abs(x - y), atol + rtol * np.abs(y)) & np.isfinite(y)) | (x == y)
+    if equal_nan:
+        result = result | (np.isnan(x) & np.isnan(y))
+    return getitem(ctx, result, ())
+
+
+def allclose(ctx, a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """np.allclose: bool() of all of np.isclose -- a Python decision on the
+    data (a graph break), as numpy's own returns a Python bool."""
+    close = isclose(ctx, a, b, rtol, atol, equal_nan)
+    return None if close is None else bool(reduce(ctx, "all", close))
+
+
+def array_equal(ctx, a1, a2, equal_nan=False):
+    """np.array_equal: False for other shapes (a decision on the dims), else
+    bool() of all of a1 == a2 (or both NaN, with equal_nan): a graph break."""
+    if isinstance(equal_nan, (Tracer, SymInt, SymFloat)):
+        return None
+    a1, a2 = (v if isinstance(v, Tracer) else np.asarray(v) for v in (a1, a2))
+    if a1.shape != a2.shape:
+        return False
+    same = a1 == a2
+    if equal_nan and any(v.dtype.kind in "fc" for v in (a1, a2)):
+        same = same | (np.isnan(a1) & np.isnan(a2))
+    return bool(reduce(ctx, "all", same))
+
+
 def polyval(ctx, p, x):
     """np.polyval of constant coefficients (a list or an array of numbers)
     at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
@@ -1400,7 +1444,8 @@ FUNCTIONS = {
     np.column_stack: column_stack, np.repeat: repeat, np.outer: outer, np.flip: flip,
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov,
-    np.linalg.solve: solve, np.linalg.norm: norm, np.polyval: polyval, np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
+    np.linalg.solve: solve, np.linalg.norm: norm, np.polyval: polyval,
+    np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
     np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,

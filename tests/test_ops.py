@@ -1475,6 +1475,36 @@ def test_linalg_norm_2_norms_and_polyval_are_traced_ops(dtype, backend):
     assert g.stats()["eager_nodes"] == 1
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.complex128])
+def test_isclose_allclose_and_array_equal_are_traced(dtype, backend):
+    """np.isclose by numpy's formula (NaN, inf, equal_nan, an int y taken as
+    float); np.allclose and np.array_equal as numpy's Python bools: a graph
+    break, each outcome compiled once (np.allclose sent the whole signature
+    to numpy: "returned a bool, not an array"), another shape False."""
+    def f(a, b):
+        out = [np.isclose(a, b), np.isclose(a, b, rtol=1e-3, atol=0.0, equal_nan=True), np.isclose(a, 2)]
+        if np.allclose(a, b, atol=1e-6):
+            out.append(a * 2)
+        else:
+            out.append(b - a)
+        return out + [np.array_equal(a, b), np.array_equal(a, b, equal_nan=True), np.array_equal(a, b[:1])]
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(2)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0])
+    for n in (6, 9, 13):
+        a = rng.integers(-3, 4, n).astype(dtype)
+        if np.dtype(dtype).kind in "fc":
+            a[:4] = special
+        for b in (a.copy(), a + (1e-4 if dtype != np.int64 else 1), a * (1 + 1e-7)):
+            b = b.astype(dtype)
+            got, want = jf(a, b), f(a, b)
+            assert [type(x) for x in got] == [type(x) for x in want]
+            assert_like_numpy(got, want)
+    s = jf.stats()
+    assert s["fallbacks"] == 0 and s["eager_nodes"] == 0, jf.explain()
+    assert s["graph_breaks"] >= 1 and s["compiles"] <= 3  # (the outcomes of b's three kinds, not one per shape)
+
+
 @pytest.mark.parametrize("mode", ["edge", "wrap", "reflect", "symmetric"])
 def test_pad_modes_are_slices_of_the_array(mode, backend):
     """np.pad in 'edge', 'wrap', 'reflect' and 'symmetric' modes: each axis
