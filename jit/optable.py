@@ -769,6 +769,26 @@ def arange(ctx, start, stop=None, step=None, dtype=None):
                                    "length": length})
 
 
+def _tri_indices(upper: bool):
+    """np.triu_indices(n, k >= 0) and np.tril_indices(n, k <= 0) of a traced
+    size n: a numpy step whose length follows from n, L(L + 1)/2 with L = n
+    - |k| (a guard on L's sign; an eager call's length was data-dependent,
+    and np.triu_indices of a dim specialized it: one compile per size)."""
+    def handler(ctx, n, k=0, m=None):
+        if m is not None or not isinstance(n, SymInt) or not isinstance(k, (int, np.integer)) \
+                or isinstance(k, bool) or (k < 0 if upper else k > 0):
+            return None
+        side = ctx.env.simplify(_dim_expr(n) - abs(int(k)))
+        what = f"{user_location()}: np.{'triu' if upper else 'tril'}_indices length"
+        count = 0 if ctx.env.compare("<=", side, 0, what) else ctx.env.simplify(sympy.floor(side * (side + 1) / 2))
+        return tuple(ctx.emit("tri_indices", [], {"n": _dim_expr(n), "k": int(k), "upper": upper, "count": count},
+                              n_out=2))
+    return handler
+
+
+triu_indices, tril_indices = _tri_indices(True), _tri_indices(False)
+
+
 def fftfreq(ctx, n, d=1.0, real=False):
     """np.fft.fftfreq(n, d) (rfftfreq when `real`) of a traced size n, as
     numpy computes it: the ints 0..N-1 (then -(n//2)..-1) times 1.0/(n*d);
@@ -1445,7 +1465,8 @@ FUNCTIONS = {
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov,
     np.linalg.solve: solve, np.linalg.norm: norm, np.polyval: polyval,
-    np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
+    np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal,
+    np.triu_indices: _tri_indices(True), np.tril_indices: _tri_indices(False), np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
     np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,

@@ -405,6 +405,14 @@ class _NumpyProxy(types.ModuleType):
     def indices(self, *args, **kw):
         return self._const(np.indices(*args, **kw))
 
+    def triu_indices(self, n, k=0, m=None):
+        r = optable.triu_indices(self._ctx, n, k, m) if self._has_sym(n) else None
+        return np.triu_indices(n, k, m) if r is None else r
+
+    def tril_indices(self, n, k=0, m=None):
+        r = optable.tril_indices(self._ctx, n, k, m) if self._has_sym(n) else None
+        return np.tril_indices(n, k, m) if r is None else r
+
     @property
     def mgrid(self):
         return _Grid(np.mgrid, self)

@@ -546,6 +546,16 @@ register("cov", NUMPY, _cov, lambda env, i, a: [(i[0].shape[0], i[0].shape[0])])
 register("solve", NUMPY, np.linalg.solve, lambda env, i, a: [i[1].shape])
 
 
+def _tri_indices(n, k, upper, count):
+    """np.triu_indices(n, k) (np.tril_indices when not `upper`): the row and
+    column indices, `count` of each."""
+    return (np.triu_indices if upper else np.tril_indices)(n, k)
+
+
+register("tri_indices", NUMPY, _tri_indices, lambda env, i, a: [(dict(a)["count"],)] * 2,
+         lambda inputs, attrs: [np.dtype(np.intp)] * 2)
+
+
 def _histogram(a, *weights, bins, range, density):
     """np.histogram of `a` (with `weights`, when given) into `bins` equal
     bins: (counts, edges)."""

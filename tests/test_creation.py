@@ -44,6 +44,25 @@ def test_triu_tril(backend):
     check(f, backend)
 
 
+def test_triu_and_tril_indices_of_a_size(backend):
+    """np.triu_indices(n, k >= 0) and np.tril_indices(n, k <= 0) of a dim:
+    numpy steps of length L(L + 1)/2 (L = n - |k|), read and written through
+    as numpy does, one trace for every length (before: one per length, the
+    size specialized); a k past the size gives empty indices, as numpy's."""
+    def f(x):
+        T = x.shape[0]
+        s = x @ x.T
+        iu, il = np.triu_indices(T, 1), np.tril_indices(T)
+        t = s.copy()
+        t[np.tril_indices(T, -1)] = 0.0
+        return s[iu], s[il].sum(), iu[0] * 10 + iu[1], t, np.triu_indices(T, 2)[1], np.tril_indices(T, 0)[0]
+    check(f, backend)
+
+    def g(x):
+        return np.triu_indices(x.shape[0], 20)  # (L <= 0: a guard, empty indices)
+    check(g, backend)
+
+
 def test_eye_identity(backend):
     def f(x):
         T = x.shape[0]
