@@ -945,6 +945,46 @@ def array_equal(ctx, a1, a2, equal_nan=False):
     return bool(reduce(ctx, "all", same))
 
 
+def _shaped(ctx, fn: str, operands: list, kw: dict):
+    """np.<fn> (shapes/ops.py NUMPY_SHAPED) as a numpy step whose shape follows
+    from its operands'; numpy's errors from a dry run."""
+    _dry_run(lambda *xs: getattr(np, fn)(*xs, **kw), operands, {})
+    return ctx.emit("np_shaped", [ctx.operand(x) for x in operands], {"fn": fn, "kw": tuple(sorted(kw.items()))})
+
+
+def _numbers(*vs) -> bool:
+    return all(v is None or type(v) in (int, float) for v in vs)
+
+
+def searchsorted(ctx, a, v, side="left", sorter=None):
+    if sorter is not None or side not in ("left", "right") or np.ndim(a) != 1:
+        return None
+    return _shaped(ctx, "searchsorted", [a, v], {"side": side})
+
+
+def argpartition(ctx, a, kth, axis=-1, kind="introselect", order=None):
+    if order is not None or kind != "introselect" or type(kth) is not int or type(axis) is not int \
+            or np.ndim(a) == 0:
+        return None
+    return _shaped(ctx, "argpartition", [a], {"kth": kth, "axis": axis})
+
+
+def interp(ctx, x, xp, fp, left=None, right=None, period=None):
+    if not _numbers(left, right, period) or np.ndim(xp) != 1 or np.ndim(fp) != 1:
+        return None
+    kw = {k: v for k, v in (("left", left), ("right", right), ("period", period)) if v is not None}
+    return _shaped(ctx, "interp", [x, xp, fp], kw)
+
+
+def _correlation(name, default):
+    """np.convolve / np.correlate of 1-D operands (full, same or valid)."""
+    def handler(ctx, a, v, mode=default):
+        if mode not in ("full", "same", "valid") or np.ndim(a) != 1 or np.ndim(v) != 1:
+            return None
+        return _shaped(ctx, name, [a, v], {"mode": mode})
+    return handler
+
+
 def polyval(ctx, p, x):
     """np.polyval of constant coefficients (a list or an array of numbers)
     at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
@@ -1465,7 +1505,9 @@ FUNCTIONS = {
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),
     np.linalg.cholesky: _square_matrices("cholesky"), np.linalg.inv: _square_matrices("inv"), np.cov: cov,
     np.linalg.solve: solve, np.linalg.norm: norm, np.polyval: polyval,
-    np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal,
+    np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.searchsorted: searchsorted,
+    np.argpartition: argpartition, np.interp: interp, np.convolve: _correlation("convolve", "full"),
+    np.correlate: _correlation("correlate", "valid"),
     np.triu_indices: _tri_indices(True), np.tril_indices: _tri_indices(False), np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,

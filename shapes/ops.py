@@ -445,6 +445,43 @@ def _numpy_update(x, *operands, fn, kw):
     return out
 
 
+def _correlate_length(env, n, m, mode: str):
+    """np.convolve / np.correlate's length of 1-D operands of n and m."""
+    if mode == "full":
+        return env.simplify(n + m - 1)
+    if mode == "same":
+        return env.simplify(sympy.Max(n, m))
+    return env.simplify(sympy.Max(n, m) - sympy.Min(n, m) + 1)
+
+
+# numpy functions run as numpy steps whose shape and dtype follow from their
+# operands' (jit/optable.py): name -> (shape rule (env, inputs, kw), dtype
+# rule (inputs, kw)).  An eager call's sizes would be data-dependent.
+NUMPY_SHAPED = {
+    "searchsorted": (lambda env, i, kw: i[1].shape, lambda i, kw: np.dtype(np.intp)),
+    "argpartition": (lambda env, i, kw: i[0].shape, lambda i, kw: np.dtype(np.intp)),
+    "interp": (lambda env, i, kw: i[0].shape,
+               lambda i, kw: np.dtype(np.complex128 if i[2].dtype.kind == "c" else np.float64)),
+    "convolve": (lambda env, i, kw: (_correlate_length(env, i[0].shape[0], i[1].shape[0], kw["mode"]),),
+                 lambda i, kw: np.result_type(i[0].dtype, i[1].dtype)),
+    "correlate": (lambda env, i, kw: (_correlate_length(env, i[0].shape[0], i[1].shape[0], kw["mode"]),),
+                  lambda i, kw: np.result_type(i[0].dtype, i[1].dtype)),
+}
+
+
+def _numpy_shaped(*xs, fn, kw):
+    """np.<fn>(*xs, **kw), fn one of NUMPY_SHAPED (a saved trace's attrs are
+    data: never any other numpy name)."""
+    if fn not in NUMPY_SHAPED:
+        raise ValueError(f"np_shaped of {fn!r}")
+    return getattr(np, fn)(*xs, **dict(kw))
+
+
+register("np_shaped", NUMPY, _numpy_shaped,
+         lambda env, i, a: [tuple(NUMPY_SHAPED[dict(a)["fn"]][0](env, i, dict(dict(a)["kw"])))],
+         lambda i, a: [NUMPY_SHAPED[dict(a)["fn"]][1](i, dict(dict(a)["kw"]))])
+
+
 def _sliding_window(x, window, axis):
     """np.lib.stride_tricks.sliding_window_view: a read-only view of x."""
     return np.lib.stride_tricks.sliding_window_view(x, window, axis)

@@ -1505,6 +1505,30 @@ def test_isclose_allclose_and_array_equal_are_traced(dtype, backend):
     assert s["graph_breaks"] >= 1 and s["compiles"] <= 3  # (the outcomes of b's three kinds, not one per shape)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_searchsorted_argpartition_interp_and_convolve_are_numpy_steps_of_known_shape(dtype, backend):
+    """np.searchsorted, np.argpartition, np.interp, np.convolve and
+    np.correlate run as numpy's own calls whose shapes follow from their
+    operands' (they were eager calls of data-dependent sizes): numpy's
+    values and dtypes, one compile for every length, no eager node; modes
+    full, same and valid with either operand the longer."""
+    def f(x, w, edges):
+        return (np.searchsorted(edges, x), np.searchsorted(edges, x[::-1], side="right"),
+                np.argpartition(x, 2), np.interp(x, edges, edges * 2.0, left=-1.0),
+                np.convolve(x, w), np.convolve(w, x, mode="same"), np.convolve(x, w, "valid"),
+                np.correlate(x, w), np.correlate(w, x, "full"), np.convolve(x, w, "valid")[1:] + 1)
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(4)
+    edges = np.array([-2, -1, 0, 1, 3], dtype=dtype)
+    for n in (7, 9, 16):
+        x = (rng.standard_normal(n) * 3).round().astype(dtype)
+        w = np.array([1, 2, 1], dtype=dtype)
+        for _ in range(2):  # (traced, then compiled)
+            assert_like_numpy(jf(x, w, edges), f(x, w, edges))
+    s = jf.stats()
+    assert s["compiles"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.explain()
+
+
 @pytest.mark.parametrize("mode", ["edge", "wrap", "reflect", "symmetric"])
 def test_pad_modes_are_slices_of_the_array(mode, backend):
     """np.pad in 'edge', 'wrap', 'reflect' and 'symmetric' modes: each axis
