@@ -435,11 +435,21 @@ def _index_array(ctx, x):
     None when it is not one: bool arrays are masks (a data-dependent count)."""
     if isinstance(x, Tracer):
         return x if x.dtype.kind in "iu" else None
+    if isinstance(x, list) and _holds_traced(x):  # (a[[i, p]] with p traced: the list as a traced array)
+        arr = array_of(ctx, x)
+        return arr if arr.dtype.kind in "iu" else None
     if isinstance(x, (list, np.ndarray)):
         arr = np.asarray(x)
         if arr.dtype.kind in "iu" or (arr.size == 0 and arr.dtype.kind == "f" and isinstance(x, list)):
             return ctx.operand(arr.astype(np.intp, copy=False))
     return None
+
+
+def _holds_traced(x) -> bool:
+    """Whether a (nested) list or tuple holds a traced value or a dim."""
+    if isinstance(x, (list, tuple)):
+        return any(_holds_traced(v) for v in x)
+    return isinstance(x, (Tracer, SymInt))
 
 
 def _advanced(ctx, t, items):

@@ -580,3 +580,17 @@ def test_mask_store_into_an_integer_array_compiles(backend, dtype):
         n[x > 0.5] = 1
         return n
     check(f, lambda k: [np.linspace(0, 1, k)], backend)
+
+
+def test_a_row_swap_through_a_list_holding_a_traced_index(backend):
+    """`A[[i, p]] = A[[p, i]]` with p traced (a pivot's argmax): the list
+    is a traced index array (it sent the whole signature to numpy:
+    "conversion to a numpy array of a traced array")."""
+    def pivot(A, b):
+        A, b = A.copy(), b.copy()
+        p = 1 + int(0) + np.argmax(np.abs(A[1:, 0]))
+        A[[0, p]] = A[[p, 0]]
+        b[[0, p]] = b[[p, 0]]
+        return A, b, A[[p, 0, p]]
+    check(pivot, lambda n: [np.arange(n * n, dtype=np.float64).reshape(n, n) % 7, np.arange(n, dtype=np.float64)],
+          backend)
