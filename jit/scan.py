@@ -409,7 +409,7 @@ class ScanCall:
         holds the loop, its `sites` jit/lift.py's) makes it: False where
         the function's source does not give the loop back (its trace is not
         used)."""
-        if not 0 <= self.site < len(sites):
+        if not 0 <= self.site < len(sites) or getattr(sites[self.site].node.target, "id", None) != self.target:
             return False
         site = sites[self.site]
         try:
