@@ -643,6 +643,8 @@ class _Traceables:
                 v = self.value(g[k], at("global", k))
                 if v is not g[k]:
                     hits[k] = v
+            elif k == "print":  # (the builtin: see _print)
+                hits[k] = _print
         cells = fn.__closure__ or ()
         new_cells = []
         for i, c in enumerate(cells):
@@ -680,6 +682,15 @@ class _Traceables:
                 return self.lifter.wrap(path, v)
             self.lifter.guard(path, v)
         return v
+
+
+def _print(*args, **kwargs):
+    """print() as a traced function sees it: a side effect of every call,
+    which a compiled call (no Python runs) would not make, and a size or a
+    traced value it would print as a symbol: the signature runs in numpy,
+    printing as written at every call."""
+    raise Fallback("print() in the function: a compiled call would not print, so it runs in numpy, printing at "
+                   "every call", user_location())
 
 
 class _UserModule(types.ModuleType):

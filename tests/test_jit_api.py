@@ -308,3 +308,22 @@ def test_a_global_named_like_an_attribute_the_function_reads_is_not_keyed():
     s = jf.stats()
     assert s["traces"] == 1 and s["recompiles"] == 0, jf.log
     shape = None
+
+
+def _debug_print(x):
+    print("shape", x.shape, "max", x.max())
+    return x * 2
+
+
+def test_a_print_in_the_function_runs_it_in_numpy_printing_every_call(capsys):
+    """print() is a side effect of every call, which a compiled call would
+    not make (and a size would print as a symbol): the signature runs in
+    numpy, with one JitWarning that names print, and prints what numpy's
+    run prints, at every call."""
+    f = jit(_debug_print)
+    with pytest.warns(JitWarning, match="print"):
+        f(np.arange(3.0))
+    for n in (3, 5):
+        assert np.array_equal(f(np.arange(float(n))), np.arange(float(n)) * 2)
+    assert capsys.readouterr().out.splitlines() == ["shape (3,) max 2.0", "shape (3,) max 2.0", "shape (5,) max 4.0"]
+    assert f.stats()["fallbacks"] >= 1 and f.stats()["compiles"] == 0

@@ -84,6 +84,22 @@ CASES = {
     "bilinear": (lambda n, r: (r.random((6, 7)), r.random(n) * 5, r.random(n) * 6), 1, 0),
     "knn_predict": (lambda n, r: (r.standard_normal((n, 2)), r.integers(0, 3, n), r.standard_normal((4, 2))), 1, 4),
     "model_forward": (lambda n, r: (r.standard_normal((n, 4)),), 1, 0),
+    "rows_to_list": (lambda n, r: (r.standard_normal((n, 3)), r.standard_normal(3)), 4, 0),  # (a list per size)
+    "grow": (lambda n, r: (r.standard_normal(n),), 1, 0),
+    "weighted": (lambda n, r: (r.standard_normal((n, 3)), r.random(n)), 1, 2),
+    "grads": (lambda n, r: (r.standard_normal(n),), 1, 1),
+    "crossk": (lambda n, r: (r.standard_normal(3), r.standard_normal(3)), 1, 3),
+    "rep": (lambda n, r: (r.standard_normal(n), r.integers(0, 3, n)), 1, 1),
+    "unravel": (lambda n, r: (r.standard_normal((n, 4)),), 1, 1),
+    "fft_conv": (lambda n, r: (r.standard_normal(n), r.standard_normal(4)), 1, 0),
+    "uniq": (lambda n, r: (r.integers(0, 4, n),), 4, 4),
+    "select_piece": (lambda n, r: (r.standard_normal(n) * 2,), 1, 0),
+    "ravel_multi": (lambda n, r: (r.integers(0, n, 5), r.integers(0, n, 5), n), 2, 2),
+    "reshape_neg": (lambda n, r: (r.standard_normal((3, 2 * n)),), 1, 0),
+    "lexsort2": (lambda n, r: (r.integers(0, 3, n), r.integers(0, 3, n)), 1, 1),
+    "nan_stats": (lambda n, r: (r.standard_normal(n),), 1, 0),
+    "percentile": (lambda n, r: (r.standard_normal(n),), 1, 1),
+    "outer_loop_matrix": (lambda n, r: (np.zeros(n),), 1, 0),
 }
 
 

@@ -3,8 +3,8 @@ benchmark of ours): k-means, cross-entropy, top-k, stencils, a search loop,
 linear and logistic regression, an MLP's training step, attention with a
 causal mask, im2col convolution, RMSNorm with rotary embeddings, Viterbi,
 Gaussian elimination with pivoting, a sieve, the game of life, bilinear
-sampling, k-nearest neighbours...  tests/test_unseen_programs.py runs each
-jitted against numpy."""
+sampling, k-nearest neighbours, FFT convolution, percentiles...
+tests/test_unseen_programs.py runs each jitted against numpy."""
 import numpy as np
 
 
@@ -311,3 +311,69 @@ def knn_predict(Xtr, ytr, Xte, k=3):
     for i in range(Xte.shape[0]):
         out[i] = np.bincount(votes[i], minlength=3).argmax()
     return out
+
+
+def rows_to_list(X, w):
+    out = []
+    for i in range(X.shape[0]):
+        out.append(X[i] @ w)
+    return np.array(out)
+
+def grow(x):
+    acc = np.zeros(0)
+    for i in range(3):
+        acc = np.concatenate([acc, x * i])
+    return acc
+
+def weighted(x, w):
+    return np.average(x, weights=w, axis=0), np.mean(x, axis=1, where=x > 0)
+
+def grads(y):
+    return np.gradient(y), np.diff(y, n=2), np.cumprod(1 + y * 0.01)
+
+def crossk(a, b):
+    return np.cross(a, b), np.kron(a[:2], b[:2]), np.tile(a, (2, 1))
+
+def rep(x, r):
+    return np.repeat(x, r)
+
+def unravel(x):
+    i = np.argmax(x)
+    return np.unravel_index(i, x.shape)
+
+def fft_conv(a, b):
+    n = a.shape[0] + b.shape[0] - 1
+    return np.fft.irfft(np.fft.rfft(a, n) * np.fft.rfft(b, n), n)
+
+def uniq(x):
+    u, c = np.unique(x, return_counts=True)
+    return u[c.argmax()]
+
+def select_piece(x):
+    return np.select([x < 0, x < 1], [-x, x ** 2], default=1.0)
+
+def ravel_multi(i, j, n):
+    return np.ravel_multi_index((i, j), (n, n))
+
+def reshape_neg(x):
+    b, t = x.shape
+    return x.reshape(-1, 2).sum(-1).reshape(b, t // 2)
+
+def lexsort2(a, b):
+    return np.lexsort((a, b))
+
+def nan_stats(x):
+    y = x.copy()
+    y[::3] = np.nan
+    return np.nanmean(y), np.nanmax(y), np.isnan(y).sum()
+
+def percentile(x):
+    return np.percentile(x, [10, 50, 90]), np.median(x)
+
+def outer_loop_matrix(n_arr):
+    n = n_arr.shape[0]
+    M = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            M[i, j] = (i + 1) / (j + 1)
+    return M
