@@ -995,6 +995,24 @@ def _correlation(name, default):
     return handler
 
 
+def tile(ctx, A, reps):
+    """np.tile by a constant count per axis: A (with leading axes of 1 for
+    reps longer than its ndim) with each axis k spread as (reps[k], size[k]),
+    broadcast and reshaped to the products, then copied (numpy's result is
+    its own array)."""
+    tup = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
+    if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 0 for t in tup):
+        return None
+    a = ctx.operand(A)
+    if len(tup) > a.ndim:
+        a = reshape(ctx, a, (1,) * (len(tup) - a.ndim) + tuple(a.shape))
+    tup = (1,) * (a.ndim - len(tup)) + tuple(int(t) for t in tup)
+    spread = reshape(ctx, a, tuple(x for d in a.shape for x in (1, d)))
+    wide = broadcast_to(ctx, spread, tuple(x for t, d in zip(tup, a.shape) for x in (t, d)))
+    out = reshape(ctx, wide, tuple(t * d for t, d in zip(tup, a.shape)))
+    return ctx.emit("astype", [out], {"dtype": out.dtype})
+
+
 def polyval(ctx, p, x):
     """np.polyval of constant coefficients (a list or an array of numbers)
     at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
@@ -1517,7 +1535,7 @@ FUNCTIONS = {
     np.linalg.solve: solve, np.linalg.norm: norm, np.polyval: polyval,
     np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.searchsorted: searchsorted,
     np.argpartition: argpartition, np.interp: interp, np.convolve: _correlation("convolve", "full"),
-    np.correlate: _correlation("correlate", "valid"),
+    np.correlate: _correlation("correlate", "valid"), np.tile: tile,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,

@@ -1529,6 +1529,23 @@ def test_searchsorted_argpartition_interp_and_convolve_are_numpy_steps_of_known_
     assert s["compiles"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.explain()
 
 
+def test_tile_is_a_broadcast_reshaped(backend):
+    """np.tile by constant counts (an int, a tuple shorter or longer than the
+    array's ndim, a zero) is traced (it was an eager call of data-dependent
+    size): numpy's values, dtype and shape, one compile for every length,
+    and its own array (a write into it leaves the argument alone)."""
+    def f(x):
+        t = np.tile(x, (2, 1))
+        t[0, 0] = -1.0
+        return np.tile(x, 2), t, np.tile(x, (1, 3, 2)), np.tile(x[0], (3, 1)), np.tile(x, 0)
+    jf = jit(f, backend=backend)
+    for n in (2, 5, 8):
+        x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        assert_like_numpy(jf(x), f(x.copy()))
+        assert np.array_equal(x, np.arange(n * 3, dtype=np.float32).reshape(n, 3))
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
+
+
 @pytest.mark.parametrize("mode", ["edge", "wrap", "reflect", "symmetric"])
 def test_pad_modes_are_slices_of_the_array(mode, backend):
     """np.pad in 'edge', 'wrap', 'reflect' and 'symmetric' modes: each axis
