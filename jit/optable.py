@@ -1013,6 +1013,34 @@ def tile(ctx, A, reps):
     return ctx.emit("astype", [out], {"dtype": out.dtype})
 
 
+def cross(ctx, a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """np.cross of 3-vectors along the last axes, by numpy's formula (a1 b2
+    - a2 b1, ...), the leading axes broadcast; 2-vectors and other axes stay
+    numpy's step."""
+    if axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        return None
+    a, b = ctx.operand(a), ctx.operand(b)
+    if not (a.ndim and b.ndim and isinstance(a.shape[-1], int) and a.shape[-1] == 3
+            and isinstance(b.shape[-1], int) and b.shape[-1] == 3):
+        return None
+    c = [getitem(ctx, v, (Ellipsis, k)) for v in (a, b) for k in range(3)]
+    a0, a1, a2, b0, b1, b2 = c
+    return stack(ctx, [a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -1)
+
+
+def kron(ctx, a, b):
+    """np.kron of two vectors or two matrices: their outer product laid out
+    block by block (a[i, j] * b)."""
+    a, b = ctx.operand(a), ctx.operand(b)
+    if a.ndim != b.ndim or a.ndim not in (1, 2):
+        return None
+    if a.ndim == 1:
+        return reshape(ctx, outer(ctx, a, b), (a.shape[0] * b.shape[0],))
+    blocks = getitem(ctx, a, (slice(None), None, slice(None), None)) * getitem(ctx, b, (None, slice(None), None,
+                                                                                         slice(None)))
+    return reshape(ctx, blocks, (a.shape[0] * b.shape[0], a.shape[1] * b.shape[1]))
+
+
 def polyval(ctx, p, x):
     """np.polyval of constant coefficients (a list or an array of numbers)
     at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
@@ -1535,7 +1563,7 @@ FUNCTIONS = {
     np.linalg.solve: solve, np.linalg.norm: norm, np.polyval: polyval,
     np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.searchsorted: searchsorted,
     np.argpartition: argpartition, np.interp: interp, np.convolve: _correlation("convolve", "full"),
-    np.correlate: _correlation("correlate", "valid"), np.tile: tile,
+    np.correlate: _correlation("correlate", "valid"), np.tile: tile, np.cross: cross, np.kron: kron,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,

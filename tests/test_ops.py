@@ -1529,6 +1529,26 @@ def test_searchsorted_argpartition_interp_and_convolve_are_numpy_steps_of_known_
     assert s["compiles"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.explain()
 
 
+def test_cross_of_3_vectors_and_kron_are_traced(backend):
+    """np.cross of 3-vectors along the last axes (broadcast, mixed dtypes)
+    by numpy's formula, and np.kron of vectors and of matrices as their
+    block outer product: numpy's values and dtypes, one compile for every
+    length, no eager node (they were eager calls); 2-vectors stay numpy's."""
+    def f(a, b, m):
+        return (np.cross(a, b), np.cross(a[0], b), np.kron(a[0], b[1]), np.kron(m, m[:2]),
+                np.kron(m.astype(np.int64), m.astype(np.int64)[:2]))
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(6)
+    for n in (3, 5, 8):
+        a, b = rng.standard_normal((n, 3)), rng.standard_normal((n, 3)).astype(np.float32)
+        m = rng.standard_normal((n, 2)) * 3
+        assert_like_numpy(jf(a, b, m), f(a, b, m), ulps=8)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
+    g = jit(lambda a, b: np.cross(a, b), backend=backend)
+    a2, b2 = np.ones((4, 2)), np.arange(8.0).reshape(4, 2)
+    assert_like_numpy(g(a2, b2), np.cross(a2, b2))
+
+
 def test_tile_is_a_broadcast_reshaped(backend):
     """np.tile by constant counts (an int, a tuple shorter or longer than the
     array's ndim, a zero) is traced (it was an eager call of data-dependent

@@ -88,7 +88,7 @@ CASES = {
     "grow": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "weighted": (lambda n, r: (r.standard_normal((n, 3)), r.random(n)), 1, 2),
     "grads": (lambda n, r: (r.standard_normal(n),), 1, 1),
-    "crossk": (lambda n, r: (r.standard_normal(3), r.standard_normal(3)), 1, 2),
+    "crossk": (lambda n, r: (r.standard_normal(3), r.standard_normal(3)), 1, 0),
     "rep": (lambda n, r: (r.standard_normal(n), r.integers(0, 3, n)), 1, 1),
     "unravel": (lambda n, r: (r.standard_normal((n, 4)),), 1, 1),
     "fft_conv": (lambda n, r: (r.standard_normal(n), r.standard_normal(4)), 1, 0),
