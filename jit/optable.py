@@ -1041,6 +1041,31 @@ def kron(ctx, a, b):
     return reshape(ctx, blocks, (a.shape[0] * b.shape[0], a.shape[1] * b.shape[1]))
 
 
+def gradient(ctx, f, *varargs, axis=None, edge_order=1):
+    """np.gradient with unit spacing and first-order edges, by numpy's
+    formula along each axis: central differences (f[2:] - f[:-2]) / 2
+    inside, one-sided at the two ends; an integer f as float64 (numpy's);
+    a tuple of arrays for more than one axis (numpy 2's)."""
+    if varargs or axis is not None or edge_order != 1:
+        return None
+    f = ctx.operand(f)
+    if f.dtype.kind in "iu":
+        f = astype(ctx, f, np.float64)
+    elif f.dtype.kind not in "fc" or f.ndim == 0:
+        return None
+    outs = []
+    for ax in range(f.ndim):
+        if ctx.env.compare("<", f.value.shape[ax], 2, f"{user_location()}: np.gradient needs 2 elements along an axis"):
+            return None  # (numpy's ValueError, from its own call)
+
+        def part(lo, hi):
+            return getitem(ctx, f, (slice(None),) * ax + (slice(lo, hi),))
+        inner = (part(2, None) - part(None, -2)) / 2.0
+        outs.append(concatenate(ctx, [(part(1, 2) - part(0, 1)) / 1.0, inner, (part(-1, None) - part(-2, -1)) / 1.0],
+                                axis=ax))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
 def polyval(ctx, p, x):
     """np.polyval of constant coefficients (a list or an array of numbers)
     at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
@@ -1564,6 +1589,7 @@ FUNCTIONS = {
     np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.searchsorted: searchsorted,
     np.argpartition: argpartition, np.interp: interp, np.convolve: _correlation("convolve", "full"),
     np.correlate: _correlation("correlate", "valid"), np.tile: tile, np.cross: cross, np.kron: kron,
+    np.gradient: gradient,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,

@@ -1549,6 +1549,23 @@ def test_cross_of_3_vectors_and_kron_are_traced(backend):
     assert_like_numpy(g(a2, b2), np.cross(a2, b2))
 
 
+def test_gradient_is_numpys_differences(backend):
+    """np.gradient (unit spacing, first-order edges) by numpy's formula
+    along every axis: a float32 stays float32, an int becomes float64, a
+    matrix gives a tuple; one compile for every length, no eager node (it
+    was an eager call); fewer than 2 elements raise numpy's ValueError."""
+    def f(y, m, i):
+        return np.gradient(y), np.gradient(m), np.gradient(i), np.gradient(y.astype(np.float32))
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(7)
+    for n in (3, 5, 8):
+        args = rng.standard_normal(n), rng.standard_normal((n, 4)), rng.integers(0, 9, n)
+        assert_like_numpy(jf(*args), f(*args), ulps=4)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
+    with pytest.raises(ValueError):
+        jit(np.gradient, backend=backend)(np.ones(1))
+
+
 def test_tile_is_a_broadcast_reshaped(backend):
     """np.tile by constant counts (an int, a tuple shorter or longer than the
     array's ndim, a zero) is traced (it was an eager call of data-dependent
