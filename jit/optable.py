@@ -307,15 +307,36 @@ def _masked_reduction(ctx, name, a, attrs):
 
 
 def _reduction_handler(name):
-    def handler(ctx, a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
+    def handler(ctx, a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, where=None, **kw):
         if out is not None or kw:
             return None
+        if where is not None:
+            return _masked_sum_or_mean(ctx, name, a, axis, dtype, keepdims, where)
         if name in ("argmax", "argmin", "max", "min", "any", "all"):
             if dtype is not None:
                 return None
             return reduce(ctx, name, a, axis, keepdims)
         return reduce(ctx, name, a, axis, keepdims, dtype=dtype, ddof=ddof if name in ("var", "std") else 0)
     return handler
+
+
+def _masked_sum_or_mean(ctx, name, a, axis, dtype, keepdims, where):
+    """np.sum / np.mean with where=: the sum of where(m, a, 0); the mean
+    divides it by the count of m (broadcast to a's shape) as numpy does, in
+    float64 for an integer a, the quotient cast back to a float a's dtype."""
+    a = ctx.operand(a)
+    if name not in ("sum", "mean") or dtype is not None or a.dtype.kind not in "iuf" or isinstance(where, bool):
+        return None
+    m = ctx.operand(where)
+    if m.dtype != np.bool_:
+        return None
+    total = reduce(ctx, "sum", np.where(m, a, a.dtype.type(0)), axis, keepdims,
+                   dtype=np.float64 if name == "mean" and a.dtype.kind in "iu" else None)
+    if name == "sum":
+        return total
+    count = reduce(ctx, "sum", astype(ctx, broadcast_to(ctx, m, a.shape), np.intp), axis, keepdims)
+    quotient = np.true_divide(total, count)
+    return quotient if quotient.dtype == total.dtype else astype(ctx, quotient, total.dtype)
 
 
 # ------------------------------------------------------------------ views
@@ -1066,6 +1087,35 @@ def gradient(ctx, f, *varargs, axis=None, edge_order=1):
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
+def average(ctx, a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """np.average by numpy's formula: sum(a * w) / sum(w) in the result
+    dtype (float64 at least for an integer a), 1-D weights along `axis`
+    broadcast; weights summing to zero raise numpy's ZeroDivisionError (a
+    decision on the data: a graph break)."""
+    if returned or isinstance(axis, (tuple, list, Tracer, SymInt)):
+        return None
+    a = ctx.operand(a)
+    if weights is None:
+        return reduce(ctx, "mean", a, axis, keepdims)
+    w = ctx.operand(weights)
+    if a.dtype.kind not in "biuf" or w.dtype.kind not in "biuf":
+        return None
+    rd = np.result_type(a.dtype, w.dtype, "f8") if a.dtype.kind in "biu" else np.result_type(a.dtype, w.dtype)
+    if a.shape != w.shape:
+        if axis is None:
+            raise TypeError("Axis must be specified when shapes of a and weights differ.")
+        if w.ndim != 1:
+            raise TypeError("1D weights expected when shapes of a and weights differ.")
+        if w.shape[0] != a.shape[axis]:
+            raise ValueError("Length of weights not compatible with specified axis.")
+        w = swapaxes(ctx, broadcast_to(ctx, w, (1,) * (a.ndim - 1) + tuple(w.shape)), -1, axis)
+    w = astype(ctx, w, rd)
+    scale = reduce(ctx, "sum", w, axis, keepdims)
+    if bool(reduce(ctx, "any", scale == 0.0)):
+        raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+    return reduce(ctx, "sum", astype(ctx, a, rd) * w, axis, keepdims) / scale
+
+
 def polyval(ctx, p, x):
     """np.polyval of constant coefficients (a list or an array of numbers)
     at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
@@ -1589,7 +1639,7 @@ FUNCTIONS = {
     np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.searchsorted: searchsorted,
     np.argpartition: argpartition, np.interp: interp, np.convolve: _correlation("convolve", "full"),
     np.correlate: _correlation("correlate", "valid"), np.tile: tile, np.cross: cross, np.kron: kron,
-    np.gradient: gradient,
+    np.gradient: gradient, np.average: average,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,

@@ -1566,6 +1566,30 @@ def test_gradient_is_numpys_differences(backend):
         jit(np.gradient, backend=backend)(np.ones(1))
 
 
+def test_sum_and_mean_with_where_and_average_with_weights(backend):
+    """np.sum / np.mean with where= (and the methods), and np.average with
+    weights (the same shape, 1-D along an axis, keepdims; an int array as
+    float64) by numpy's formulas: one compile for every length, no eager
+    node (they were eager calls); weights summing to zero raise numpy's
+    ZeroDivisionError, and the function stays usable."""
+    def f(x, w, i):
+        return (np.mean(x, axis=1, where=x > 0), np.sum(x, axis=0, where=x < 1), np.mean(i, where=i > 2),
+                x.mean(axis=0, keepdims=True, where=x > -1), np.mean(x.astype(np.float32), axis=1, where=x > 0),
+                np.average(x, axis=0, weights=w), np.average(x, axis=1, weights=np.ones(4)), np.average(x),
+                np.average(i, axis=0, weights=w), np.average(x.astype(np.float32), weights=x.astype(np.float32) ** 2),
+                np.average(x, axis=0, weights=w, keepdims=True))
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(8)
+    for n in (3, 5, 8):
+        args = rng.standard_normal((n, 4)), rng.random(n) + 0.1, rng.integers(0, 6, (n, 4))
+        assert_like_numpy(jf(*args), f(*args), ulps=8)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
+    with pytest.raises(ZeroDivisionError):
+        jf(np.ones((3, 4)), np.zeros(3), np.ones((3, 4), np.int64))
+    args = rng.standard_normal((6, 4)), rng.random(6) + 0.1, rng.integers(0, 6, (6, 4))
+    assert_like_numpy(jf(*args), f(*args), ulps=8)
+
+
 def test_tile_is_a_broadcast_reshaped(backend):
     """np.tile by constant counts (an int, a tuple shorter or longer than the
     array's ndim, a zero) is traced (it was an eager call of data-dependent

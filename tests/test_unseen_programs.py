@@ -86,7 +86,7 @@ CASES = {
     "model_forward": (lambda n, r: (r.standard_normal((n, 4)),), 1, 0),
     "rows_to_list": (lambda n, r: (r.standard_normal((n, 3)), r.standard_normal(3)), 4, 0),  # (a list per size)
     "grow": (lambda n, r: (r.standard_normal(n),), 1, 0),
-    "weighted": (lambda n, r: (r.standard_normal((n, 3)), r.random(n)), 1, 2),
+    "weighted": (lambda n, r: (r.standard_normal((n, 3)), r.random(n)), 1, 0),
     "grads": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "crossk": (lambda n, r: (r.standard_normal(3), r.standard_normal(3)), 1, 0),
     "rep": (lambda n, r: (r.standard_normal(n), r.integers(0, 3, n)), 1, 1),
