@@ -1116,6 +1116,29 @@ def average(ctx, a, axis=None, weights=None, returned=False, *, keepdims=False):
     return reduce(ctx, "sum", astype(ctx, a, rd) * w, axis, keepdims) / scale
 
 
+def unravel_index(ctx, indices, shape, order="C"):
+    """np.unravel_index of traced flat indices into a shape (ints or dims),
+    C order: each coordinate (i // the sizes after it) % its size, as intp
+    (numpy scalars for a 0-d index); an index outside the size raises
+    numpy's ValueError (a decision on the data: a graph break)."""
+    if order != "C" or not isinstance(indices, Tracer) or indices.dtype.kind not in "iu":
+        return None
+    dims = _shape_arg(shape)
+    if not all(isinstance(d, (int, np.integer, SymInt)) and not isinstance(d, bool) for d in dims):
+        return None
+    i = astype(ctx, indices, np.intp)
+    size = 1
+    for d in dims:
+        size = size * d
+    if bool(reduce(ctx, "any", (i < 0) | (i >= size))):  # (numpy's own call then raises its error)
+        raise ValueError("index out of bounds in np.unravel_index")
+    out, after = [], 1
+    for d in reversed(dims):
+        out.append(getitem(ctx, (i // after) % d, ()))
+        after = after * d
+    return tuple(reversed(out))
+
+
 def polyval(ctx, p, x):
     """np.polyval of constant coefficients (a list or an array of numbers)
     at a traced x, by numpy's own Horner loop: y = zeros_like(x), then y = y
@@ -1639,7 +1662,7 @@ FUNCTIONS = {
     np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal, np.searchsorted: searchsorted,
     np.argpartition: argpartition, np.interp: interp, np.convolve: _correlation("convolve", "full"),
     np.correlate: _correlation("correlate", "valid"), np.tile: tile, np.cross: cross, np.kron: kron,
-    np.gradient: gradient, np.average: average,
+    np.gradient: gradient, np.average: average, np.unravel_index: unravel_index,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
     np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,

@@ -1590,6 +1590,26 @@ def test_sum_and_mean_with_where_and_average_with_weights(backend):
     assert_like_numpy(jf(*args), f(*args), ulps=8)
 
 
+def test_unravel_index_of_traced_indices(backend):
+    """np.unravel_index of a traced flat index (an argmax, or an array of
+    them) into a shape of ints and dims: numpy's tuple of intp scalars or
+    arrays, one compile for every length (it was an eager call); an index
+    past the size raises numpy's ValueError."""
+    def f(x, idx):
+        return (np.unravel_index(np.argmax(x), x.shape), np.unravel_index(idx, (3, x.shape[0])),
+                np.unravel_index(idx[0], x.shape))
+    jf = jit(f, backend=backend)
+    rng = np.random.default_rng(9)
+    for n in (3, 5, 8):
+        x, idx = rng.standard_normal((n, 4)), rng.integers(0, 3 * n, 6)
+        got, want = jf(x, idx), f(x, idx)
+        assert [type(v) for g in got for v in g] == [type(v) for w in want for v in w]
+        assert_like_numpy(got, want)
+    assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
+    with pytest.raises(ValueError, match="out of bounds"):
+        jf(np.ones((3, 4)), np.array([1, 99]))
+
+
 def test_tile_is_a_broadcast_reshaped(backend):
     """np.tile by constant counts (an int, a tuple shorter or longer than the
     array's ndim, a zero) is traced (it was an eager call of data-dependent

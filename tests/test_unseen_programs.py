@@ -90,7 +90,7 @@ CASES = {
     "grads": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "crossk": (lambda n, r: (r.standard_normal(3), r.standard_normal(3)), 1, 0),
     "rep": (lambda n, r: (r.standard_normal(n), r.integers(0, 3, n)), 1, 1),
-    "unravel": (lambda n, r: (r.standard_normal((n, 4)),), 1, 1),
+    "unravel": (lambda n, r: (r.standard_normal((n, 4)),), 1, 0),
     "fft_conv": (lambda n, r: (r.standard_normal(n), r.standard_normal(4)), 1, 0),
     "uniq": (lambda n, r: (r.integers(0, 4, n),), 4, 4),
     "select_piece": (lambda n, r: (r.standard_normal(n) * 2,), 1, 0),
