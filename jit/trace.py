@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dis
 import functools
+import io
+import sys
 import types
 from dataclasses import dataclass, field
 
@@ -44,12 +46,17 @@ class TraceResult:
     changed: list = field(default_factory=list)  # paths of values the traced run itself changed (not keyed)
     selects: list = field(default_factory=list)  # ifs on traced values made selects (jit/lift.py)
     scans: list = field(default_factory=list)  # loops compiled once for every trip count (jit/scan.py)
+    printed: list = field(default_factory=list)  # the text the traced call printed (_Print), not yet shown
 
     def apply_writes(self) -> None:
-        """Give the traced call numpy's effects on the arguments it wrote into."""
+        """Give the traced call numpy's effects: on the arguments it wrote
+        into, and on stdout (what it printed)."""
         for leaf, contents in self.writes:
             np.copyto(leaf, contents)
         self.writes = []
+        for text in self.printed:
+            sys.stdout.write(text)
+        self.printed = []
 
 
 class DeclarationError(ValueError):
@@ -204,7 +211,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
                        list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects),
-                       list(ctx.scans))
+                       list(ctx.scans), list(ctx.printed))
 
 
 def sizes_outside(outputs, dd_checks) -> frozenset:
@@ -643,8 +650,8 @@ class _Traceables:
                 v = self.value(g[k], at("global", k))
                 if v is not g[k]:
                     hits[k] = v
-            elif k == "print":  # (the builtin: see _print)
-                hits[k] = _print
+            elif k == "print":  # (the builtin: see _Print)
+                hits[k] = _Print(self.proxy._ctx)
         cells = fn.__closure__ or ()
         new_cells = []
         for i, c in enumerate(cells):
@@ -684,13 +691,78 @@ class _Traceables:
         return v
 
 
-def _print(*args, **kwargs):
-    """print() as a traced function sees it: a side effect of every call,
-    which a compiled call (no Python runs) would not make, and a size or a
-    traced value it would print as a symbol: the signature runs in numpy,
-    printing as written at every call."""
-    raise Fallback("print() in the function: a compiled call would not print, so it runs in numpy, printing at "
-                   "every call", user_location())
+class _Print:
+    """print() as a traced function sees it: a side effect of every call.
+    The traced call's text is shown when its result is the trace's
+    (TraceResult.printed); an effect node prints each later call's values
+    (PrintCall).  Text already formatted from a traced value (an f-string
+    of a size or an array: its symbol, not its value), or a print to a
+    file, runs the signature in numpy, printing as written."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __call__(self, *args, sep=" ", end="\n", file=None, flush=False):
+        sep = " " if sep is None else sep
+        end = "\n" if end is None else end
+        if file is not None or not isinstance(sep, str) or not isinstance(end, str):
+            raise Fallback("print() to a file or with a separator of its own: it runs in numpy", user_location())
+        leaves: list = []
+        treedef = pytree.flatten(args, leaves)
+        slots, inputs, kinds = [], [], []
+        for k, v in enumerate(leaves):
+            if isinstance(v, str) and ("SymInt(" in v or "Tracer(" in v or "SymFloat(" in v):
+                raise Fallback("print() of text formatted from a traced size or value (an f-string): a compiled "
+                               "call would print its symbol, so it runs in numpy", user_location())
+            if isinstance(v, (SymInt, SymFloat, Tracer)):
+                c = v.concrete if isinstance(v, Tracer) else None
+                kinds.append("int" if isinstance(v, SymInt) else "float" if isinstance(v, SymFloat)
+                             else "scalar" if isinstance(c, np.generic)
+                             else type(c).__name__ if type(c) in (bool, int, float, complex) else "array")
+                slots.append(k)
+                inputs.append(v)
+        call = PrintCall(treedef, tuple(None if k in slots else v for k, v in enumerate(leaves)), tuple(slots),
+                         tuple(kinds), sep, end, bool(flush))
+        self.ctx.emit_effect(call, inputs)
+        self.ctx.printed.append(call.text([v.concrete if isinstance(v, Tracer) else self.ctx.hint(v.expr)
+                                           if isinstance(v, SymInt) else v.hint for v in inputs]))
+
+
+@dataclass(frozen=True, eq=False)
+class PrintCall:
+    """A print() of a traced function, run at every call with the values
+    of its traced arguments (`slots` of the flattened arguments, each
+    converted back to what the traced call printed: an int for a size, a
+    numpy scalar for a reduction's result...)."""
+    treedef: object
+    leaves: tuple
+    slots: tuple
+    kinds: tuple
+    sep: str
+    end: str
+    flush: bool
+
+    def _args(self, xs) -> tuple:
+        leaves = list(self.leaves)
+        for slot, kind, x in zip(self.slots, self.kinds, xs):
+            leaves[slot] = (int(x) if kind == "int" else float(x) if kind == "float" else np.asarray(x)[()]
+                            if kind == "scalar" else _PYTHON_TYPES[kind](x) if kind in _PYTHON_TYPES else x)
+        return pytree.unflatten(self.treedef, iter(leaves))
+
+    def text(self, xs) -> str:
+        out = io.StringIO()
+        print(*self._args(xs), sep=self.sep, end=self.end, file=out)
+        return out.getvalue()
+
+    def __call__(self, xs):
+        print(*self._args(xs), sep=self.sep, end=self.end, flush=self.flush)
+        return [np.True_]  # (the effect node's token)
+
+    def __repr__(self) -> str:
+        return "print"
+
+
+_PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
 
 
 class _UserModule(types.ModuleType):

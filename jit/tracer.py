@@ -118,6 +118,7 @@ class TraceContext:
         self.lift_refusals: list[str] = []  # loops jit/lift.py left to the trace, and why
         self.selects: list[str] = []  # ifs on traced values jit/lift.py made selects (no graph break)
         self.scans: list[str] = []  # loops jit/scan.py compiled once for every trip count
+        self.printed: list[str] = []  # what the traced call printed (jit/trace.py _Print), shown with its result
         # (the jit's, jit/scan.py: what makes a scan's body a jit -- None: no scans -- and what it
         # knows of its loops' trip counts)
         self.scan_jit = None
@@ -332,6 +333,14 @@ class TraceContext:
         self._record(Node("eager", tuple(t.value for t in ins), make_attrs(call=call),
                           tuple(t.value for t in outs), loc=user_location()))
         return outs
+
+    def emit_effect(self, call, inputs: list) -> None:
+        """A side effect every call makes: `call(xs)` of the inputs' values
+        at run time (print), kept however nothing reads it."""
+        ins = [self.operand(x) for x in inputs]
+        token = self.new_value(np.dtype(np.bool_), ())  # (an output nothing reads: every pass knows one)
+        self._record(Node("effect", tuple(t.value for t in ins), make_attrs(call=call), (token,),
+                          loc=user_location()))
 
     def _record(self, n: Node) -> None:
         self.nodes.append(n)

@@ -40,7 +40,12 @@ def namespace(pool) -> dict:
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
             "_gemv_parts": gemv.parts, "_gemv_split": gemv.split,
-            "_product_chunk": kernelcall.product_chunk}
+            "_product_chunk": kernelcall.product_chunk, "_snap": _snap}
+
+
+def _snap(x):
+    """An effect's argument as it is now (a later step may reuse its buffer)."""
+    return np.array(x) if isinstance(x, np.ndarray) else x
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
@@ -266,6 +271,11 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
             lines += _kernel_call_lines(n, src, plan, functions, pooled)
         elif n.op == "eager":
             lines += _eager_lines(n, src, dd_by_value, bound, pending)
+        elif n.op == "effect":  # (run once the call is through: a call that stops half way, a graph break
+            # deciding otherwise or a check raising, runs again elsewhere, which makes the effect)
+            names[n.out.id] = f"v{n.out.id}"
+            args = ", ".join(f"_snap({names[v.id]})" for v in n.inputs)
+            lines.append(f"    v{n.out.id} = _fx.append(({const(n.attr('call'), ('value', n.attr('call')))}, [{args}]))")
         else:
             lines += _node_lines(n, k, src, plan, pooled)
     rets = []
@@ -293,7 +303,13 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
         lines += check_lines(step_io(steps[-1])[1])
     for target, final in writebacks:
         lines.append(f"    if {names[final]} is not {names[target]}: _copyto({names[target]}, {names[final]})")
+    effects = any(getattr(n, "op", None) == "effect" for n in steps)
+    if effects:
+        lines.append("    for _c, _a in _fx: _c(_a)")
     lines.append("    return [" + ", ".join(rets) + "]")
+    if effects:
+        lines.insert(head, "    _fx = []")
+        n_head += 1
     lines[head:head] = [f"    {name} = {s}" for s, name in src.hoisted.items()]
     n_head += len(src.hoisted)
     if pooled:  # the call's buffer set, taken for the steps and given back however they end

@@ -310,20 +310,69 @@ def test_a_global_named_like_an_attribute_the_function_reads_is_not_keyed():
     shape = None
 
 
-def _debug_print(x):
-    print("shape", x.shape, "max", x.max())
+def _debug_print(x, lr):
+    print("shape", x.shape, "max", x.max(), "lr", lr, [x.shape[0], 2], sep="|")
+    y = x * 2
+    print(y[:2], end="!\n")
+    return y
+
+
+def _formatted_print(x):
+    print(f"shape {x.shape}")
     return x * 2
 
 
-def test_a_print_in_the_function_runs_it_in_numpy_printing_every_call(capsys):
-    """print() is a side effect of every call, which a compiled call would
-    not make (and a size would print as a symbol): the signature runs in
-    numpy, with one JitWarning that names print, and prints what numpy's
-    run prints, at every call."""
+def test_a_print_in_the_function_prints_at_every_call(capsys):
+    """print() is a side effect of every call: the compiled entry prints the
+    values of that call (a size as an int, a reduction's numpy scalar, an
+    array as numpy prints it), sep and end as given, one compile for every
+    length, nothing run in numpy (before: it printed once, at the trace, a
+    size as 'SymInt(s0, hint=5)')."""
     f = jit(_debug_print)
+    for n in (3, 5, 5, 7):
+        x = np.arange(float(n))
+        _debug_print(x, 0.5)
+        want = capsys.readouterr().out
+        assert np.array_equal(f(x, 0.5), x * 2)
+        assert capsys.readouterr().out == want
+    s = f.stats()
+    assert s["compiles"] == 1 and s["fallbacks"] == 0 and s["eager_calls"] == 0
+
+
+def _print_around_a_break(x):
+    print("start", x.shape[0], x[0])
+    if x.sum() > 0:  # (a graph break)
+        print("positive")
+        y = x * 2
+    else:
+        print("negative")
+        y = -x
+    x[0] = 100.0  # (after the print: it shows the value before)
+    return y
+
+
+def test_prints_around_a_graph_break_show_once_per_call(capsys):
+    """Effects run once the call is through: a graph break that decides
+    otherwise (the call traced again) or a write after the print changes
+    nothing of what each call prints, which is numpy's, exactly once."""
+    f = jit(_print_around_a_break)
+    for n, sign in ((3, 1), (3, -1), (4, 1), (4, -1), (5, 1)):
+        a, b = sign * np.arange(1.0, n + 1), sign * np.arange(1.0, n + 1)
+        want = _print_around_a_break(a)
+        printed = capsys.readouterr().out
+        assert_like_numpy(f(b), want)
+        assert capsys.readouterr().out == printed and np.array_equal(a, b)
+    assert f.stats()["fallbacks"] == 0
+
+
+def test_a_print_of_text_formatted_from_a_size_runs_in_numpy(capsys):
+    """An f-string of a size is formatted when the trace runs (a symbol, not
+    a value): that signature runs in numpy, with a JitWarning naming print,
+    and prints what numpy's run prints, at every call."""
+    f = jit(_formatted_print)
     with pytest.warns(JitWarning, match="print"):
         f(np.arange(3.0))
     for n in (3, 5):
         assert np.array_equal(f(np.arange(float(n))), np.arange(float(n)) * 2)
-    assert capsys.readouterr().out.splitlines() == ["shape (3,) max 2.0", "shape (3,) max 2.0", "shape (5,) max 4.0"]
-    assert f.stats()["fallbacks"] >= 1 and f.stats()["compiles"] == 0
+    assert capsys.readouterr().out.splitlines() == ["shape (3,)", "shape (3,)", "shape (5,)"]
+    assert f.stats()["fallbacks"] >= 1
