@@ -1106,6 +1106,12 @@ class _Typer:
         if isinstance(e, ast.Attribute) and e.attr == "size" and isinstance(e.value, ast.Name) \
                 and e.value.id in self.arrays:
             return ("size", "int", e.value.id)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and isinstance(e.right, ast.Constant) \
+                and type(e.right.value) is int and e.right.value == 2:
+            # (x ** 2: x * x, Python's and numpy's value and type for every scalar type: one rounding, as
+            # pow's correctly rounded square; an overflow aborts and numpy runs the loop, with its warning)
+            a = self.expr(e.left, env)
+            return self.binop("mul", a, a)
         if isinstance(e, ast.BinOp):
             op = _PYOPS.get(type(e.op))
             if op is None:

@@ -1,5 +1,5 @@
-"""Nested tuples, lists and dicts of leaves: flatten to a list and a hashable
-tree description, and rebuild."""
+"""Nested tuples (named ones too), lists and dicts of leaves: flatten to a
+list and a hashable tree description, and rebuild."""
 from __future__ import annotations
 
 import functools
@@ -10,7 +10,7 @@ LEAF = None  # the treedef of a single leaf
 def flatten(obj, leaves: list) -> object:
     """Append obj's leaves to `leaves`; return its treedef (hashable)."""
     t = type(obj)
-    if t is tuple or t is list:
+    if t is tuple or t is list or isinstance(obj, tuple) and hasattr(t, "_fields"):  # (a namedtuple: its type kept)
         return (t, tuple(flatten(x, leaves) for x in obj))
     if t is dict:
         keys = tuple(obj)
@@ -32,7 +32,7 @@ def unflatten(treedef, leaves_iter):
     if t is dict:
         return {k: unflatten(d, leaves_iter) for k, d in zip(treedef[1], treedef[2])}
     items = [unflatten(d, leaves_iter) for d in treedef[1]]
-    return tuple(items) if t is tuple else items
+    return tuple(items) if t is tuple else items if t is list else t(*items)
 
 
 def leaf_paths(treedef, prefix: str) -> list[str]:

@@ -191,6 +191,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             outputs.append(OutputSpec("const", float(r)))
             concrete.append(float(r))
         else:
+            if _holds_traced_value(r):  # (an object of the user's holding arrays of the trace)
+                raise Fallback(f"returns a {type(r).__name__} holding traced values (returned as they are: tuples, "
+                               "lists, dicts and namedtuples of arrays and numbers)")
             outputs.append(OutputSpec("const", r))
             concrete.append(r)
     for target, (final, _) in writebacks.items():
@@ -212,6 +215,18 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
                        list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects),
                        list(ctx.scans), list(ctx.printed))
+
+
+def _holds_traced_value(r, depth: int = 3) -> bool:
+    """Whether an object a traced function returns holds traced values in
+    its attributes or items (a few levels down)."""
+    if isinstance(r, (Tracer, SymInt, SymFloat)):
+        return True
+    if not depth or isinstance(r, (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic)):
+        return False
+    items = r.values() if isinstance(r, dict) else r if isinstance(r, (list, tuple, set, frozenset)) else \
+        getattr(r, "__dict__", {}).values()
+    return any(_holds_traced_value(x, depth - 1) for x in items)
 
 
 def sizes_outside(outputs, dd_checks) -> frozenset:

@@ -376,3 +376,20 @@ def test_a_print_of_text_formatted_from_a_size_runs_in_numpy(capsys):
         assert np.array_equal(f(np.arange(float(n))), np.arange(float(n)) * 2)
     assert capsys.readouterr().out.splitlines() == ["shape (3,)", "shape (3,)", "shape (5,)"]
     assert f.stats()["fallbacks"] >= 1
+
+
+class _Box:
+    def __init__(self, v):
+        self.v = v
+
+
+def test_an_object_of_the_users_holding_traced_values_runs_in_numpy():
+    """A returned object holding arrays of the trace (not a tuple, list, dict
+    or namedtuple) would carry traced values out of the call: the signature
+    runs in numpy, with a JitWarning naming the type, and returns numpy's
+    arrays (before: the trace's values leaked into the object)."""
+    f = jit(lambda x: _Box(x * 2))
+    with pytest.warns(JitWarning, match="_Box"):
+        r = f(np.ones(3))
+    assert type(r.v) is np.ndarray and np.array_equal(r.v, np.full(3, 2.0))
+    assert type(f(np.ones(4)).v) is np.ndarray

@@ -435,3 +435,23 @@ def test_a_return_in_an_inner_loop_runs_as_written():
     f = jit(_repeat_at)
     for a in (np.array([3, 1, 4, 1, 5]), np.array([1, 2, 3]), np.array([7, 7])):
         _same(f(a), _repeat_at(a))
+
+
+def _squares(x, ints, small):
+    out = np.empty_like(x)
+    s, t = 0, 0
+    for i in range(x.shape[0]):
+        out[i] = x[i] ** 2 if x[i] < 1 else 2 * x[i] - 1
+        s += ints[i] ** 2
+        t += int(small[i] ** 2) + (i % 2 == 0) ** 2
+    return out, s, t
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_square_is_lifted_as_a_product(dtype, backend):
+    """`e ** 2` in a lifted loop is e * e (a correctly rounded square, as
+    pow's): Python's and numpy's values and types for floats, numpy ints,
+    small unsigned ints and bools (the loop was traced as written: `**` was
+    not lifted)."""
+    _check(_squares, lambda n, rng: ((rng.standard_normal(n) * 2).astype(dtype), rng.integers(-9, 9, n),
+                                     rng.integers(0, 15, n).astype(np.uint8)), backend=backend)

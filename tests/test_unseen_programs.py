@@ -100,6 +100,21 @@ CASES = {
     "nan_stats": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "percentile": (lambda n, r: (r.standard_normal(n),), 1, 1),
     "outer_loop_matrix": (lambda n, r: (np.zeros(n),), 1, 0),
+    "batched_mm": (lambda n, r: (r.standard_normal((2, n, 3)), r.standard_normal((2, 3, 4))), 1, 1),
+    "clip_none": (lambda n, r: (r.standard_normal(n),), 1, 0),
+    "rounding": (lambda n, r: (r.standard_normal(n) * 3,), 1, 0),
+    "uint8_img": (lambda n, r: (r.integers(0, 256, (n, 4)).astype(np.uint8),), 1, 0),
+    "flat_rows": (lambda n, r: (r.standard_normal((n, 3, 2)),), 1, 1),
+    "newaxis": (lambda n, r: (r.standard_normal(n), r.standard_normal(4)), 1, 0),
+    "multi_axis": (lambda n, r: (r.standard_normal((n, 3, 4)),), 1, 0),
+    "rev_cumsum": (lambda n, r: (r.standard_normal(n),), 1, 0),
+    "sorted_desc": (lambda n, r: (r.standard_normal((n, 3)),), 1, 0),
+    "named": (lambda n, r: (r.standard_normal(n),), 1, 0),  # (a namedtuple: it leaked traced values)
+    "logsumexp": (lambda n, r: (r.standard_normal((n, 5)),), 1, 0),
+    "scale_cols": (lambda n, r: (np.concatenate([r.standard_normal((n, 3)), np.ones((n, 1))], 1),), 1, 0),
+    "running_stats": (lambda n, r: (r.standard_normal(n),), 1, 0),
+    "where_nonzero": (lambda n, r: (r.standard_normal(n),), 1, 1),
+    "piecewise_loop": (lambda n, r: (r.standard_normal(n) * 2,), 1, 0),  # (x ** 2 in a lifted loop)
 }
 
 

@@ -5,6 +5,8 @@ causal mask, im2col convolution, RMSNorm with rotary embeddings, Viterbi,
 Gaussian elimination with pivoting, a sieve, the game of life, bilinear
 sampling, k-nearest neighbours, FFT convolution, percentiles...
 tests/test_unseen_programs.py runs each jitted against numpy."""
+from collections import namedtuple
+
 import numpy as np
 
 
@@ -377,3 +379,72 @@ def outer_loop_matrix(n_arr):
         for j in range(n):
             M[i, j] = (i + 1) / (j + 1)
     return M
+
+
+Stats = namedtuple("Stats", "mean std")
+
+def batched_mm(a, b):
+    return np.einsum("...ij,...jk->...ik", a, b)
+
+def clip_none(x):
+    return np.clip(x, None, 0.5), np.clip(x, -0.5, None)
+
+def rounding(x):
+    return np.round(x, 2), np.floor(x), np.ceil(x), np.trunc(x), np.sign(x), np.mod(x, 0.7), np.fmod(x, 0.7)
+
+def uint8_img(img):
+    return (img.astype(np.int16) + 50).clip(0, 255).astype(np.uint8)
+
+def flat_rows(x):
+    return x.reshape(x.shape[0], -1).sum(1), x.ravel(order="F")[:5]
+
+def newaxis(x, y):
+    return x[:, np.newaxis] * y[np.newaxis, :] + x[..., None]
+
+def multi_axis(x):
+    return x.sum(axis=(0, 2)), (x > 0).mean(), np.diff(x, axis=0).max(axis=(1, 2))
+
+def rev_cumsum(x):
+    return np.cumsum(x[::-1])[::-1]
+
+def sorted_desc(x):
+    return np.sort(x, axis=0)[::-1]
+
+def named(x):
+    return Stats(x.mean(), x.std())
+
+def logsumexp(x):
+    m = x.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(x - m).sum(-1, keepdims=True))).squeeze(-1)
+
+def scale_cols(x):
+    x = x - x.min(0)
+    rng = x.max(0)
+    rng[rng == 0] = 1
+    return x / rng
+
+def running_stats(x):
+    n = 0
+    mean = 0.0
+    m2 = 0.0
+    for i in range(x.shape[0]):
+        n += 1
+        d = x[i] - mean
+        mean += d / n
+        m2 += d * (x[i] - mean)
+    return mean, m2 / (n - 1)
+
+def where_nonzero(x):
+    idx = np.where(x > 0)[0]
+    return idx.size, x[idx].sum()
+
+def piecewise_loop(x):
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            out[i] = 0.0
+        elif x[i] < 1:
+            out[i] = x[i] ** 2
+        else:
+            out[i] = 2 * x[i] - 1
+    return out
