@@ -10,11 +10,13 @@ LEAF = None  # the treedef of a single leaf
 def flatten(obj, leaves: list) -> object:
     """Append obj's leaves to `leaves`; return its treedef (hashable)."""
     t = type(obj)
-    if t is tuple or t is list or isinstance(obj, tuple) and hasattr(t, "_fields"):  # (a namedtuple: its type kept)
+    if t is tuple or t is list:
         return (t, tuple(flatten(x, leaves) for x in obj))
     if t is dict:
         keys = tuple(obj)
         return (dict, keys, tuple(flatten(obj[k], leaves) for k in keys))
+    if isinstance(obj, tuple) and hasattr(t, "_fields"):  # (a namedtuple: its type kept)
+        return (t, tuple(flatten(x, leaves) for x in obj))
     leaves.append(obj)
     return LEAF
 
