@@ -110,7 +110,12 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     0.69x numpy on an AMD EPYC znver3, no AVX-512.  Where a tree sent
     attention's per-head products, `q @ k.T` of 128 rows with K = 64, to
     numpy's BLAS, the attention of `python -m bench --quick` took 516-531
-    us against 419-425 on the kernel, two runs each, the same CPU.)"""
+    us against 419-425 on the kernel, two runs each, the same CPU.  A batch
+    of products (`p @ v` per head) is such a class too (runtime/kernelcall.py
+    passes it as strided): a tree sent `p @ v` (N = 64) to numpy's matmul,
+    which loops over the batch, and the attention at S=512 took 3.8-4.1 ms
+    against 2.6-2.7 on the kernel (`python -m bench --only attention`, AMD
+    EPYC znver5, with AVX-512).)"""
     alias = not strided and rows_alias(n, _itemsize(char))
     key = char, m if m < EXACT_ROWS else EXACT_ROWS + m.bit_length(), n.bit_length(), k.bit_length(), epilogue, \
         strided, alias

@@ -332,7 +332,10 @@ def _or_blas(kc: KernelCall, lines: list[str], n_alloc: int, names, const, funct
     out = names[kc.outputs[0][0]]
     char = np.dtype(kc.outputs[0][2]).char
     fused = kc.epilogue is not None
-    strided = any(vid == b for vid, _, _ in kc.prepare)  # (B through a view the runtime makes, or a copy)
+    # (B through a view the runtime makes, or a copy; or a batch of products, whose rows per product, the
+    # kernel's M, are fewer than the sizes' (numpy's matmul then loops over the batch): neither is what the
+    # dispatch tree was calibrated on, two-dimensional C-contiguous operands)
+    strided = any(vid == b for vid, _, _ in kc.prepare) or sympy.sympify(kc.args[3][1]) != sympy.sympify(sizes[0])
     if all(isinstance(d, (int, sympy.Integer)) for d in sizes):
         key = const(gemmchoice.shape_class(char, *(int(d) for d in sizes), fused, strided))
         head = []

@@ -165,6 +165,24 @@ def test_a_transposed_b_of_many_rows_runs_on_the_kernel_whatever_the_tree(matmul
     assert [v for key, v in gemmchoice.BEST.items() if key[STRIDED]] == [False]
 
 
+def test_a_batch_of_products_runs_on_the_kernel_whatever_the_tree(matmuls, monkeypatch):
+    """Attention's `p @ v`: a batch of products with C-contiguous operands,
+    which numpy's matmul loops over; the tree, calibrated on one product,
+    does not decide its class (it sent p @ v to numpy's BLAS, 1.4x slower at
+    S=512): from RACE_ROWS rows on, the kernel, not raced."""
+    from runtime import dispatch
+    monkeypatch.setattr(gemmchoice, "TREES", {})
+    gemmchoice.install("f", dispatch.Tree(leaf=True))  # (numpy's matmul for every shape)
+    rng = np.random.default_rng(7)
+    S = gemmchoice.RACE_ROWS
+    p, v = rng.standard_normal((3, S, S)).astype(np.float32), rng.standard_normal((3, S, 64)).astype(np.float32)
+    f = jit(lambda p, v: p @ v)
+    f(p, v)  # (the trace)
+    matmuls.clear()
+    np.testing.assert_allclose(f(p, v), p @ v, rtol=1e-5, atol=1e-4)
+    assert matmuls == []
+
+
 def test_a_product_deeper_than_the_tree_was_voted_on_is_raced(matmuls, monkeypatch):
     """K past the class of dispatch.DEEPEST_K (the deepest the calibration measured): the
     class of few rows is raced on its real operands, not decided by the
