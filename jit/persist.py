@@ -30,6 +30,7 @@ from jit.fingerprint import Unstable, function_fingerprint, stable_text
 from jit.held import Path
 from jit.optable import EagerCall
 from jit.scan import ScanCall
+from jit.trace import PrintCall
 from runtime import plain
 from runtime.cache import build_id, content_key
 from runtime.executable import PortableExecutable
@@ -94,7 +95,7 @@ class SavedEntry:
 
 
 # the dataclasses a record may hold (runtime/plain.py builds nothing else)
-_CLASSES = (SavedEntry, GuardState, SavedBuild, PortableExecutable, Summary, Path, EagerCall, ScanCall)
+_CLASSES = (SavedEntry, GuardState, SavedBuild, PortableExecutable, Summary, Path, EagerCall, ScanCall, PrintCall)
 
 
 def enabled() -> bool:

@@ -380,3 +380,30 @@ def test_a_scan_another_process_could_not_make_again_is_not_saved(tmp_path, how)
     assert first["ok"] and "a scan" in first["explain"] and "not saved" in first["explain"], first["explain"]
     second = run(tmp_path, [13], model=model)
     assert second["ok"] and second["traces"] >= 1
+
+
+PRINT_MODEL = """
+import numpy as np
+
+def fn(x):
+    print("rows", x.shape[0], "cols", x.shape[1], sep=";")
+    return np.tanh(x) * 2.0
+"""
+
+
+def test_an_entry_that_prints_is_served_from_a_saved_trace_and_prints(tmp_path):
+    """A print's effect node is plain data (its text's constant parts and
+    slots): a new process loads the entry, no trace, and prints each call's
+    values as numpy's run does."""
+    first = run(tmp_path, [5], model=PRINT_MODEL)
+    assert first["ok"] and first["traces"] == 1
+    out = subprocess.run([sys.executable, str(tmp_path / "driver.py"), "7", "9"], capture_output=True, text=True,
+                         timeout=120, cwd=str(tmp_path),
+                         env=dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"),
+                                  PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]), PYTHONDONTWRITEBYTECODE="1"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    report = json.loads(lines[-1])
+    assert report["ok"] and report["traces"] == 0 and report["cache_hits_disk"] == 1, report
+    # (the driver calls the jitted function, then numpy's, for each row count)
+    assert lines[:-1] == ["rows;7;cols;24", "rows;7;cols;24", "rows;9;cols;24", "rows;9;cols;24"]
