@@ -12,7 +12,7 @@ import sympy
 
 from jit import pytree
 from jit import tracer
-from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, TraceError, Tracer, user_location
+from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, TraceError, Tracer, holds_traced, user_location
 from shapes.indexing import infer_reshape, normalize_index
 from shapes.ops import ELEMENTWISE, FFTS, NUMPY_REDUCTIONS, NUMPY_SAME_SHAPE, NUMPY_UPDATES, OPS
 
@@ -456,7 +456,7 @@ def _index_array(ctx, x):
     None when it is not one: bool arrays are masks (a data-dependent count)."""
     if isinstance(x, Tracer):
         return x if x.dtype.kind in "iu" else None
-    if isinstance(x, list) and _holds_traced(x):  # (a[[i, p]] with p traced: the list as a traced array)
+    if isinstance(x, list) and holds_traced(x):  # (a[[i, p]] with p traced: the list as a traced array)
         arr = array_of(ctx, x)
         return arr if arr.dtype.kind in "iu" else None
     if isinstance(x, (list, np.ndarray)):
@@ -464,13 +464,6 @@ def _index_array(ctx, x):
         if arr.dtype.kind in "iu" or (arr.size == 0 and arr.dtype.kind == "f" and isinstance(x, list)):
             return ctx.operand(arr.astype(np.intp, copy=False))
     return None
-
-
-def _holds_traced(x) -> bool:
-    """Whether a (nested) list or tuple holds a traced value or a dim."""
-    if isinstance(x, (list, tuple)):
-        return any(_holds_traced(v) for v in x)
-    return isinstance(x, (Tracer, SymInt))
 
 
 def _advanced(ctx, t, items):
@@ -1146,7 +1139,7 @@ def polyval(ctx, p, x):
     dtype promotes as in numpy)."""
     if isinstance(p, (Tracer, np.poly1d)) or isinstance(x, np.poly1d):
         return None
-    if isinstance(p, (list, tuple)) and any(isinstance(c, (Tracer, SymInt, SymFloat)) for c in p):
+    if holds_traced(p):
         return None
     p = np.asarray(p)
     if p.ndim != 1 or p.dtype.kind not in "biufc":

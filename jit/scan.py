@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jit import pytree
-from jit.tracer import SymInt, Tracer
+from jit.tracer import PYTHON_TYPES, SymInt, Tracer, holds_traced
 from runtime.runeagerly import ScanMismatch
 
 _STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Pass)
@@ -311,19 +311,9 @@ def _unheld(v, name: str):
     for cls, field in ((HeldObject, "_obj"), (HeldSequence, "_seq"), (HeldMapping, "_map")):
         if isinstance(v, cls):
             return getattr(v, field)
-    if _holds_traced(v, 3):
+    if holds_traced(v):
         raise NoScan(f"{name} holds values of the trace")
     return v
-
-
-def _holds_traced(v, depth: int) -> bool:
-    if isinstance(v, (Tracer, SymInt)) or type(v).__name__ == "SymFloat":
-        return True
-    if depth and isinstance(v, (list, tuple, set, frozenset)):
-        return any(_holds_traced(x, depth - 1) for x in v)
-    if depth and isinstance(v, dict):
-        return any(_holds_traced(x, depth - 1) for x in v.values())
-    return False
 
 
 def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int):
@@ -426,7 +416,7 @@ class ScanCall:
         start, stop = int(xs[0]), int(xs[1])
         carried = [np.array(x) if c else x for x, c in zip(xs[2:2 + nc], self.copied)]
         want = [(np.asarray(x).dtype, np.shape(x)) for x in carried]
-        free = [_read_only(x) if k == "array" else _CONVERT[k](x) for x, k in zip(xs[2 + nc:], self.free_kinds)]
+        free = [_read_only(x) if k == "array" else PYTHON_TYPES[k](x) for x, k in zip(xs[2 + nc:], self.free_kinds)]
         body, run, tries = self.body, None, 0
         arrays_in = [x for x, k in zip(free, self.free_kinds) if k == "array"]
         fixed = tuple(np.shape(x) for x in carried) + tuple(x.shape for x in arrays_in) + tuple(
@@ -529,7 +519,6 @@ def _layout(values) -> tuple:
 
 
 _PYTHON = {"b": "bool", "f": "float", "c": "complex"}  # a weak value's kind -> the Python type it came from
-_CONVERT = {"int": int, "float": float, "complex": complex, "bool": bool}
 
 
 def _read_only(x):

@@ -18,7 +18,8 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.fingerprint import global_names
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
-from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, Tracer, eval_attr, user_location
+from jit.tracer import PYTHON_TYPES, Fallback, SymFloat, SymInt, TraceContext, Tracer, eval_attr, holds_traced, \
+    user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value, make_attrs
@@ -191,7 +192,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             outputs.append(OutputSpec("const", float(r)))
             concrete.append(float(r))
         else:
-            if _holds_traced_value(r):  # (an object of the user's holding arrays of the trace)
+            if holds_traced(r):  # (an object of the user's holding arrays of the trace)
                 raise Fallback(f"returns a {type(r).__name__} holding traced values (returned as they are: tuples, "
                                "lists, dicts and namedtuples of arrays and numbers)")
             outputs.append(OutputSpec("const", r))
@@ -215,18 +216,6 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
                        list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects),
                        list(ctx.scans), list(ctx.printed))
-
-
-def _holds_traced_value(r, depth: int = 3) -> bool:
-    """Whether an object a traced function returns holds traced values in
-    its attributes or items (a few levels down)."""
-    if isinstance(r, (Tracer, SymInt, SymFloat)):
-        return True
-    if not depth or isinstance(r, (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic)):
-        return False
-    items = r.values() if isinstance(r, dict) else r if isinstance(r, (list, tuple, set, frozenset)) else \
-        getattr(r, "__dict__", {}).values()
-    return any(_holds_traced_value(x, depth - 1) for x in items)
 
 
 def sizes_outside(outputs, dd_checks) -> frozenset:
@@ -733,7 +722,7 @@ class _Print:
                 c = v.concrete if isinstance(v, Tracer) else None
                 kinds.append("int" if isinstance(v, SymInt) else "float" if isinstance(v, SymFloat)
                              else "scalar" if isinstance(c, np.generic)
-                             else type(c).__name__ if type(c) in (bool, int, float, complex) else "array")
+                             else type(c).__name__ if type(c).__name__ in PYTHON_TYPES else "array")
                 slots.append(k)
                 inputs.append(v)
         call = PrintCall(treedef, tuple(None if k in slots else v for k, v in enumerate(leaves)), tuple(slots),
@@ -759,9 +748,9 @@ class PrintCall:
 
     def _args(self, xs) -> tuple:
         leaves = list(self.leaves)
-        for slot, kind, x in zip(self.slots, self.kinds, xs):
-            leaves[slot] = (int(x) if kind == "int" else float(x) if kind == "float" else np.asarray(x)[()]
-                            if kind == "scalar" else _PYTHON_TYPES[kind](x) if kind in _PYTHON_TYPES else x)
+        for slot, kind, x in zip(self.slots, self.kinds, xs):  # (a size an int, a Python float of dims a float)
+            leaves[slot] = PYTHON_TYPES[kind](x) if kind in PYTHON_TYPES else np.asarray(x)[()] \
+                if kind == "scalar" else x
         return pytree.unflatten(self.treedef, iter(leaves))
 
     def text(self, xs) -> str:
@@ -776,8 +765,6 @@ class PrintCall:
     def __repr__(self) -> str:
         return "print"
 
-
-_PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
 
 
 class _UserModule(types.ModuleType):

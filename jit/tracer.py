@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 import os
 import sys
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,9 @@ def eval_attr(a, hint):
 
 
 MAX_BREAKS = 64
+
+# a traced value's Python type, by name (a scan's free numbers, a print's arguments) -> its constructor
+PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
 
 
 @dataclass(frozen=True)
@@ -813,3 +817,20 @@ def _is_weak(x) -> bool:
     if isinstance(x, Tracer):
         return x.value.weak
     return isinstance(x, (SymInt, SymFloat)) or type(x) in _PY_SCALARS
+
+
+_OPAQUE = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic, type, types.ModuleType,
+           types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def holds_traced(v, depth: int = 3) -> bool:
+    """Whether v is, or holds a few levels down, a value of a trace (a
+    Tracer, a dim, a Python float of dims): in the items of a list, tuple,
+    set or dict, or the attributes of an object of the user's."""
+    if isinstance(v, (Tracer, SymInt, SymFloat)):
+        return True
+    if not depth or isinstance(v, _OPAQUE):
+        return False
+    items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset)) else \
+        getattr(v, "__dict__", {}).values()
+    return any(holds_traced(x, depth - 1) for x in items)

@@ -275,7 +275,7 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
             # deciding otherwise or a check raising, runs again elsewhere, which makes the effect)
             names[n.out.id] = f"v{n.out.id}"
             args = ", ".join(f"_snap({names[v.id]})" for v in n.inputs)
-            lines.append(f"    v{n.out.id} = _fx.append(({const(n.attr('call'), ('value', n.attr('call')))}, [{args}]))")
+            lines.append(f"    v{n.out.id} = _fx.append(({const(n.attr('call'))}, [{args}]))")
         else:
             lines += _node_lines(n, k, src, plan, pooled)
     rets = []
