@@ -13,6 +13,7 @@ import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
+import sympy
 
 from shapes import host
 from shapes.ir import ArrayConst, Graph, Node, Value, format_node, value_names
@@ -585,6 +586,30 @@ def _is_row_shape(shape, rows) -> bool:
     return shape == tuple(rows) or shape == tuple(rows) + (1,)
 
 
+def defined_sizes(g: Graph) -> dict:
+    """{id(node): the data-dependent sizes it makes}: an eager node's output
+    shapes, an index_dim's value (jit/tracer.py; no other node makes one)."""
+    return {id(n): {n.attr("symbol")} if n.op == "index_dim" else sizes_in([o.shape for o in n.outputs], None)
+            for n in g.nodes if n.op in ("eager", "index_dim")}
+
+
+def sizes_in(x, among, memo=None) -> set:
+    """The data-dependent size symbols (shapes/env.py: u0, u1, ...; of
+    `among`, when given) in x: an expression, or tuples and lists of them."""
+    if isinstance(x, int):
+        return set()
+    if isinstance(x, sympy.Basic):
+        if memo is not None and x in memo:
+            return memo[x]
+        found = {s for s in x.free_symbols if (s in among if among is not None else s.name.startswith("u"))}
+        if memo is not None:
+            memo[x] = found
+        return found
+    if isinstance(x, (tuple, list)):
+        return set().union(*(sizes_in(y, among, memo) for y in x))
+    return set()
+
+
 def _schedule(g: Graph, kernels: list[Kernel]) -> list:
     """Steps in a topological order (kernels are convex, so one exists)."""
     owner: dict[int, object] = {}
@@ -599,10 +624,20 @@ def _schedule(g: Graph, kernels: list[Kernel]) -> list:
         for o in n.outputs:
             owner[o.id] = s
     index = {id(s): k for k, s in enumerate(steps)}
+    # (a step that uses a data-dependent size comes after the step that makes it: an index's
+    # view reads no value of the index_dim that binds its offset)
+    made, maker = defined_sizes(g), {}
+    for n in g.nodes:
+        for u in made.get(id(n), ()):
+            maker.setdefault(u, index[id(in_kernel.get(id(n), n))])  # (the first: a later one checks it)
     users: dict[int, list[int]] = {k: [] for k in range(len(steps))}
     waiting = []
     for k, s in enumerate(steps):
         deps = {index[id(owner[v.id])] for v in s.inputs if v.id in owner and owner[v.id] is not s}
+        if maker:
+            nodes = s.nodes if isinstance(s, Kernel) else [s]
+            deps |= {maker[u] for u in sizes_in([[n.attrs, [o.shape for o in n.outputs]] for n in nodes],
+                                                maker.keys())} - {k}
         waiting.append(len(deps))
         for d in deps:
             users[d].append(k)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import sympy
 
-from clustering.partition import ARG_REDUCTIONS, FLOAT_DTYPES, KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC
+from clustering.partition import (ARG_REDUCTIONS, FLOAT_DTYPES, KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC,
+                                  defined_sizes, sizes_in)
 from shapes.ir import Graph, Node, Value, make_attrs
 from shapes.ops import ELEMENTWISE, OPS, OPAQUE
 from shapes.verify import verify
@@ -517,44 +518,27 @@ def dce(g: Graph, sizes=frozenset()) -> Graph:
     (what the function returns or its run-time checks decide on, outside
     the graph): `w[:np.unique(x).size]` reads only the size of np.unique's
     result."""
-    made = {id(n): _data_dependent([o.shape for o in n.outputs], None) for n in g.nodes if n.op == "eager"}
-    defined = set().union(*made.values())  # (only eager nodes make data-dependent sizes: jit/tracer.py)
+    made = defined_sizes(g)
+    defined = set().union(*made.values())
     live = {v.id for v in g.outputs}
     memo: dict = {}
     sizes = set(sizes) & defined
     if defined:
-        sizes |= _data_dependent([v.shape for v in g.outputs], defined, memo)
+        sizes |= sizes_in([v.shape for v in g.outputs], defined, memo)
     keep = []
     for n in reversed(g.nodes):
         if any(o.id in live for o in n.outputs) or OPS[n.op].raises or not sizes.isdisjoint(made.get(id(n), ())):
             keep.append(n)
             live.update(v.id for v in n.inputs)
             if defined:
-                sizes |= _data_dependent([n.attrs, [v.shape for v in n.inputs]], defined, memo)
+                sizes |= sizes_in([n.attrs, [v.shape for v in n.inputs]], defined, memo)
     return Graph(g.inputs, tuple(reversed(keep)), g.outputs)
 
 
 def data_dependent_sizes(exprs) -> frozenset:
     """The data-dependent sizes (u0, u1, ...) in these expressions (what a
     call returns or checks outside its graph: run_pipeline's `sizes`)."""
-    return frozenset(_data_dependent(list(exprs), None))
-
-
-def _data_dependent(x, among, memo=None) -> set:
-    """The data-dependent size symbols (shapes/env.py: u0, u1, ...; of
-    `among`, when given) in x: an expression, or tuples and lists of them."""
-    if isinstance(x, int):
-        return set()
-    if isinstance(x, sympy.Basic):
-        if memo is not None and x in memo:
-            return memo[x]
-        found = {s for s in x.free_symbols if (s in among if among is not None else s.name.startswith("u"))}
-        if memo is not None:
-            memo[x] = found
-        return found
-    if isinstance(x, (tuple, list)):
-        return set().union(*(_data_dependent(y, among, memo) for y in x))
-    return set()
+    return frozenset(sizes_in(list(exprs), None))
 
 
 PIPELINE = [decompose, dots, scale_out, split_axes, unit_dims, rows, row_space, simplify, cse, dce]

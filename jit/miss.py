@@ -160,7 +160,10 @@ class _Miss:
             jf._int_changes = None
         if self.broke is not None:
             state.break_retraces += 1
-            reason, category = f"a graph break at {_break_sites(self.broke)} decided otherwise", "graph_break"
+            sites = _break_sites(self.broke)
+            reason = f"a graph break at {sites} decided otherwise" if sites else \
+                "a decision on a traced index (its sign, a bound) went otherwise"
+            category = "graph_break"
         elif state.entries:
             reason = "; ".join(filter(None, (e.guards.failure(self.shapes) for e in state.entries[-1:])))
             category = "guard"

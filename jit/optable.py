@@ -501,8 +501,31 @@ def _advanced(ctx, t, items):
     return tuple(norm), arrays
 
 
-def getitem(ctx, t, index):
+def _traced_int(ctx, x) -> bool:
+    return type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "iu" and not ctx.constant(x.value)
+
+
+def _index_items(ctx, index) -> tuple:
+    """The items of an index, each traced integer scalar in it (an int item
+    or a slice bound: `logB[:, obs[t]]`, `x[np.argmax(v):]`) a size the
+    executable binds to its value (TraceContext.index_dim): numpy's view, one
+    trace for every value, where operator.index() would take a graph break
+    per value."""
     items = index if isinstance(index, tuple) else (index,)
+    if not any(_traced_int(ctx, x) or isinstance(x, slice) for x in items):
+        return items
+    out = []
+    for x in items:
+        if _traced_int(ctx, x):
+            x = ctx.index_dim(x)
+        elif isinstance(x, slice) and any(_traced_int(ctx, v) for v in (x.start, x.stop, x.step)):
+            x = slice(*(ctx.index_dim(v) if _traced_int(ctx, v) else v for v in (x.start, x.stop, x.step)))
+        out.append(x)
+    return tuple(out)
+
+
+def getitem(ctx, t, index):
+    items = _index_items(ctx, index)
     if not all(_is_basic_item(x) for x in items):
         adv = _advanced(ctx, t, items)
         if adv is None:
@@ -527,7 +550,7 @@ def setitem(ctx, t: Tracer, index, value):
     """`t[index] = value`, functionalized: t (and the storage it views)
     takes a new value.  numpy's errors (bounds, broadcasting, casting) come
     from running the update on the concrete values first."""
-    items = index if isinstance(index, tuple) else (index,)
+    items = _index_items(ctx, index)
     if isinstance(value, SymInt):
         value = ctx.operand(value)
     if all(_is_basic_item(x) for x in items):

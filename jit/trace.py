@@ -327,6 +327,9 @@ def _finalize(graph: Graph, env: ShapeEnv, outputs):
 def _data_dependent_dims(graph: Graph, env: ShapeEnv, raw_nodes) -> list[DataDependentDim]:
     out = []
     for n in raw_nodes:
+        if n.op == "index_dim":  # (its value is the size: axis None)
+            u = n.attr("symbol")
+            out.append(DataDependentDim(n.out.id, None, u, env.simplify(u)))
         if n.op != "eager":
             continue
         for o in n.outputs:

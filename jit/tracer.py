@@ -118,6 +118,7 @@ class TraceContext:
         self.breaks: list[Break] = []  # data-dependent Python decisions, in order
         self.mask_reads: dict[int, tuple] = {}  # x[m]'s value id -> (x, m) as Tracers when read
         self.scalars: dict[int, object] = {}  # 0-d values' concrete values, by value id
+        self.index_dims: dict[int, "SymInt"] = {}  # traced integer scalars used as indices, by value id
         self._constant: dict[int, bool] = {}
         self.lift_refusals: list[str] = []  # loops jit/lift.py left to the trace, and why
         self.selects: list[str] = []  # ifs on traced values jit/lift.py made selects (no graph break)
@@ -325,6 +326,24 @@ class TraceContext:
         self._constant[v.id] = ok
         return ok
 
+    def index_dim(self, t: "Tracer") -> "SymInt":
+        """A traced integer scalar used as an index or a slice bound
+        (`x[:, obs[t]]`, `x[np.argmax(v):]`) as a size: a data-dependent
+        symbol the executable binds to its value when it is computed, not a
+        graph break per value.  The decisions indexing takes on it (its sign,
+        its bound) are checked right there; a call deciding otherwise is
+        traced again (runtime/generate.py)."""
+        p = self.producers.get(t.value.id)
+        if p is not None and p.op == "dim":  # (a dim as a value: the dim itself)
+            return SymInt.wrap(self, p.attr("expr"))
+        s = self.index_dims.get(t.value.id)
+        if s is None:
+            u = self.env.new_symbol(int(t.concrete), f"the index at {user_location()}", lo=None,
+                                    data_dependent=True)
+            self.emit("index_dim", [t], {"symbol": u})
+            s = self.index_dims[t.value.id] = SymInt.wrap(self, u)
+        return s
+
     def emit_eager(self, call, inputs: list, concrete_outputs: list, what: str):
         """An opaque node: `call(xs)` returns the list of output arrays."""
         ins = [self.operand(x) for x in inputs]
@@ -379,8 +398,8 @@ class SymInt:
     def _e(self, o):
         if isinstance(o, SymInt):
             return o.expr
-        if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
-            return sympy.Integer(int(o))
+        if isinstance(o, (int, np.integer)) and not isinstance(o, bool) and type(o) is not Tracer:
+            return sympy.Integer(int(o))  # (a traced integer passes isinstance as numpy's scalar: an array op)
         return None
 
     def _arith(self, o, f, ufunc=None, reflected=False):

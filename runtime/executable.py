@@ -42,7 +42,7 @@ class OutputSpec:
 @dataclass(frozen=True)
 class DataDependentDim:
     value_id: int
-    axis: int
+    axis: int | None  # (None: the value itself, an index_dim's)
     symbol: sympy.Symbol
     expr: object  # what the trace relied on: the symbol itself when free
 

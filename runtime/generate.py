@@ -270,14 +270,14 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
         if isinstance(n, KernelCall):
             lines += _kernel_call_lines(n, src, plan, functions, pooled)
         elif n.op == "eager":
-            lines += _eager_lines(n, src, dd_by_value, bound, pending)
+            lines += _eager_lines(n, src) + _bind_lines(n, src, dd_by_value, bound, pending)
         elif n.op == "effect":  # (run once the call is through: a call that stops half way, a graph break
             # deciding otherwise or a check raising, runs again elsewhere, which makes the effect)
             names[n.out.id] = f"v{n.out.id}"
             args = ", ".join(f"_snap({names[v.id]})" for v in n.inputs)
             lines.append(f"    v{n.out.id} = _fx.append(({const(n.attr('call'))}, [{args}]))")
         else:
-            lines += _node_lines(n, k, src, plan, pooled)
+            lines += _node_lines(n, k, src, plan, pooled) + _bind_lines(n, src, dd_by_value, bound, pending)
     rets = []
     written = {final: target for target, final in writebacks}
     for o in outputs:
@@ -346,28 +346,44 @@ def _kernel_call_lines(n: KernelCall, src: Source, plan, functions, pooled) -> l
     return kernelcall.kernel_lines(n, names, const, functions, pooled, into)
 
 
-def _eager_lines(n, src: Source, dd_by_value, bound: set, pending: list) -> list[str]:
-    """An eager node's call, and the checks of the sizes it made that the
-    trace relied on (`bound`: the dims known so far; `pending`: the
-    decisions not checked yet)."""
+def _eager_lines(n, src: Source) -> list[str]:
+    """An eager node's call."""
     names = src.names
     for o in n.outputs:
         names[o.id] = f"v{o.id}"
     outs = ", ".join(names[o.id] for o in n.outputs)
     args = ", ".join(names[v.id] for v in n.inputs)
-    lines = [f"    _r = {src.const(n.attr('call'))}([{args}])",
-             f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')",
-             f"    {outs}{',' if len(n.outputs) == 1 else ''} = _r"]
+    return [f"    _r = {src.const(n.attr('call'))}([{args}])",
+            f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')",
+            f"    {outs}{',' if len(n.outputs) == 1 else ''} = _r"]
+
+
+def _bind_lines(n, src: Source, dd_by_value, bound: set, pending: list) -> list[str]:
+    """The data-dependent sizes step `n` made (an eager node's output
+    shapes, an index_dim's value), bound, and the checks of the decisions
+    the trace took on them (`bound`: the dims known so far; `pending`: the
+    decisions not checked yet).  A failed check of a decision on an index
+    is a graph break deciding otherwise (another entry, or a trace, serves
+    the call: an index of the other sign, numpy's IndexError); one on an
+    eager size runs the call in numpy."""
+    names, lines, made = src.names, [], []
     for o in n.outputs:
         for d in dd_by_value.get(o.id, []):
-            lines.append(f"    {ident(d.symbol)} = _shape({names[o.id]})[{d.axis}]")
+            at = "" if d.axis is None else f"[{d.axis}]"
+            lines.append(f"    {ident(d.symbol)} = {'int' if d.axis is None else '_shape'}({names[o.id]}){at}")
             bound.add(d.symbol)
+            made.append(d)
             if d.expr != d.symbol:
                 lines.append(f"    if {ident(d.symbol)} != {to_python(d.expr)}: "
                              f"raise ShapeMismatch({str(d.symbol) + ' != ' + str(d.expr)!r})")
+    if not made:
+        return lines
+    index = {d.symbol for ds in dd_by_value.values() for d in ds if d.axis is None}
     for c in [c for c in pending if c[0].free_symbols <= bound]:  # decisions the trace took on them
         pending.remove(c)
-        lines.append(f"    if not ({to_python(c[0])}): raise ShapeMismatch({str(c[0]) + ' (' + c[1] + ')'!r})")
+        fail = "BreakMismatch()" if c[0].free_symbols & index else \
+            f"ShapeMismatch({str(c[0]) + ' (' + c[1] + ')'!r})"
+        lines.append(f"    if not ({to_python(c[0])}): raise {fail}")
     return lines
 
 
@@ -389,6 +405,8 @@ def _node_lines(n, k: int, src: Source, plan, pooled) -> list[str]:
         return [f"    {outs} = {const(value.array if isinstance(value, ArrayConst) else value)}"]
     if n.op == "dim":
         return [f"    {outs} = {to_python(n.attr('expr'))}"]
+    if n.op == "index_dim":  # (its symbol is bound from it next: _bind_lines)
+        return [f"    {outs} = {args}"]
     if n.op in ("getitem", "index", "setitem"):  # numpy indexing inline: no index rebuilt per call
         arrays = [names[v.id] for v in n.inputs[2 if n.op == "setitem" else 1:]]
         idx = src.index_src(n.attr("items"), arrays, n.inputs[0].shape)

@@ -718,6 +718,16 @@ register("dim", CREATION, _dim, lambda env, i, a: [()], lambda inputs, attrs: [n
          result=EXTERNAL)
 
 
+def _index_dim(x, symbol):
+    return np.int64(x)
+
+
+# a traced integer scalar used as an index (`x[:, obs[t]]`, `x[np.argmax(v)]`): its value, which the
+# executable binds to the data-dependent size `symbol` (runtime/generate.py), so the index is a view
+# with a symbolic offset that serves every value (jit/tracer.py TraceContext.index_dim)
+register("index_dim", OPAQUE, _index_dim, lambda env, i, a: [()], lambda inputs, attrs: [np.dtype(np.int64)])
+
+
 # -------------------------------------------------------------------- loop
 
 def run_loop(*xs, body: LoopBody, base=None):
