@@ -97,8 +97,9 @@ class Unsupported(Exception):
 class Site:
     """One loop that may lift: its statement and the names it assigns."""
 
-    def __init__(self, node: ast.For, outside_reads: set, filename: str):
+    def __init__(self, node: ast.For, outside_reads: set, filename: str, liftable: bool = True):
         self.node = node
+        self.liftable = liftable  # (made only of what the typer knows; else it may only be a scan)
         self.assigned = sorted(_assigned(node))
         self.outside_reads = outside_reads
         self.filename = filename
@@ -230,13 +231,22 @@ def _candidate(loop: ast.For) -> bool:
     return True
 
 
+def _over_range(loop: ast.For) -> bool:
+    """`for <name> in range(...)` with no else: a loop that may be a scan
+    (jit/scan.py) whatever its body holds (a list display, a call the typer
+    does not know: `A[[i, p]] = A[[p, i]]`)."""
+    it = loop.iter
+    return (isinstance(loop.target, ast.Name) and not loop.orelse and isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name) and it.func.id == "range")
+
+
 def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = False) -> None:
     """The candidate loops of stmts not inside another loop: a loop inside
     a loop the trace unrolls would become a node per outer trip (the
     re-roll pass, clustering/reroll.py, serves those)."""
     for s in stmts:
-        if isinstance(s, ast.For) and not in_loop and _candidate(s):
-            sites.append(Site(s, _reads_outside(fdef, s), filename))
+        if isinstance(s, ast.For) and not in_loop and (_candidate(s) or _over_range(s)):
+            sites.append(Site(s, _reads_outside(fdef, s), filename, _candidate(s)))
             continue
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
@@ -662,6 +672,8 @@ class Hook:
         site = self.r.sites[k]
         try:
             try:
+                if not site.liftable:
+                    raise Unsupported("its body holds what the typer does not know")
                 return _lift(self.ctx, site, scope, self.fn)
             except Unsupported as e:
                 refusal = f"{user_location()}: loop not compiled whole: {e}"

@@ -21,13 +21,15 @@ A loop becomes a scan when
 - its body holds assignments, expressions, ifs and inner loops, and no
   break, continue, return, yield, del, global, nonlocal, def, class, with,
   try or import, nor a call with out=;
-- every name it rebinds that is bound before it (carried) holds a traced
-  array, of the same dtype and shape after every trip; a name it binds first
-  is read nowhere outside it, nor is the loop variable;
+- every name bound before it that it rebinds or writes into (carried)
+  holds a traced array, of the same dtype and shape after every trip; a
+  name it binds first is read nowhere outside it, nor is the loop variable;
 - it writes (a subscript store, an augmented assignment) only into carried
   names, each holding before the loop an array the function made (not an
   argument, a held array, a view, nor an array another name holds: numpy
-  would write into that one too; the scan writes into a copy of it).
+  would write into that one too; the scan writes into a copy of it, and a
+  name it writes into without rebinding it, `back[t] = ...`, takes the
+  copy's values after the loop: TraceContext.write).
 Everything else it reads is passed to the body as it is (numbers, objects)
 or read-only (arrays, dims as ints): a body that writes into one raises in
 the trace's own run of the scan, and the loop is unrolled as before.  So
@@ -173,9 +175,12 @@ def _plan(ctx, site, scope: dict) -> tuple:
     target = loop.target.id
     _check_body(loop.body)
     assigned = set(site.assigned) - {target}
-    carried = sorted(n for n in assigned if n in scope)
+    written = _written(loop.body)
+    # (an array it writes into without rebinding it, `back[t] = ...`, is carried too: the scan's
+    # result is written into it, TraceContext.write, as numpy's writes would have been)
+    carried = sorted(n for n in assigned | written if n in scope)
     if not carried:
-        raise NoScan("it rebinds no name bound before it")
+        raise NoScan("it rebinds no name bound before it, nor writes into one")
     temps = assigned - set(carried)
     live = (temps | {target}) & site.outside_reads
     if live:
@@ -188,9 +193,8 @@ def _plan(ctx, site, scope: dict) -> tuple:
         v = scope[n]
         if not isinstance(v, Tracer) or v.value.weak:
             raise NoScan(f"{n} holds a {type(v).__name__}, not a traced array")
-    written = _written(loop.body)
     if written - set(carried):
-        raise NoScan(f"it writes into {', '.join(sorted(written - set(carried)))}, which it does not rebind")
+        raise NoScan(f"it writes into {', '.join(sorted(written - set(carried)))}, which a trip binds first")
     for n in written:
         _check_private(ctx, n, scope)
     return target, carried, written
@@ -201,7 +205,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     loop = site.node
     assigned = set(site.assigned) - {target}
     arrays, numbers, ints, consts = [], [], [], {}
-    for n in sorted(_read(loop.body) - assigned - {target}):
+    for n in sorted(_read(loop.body) - assigned - set(carried) - {target}):
         local = n in scope
         v = scope[n] if local else globals_.get(n, _NOT)
         if isinstance(v, SymInt) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind in "iu":
@@ -228,6 +232,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     ctx.scans.append(f"{where}: for loop over range(...) compiled once for every trip count (a scan): "
                      f"its body {body.__qualname__} runs once per trip, carrying {', '.join(carried)}")
     new = dict(zip(carried, outs))
+    for n in set(carried) - set(site.assigned):  # (written into, never rebound: the same array, its values new)
+        ctx.write(scope[n], new[n])
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned)
 
 

@@ -122,9 +122,45 @@ def test_augmented_assignment_into_an_array_the_function_made(backend):
     assert f.stats()["traces"] == 2 and "(a scan)" in f.explain()
 
 
+def fills_rows(x):
+    back = np.zeros(x.shape, dtype=np.int64)  # (written into, never rebound: Viterbi's backpointers)
+    h = x[0]
+    alias = [back]
+    for t in range(1, x.shape[0]):
+        back[t] = (h > x[t]).astype(np.int64) + t
+        h = np.maximum(h, x[t])
+    return h, alias[0]
+
+
+def pivots(a):
+    a = a.copy()
+    for i in range(a.shape[0]):  # (a list display and a traced pivot: no lifted loop, a scan)
+        p = i + np.argmax(np.abs(a[i:, 0]))
+        a[[i, p]] = a[[p, i]]
+    return a
+
+
+@pytest.mark.parametrize("fn", [fills_rows, pivots])
+def test_a_loop_that_only_writes_into_an_array_is_a_scan(backend, fn):
+    """The array a loop writes into without rebinding it is carried, and
+    takes the scan's values after it (a list holding it sees them, as
+    numpy's writes): the loop compiles once for every length, where it was
+    unrolled per length ("which it does not rebind"; a list display was no
+    loop site at all)."""
+    rng = np.random.default_rng(5)
+    f = jit(fn, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for T in LENGTHS:
+            x = rng.standard_normal((T, 3))
+            assert_like_numpy(f(x), fn(x))
+    s = f.stats()
+    assert s["traces"] == 2 and s["graph_breaks"] == 0 and "(a scan)" in f.explain(), f.explain()
+
+
 @pytest.mark.parametrize("fn, why", [
     (sum_into_argument_row, "it writes into acc, an argument"),
-    (writes_what_it_reads, "it writes into y, which it does not rebind"),
+    (writes_what_it_reads, "it writes into y, an argument"),
     (changes_dtype, "made carried value 0 a float64[4], not int64[4]"),
     (loop_variable_read_after, "t is read outside it"),
 ])

@@ -76,9 +76,10 @@ CASES = {
     "conv2d_im2col": (lambda n, r: (r.standard_normal((n, n + 2)), r.standard_normal((3, 3))), 1, 0),
     "rmsnorm_rope": (lambda n, r: (r.standard_normal((n, 8)).astype(F32), r.random(8).astype(F32)), 1, 0),
     "hist_eq": (lambda n, r: (r.random((n, 5)),), 1, 0),
-    # (a loop indexing with a traced element, obs[t]: one path per call; pivots: a trip per row, per size)
-    "viterbi": (lambda n, r: (np.log(r.random((3, 3))), np.log(r.random((3, 4))), r.integers(0, 4, n)), 4, 0),
-    "gauss_elim": (lambda n, r: (r.standard_normal((n, n)) + n * np.eye(n), r.standard_normal(n)), 4, 0),
+    # (loops over the length that write into an array they do not rebind, indexed by a traced element,
+    # obs[t], a traced pivot: unrolled for the first length, then a scan for every length)
+    "viterbi": (lambda n, r: (np.log(r.random((3, 3))), np.log(r.random((3, 4))), r.integers(0, 4, n)), 2, 0),
+    "gauss_elim": (lambda n, r: (r.standard_normal((n, n)) + n * np.eye(n), r.standard_normal(n)), 2, 0),
     "sieve": (lambda n, r: (np.zeros(n * 10),), 4, 4),
     "life": (lambda n, r: ((r.random((n, n)) > 0.6).astype(np.int64),), 1, 0),
     "bilinear": (lambda n, r: (r.random((6, 7)), r.random(n) * 5, r.random(n) * 6), 1, 0),
