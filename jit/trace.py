@@ -205,9 +205,12 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         _find(ctx, o.value_id, inputs) for o in outputs if o.value_id is not None))
     graph, outputs = _finalize(graph, env, outputs)
     dd_dims = _data_dependent_dims(graph, env, ctx.nodes)
-    dd_checks = [(g.cond.func(env.simplify(g.cond.lhs), env.simplify(g.cond.rhs))
-                  if isinstance(g.cond, sympy.core.relational.Relational) else g.cond, g.reason)
-                 for g in env.dd_guards]
+    dd_checks = {}  # (a decision taken twice, the getitem and the setitem of `x[i] += 1`, is checked once)
+    for g in env.dd_guards:
+        cond = g.cond.func(env.simplify(g.cond.lhs), env.simplify(g.cond.rhs)) \
+            if isinstance(g.cond, sympy.core.relational.Relational) else g.cond
+        dd_checks.setdefault(cond, g.reason)
+    dd_checks = list(dd_checks.items())
     # (eager nodes nothing reads, a rewritten mask read, are dropped, as the passes drop them)
     eager = [f"{n.attr('call')!r} at {n.loc}" for n in dce(graph, sizes_outside(outputs, dd_checks)).nodes
              if n.op == "eager"]

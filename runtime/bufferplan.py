@@ -59,13 +59,18 @@ class BufferPlan:
     into_argument: dict  # kernel output -> the argument it is written back into, which the kernel writes
 
 
-def may_stop(steps, outputs, dd_dims, dd_checks) -> bool:
-    """Whether a call may stop midway and run in numpy instead (a checked
-    size, a graph break's outcome, a bounds check, a lifted loop, an eager
-    op)."""
-    return bool(dd_checks or dd_dims or any(o.kind == "check" for o in outputs)) or any(
-        ERRCELL in st.args or bool(st.lifted) if isinstance(st, KernelCall) else st.op in ("eager", "scan")
-        for st in steps)
+def last_stop(steps, outputs, dd_dims, dd_checks) -> int | None:
+    """The last step at which (or right after which) a call may stop midway
+    and run in numpy or another entry instead (a checked size, a graph
+    break's outcome, a bounds check, a lifted loop, an eager op, a scan): -1
+    when only the checks of the inputs may, None when nothing may."""
+    made = {vid: k for k, st in enumerate(steps) for vid in step_io(st)[1]}
+    at = [made.get(o.payload[0], -1) for o in outputs if o.kind == "check"]
+    at += [made.get(d.value_id, len(steps) - 1) for d in dd_dims]
+    at += [len(steps) - 1] if dd_checks and not dd_dims else []
+    at += [k for k, st in enumerate(steps) if (ERRCELL in st.args or bool(st.lifted) if isinstance(st, KernelCall)
+                                               else st.op in ("eager", "scan"))]
+    return max(at) if at else None
 
 
 def last_reads(steps, keep) -> tuple[dict[int, int], dict[int, list[int]]]:
@@ -88,13 +93,14 @@ def kept(outputs) -> set:
     return keep | {o.payload[0] for o in outputs if o.kind == "writeback"}
 
 
-def plan_buffers(graph, steps, outputs, pooled, stops: bool) -> BufferPlan:
-    """The plan of an executable whose call may stop midway when `stops` (may_stop)."""
+def plan_buffers(graph, steps, outputs, pooled, stop: int | None) -> BufferPlan:
+    """The plan of an executable whose call may stop midway up to step `stop` (last_stop)."""
     # free each intermediate after its last use, as eager numpy would: keeping
     # them alive until return raises the peak and makes malloc fault in pages
     last_use, dead_after = last_reads(steps, kept(outputs))
     roots_owned = _roots(graph, steps)
-    in_place = _in_place_updates(steps, outputs, stops, roots_owned)
+    stops = stop is not None
+    in_place = _in_place_updates(steps, outputs, -1 if stop is None else stop, roots_owned)
     views = _slot_views(steps)
     direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0], views)
     into_operand = _updates_in_place(steps, in_place, outputs, views)
@@ -109,17 +115,16 @@ _ALIASING = ops_returning(VIEW_OF_INPUT)
 _EXTERNAL = ops_returning(EXTERNAL)
 
 
-def _in_place_updates(steps, outputs, may_stop: bool, roots_owned) -> set[int]:
+def _in_place_updates(steps, outputs, stop: int, roots_owned) -> set[int]:
     """Output ids of the setitem steps that may write into their target's
     buffer instead of a copy: the target's memory was made by this
     executable (not a captured array or an eager op's result, which may be
-    a view of anything), or is an argument the call writes back into anyway
-    when no step after the first write can stop the call (the caller then
-    runs numpy on the arguments as they were), and no later step, output or
-    write-back reads it, or a view of it, again."""
+    a view of anything), or is an argument the call writes back into anyway,
+    the write after the last step that may stop the call (`stop`: the caller
+    then runs numpy, or another entry, on the arguments as they were), and
+    no later step, output or write-back reads it, or a view of it, again."""
     roots, owned = roots_owned
-    if not may_stop:
-        owned = owned | {o.payload[0] for o in outputs if o.kind == "writeback"}
+    written = {o.payload[0] for o in outputs if o.kind == "writeback"}
     reads = [step_io(st)[0] for st in steps]
     # the buffers read from step k on (and by the outputs), built from the end
     read_later: set = set().union(*(roots.get(o.value_id, frozenset()) for o in outputs if o.value_id is not None))
@@ -128,7 +133,7 @@ def _in_place_updates(steps, outputs, may_stop: bool, roots_owned) -> set[int]:
         st = steps[k]
         if isinstance(st, KernelCall) and st.target or not isinstance(st, KernelCall) and st.op == "setitem":
             target = roots.get(step_io(st)[0][0], frozenset())
-            if target and target <= owned and not (read_later & target):
+            if target and target <= (owned | written if k > stop else owned) and not (read_later & target):
                 out.add(step_io(st)[1][0])
         for vid in reads[k]:
             read_later |= roots.get(vid, frozenset())

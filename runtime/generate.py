@@ -17,7 +17,7 @@ from shapes.ir import ArrayConst
 from shapes.ops import OPS, index_of
 from shapes.pyexpr import ident, to_python
 from runtime import gemmchoice, gemv, kernelcall
-from runtime.bufferplan import may_stop, plan_buffers, step_io
+from runtime.bufferplan import last_stop, plan_buffers, step_io
 from runtime.kernelcall import KernelCall
 from runtime.runeagerly import Aliased, BreakMismatch, ShapeMismatch
 from runtime.threadpool import dgemv_address, native_pool, parallel_for
@@ -237,7 +237,7 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
     constant the source names (PortableExecutable)."""
     src = Source(pool, symbols)
     names, const = src.names, src.const
-    plan = plan_buffers(graph, steps, outputs, pooled, may_stop(steps, outputs, dd_dims, dd_checks))
+    plan = plan_buffers(graph, steps, outputs, pooled, last_stop(steps, outputs, dd_dims, dd_checks))
     lines = ["def run(inputs, dims):"] + (["    for _ in _WARMUP: pass"] if len(steps) >= WARMUP_STEPS else [])
     for v in graph.inputs:
         names[v.id] = f"v{v.id}"

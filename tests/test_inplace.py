@@ -594,3 +594,33 @@ def test_a_row_swap_through_a_list_holding_a_traced_index(backend):
         return A, b, A[[p, 0, p]]
     check(pivot, lambda n: [np.arange(n * n, dtype=np.float64).reshape(n, n) % 7, np.arange(n, dtype=np.float64)],
           backend)
+
+
+def test_a_write_into_an_argument_after_the_last_check_is_in_place(backend):
+    """A write into an argument goes straight into the caller's array when
+    no check after it can stop the call (a graph break's outcome, a traced
+    index's bound): Viterbi's `back[t] = ...` in a scan's body copied all of
+    back every trip.  A write before such a check still goes into a copy:
+    a call the check stops runs again (another entry, numpy) on the
+    arguments as they were, so `x += 1` is never applied twice."""
+    def decide_then_add(x, v):
+        i = np.argmax(v)  # (a traced index: its bound checked when it is known)
+        x[i] += 1.0
+        return x.sum()
+
+    def add_then_decide(x, v):
+        x[0] += 1.0
+        return x * 2.0 if x[0].sum() > v.sum() else x * 3.0  # (a graph break on what the write made)
+
+    rng = np.random.default_rng(7)
+    for fn in (decide_then_add, add_then_decide):
+        jf = jit(fn, backend=backend)
+        for k in range(8):
+            x, v = rng.standard_normal((5, 3)), rng.standard_normal(5) * 2
+            mine = x.copy()
+            assert_like_numpy(jf(mine, v), fn(x, v), ulps=16)  # (a sum: another order)
+            np.testing.assert_array_equal(mine, x)
+        assert jf.stats()["traces"] == (1 if fn is decide_then_add else 2), fn.__name__
+        if backend == "llvm":  # (the reference back end copies the view's own update: x[i] += 1 as ops)
+            sources = [e.executable.source for st in jf._keys.values() for e in st.entries]
+            assert all(("_copy(" in s) == (fn is add_then_decide) for s in sources), (fn.__name__, sources)
