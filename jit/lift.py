@@ -157,10 +157,13 @@ def _rewrite(fn) -> Rewritten | None:
             or code.co_name == "<lambda>" or not any(i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP")
                                                      for i in dis.get_instructions(code)):
         return None
-    source = "".join(linecache.getlines(code.co_filename, fn.__globals__))
-    if not source:
-        return None
-    tree = ast.parse(source, code.co_filename)
+    if code in scan.MADE:  # (a scan's body: its module, made from the loop's statements)
+        tree = copy.deepcopy(scan.MADE[code])
+    else:
+        source = "".join(linecache.getlines(code.co_filename, fn.__globals__))
+        if not source:
+            return None
+        tree = ast.parse(source, code.co_filename)
     fdef = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
                  and (n.decorator_list[0].lineno if n.decorator_list else n.lineno) == code.co_firstlineno), None)
     if fdef is None or not _same_code(_compile(tree, code), code):
@@ -1016,19 +1019,22 @@ class _Typer:
             e = self.cvt(self.expr(value, env), strong(self.arrays[arr][0]), "store")
             return [("store", arr, idx, e)], env
         if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts) \
-                and all(isinstance(t, ast.Name) for t in target.elts):
-            es = [self.expr(v, env) for v in value.elts]  # (all read before any is bound)
+                and all(isinstance(t, (ast.Name, ast.Subscript)) for t in target.elts):
+            # (`a, b = b, a`, `x[j], x[j + 1] = x[j + 1], x[j]`: every value read before any target is
+            # bound or stored, then the targets left to right, as Python does)
+            es = [self.expr(v, env) for v in value.elts]
             out, env = [], dict(env)
             tmps = []
             for e in es:
+                if _is_vec(e[1]) or e[0] == "view":
+                    raise Unsupported("an array in a tuple assignment")
                 self.n_hidden += 1
                 out.append(("set", f"#t{self.n_hidden}", e))
-                tmps.append(("var", e[1], f"#t{self.n_hidden}"))
+                tmps.append(ast.Name(f"#t{self.n_hidden}", ast.Load()))
+                env[f"#t{self.n_hidden}"] = e[1]
             for t, tv in zip(target.elts, tmps):
-                if t.id in self.arrays or t.id in self.resolved:
-                    raise Unsupported(f"{t.id} is rebound in the loop")
-                out.append(("set", t.id, tv))
-                env[t.id] = tv[1]
+                stmts, env = self.assign(t, tv, env)
+                out += stmts
             return out, env
         raise Unsupported("assignment to this target")
 

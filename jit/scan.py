@@ -80,7 +80,7 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn):
             counts.add(trips)
         return NOT_SYMBOLIC
     try:
-        plan = _plan(ctx, site, scope)
+        plan = _plan(ctx, site, scope, globals_)
         if counts is not None and (not counts or trips in counts):
             counts.add(trips)
             ctx.lift_refusals.append(f"{where}: loop unrolled for {trips} trips (its trip count specialized; "
@@ -168,7 +168,7 @@ def _lookup(name: str, scope: dict, globals_: dict):
     return getattr(builtins, name, _NOT)
 
 
-def _plan(ctx, site, scope: dict) -> tuple:
+def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     """(loop variable, carried names, names written into) of a loop that may
     be a scan in this frame, or NoScan (module docstring)."""
     loop = site.node
@@ -193,8 +193,10 @@ def _plan(ctx, site, scope: dict) -> tuple:
         v = scope[n]
         if not isinstance(v, Tracer) or v.value.weak:
             raise NoScan(f"{n} holds a {type(v).__name__}, not a traced array")
-    if written - set(carried):
-        raise NoScan(f"it writes into {', '.join(sorted(written - set(carried)))}, which a trip binds first")
+    made = written - set(carried) - _made_by_the_trip(loop.body, scope, globals_)
+    if made:
+        raise NoScan(f"it writes into {', '.join(sorted(made))}, which a trip binds first, not to a new array")
+    written &= set(carried)
     for n in written:
         _check_private(ctx, n, scope)
     return target, carried, written
@@ -284,14 +286,63 @@ def _read(stmts: list) -> set:
     return {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _read_before_bound(stmts: list, temps: set) -> set:
-    """The temps a trip may read before it binds them: bound means by a
-    plain assignment at the body's top level, in an earlier statement."""
-    bound, early = set(), set()
+_CREATORS = {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like", "array",
+             "copy", "arange"}
+
+
+def _made_by_the_trip(stmts: list, scope: dict, globals_: dict) -> set:
+    """Names every assignment of which in the statements binds a new array
+    (`cur = np.empty(m + 1)`, `row = x[t].copy()`): a trip's own, which its
+    writes reach no one else through."""
+    fresh, other = set(), set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                new = isinstance(n, ast.Assign) and len(targets) == 1 and _new_array(n.value, scope, globals_)
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        (fresh if new else other).add(t.id)
+                    elif not isinstance(t, ast.Subscript):
+                        other |= {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
+    return fresh - other
+
+
+def _new_array(e, scope: dict, globals_: dict) -> bool:
+    """`np.<creation function>(...)` with numpy's own np, or `<expr>.copy()`."""
+    if not isinstance(e, ast.Call) or not isinstance(e.func, ast.Attribute):
+        return False
+    f = e.func
+    if f.attr == "copy" and not e.args and not e.keywords:
+        return True
+    if not (f.attr in _CREATORS and isinstance(f.value, ast.Name)) or any(k.arg == "out" for k in e.keywords):
+        return False
+    module = _lookup(f.value.id, scope, globals_)  # (numpy, or the trace's proxy of it: jit/trace.py)
+    return isinstance(module, types.ModuleType) and module.__name__ == "numpy"
+
+
+def _read_before_bound(stmts: list, temps: set, bound: set | None = None) -> set:
+    """The temps a trip may read before it binds them: bound by a plain
+    assignment in an earlier statement (in both branches of an if), or as
+    an inner loop's variable within that loop's body (after an inner loop,
+    what only its body binds is not: it may run no trip).  `bound` grows
+    with what the statements bind."""
+    bound = set() if bound is None else bound
+    early = set()
     for st in stmts:
-        early |= (_read([st]) & temps) - bound
-        if isinstance(st, ast.Assign):
-            bound |= {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if isinstance(st, ast.For) and isinstance(st.target, ast.Name):
+            early |= (_read([ast.Expr(st.iter)]) & temps) - bound
+            early |= _read_before_bound(st.body, temps, bound | {st.target.id})
+            early |= (_read(st.orelse) & temps) - bound
+        elif isinstance(st, ast.If):
+            early |= (_read([ast.Expr(st.test)]) & temps) - bound
+            a, b = set(bound), set(bound)
+            early |= _read_before_bound(st.body, temps, a) | _read_before_bound(st.orelse, temps, b)
+            bound |= a & b
+        else:
+            early |= (_read([st]) & temps) - bound
+            if isinstance(st, ast.Assign):
+                bound |= {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return early
 
 
@@ -368,7 +419,13 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     module = ast.Module([outer], type_ignores=[])
     ast.fix_missing_locations(module)
     code = compile(module, site.filename, "exec", dont_inherit=True)
-    return next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sj_scan__")
+    factory = next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "__sj_scan__")
+    body = next(c for c in factory.co_consts if isinstance(c, types.CodeType) and c.co_name == name)
+    MADE[body] = module  # (the body's own loops may lift: jit/lift.py reads its source here, not in the file)
+    return factory
+
+
+MADE: dict = {}  # code of a loop body made here -> the module it was compiled from
 
 
 @dataclass(eq=False)

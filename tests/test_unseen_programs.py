@@ -116,6 +116,33 @@ CASES = {
     "running_stats": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "where_nonzero": (lambda n, r: (r.standard_normal(n),), 1, 1),
     "piecewise_loop": (lambda n, r: (r.standard_normal(n) * 2,), 1, 0),  # (x ** 2 in a lifted loop)
+    # (loops over the length carrying arrays: unrolled for the first length, then a scan)
+    "floyd": (lambda n, r: (r.random((n, n)) * 10,), 2, 0),
+    "dijkstra": (lambda n, r: (r.random((n, n)) * 10,), 2, 0),
+    "kalman": (lambda n, r: (r.standard_normal((n, 2)), np.array([[1.0, 1.0], [0.0, 1.0]]), np.eye(2),
+                             np.eye(2) * 0.1, np.eye(2) * 0.5), 2, 0),
+    "edit_rows": (lambda n, r: (r.integers(0, 3, n), r.integers(0, 3, n + 2)), 2, 0),  # (a lifted loop in a scan)
+    "add_at_hist": (lambda n, r: (r.integers(0, 8, n), r.random(n)), 1, 0),
+    "top_p": (lambda n, r: (r.standard_normal(n), 0.8), 1, 0),
+    "windows": (lambda n, r: (r.standard_normal(n),), 1, 0),
+    "xent_arange": (lambda n, r: (r.standard_normal((n, 5)), r.integers(0, 5, n)), 1, 0),
+    "cummax": (lambda n, r: (r.standard_normal(n),), 1, 0),
+    "kth": (lambda n, r: (r.standard_normal(n),), 1, 1),
+    "padconv": (lambda n, r: (r.standard_normal((n, n + 1)),), 1, 0),
+    "layernorm": (lambda n, r: (r.standard_normal((n, 8)).astype(F32), r.random(8).astype(F32),
+                                r.random(8).astype(F32)), 1, 0),
+    "einsum3": (lambda n, r: (r.standard_normal((n, 3)), r.standard_normal((3, 4)), r.standard_normal((4, 2))), 1, 0),
+    "diff_cumsum": (lambda n, r: (r.standard_normal((n, 3)),), 1, 1),
+    "sort_by_key": (lambda n, r: (r.integers(0, 5, n), r.standard_normal(n)), 1, 0),
+    "batch_gather": (lambda n, r: (r.standard_normal((n, 6)), r.integers(0, 6, (n, 2))), 1, 0),
+    "clip_out": (lambda n, r: (r.standard_normal(n) * 2,), 1, 0),
+    "mandel": (lambda n, r: ((r.random((n, 4)) - 0.5) * 3 + 1j * (r.random((n, 4)) - 0.5) * 3, 10), 1, 0),
+    "bubble": (lambda n, r: (r.standard_normal(n),), 1, 0),  # (nested loops, a swap: one lifted loop)
+    "seg_sum": (lambda n, r: (r.standard_normal(n), r.integers(0, 4, n), 4), 1, 0),
+    "argmax_rows_loop": (lambda n, r: (r.standard_normal((n, 3)),), 4, 0),  # (a list of ints per length)
+    "normalize_cols_inplace": (lambda n, r: (r.standard_normal((n, 3)),), 1, 0),
+    "attention_mask_pad": (lambda n, r: (r.standard_normal((n, 4)), r.standard_normal((n + 1, 4)),
+                                         r.integers(1, n + 1, n)), 1, 0),
 }
 
 

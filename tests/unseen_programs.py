@@ -448,3 +448,152 @@ def piecewise_loop(x):
         else:
             out[i] = 2 * x[i] - 1
     return out
+
+# batch 7 (session 21): graphs, filters, DP rows, swaps, gathers, in-place normalization
+def floyd(D):
+    D = D.copy()
+    n = D.shape[0]
+    for k in range(n):
+        D = np.minimum(D, D[:, k:k + 1] + D[k:k + 1, :])
+    return D
+
+def dijkstra(W):
+    n = W.shape[0]
+    dist = np.full(n, np.inf)
+    dist[0] = 0.0
+    done = np.zeros(n, dtype=bool)
+    for _ in range(n):
+        d = np.where(done, np.inf, dist)
+        u = np.argmin(d)
+        done[u] = True
+        dist = np.minimum(dist, dist[u] + W[u])
+    return dist
+
+def kalman(zs, F, H, Q, R):
+    x = np.zeros(F.shape[0])
+    P = np.eye(F.shape[0])
+    out = np.zeros((zs.shape[0], F.shape[0]))
+    for t in range(zs.shape[0]):
+        x = F @ x
+        P = F @ P @ F.T + Q
+        S = H @ P @ H.T + R
+        K = P @ H.T @ np.linalg.inv(S)
+        x = x + K @ (zs[t] - H @ x)
+        P = (np.eye(F.shape[0]) - K @ H) @ P
+        out[t] = x
+    return out
+
+def edit_rows(a, b):
+    n, m = a.shape[0], b.shape[0]
+    prev = np.arange(m + 1, dtype=np.int64)
+    for i in range(1, n + 1):
+        cur = np.empty(m + 1, dtype=np.int64)
+        cur[0] = i
+        sub = prev[:-1] + (a[i - 1] != b)
+        cur[1:] = np.minimum(sub, prev[1:] + 1)
+        for j in range(1, m + 1):
+            cur[j] = min(cur[j], cur[j - 1] + 1)
+        prev = cur
+    return prev[-1]
+
+def add_at_hist(idx, w):
+    h = np.zeros(8)
+    np.add.at(h, idx, w)
+    return h
+
+def top_p(logits, p):
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    order = np.argsort(-probs)
+    c = np.cumsum(probs[order])
+    k = np.searchsorted(c, p) + 1
+    keep = order[:k]
+    out = np.zeros_like(probs)
+    out[keep] = probs[keep]
+    return out / out.sum()
+
+def windows(x):
+    w = np.lib.stride_tricks.sliding_window_view(x, 3)
+    return w.mean(axis=-1)
+
+def xent_arange(logits, y):
+    z = logits - logits.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=1))
+    return (lse - z[np.arange(z.shape[0]), y]).mean()
+
+def cummax(x):
+    return np.maximum.accumulate(x), np.minimum.accumulate(x[::-1])[::-1]
+
+def kth(x):
+    k = x.shape[0] // 2
+    return np.partition(x, k)[k]
+
+def padconv(img):
+    p = np.pad(img, 1, mode="edge")
+    return (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4 * img)
+
+def layernorm(x, g, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * g + b
+
+def einsum3(a, b, c):
+    return np.einsum("ij,jk,kl->il", a, b, c)
+
+def diff_cumsum(x):
+    return np.diff(np.cumsum(x, axis=0), axis=0, prepend=0)
+
+def sort_by_key(keys, vals):
+    o = np.argsort(keys, kind="stable")
+    return keys[o], vals[o]
+
+def batch_gather(x, idx):
+    rows = np.arange(x.shape[0])[:, None]
+    return x[rows, idx]
+
+def clip_out(x):
+    np.clip(x, -1.0, 1.0, out=x)
+    return x
+
+def mandel(c, iters):
+    z = np.zeros_like(c)
+    count = np.zeros(c.shape, dtype=np.int64)
+    for _ in range(iters):
+        mask = np.abs(z) <= 2
+        z[mask] = z[mask] ** 2 + c[mask]
+        count += mask
+    return count
+
+def bubble(x):
+    x = x.copy()
+    n = x.shape[0]
+    for i in range(n):
+        for j in range(n - 1 - i):
+            if x[j] > x[j + 1]:
+                x[j], x[j + 1] = x[j + 1], x[j]
+    return x
+
+def seg_sum(vals, seg, nseg):
+    out = np.zeros(nseg)
+    for s in range(nseg):
+        out[s] = vals[seg == s].sum()
+    return out
+
+def argmax_rows_loop(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(int(np.argmax(x[i])))
+    return np.array(res)
+
+def normalize_cols_inplace(x):
+    x -= x.mean(axis=0)
+    x /= x.std(axis=0) + 1e-8
+    return x
+
+def attention_mask_pad(q, k, lengths):
+    s = q @ k.T / np.sqrt(q.shape[1])
+    mask = np.arange(k.shape[0])[None, :] >= lengths[:, None]
+    s = np.where(mask, -np.inf, s)
+    s = s - s.max(1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(1, keepdims=True)
