@@ -251,6 +251,9 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
         if isinstance(s, ast.For) and not in_loop and (_candidate(s) or _over_range(s)):
             sites.append(Site(s, _reads_outside(fdef, s), filename, _candidate(s)))
             continue
+        if isinstance(s, ast.While) and not in_loop and not s.orelse:  # (it may only be a scan: jit/scan.py)
+            sites.append(Site(s, _reads_outside(fdef, s), filename, False))
+            continue
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         inner_loop = in_loop or isinstance(s, (ast.For, ast.While, ast.AsyncFor))
@@ -676,7 +679,8 @@ class Hook:
         try:
             try:
                 if not site.liftable:
-                    raise Unsupported("its body holds what the typer does not know")
+                    raise Unsupported("a while loop" if isinstance(site.node, ast.While) else
+                                      "its body holds what the typer does not know")
                 return _lift(self.ctx, site, scope, self.fn)
             except Unsupported as e:
                 refusal = f"{user_location()}: loop not compiled whole: {e}"

@@ -75,13 +75,16 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn):
     start, stop, step = bounds
     trips = len(range(_hint(ctx, start), _hint(ctx, stop), step))
     counts = ctx.loops.setdefault(site, set())  # (None once the loop is a scan)
-    if not any(isinstance(b, SymInt) for b in bounds[:2]):
+    # (a loop that may stop early on a traced value is a scan at once: unrolled, each trip's
+    # `if converged: break` would be a graph break, and every call deciding otherwise a new path)
+    exits = _stops(loop) and not _decided_in_python(loop, scope, globals_)
+    if not exits and (isinstance(loop, ast.While) or not any(isinstance(b, SymInt) for b in bounds[:2])):
         if counts is not None:  # (a count another loop's specialization fixed counts too)
             counts.add(trips)
         return NOT_SYMBOLIC
     try:
         plan = _plan(ctx, site, scope, globals_)
-        if counts is not None and (not counts or trips in counts):
+        if not exits and counts is not None and (not counts or trips in counts):
             counts.add(trips)
             ctx.lift_refusals.append(f"{where}: loop unrolled for {trips} trips (its trip count specialized; "
                                      "a call with another count compiles it once as a scan)")
@@ -89,7 +92,8 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn):
         ctx.loops[site] = None  # (another trip count: from now on, every trace of it makes a scan)
         return _scan(ctx, site, scope, globals_, fn, start, stop, step, where, *plan)
     except NoScan as e:
-        ctx.lift_refusals.append(f"{where}: loop unrolled for {trips} trips, not a scan: {e}")
+        unrolled = f"loop unrolled for {trips} trips" if isinstance(loop, ast.For) else "while loop traced as written"
+        ctx.lift_refusals.append(f"{where}: {unrolled}, not a scan: {e}")
         return None
 
 
@@ -97,9 +101,41 @@ def _hint(ctx, b) -> int:
     return int(ctx.hint(b.expr)) if isinstance(b, SymInt) else b
 
 
+WHILE_TRIP = "__sj_trip__"  # (a while loop's body takes its trip number by this name)
+
+
+def _target(loop) -> str:
+    return loop.target.id if isinstance(loop, ast.For) else WHILE_TRIP
+
+
+def _decided_in_python(loop, scope: dict, globals_: dict) -> bool:
+    """Whether the loop's stop tests (a while loop's, its exits') read only
+    Python ints and bools, dims and the loop variable (`while i < 5`,
+    `if t == k: break`): Python decides them, and the loop is traced as
+    written, as before; a float, an array or a function may be traced."""
+    tests = _tested(loop) + [ast.Expr(x.test) for x in _exits(loop.body)]
+    for n in _read(tests):
+        v = _lookup(n, scope, globals_) if n != _target(loop) else 0
+        if not (type(v) in (bool, int) or isinstance(v, SymInt)):
+            return False
+    return True
+
+
+def _tested(loop) -> list:
+    """A while loop's test as a statement (what each trip reads first), or none."""
+    return [ast.Expr(loop.test)] if isinstance(loop, ast.While) else []
+
+
+def _stops(loop) -> bool:
+    """Whether a trip may end the loop: a while loop's test, or an exit."""
+    return isinstance(loop, ast.While) or bool(_exits(loop.body))
+
+
 def _range_bounds(loop: ast.For, scope: dict, globals_: dict):
     """(start, stop, step) of `for name in range(...)` evaluated in the frame
     (ints or SymInts, step a nonzero int), or None."""
+    if isinstance(loop, ast.While):  # (trips until its test fails, or an exit)
+        return (0, 2 ** 62, 1) if not loop.orelse else None
     it = loop.iter
     if not (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
             and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):
@@ -172,7 +208,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     """(loop variable, carried names, names written into) of a loop that may
     be a scan in this frame, or NoScan (module docstring)."""
     loop = site.node
-    target = loop.target.id
+    target = _target(loop)
     _check_body(loop.body)
     assigned = set(site.assigned) - {target}
     written = _written(loop.body)
@@ -181,18 +217,19 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     carried = sorted(n for n in assigned | written if n in scope)
     if not carried:
         raise NoScan("it rebinds no name bound before it, nor writes into one")
+    written -= {n for n in carried if not isinstance(scope[n], Tracer) or scope[n].value.weak}  # (`steps += 1`)
     temps = assigned - set(carried)
     live = (temps | {target}) & site.outside_reads
     if live:
         raise NoScan(f"{', '.join(sorted(live))} is read outside it, and not carried")
-    early = _read_before_bound(loop.body, temps)
+    early = _read_before_bound(_tested(loop) + loop.body, temps)
     if early:
         raise NoScan(f"{', '.join(sorted(early))} may be read before the trip binds it (a value from a trip "
                      "before)")
     for n in carried:
         v = scope[n]
-        if not isinstance(v, Tracer) or v.value.weak:
-            raise NoScan(f"{n} holds a {type(v).__name__}, not a traced array")
+        if _carried_kind(v) is None:
+            raise NoScan(f"{n} holds a {type(v).__name__}, not a traced array or a Python number")
     made = written - set(carried) - _made_by_the_trip(loop.body, scope, globals_)
     if made:
         raise NoScan(f"it writes into {', '.join(sorted(made))}, which a trip binds first, not to a new array")
@@ -202,12 +239,24 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     return target, carried, written
 
 
+def _carried_kind(v) -> str | None:
+    """How a carried value enters the body: "array", or the Python number it
+    is ("int": a symbol in the body, never a key per value; "float",
+    "bool"), the trips making it theirs (`lam = 0.0` then numpy's float64,
+    `steps += 1` a Python int still); None for anything else (a dim)."""
+    if type(v) in (bool, int, float):
+        return type(v).__name__
+    if type(v) is Tracer:
+        return "array" if not v.value.weak else {"b": "bool", "i": "int", "f": "float"}.get(v.dtype.kind)
+    return None
+
+
 def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, where: str, target: str,
           carried: list, written: set):
     loop = site.node
     assigned = set(site.assigned) - {target}
     arrays, numbers, ints, consts = [], [], [], {}
-    for n in sorted(_read(loop.body) - assigned - set(carried) - {target}):
+    for n in sorted(_read(_tested(loop) + loop.body) - assigned - set(carried) - {target}):
         local = n in scope
         v = scope[n] if local else globals_.get(n, _NOT)
         if isinstance(v, SymInt) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind in "iu":
@@ -217,10 +266,12 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
         elif local:
             consts[n] = _unheld(v, n)
     free = arrays + numbers + ints
-    body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints))
+    carried_kinds = tuple(_carried_kind(scope[n]) for n in carried)
+    body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints), carried_kinds)
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
-                    site.index if not consts else -1, target, tuple(carried), tuple(free), len(ints))
+                    site.index if not consts else -1, target, tuple(carried), tuple(free), len(ints),
+                    _stops(loop), carried_kinds)
     call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     try:
@@ -231,7 +282,10 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
         raise NoScan(f"its body raised {type(e).__name__}: {e}") from None
     outs = outs if len(carried) > 1 else [outs]
-    ctx.scans.append(f"{where}: for loop over range(...) compiled once for every trip count (a scan): "
+    # (what the trips made of each carried number: every call's must make the same, or it runs in numpy)
+    call.results = tuple("" if kind == "array" else type(x.concrete).__name__ for x, kind in zip(outs, carried_kinds))
+    loop_kind = "for loop over range(...)" if isinstance(loop, ast.For) else "while loop"
+    ctx.scans.append(f"{where}: {loop_kind} compiled once for every trip count (a scan): "
                      f"its body {body.__qualname__} runs once per trip, carrying {', '.join(carried)}")
     new = dict(zip(carried, outs))
     for n in set(carried) - set(site.assigned):  # (written into, never rebound: the same array, its values new)
@@ -239,10 +293,18 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned)
 
 
+def _exits(stmts: list) -> list:
+    """The body's exits: its top-level `if <test>: break` statements."""
+    return [s for s in stmts if isinstance(s, ast.If) and not s.orelse and len(s.body) == 1
+            and isinstance(s.body[0], ast.Break)]
+
+
 def _check_body(stmts: list, depth: int = 0) -> None:
-    """Only _STATEMENTS; break and continue only in an inner loop; no out=."""
+    """Only _STATEMENTS; break and continue only in an inner loop, or as
+    the body's exits (`if <test>: break` at its top level); no out=."""
+    exits = _exits(stmts) if not depth else []
     for s in stmts:
-        if isinstance(s, (ast.Break, ast.Continue)) and depth:
+        if isinstance(s, (ast.Break, ast.Continue)) and depth or any(s is x for x in exits):
             continue
         if not isinstance(s, _STATEMENTS):
             raise NoScan(f"its body holds a {type(s).__name__.lower()} statement")
@@ -373,12 +435,13 @@ def _unheld(v, name: str):
     return v
 
 
-def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int):
+def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int,
+              carried_kinds: tuple):
     """The jitted body of the loop: a function (target, *carried, *free) ->
     (carried...), its closure `consts`; one per layout and closure values
     (a retrace of the function reuses it, and its compiled entries).
     `loops` and `scan_jit` are the jit's (jit/api.py)."""
-    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)))
+    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds)
     values = tuple(consts[n] for n in sorted(consts))
     bodies = loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
     for k, vals, body in bodies:
@@ -391,7 +454,8 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
     body = scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
     # (the loop variable and the dims it reads are symbols from the first trip: one compile)
     first_int = 1 + len(carried) + len(free) - n_ints
-    body._dyn_ints = frozenset({0} | set(range(first_int, first_int + n_ints)))
+    body._dyn_ints = frozenset({0} | set(range(first_int, first_int + n_ints))
+                               | {1 + k for k, kind in enumerate(carried_kinds) if kind == "int"})
     bodies.append((key, values, body))
     return body
 
@@ -400,7 +464,9 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     """The code of `def __sj_scan__(*closure): def body(target, *carried, *free):
     <the loop's body>; return (*carried,); return body`, compiled from the
     loop's own statements (their lines kept: tracebacks and explain() point
-    into the user's file)."""
+    into the user's file).  A body with exits returns one more value, whether
+    the loop stops after this trip: each `if <test>: break` becomes
+    `if <test>: return (*carried, True)`, and the end `return (*carried, False)`."""
     loop = site.node
 
     def args(names):
@@ -410,11 +476,23 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     def function(name, params, body):
         extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
         return ast.FunctionDef(name=name, args=args(params), body=body, decorator_list=[], returns=None, **extra)
-    ret = ast.Return(ast.Tuple([ast.Name(n, ast.Load()) for n in carried], ast.Load()))
+    statements = copy.deepcopy(loop.body)
+    exits, stops = {id(x) for x in _exits(statements)}, _stops(loop)
+
+    def returned(stop: bool, where) -> ast.Return:
+        values = [ast.Name(n, ast.Load()) for n in carried] + ([ast.Constant(stop)] if stops else [])
+        return ast.copy_location(ast.Return(ast.Tuple(values, ast.Load())), where)
+    for k, st in enumerate(statements):
+        if id(st) in exits:
+            statements[k] = ast.copy_location(ast.If(st.test, [returned(True, st.body[0])], []), st)
+    if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`)
+        test = ast.copy_location(ast.UnaryOp(ast.Not(), copy.deepcopy(loop.test)), loop.test)
+        statements.insert(0, ast.copy_location(ast.If(test, [returned(True, loop.test)], []), loop.test))
+    ret = returned(False, loop)
     name = f"{fn.__name__}_loop_body"
-    inner = function(name, [target, *carried, *free], copy.deepcopy(loop.body) + [ret])
+    inner = function(name, [target, *carried, *free], statements + [ret])
     outer = function("__sj_scan__", closure, [inner, ast.Return(ast.Name(name, ast.Load()))])
-    for n in (ret, ret.value, inner, outer, outer.body[1], outer.body[1].value):
+    for n in (ret.value, inner, outer, outer.body[1], outer.body[1].value):
         ast.copy_location(n, loop)
     module = ast.Module([outer], type_ignores=[])
     ast.fix_missing_locations(module)
@@ -450,6 +528,9 @@ class ScanCall:
     carried: tuple
     free: tuple
     n_ints: int
+    exits: bool = False  # (the body returns one more value: whether the loop stops after that trip)
+    carried_kinds: tuple = ()  # (_carried_kind of each carried value before the loop)
+    results: tuple = ()  # (the type each carried number had after the trace's trips: "" for an array)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
@@ -462,12 +543,12 @@ class ScanCall:
         holds the loop, its `sites` jit/lift.py's) makes it: False where
         the function's source does not give the loop back (its trace is not
         used)."""
-        if not 0 <= self.site < len(sites) or getattr(sites[self.site].node.target, "id", None) != self.target:
+        if not 0 <= self.site < len(sites) or _target(sites[self.site].node) != self.target:
             return False
         site = sites[self.site]
         try:
             self.body = _body_jit(jf._loops, jf._scan_jit, site, jf.fn, self.target, self.carried, self.free, {},
-                                  self.n_ints)
+                                  self.n_ints, self.carried_kinds)
         except (SyntaxError, ValueError):
             return False
         self.fn = jf.fn
@@ -475,18 +556,19 @@ class ScanCall:
         return True
 
     def __call__(self, xs: list) -> list:
-        nc = self.n_carried
+        nc, exits = self.n_carried, self.exits
         start, stop = int(xs[0]), int(xs[1])
         carried = [np.array(x) if c else x for x, c in zip(xs[2:2 + nc], self.copied)]
         want = [(np.asarray(x).dtype, np.shape(x)) for x in carried]
         free = [_read_only(x) if k == "array" else PYTHON_TYPES[k](x) for x, k in zip(xs[2 + nc:], self.free_kinds)]
         body, run, tries = self.body, None, 0
         arrays_in = [x for x, k in zip(free, self.free_kinds) if k == "array"]
-        fixed = tuple(np.shape(x) for x in carried) + tuple(x.shape for x in arrays_in) + tuple(
-            (x,) for x, k in zip(free, self.free_kinds) if k == "int")
+        # (the shapes jit's guards take after the carried arrays': what the body reads; a carried
+        # number -- a Python float, numpy's float64 -- has none)
+        fixed = tuple(x.shape for x in arrays_in) + tuple((x,) for x, k in zip(free, self.free_kinds) if k == "int")
         rest = arrays_in + [x for x, k in zip(free, self.free_kinds) if k in ("float", "complex")]
         layout = _layout(carried)
-        flat = pytree.flat_tuple(nc)
+        flat = pytree.flat_tuple(nc + exits)
         steady = False  # (the pinned entry gave back the layout it takes: it will again, the layout is not redone)
         if start < stop if self.step > 0 else start > stop:  # (the entry of the first trip, when the body has one:
             # no jit call of its own, whose lookup costs more than a small body's kernels)
@@ -500,8 +582,9 @@ class ScanCall:
         while i < len(trips):
             if steady and run[3]:  # (the pinned entry took and gave this layout: trips run here until one
                 # fails its guards or raises, with nothing redone per trip)
-                i, carried = _steady_trips(trips, i, carried, run, fixed, want, self.where)
-                if i == len(trips):
+                i, carried, stopped = _steady_trips(trips, i, carried, run, _shapes(carried, self.carried_kinds) + fixed, want,
+                                                    self.where, exits)
+                if i == len(trips) or stopped:
                     break
                 steady = False  # (trip i failed the guards or raised: it runs below, as any other)
             t = trips[i]
@@ -510,31 +593,38 @@ class ScanCall:
             if run is not None and (steady or layout == run[2]):
                 # (the entry the last trips took, its guards checked for this t: jit's own lookup of
                 # it per trip would cost more than a small body's kernels)
-                dims = run[0](((t,),) + fixed)
+                dims = run[0](((t,),) + _shapes(carried, self.carried_kinds) + fixed)
                 if dims is not None:
                     try:
                         res = run[1](carried + run[4], dims)
                         # (the carried values first, then what the entry writes back or checks)
-                        out = res[:nc] if run[3] else list(pytree.unflatten(run[5], iter(res)))
+                        out = res[:nc + exits] if run[3] else list(pytree.unflatten(run[5], iter(res)))
                     except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
                         out = None
             pinned = out is not None
             if not pinned:
                 steady = False
                 out = list(body(t, *carried, *free))
-                if tries < 3 and (run is None or _layout(out) != run[2]):
-                    tries += 1
-                    found = body._entry_for((t, *out, *free), flat=True)
-                    if found is not None:  # (what the body holds: the same arrays every trip, its own pure)
-                        e, held = found
-                        run = (e.guards.check, e.run, _layout(out), e.out_treedef == flat, rest + held,
-                               e.out_treedef)
+            stopped = exits and bool(out[nc])
+            out = out[:nc]
+            if not pinned and tries < 3 and (run is None or _layout(out) != run[2]):
+                tries += 1
+                found = body._entry_for((t, *out, *free), flat=True)
+                if found is not None:  # (what the body holds: the same arrays every trip, its own pure)
+                    e, held = found
+                    run = (e.guards.check, e.run, _layout(out), e.out_treedef == flat, rest + held, e.out_treedef)
             _check_trip(out, want, t, self.where)
             carried = out
+            if stopped:
+                break
             if not steady:
                 new = _layout(out)
                 steady = pinned and new == layout == run[2]
                 layout = new
+        for x, name in zip(carried, self.results):
+            if name and type(x).__name__ != name:
+                raise ScanMismatch(f"the loop at {self.where}: its trips made a carried number a "
+                                   f"{type(x).__name__}, where the trace's made a {name}")
         arrays = [x for x in xs if isinstance(x, np.ndarray)]
         # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
         # the executable may reuse an input's buffer once the node has run)
@@ -542,27 +632,38 @@ class ScanCall:
                 for x in carried]
 
 
-def _steady_trips(trips, i: int, carried: list, run: tuple, fixed: tuple, want: list, where: str):
-    """(the next trip, the carried values) after running trips[i:] through
-    the pinned entry `run` while its guards pass and it returns: the scan's
-    own loop, with nothing but the guards, the entry and the trip's check."""
+def _steady_trips(trips, i: int, carried: list, run: tuple, fixed: tuple, want: list, where: str, exits: bool):
+    """(the next trip, the carried values, whether the last trip ran was the
+    loop's last) after running trips[i:] through the pinned entry `run`
+    while its guards pass and it returns: the scan's own loop, with nothing
+    but the guards, the entry and the trip's check."""
     check, entry, held = run[0], run[1], run[4]
     nc = len(carried)
     for i in range(i, len(trips)):
         t = trips[i]
         dims = check(((t,),) + fixed)
         if dims is None:
-            return i, carried
+            return i, carried, False
         try:
-            out = entry(carried + held, dims)[:nc]
+            res = entry(carried + held, dims)
         except Exception:  # noqa: BLE001 - the scan's own loop runs the trip again through jit's call
-            return i, carried
+            return i, carried, False
+        out = res[:nc]
         for x, (dtype, shape) in zip(out, want):
             if getattr(x, "shape", None) != shape or x.dtype is not dtype:  # (the same dtype is one object:
                 _check_trip(out, want, t, where)                           # else compared, and all of them)
                 break
         carried = out
-    return len(trips), carried
+        if exits and res[nc]:
+            return i + 1, carried, True
+    return len(trips), carried, False
+
+
+def _shapes(values, kinds: tuple) -> tuple:
+    """The shapes jit's guards take of the carried values (classify_call):
+    an array's, a Python int's where the body takes it as a symbol."""
+    return tuple(x.shape if isinstance(x, np.ndarray) else (x,) for x, kind in zip(values, kinds)
+                 if isinstance(x, np.ndarray) or kind == "int" and type(x) is int)
 
 
 def _check_trip(out: list, want: list, t: int, where: str) -> None:
@@ -571,6 +672,8 @@ def _check_trip(out: list, want: list, t: int, where: str) -> None:
         if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape:
             if isinstance(x, (np.ndarray, np.generic)) and x.dtype == dtype and x.shape == shape:
                 continue  # (a subclass, a numpy scalar)
+            if type(x) in (bool, int, float) and not shape and np.asarray(x).dtype == dtype:
+                continue  # (a carried Python number)
             got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
             raise ScanMismatch(f"the loop at {where}: trip {t} made carried value {k} a {got}, "
                                f"not {dtype}{list(shape)}")

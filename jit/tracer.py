@@ -198,8 +198,11 @@ class TraceContext:
             weak = type(result) in _PY_SCALARS
         elif op == "dim":
             weak = True
+        # (a scan's carried Python number stays one, or becomes numpy's, as the loop's trips made it:
+        # ScanCall checks every call's trips make it the same)
+        weaks = [type(r) in _PY_SCALARS for r in results] if op == "scan" else [weak] * len(results)
         outs = []
-        for r, shape, dt in zip(results, shapes, dtypes):
+        for r, shape, dt, weak in zip(results, shapes, dtypes, weaks):
             if weak and isinstance(r, np.generic):
                 r = r.item()
             shape = self.env.simplify_shape(shape)

@@ -158,6 +158,84 @@ def test_a_loop_that_only_writes_into_an_array_is_a_scan(backend, fn):
     assert s["traces"] == 2 and s["graph_breaks"] == 0 and "(a scan)" in f.explain(), f.explain()
 
 
+def halvings(x):
+    steps = 0
+    while x.max() > 1:  # (a test on a traced value: a scan, whatever the trip count)
+        x = x / 2
+        steps += 1  # (a Python int: a symbol in the body, a Python int after)
+    return x, steps
+
+
+def jacobi(A, b, tol):
+    x = np.zeros_like(b)
+    D = np.diag(A)
+    err = 1.0  # (a Python float, numpy's float64 after a trip)
+    while err > tol:
+        new = (b - (A - np.diag(D)) @ x) / D
+        err = np.abs(new - x).max()
+        x = new
+    return x, err
+
+
+def power(A):
+    v = np.ones(A.shape[0]) / np.sqrt(A.shape[0])
+    lam = 0.0
+    for _ in range(200):  # (a constant count, an exit on a traced value)
+        w = A @ v
+        new = np.linalg.norm(w)
+        v = w / new
+        if abs(new - lam) < 1e-9:
+            break
+        lam = new
+    return lam, v
+
+
+def doubles(x):
+    i = 0
+    while i < 3:  # (Python decides: traced as written, as before)
+        x = x * 2
+        i += 1
+    return x, i
+
+
+@pytest.mark.parametrize("fn, make, traces", [
+    (halvings, lambda n, r: (r.random(n) * 4 ** r.integers(0, 12),), 1),
+    (jacobi, lambda n, r: (r.random((n, n)) + n * np.eye(n), r.random(n), 1e-10), 1),
+    (power, lambda n, r: (np.diag(np.arange(1.0, n + 1)) + 0.1,), 1),
+    (doubles, lambda n, r: (r.random(n),), 1),
+])
+def test_loops_that_stop_on_a_traced_value_compile_once(backend, fn, make, traces):
+    """A while loop whose test reads a traced value, and a loop with an exit
+    (`if converged: break`) on one, are scans at once, their trips run until
+    the test says stop: one trace for every trip count, where each trip's
+    decision was a graph break (and each count a new path, or past 64
+    decisions the whole call in numpy).  Carried Python numbers come out as
+    numpy's do (an int stays an int, a float becomes numpy's float64)."""
+    rng = np.random.default_rng(8)
+    f = jit(fn, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (4, 7, 4, 12, 30, 9):
+            args = make(n, rng)
+            got, want = f(*args), fn(*args)
+            assert [type(x) for x in got] == [type(x) for x in want]
+            assert_like_numpy(got, want, ulps=64)
+    s = f.stats()
+    assert s["traces"] == traces and s["graph_breaks"] == 0 and s["eager_calls"] == 0, f.explain()
+    assert ("(a scan)" in f.explain()) == (fn is not doubles)
+
+
+def test_a_loop_that_runs_no_trip_gives_numpys_types():
+    """The trace's trips made err numpy's float64; a call whose test fails at
+    once keeps numpy's Python float: that call runs in numpy, not with the
+    wrong type."""
+    f = jit(jacobi)
+    A, b = np.eye(3) * 2, np.ones(3)
+    assert_like_numpy(f(A, b, 1e-10), jacobi(A, b, 1e-10))
+    got, want = f(A, b, 2.0), jacobi(A, b, 2.0)
+    assert type(got[1]) is type(want[1]) is float and got[1] == want[1]
+
+
 @pytest.mark.parametrize("fn, why", [
     (sum_into_argument_row, "it writes into acc, an argument"),
     (writes_what_it_reads, "it writes into y, an argument"),

@@ -57,7 +57,7 @@ CASES = {
     "weak_scalars": (lambda n, r: (r.standard_normal(n).astype(F32),), 1, 0),
     "arange_ops": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "stack_list": (lambda n, r: (r.standard_normal((3, n)),), 1, 0),
-    "newton_sqrt": (lambda n, r: (r.random(n) * 10 + 1,), 4, 0),  # (a while loop: one path per trip count)
+    "newton_sqrt": (lambda n, r: (r.random(n) * 10 + 1,), 1, 0),  # (a while loop on a traced test: a scan)
     "power_iter": (lambda n, r: (_sym(r.standard_normal((n, n))),), 1, 0),
     "jacobi_inplace": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "drawdown": (lambda n, r: (r.standard_normal(n).cumsum(),), 1, 0),
@@ -143,6 +143,7 @@ CASES = {
     "normalize_cols_inplace": (lambda n, r: (r.standard_normal((n, 3)),), 1, 0),
     "attention_mask_pad": (lambda n, r: (r.standard_normal((n, 4)), r.standard_normal((n + 1, 4)),
                                          r.integers(1, n + 1, n)), 1, 0),
+    "power_conv": (lambda n, r: (_sym(r.standard_normal((n, n))) + n * np.eye(n),), 1, 0),  # (a converged: break)
 }
 
 

@@ -597,3 +597,15 @@ def attention_mask_pad(q, k, lengths):
     s = s - s.max(1, keepdims=True)
     e = np.exp(s)
     return e / e.sum(1, keepdims=True)
+
+def power_conv(A):
+    v = np.ones(A.shape[0]) / np.sqrt(A.shape[0])
+    lam = 0.0
+    for _ in range(100):
+        w = A @ v
+        new = np.linalg.norm(w)
+        v = w / new
+        if abs(new - lam) < 1e-10:
+            break
+        lam = new
+    return lam
