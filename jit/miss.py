@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from jit import lift, pytree
+from jit import lift, pytree, scan
 from jit.compile import build
 from jit.eager import after_failure, count_fallback, mark_eager, run_eagerly, run_eagerly_from_now, run_eagerly_once
 from jit.entries import CompiledEntry, KeyState
@@ -23,7 +23,7 @@ from jit.keys import changed_ints, changed_values, full_key, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call
 from jit.trace import DeclarationError, TraceResult, trace
-from jit.tracer import ArrayOfTraced, Fallback, SelectAliasWritten
+from jit.tracer import ArrayOfTraced, Fallback, SelectAliasWritten, TooManyDecisions
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import logger_for
 from shapes.guards import GuardSet
@@ -216,6 +216,9 @@ class _Miss:
                 if jf._trace_consts:
                     raise
                 jf._trace_consts = True
+            except TooManyDecisions:  # (a loop unrolled for its count decided every trip: a scan decides per body)
+                if not scan.scan_unrolled(jf._loops):
+                    raise
         verify(tr.graph)
         m.compile_seconds["trace"].observe(_now() - t0)
         m.traces += 1

@@ -5,19 +5,23 @@ a scan (jax.lax.fori_loop's work, from the loop as written).
 array every trip, so lifting (jit/lift.py) cannot type it, and tracing
 unrolls it: `range` makes the trip count a number, with a guard, and each
 new length traces and compiles again (as torch.compile does).  The first
-trace of a loop still unrolls it: a loop of known length is fused whole
-and runs fastest.  When a later trace meets the same loop with another trip
-count, the loop becomes one `scan` node (shapes/ops.py) instead: its body,
-made from the loop's own source into a function of (the loop variable, the
-names it carries, what else it reads), is jitted on its own (dynamic, the
-loop variable a symbol from the start) and the node calls it once per trip.
-That trace's entry serves every trip count: two compiles in all, whatever
-the lengths (`explain()` lists the scans and the loops unrolled).
+traces of a loop still unroll it, for UNROLLED trip counts: a loop of known
+length is fused whole and runs fastest.  When a later trace meets the same
+loop with yet another trip count, the loop becomes one `scan` node
+(shapes/ops.py) instead: its body, made from the loop's own source into a
+function of (the loop variable, the names it carries, what else it reads),
+is jitted on its own (dynamic, the loop variable a symbol from the start)
+and the node calls it once per trip.  That trace's entry serves every trip
+count: three compiles in all, whatever the lengths (`explain()` lists the
+scans and the loops unrolled).  A loop that stops on a traced value (a
+while loop's test, an exit `if converged: break`) is a scan at once:
+unrolled, each trip's decision would be a graph break.
 
 A loop becomes a scan when
 - it is `for <name> in range(...)`, its one to three arguments made of
   names, constants, arithmetic, attributes, subscripts and len(), its step
-  a constant, its trip count symbolic (a dim of the call);
+  a constant, its trip count symbolic (a dim of the call); or it stops on a
+  traced value (a `while` loop, or exits);
 - its body holds assignments, expressions, ifs and inner loops, and no
   break, continue, return, yield, del, global, nonlocal, def, class, with,
   try or import, nor a call with out=;
@@ -60,6 +64,10 @@ class NoScan(Exception):
 
 
 NOT_SYMBOLIC = object()
+# the trip counts a loop is unrolled for before a call with another makes it a scan: unrolled, a loop
+# fuses across its trips (NPBench's mandelbrot1, 20 masked updates: one kernel, 2.1x numpy, where the
+# scan's trips ran at 0.84x) and the re-roll pass serves triangular nests (nussinov: 140x against 0.94x)
+UNROLLED = 2
 
 
 def attempt(ctx, site, scope: dict, globals_: dict, fn):
@@ -84,10 +92,10 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn):
         return NOT_SYMBOLIC
     try:
         plan = _plan(ctx, site, scope, globals_)
-        if not exits and counts is not None and (not counts or trips in counts):
+        if not exits and counts is not None and (len(counts) < UNROLLED or trips in counts):
             counts.add(trips)
             ctx.lift_refusals.append(f"{where}: loop unrolled for {trips} trips (its trip count specialized; "
-                                     "a call with another count compiles it once as a scan)")
+                                     f"past {UNROLLED} counts, a call with another compiles it once as a scan)")
             return None
         ctx.loops[site] = None  # (another trip count: from now on, every trace of it makes a scan)
         return _scan(ctx, site, scope, globals_, fn, start, stop, step, where, *plan)
@@ -95,6 +103,17 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn):
         unrolled = f"loop unrolled for {trips} trips" if isinstance(loop, ast.For) else "while loop traced as written"
         ctx.lift_refusals.append(f"{where}: {unrolled}, not a scan: {e}")
         return None
+
+
+def scan_unrolled(loops: dict) -> bool:
+    """Every loop a trace unrolled for its trip count (`loops`, a jit's)
+    a scan from the next trace on: a trace that took too many decisions
+    unrolling one takes them per trip of the body instead.  Whether there
+    was such a loop."""
+    unrolled = [site for site, counts in loops.items() if not isinstance(site, tuple) and counts]
+    for site in unrolled:
+        loops[site] = None
+    return bool(unrolled)
 
 
 def _hint(ctx, b) -> int:

@@ -55,6 +55,10 @@ class SelectAliasWritten(Fallback):
     the call is traced again without selects (jit/miss.py)."""
 
 
+class TooManyDecisions(Fallback):
+    """Past MAX_BREAKS data-dependent decisions (TraceContext.count_decisions)."""
+
+
 class ArrayOfTraced(Fallback):
     """numpy took a traced array as data (`np.arange(n)[mask]`: a numpy
     array indexed by a traced one): the call is traced again with the arrays
@@ -307,7 +311,7 @@ class TraceContext:
         ran at 0.6x numpy compiled (NPBench's mandelbrot2 M: its 716 masked
         reads numpy steps between kernels)."""
         if len(self.env.dd_guards) + len(self.breaks) > MAX_BREAKS:
-            raise Fallback(f"more than {MAX_BREAKS} data-dependent Python decisions", user_location())
+            raise TooManyDecisions(f"more than {MAX_BREAKS} data-dependent Python decisions", user_location())
 
     def constant(self, v: Value) -> bool:
         """A value no input, held array, dim or eager op reaches: the same in

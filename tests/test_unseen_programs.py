@@ -77,9 +77,9 @@ CASES = {
     "rmsnorm_rope": (lambda n, r: (r.standard_normal((n, 8)).astype(F32), r.random(8).astype(F32)), 1, 0),
     "hist_eq": (lambda n, r: (r.random((n, 5)),), 1, 0),
     # (loops over the length that write into an array they do not rebind, indexed by a traced element,
-    # obs[t], a traced pivot: unrolled for the first length, then a scan for every length)
-    "viterbi": (lambda n, r: (np.log(r.random((3, 3))), np.log(r.random((3, 4))), r.integers(0, 4, n)), 2, 0),
-    "gauss_elim": (lambda n, r: (r.standard_normal((n, n)) + n * np.eye(n), r.standard_normal(n)), 2, 0),
+    # obs[t], a traced pivot: unrolled for the first two lengths, then a scan for every length)
+    "viterbi": (lambda n, r: (np.log(r.random((3, 3))), np.log(r.random((3, 4))), r.integers(0, 4, n)), 3, 0),
+    "gauss_elim": (lambda n, r: (r.standard_normal((n, n)) + n * np.eye(n), r.standard_normal(n)), 3, 0),
     "sieve": (lambda n, r: (np.zeros(n * 10),), 4, 4),
     "life": (lambda n, r: ((r.random((n, n)) > 0.6).astype(np.int64),), 1, 0),
     "bilinear": (lambda n, r: (r.random((6, 7)), r.random(n) * 5, r.random(n) * 6), 1, 0),
@@ -116,12 +116,12 @@ CASES = {
     "running_stats": (lambda n, r: (r.standard_normal(n),), 1, 0),
     "where_nonzero": (lambda n, r: (r.standard_normal(n),), 1, 1),
     "piecewise_loop": (lambda n, r: (r.standard_normal(n) * 2,), 1, 0),  # (x ** 2 in a lifted loop)
-    # (loops over the length carrying arrays: unrolled for the first length, then a scan)
-    "floyd": (lambda n, r: (r.random((n, n)) * 10,), 2, 0),
-    "dijkstra": (lambda n, r: (r.random((n, n)) * 10,), 2, 0),
+    # (loops over the length carrying arrays: unrolled for the first two lengths, then a scan)
+    "floyd": (lambda n, r: (r.random((n, n)) * 10,), 3, 0),
+    "dijkstra": (lambda n, r: (r.random((n, n)) * 10,), 3, 0),
     "kalman": (lambda n, r: (r.standard_normal((n, 2)), np.array([[1.0, 1.0], [0.0, 1.0]]), np.eye(2),
-                             np.eye(2) * 0.1, np.eye(2) * 0.5), 2, 0),
-    "edit_rows": (lambda n, r: (r.integers(0, 3, n), r.integers(0, 3, n + 2)), 2, 0),  # (a lifted loop in a scan)
+                             np.eye(2) * 0.1, np.eye(2) * 0.5), 3, 0),
+    "edit_rows": (lambda n, r: (r.integers(0, 3, n), r.integers(0, 3, n + 2)), 3, 0),  # (a lifted loop in a scan)
     "add_at_hist": (lambda n, r: (r.integers(0, 8, n), r.random(n)), 1, 0),
     "top_p": (lambda n, r: (r.standard_normal(n), 0.8), 1, 0),
     "windows": (lambda n, r: (r.standard_normal(n),), 1, 0),
