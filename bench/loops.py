@@ -27,6 +27,7 @@ import numpy as np
 from bench import harness
 from bench.report import cpu_description
 from jit import jit
+from jit.scan import UNROLLED
 
 
 def rnn(x, h, W, U, b):
@@ -87,13 +88,16 @@ def main(argv=None) -> int:
     os.environ.setdefault("SHAPEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="sj_loops_"))
     harness.keep_machine_artifacts(("float32",))
     print(f"{cpu_description()}; a stream of {a.calls} sequences, lengths uniform in 8..128")
+    # (no saved traces: the entry unrolled for a length must not be a scan another jit saved, nor the
+    # stream, a new program's, served from the traces the steady runs made)
+    os.environ["SHAPEJIT_TRACE_CACHE"] = "0"
     # (every steady time first: jax's threads, once it ran, slow what runs after it in the process)
     print("\nsteady: numpy's time over shapejit's (the scan's entry; the entry unrolled for that length)")
     for title, (fn, make) in PROGRAMS.items():
         rng = np.random.default_rng(1)
         sj = jit(fn)
-        sj(*make(rng, 8))
-        sj(*make(rng, 9))  # (another length: the loop is a scan from now on)
+        for T in range(8, 8 + UNROLLED + 1):  # (past UNROLLED lengths unrolled: the loop is a scan from now on)
+            sj(*make(rng, T))
         print(f"  {title}")
         for T in (16, 64, 128):
             args = make(rng, T)
@@ -102,9 +106,7 @@ def main(argv=None) -> int:
             tn, ts, tf = harness.in_turns([lambda: fn(*args), lambda: sj(*args), lambda: fixed(*args)], a.rounds)
             print(f"    T={T}: numpy {tn * 1e3:.2f} ms; numpy/shapejit scan {tn / ts:.2f}x, "
                   f"unrolled for T {tn / tf:.2f}x")
-        assert sj.stats()["traces"] == 2, sj.explain()
-    # (the stream is a new program's: not served from the traces the steady runs saved, scans included)
-    os.environ["SHAPEJIT_TRACE_CACHE"] = "0"
+        assert sj.stats()["traces"] == UNROLLED + 1, sj.explain()
     for title, (fn, make) in PROGRAMS.items():
         rng = np.random.default_rng(0)
         lengths = [int(n) for n in rng.integers(8, 129, a.calls)]
