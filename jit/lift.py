@@ -687,7 +687,8 @@ class Hook:
             # (a loop over a symbolic trip count that does not lift may still be a scan)
             values = scan.attempt(self.ctx, site, scope, globals_, self.fn)
             if values is scan.NOT_SYMBOLIC:
-                self.ctx.lift_refusals.append(refusal)
+                if site.liftable:  # (a loop only a scan could take is no lifted loop refused: nothing to say)
+                    self.ctx.lift_refusals.append(refusal)
                 return None
             return values
         except Exception as e:  # noqa: BLE001 - lifting is optional: the loop runs traced, as written

@@ -23,17 +23,20 @@ A loop becomes a scan when
   a constant, its trip count symbolic (a dim of the call); or it stops on a
   traced value (a `while` loop, or exits);
 - its body holds assignments, expressions, ifs and inner loops, and no
-  break, continue, return, yield, del, global, nonlocal, def, class, with,
-  try or import, nor a call with out=;
+  break or continue (but its exits, `if <test>: break` at its top level),
+  return, yield, del, global, nonlocal, def, class, with, try or import,
+  nor a call with out=;
 - every name bound before it that it rebinds or writes into (carried)
   holds a traced array, of the same dtype and shape after every trip; a
   name it binds first is read nowhere outside it, nor is the loop variable;
 - it writes (a subscript store, an augmented assignment) only into carried
-  names, each holding before the loop an array the function made (not an
-  argument, a held array, a view, nor an array another name holds: numpy
-  would write into that one too; the scan writes into a copy of it, and a
-  name it writes into without rebinding it, `back[t] = ...`, takes the
-  copy's values after the loop: TraceContext.write).
+  names, each holding before the loop an array the function made, an
+  argument or a held array (not a view, a captured array, nor an array
+  another name holds: numpy would write into that one too; the scan writes
+  into a copy of it, and a name it writes into without rebinding it,
+  `back[t] = ...`, takes the copy's values after the loop:
+  TraceContext.write; an argument's go back into the caller's array), or
+  into arrays each trip makes anew (`cur = np.empty(m)`).
 Everything else it reads is passed to the body as it is (numbers, objects)
 or read-only (arrays, dims as ints): a body that writes into one raises in
 the trace's own run of the scan, and the loop is unrolled as before.  So
@@ -428,15 +431,18 @@ def _read_before_bound(stmts: list, temps: set, bound: set | None = None) -> set
 
 
 def _check_private(ctx, name: str, scope: dict) -> None:
-    """A carried array the body writes into must be one the function made and
-    no other name holds: numpy's writes reach no one else, so the scan may
-    write into a copy."""
+    """A carried array the body writes into must be one the function made or
+    an argument (or held array), whole, and no other name holds: numpy's
+    writes reach no one else, so the scan may write into a copy, whose
+    values the array takes after the loop (an argument's written back into
+    the caller's array at the end of the call, as any write into one; a
+    call passing it twice runs in numpy, runtime/generate.py)."""
     v = scope[name]
     s = v._storage
     origin = s.origin if s is not None else v.value
     made = ctx.producers.get(origin.id)
-    if v._chain or made is None or made.op == "const":
-        raise NoScan(f"it writes into {name}, an argument, a held or captured array or a view of one")
+    if v._chain or made is not None and made.op == "const":
+        raise NoScan(f"it writes into {name}, a view or a captured array")
     for other, x in scope.items():
         if other != name and isinstance(x, Tracer) and (x is v or s is not None and x._storage is s):
             raise NoScan(f"it writes into {name}, whose array {other} holds too")
