@@ -63,6 +63,10 @@ def _entry(k: int, e: CompiledEntry) -> list[str]:
     lines += ["      " + g for g in e.guards.describe()]
     if sm.dims:
         lines.append("    dims: " + ", ".join(sm.dims))
+    if sm.checks:
+        lines.append("    checked where the size is made (a data-dependent size, a traced index; a call "
+                     "deciding otherwise runs elsewhere):")
+        lines += ["      " + x for x in sm.checks]
     if sm.eager_nodes:
         lines.append("    eager nodes (run in numpy between traced segments):")
         lines += ["      " + x for x in sm.eager_nodes]

@@ -56,6 +56,7 @@ class Summary:
     specialized: tuple = ()    # (arg, axis, size) of the input dims traced as a number
     selects: tuple = ()        # ifs on traced values both of whose branches were traced (jit/lift.py)
     scans: tuple = ()          # loops compiled once for every trip count (jit/scan.py)
+    checks: tuple = ()         # decisions on data-dependent sizes, checked where each is made
 
     @staticmethod
     def of(trace, plan: str | None) -> "Summary":
@@ -66,7 +67,8 @@ class Summary:
             tuple(trace.eager_nodes), tuple((b.loc, b.describe()) for b in trace.breaks),
             tuple(trace.lift_refusals), repr(trace.graph), plan,
             tuple((d.arg, d.axis, int(d.symbol)) for d in trace.input_dims if getattr(d.symbol, "is_Integer", False)),
-            tuple(trace.selects), tuple(trace.scans))
+            tuple(trace.selects), tuple(trace.scans),
+            tuple(f"{cond}    # {reason}" for cond, reason in trace.dd_checks))
 
 
 @dataclass
