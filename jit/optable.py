@@ -237,6 +237,38 @@ def _ufunc_at(ctx, name, a: Tracer, index, b):
     ctx.write(a, new)
 
 
+def bincount(ctx, x, weights=None, minlength=0):
+    """np.bincount: the counts' length, the larger of max(x) + 1 and
+    minlength, a size the executable binds from the traced max
+    (TraceContext.index_dim), the counts one np.add.at: no numpy step of
+    data-dependent size.  An empty x, a negative value, weights of another
+    length: numpy's own (a check on the size sends a call with a negative
+    value to a trace that leaves it to numpy, which raises)."""
+    x = ctx.operand(x)
+    n = x.value.shape[0] if x.ndim == 1 else None
+    if n is None or x.dtype.kind not in "iu" or not _concrete_int(minlength) or minlength < 0:
+        return None
+    if weights is not None:
+        weights = ctx.operand(weights)
+        if weights.ndim != 1 or weights.dtype.kind not in "biuf" or \
+                not ctx.env.compare("==", weights.value.shape[0], n, "np.bincount: weights as long as x"):
+            return None
+    if not ctx.env.compare(">=", n, 1, f"{user_location()}: np.bincount of a non-empty array"):
+        return None
+    low = ctx.index_dim(x.min())
+    if not ctx.env.compare(">=", low.expr if isinstance(low, SymInt) else low, 0, "np.bincount: no negative value"):
+        return None
+    size = ctx.index_dim(np.maximum(x.max() + 1, int(minlength)))
+    size = size.expr if isinstance(size, SymInt) else size
+    if weights is None:
+        out = ctx.emit("full", [], {"shape": (size,), "fill": 0, "dtype": np.dtype(np.intp)})
+        _ufunc_at(ctx, "add", out, x, ctx.operand(np.intp(1)))
+    else:
+        out = ctx.emit("full", [], {"shape": (size,), "fill": 0.0, "dtype": np.dtype(np.float64)})
+        _ufunc_at(ctx, "add", out, x, astype(ctx, weights, np.float64))
+    return out
+
+
 def ufunc_into(ctx, ufunc, inputs, out: Tracer, **kwargs):
     """`ufunc(*inputs, out=out)` and `out op= x`: numpy checks the casting
     (same_kind) and that the result broadcasts into `out` (its errors come
@@ -1670,6 +1702,7 @@ FUNCTIONS = {
     np.concatenate: concatenate, np.stack: stack, np.split: split, np.where: where, np.clip: clip,
     np.zeros_like: _filled(0), np.ones_like: _filled(1), np.empty_like: _filled(0),
     np.full_like: _filled(None), np.dot: dot, np.take: take, np.take_along_axis: take_along_axis,
+    np.bincount: bincount,
     np.triu: _triangle(False), np.tril: _triangle(True), np.hstack: hstack, np.vstack: vstack,
     np.column_stack: column_stack, np.repeat: repeat, np.outer: outer, np.flip: flip,
     np.fliplr: lambda ctx, m: flip(ctx, m, 1), np.flipud: lambda ctx, m: flip(ctx, m, 0),

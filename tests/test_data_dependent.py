@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 
 from jit import JitWarning, jit
 from tests.conftest import assert_like_numpy
@@ -117,3 +118,31 @@ def test_a_loop_deciding_on_data_dependent_sizes_past_the_bound_runs_in_numpy(ba
             assert_like_numpy(jf(z, trips), shrink(z, trips), ulps=64)
         assert any("more than 64 data-dependent Python decisions" in str(w.message) for w in caught) == eager
         assert (jf.stats()["eager_calls"] > 0) == eager
+
+
+def _counts(x, w):
+    return np.bincount(x), np.bincount(x, weights=w, minlength=7), np.bincount(x, minlength=3).argmax()
+
+
+def test_bincount_compiles_its_length_a_size_bound_at_run_time(backend):
+    """np.bincount's length, max(x) + 1 or minlength, is a size the
+    executable binds from the traced max: the counts are one np.add.at, no
+    numpy step of data-dependent size, one trace for every length and
+    maximum (it was an eager node).  A negative value raises numpy's
+    ValueError (its call traced again, left to numpy), and the function
+    stays usable; an empty x gives numpy's result."""
+    jf = jit(_counts, backend=backend)
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (5, 9, 17, 33, 6, 40):
+            x, w = rng.integers(0, n, n), rng.random(n)
+            assert_like_numpy(jf(x, w), _counts(x, w))
+    s = jf.stats()
+    assert s["traces"] == 1 and s["eager_nodes"] == 0 and s["graph_breaks"] == 0, jf.explain()
+    with pytest.raises(ValueError, match="negative"):
+        jf(np.array([1, -1, 2]), np.ones(3))
+    x, w = np.array([0, 3, 3]), np.ones(3)
+    assert_like_numpy(jf(x, w), _counts(x, w))
+    e = np.array([], dtype=np.int64)
+    assert_like_numpy(jf(e, np.ones(0)), _counts(e, np.ones(0)))
