@@ -248,6 +248,8 @@ def partition(g: Graph) -> Plan:
         for v in n.inputs:
             if v.id in pidx:
                 succ[pidx[v.id]].append(k)
+    for m, k in _size_edges(g):  # (a kernel holding a node that uses a size never holds one its maker reads)
+        succ[m].append(k)
     refusals: list[str] = []
     names = value_names(g)
     succ = _Succ(succ, _steps_before(g), pidx)
@@ -610,6 +612,20 @@ def sizes_in(x, among, memo=None) -> set:
     return set()
 
 
+def _size_edges(g: Graph) -> list[tuple[int, int]]:
+    """(the node that makes a data-dependent size, a later node whose attrs
+    or shape use it), by node index: edges no value carries (`np.zeros(u)`
+    of a size bound from a traced max)."""
+    made, maker = defined_sizes(g), {}
+    for k, n in enumerate(g.nodes):
+        for u in made.get(id(n), ()):
+            maker.setdefault(u, k)
+    if not maker:
+        return []
+    return [(maker[u], k) for k, n in enumerate(g.nodes)
+            for u in sizes_in([n.attrs, [o.shape for o in n.outputs]], maker.keys()) if maker[u] < k]
+
+
 def _schedule(g: Graph, kernels: list[Kernel]) -> list:
     """Steps in a topological order (kernels are convex, so one exists)."""
     owner: dict[int, object] = {}
@@ -624,20 +640,18 @@ def _schedule(g: Graph, kernels: list[Kernel]) -> list:
         for o in n.outputs:
             owner[o.id] = s
     index = {id(s): k for k, s in enumerate(steps)}
+    step_of = [index[id(in_kernel.get(id(n), n))] for n in g.nodes]
     # (a step that uses a data-dependent size comes after the step that makes it: an index's
     # view reads no value of the index_dim that binds its offset)
-    made, maker = defined_sizes(g), {}
-    for n in g.nodes:
-        for u in made.get(id(n), ()):
-            maker.setdefault(u, index[id(in_kernel.get(id(n), n))])  # (the first: a later one checks it)
+    size_deps: dict[int, set[int]] = {}
+    for m, k in _size_edges(g):
+        if step_of[m] != step_of[k]:
+            size_deps.setdefault(step_of[k], set()).add(step_of[m])
     users: dict[int, list[int]] = {k: [] for k in range(len(steps))}
     waiting = []
     for k, s in enumerate(steps):
         deps = {index[id(owner[v.id])] for v in s.inputs if v.id in owner and owner[v.id] is not s}
-        if maker:
-            nodes = s.nodes if isinstance(s, Kernel) else [s]
-            deps |= {maker[u] for u in sizes_in([[n.attrs, [o.shape for o in n.outputs]] for n in nodes],
-                                                maker.keys())} - {k}
+        deps |= size_deps.get(k, set())
         waiting.append(len(deps))
         for d in deps:
             users[d].append(k)

@@ -246,8 +246,9 @@ def bincount(ctx, x, weights=None, minlength=0):
     value to a trace that leaves it to numpy, which raises)."""
     x = ctx.operand(x)
     n = x.value.shape[0] if x.ndim == 1 else None
-    if n is None or x.dtype.kind not in "iu" or not _concrete_int(minlength) or minlength < 0:
-        return None
+    if n is None or x.dtype.kind not in "iu" or not (isinstance(minlength, SymInt) or _concrete_int(minlength)
+                                                     and minlength >= 0):
+        return None  # (a dim as minlength, `C.shape[0]` clusters, stays a symbol)
     if weights is not None:
         weights = ctx.operand(weights)
         if weights.ndim != 1 or weights.dtype.kind not in "biuf" or \
@@ -258,7 +259,7 @@ def bincount(ctx, x, weights=None, minlength=0):
     low = ctx.index_dim(x.min())
     if not ctx.env.compare(">=", low.expr if isinstance(low, SymInt) else low, 0, "np.bincount: no negative value"):
         return None
-    size = ctx.index_dim(np.maximum(x.max() + 1, int(minlength)))
+    size = ctx.index_dim(np.maximum(x.max() + 1, minlength if isinstance(minlength, SymInt) else int(minlength)))
     size = size.expr if isinstance(size, SymInt) else size
     if weights is None:
         out = ctx.emit("full", [], {"shape": (size,), "fill": 0, "dtype": np.dtype(np.intp)})
