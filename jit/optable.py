@@ -256,11 +256,10 @@ def bincount(ctx, x, weights=None, minlength=0):
             return None
     if not ctx.env.compare(">=", n, 1, f"{user_location()}: np.bincount of a non-empty array"):
         return None
-    low = ctx.index_dim(x.min())
-    if not ctx.env.compare(">=", low.expr if isinstance(low, SymInt) else low, 0, "np.bincount: no negative value"):
+    if not ctx.env.compare(">=", _dim_expr(ctx.index_dim(x.min())), 0, "np.bincount: no negative value"):
         return None
-    size = ctx.index_dim(np.maximum(x.max() + 1, minlength if isinstance(minlength, SymInt) else int(minlength)))
-    size = size.expr if isinstance(size, SymInt) else size
+    size = _dim_expr(ctx.index_dim(np.maximum(x.max() + 1, minlength if isinstance(minlength, SymInt)
+                                              else int(minlength))))
     if weights is None:
         out = ctx.emit("full", [], {"shape": (size,), "fill": 0, "dtype": np.dtype(np.intp)})
         _ufunc_at(ctx, "add", out, x, ctx.operand(np.intp(1)))

@@ -607,7 +607,7 @@ class ScanCall:
         while i < len(trips):
             if steady and run[3]:  # (the pinned entry took and gave this layout: trips run here until one
                 # fails its guards or raises, with nothing redone per trip)
-                i, carried, stopped = _steady_trips(trips, i, carried, run, _shapes(carried, self.carried_kinds) + fixed, want,
+                i, carried, stopped = _steady_trips(trips, i, carried, self.carried_kinds, run, fixed, want,
                                                     self.where, exits)
                 if i == len(trips) or stopped:
                     break
@@ -621,7 +621,7 @@ class ScanCall:
                 dims = run[0](((t,),) + _shapes(carried, self.carried_kinds) + fixed)
                 if dims is not None:
                     try:
-                        res = run[1](carried + run[4], dims)
+                        res = run[1](_inputs(carried, self.carried_kinds) + run[4], dims)
                         # (the carried values first, then what the entry writes back or checks)
                         out = res[:nc + exits] if run[3] else list(pytree.unflatten(run[5], iter(res)))
                     except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
@@ -657,20 +657,25 @@ class ScanCall:
                 for x in carried]
 
 
-def _steady_trips(trips, i: int, carried: list, run: tuple, fixed: tuple, want: list, where: str, exits: bool):
+def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, where: str,
+                  exits: bool):
     """(the next trip, the carried values, whether the last trip ran was the
     loop's last) after running trips[i:] through the pinned entry `run`
     while its guards pass and it returns: the scan's own loop, with nothing
-    but the guards, the entry and the trip's check."""
+    but the guards, the entry and the trip's check.  `fixed`: the shapes
+    the guards take after the carried values' (whose own do not change
+    from trip to trip, but a carried int's: a symbol's value)."""
     check, entry, held = run[0], run[1], run[4]
     nc = len(carried)
+    ints = "int" in kinds
+    shapes = None if ints else _shapes(carried, kinds) + fixed
     for i in range(i, len(trips)):
         t = trips[i]
-        dims = check(((t,),) + fixed)
+        dims = check(((t,),) + (_shapes(carried, kinds) + fixed if ints else shapes))
         if dims is None:
             return i, carried, False
         try:
-            res = entry(carried + held, dims)
+            res = entry((_inputs(carried, kinds) if ints else carried) + held, dims)
         except Exception:  # noqa: BLE001 - the scan's own loop runs the trip again through jit's call
             return i, carried, False
         out = res[:nc]
@@ -682,6 +687,12 @@ def _steady_trips(trips, i: int, carried: list, run: tuple, fixed: tuple, want: 
         if exits and res[nc]:
             return i + 1, carried, True
     return len(trips), carried, False
+
+
+def _inputs(values, kinds: tuple) -> list:
+    """The carried values an entry takes as its inputs (classify_call's
+    runtime inputs): all but the ints the body takes as symbols."""
+    return [x for x, kind in zip(values, kinds) if not (kind == "int" and type(x) is int)]
 
 
 def _shapes(values, kinds: tuple) -> tuple:

@@ -772,7 +772,6 @@ class PrintCall:
         return "print"
 
 
-
 class _UserModule(types.ModuleType):
     """A user module as copied functions see it: its functions copied too."""
 

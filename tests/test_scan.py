@@ -14,6 +14,7 @@ import pytest
 from bench.loops import ema, rnn
 from jit import jit, lift
 from jit.scan import UNROLLED
+from tests import unseen_programs
 from tests.conftest import assert_like_numpy
 
 LENGTHS = (5, 7, 3, 12, 9, 2)
@@ -178,19 +179,6 @@ def jacobi(A, b, tol):
     return x, err
 
 
-def power(A):
-    v = np.ones(A.shape[0]) / np.sqrt(A.shape[0])
-    lam = 0.0
-    for _ in range(200):  # (a constant count, an exit on a traced value)
-        w = A @ v
-        new = np.linalg.norm(w)
-        v = w / new
-        if abs(new - lam) < 1e-9:
-            break
-        lam = new
-    return lam, v
-
-
 def doubles(x):
     i = 0
     while i < 3:  # (Python decides: traced as written, as before)
@@ -202,7 +190,8 @@ def doubles(x):
 @pytest.mark.parametrize("fn, make, traces", [
     (halvings, lambda n, r: (r.random(n) * 4 ** r.integers(0, 12),), 1),
     (jacobi, lambda n, r: (r.random((n, n)) + n * np.eye(n), r.random(n), 1e-10), 1),
-    (power, lambda n, r: (np.diag(np.arange(1.0, n + 1)) + 0.1,), 1),
+    # (a constant count, an exit on a traced value: `if abs(new - lam) < 1e-10: break`)
+    (unseen_programs.power_conv, lambda n, r: (np.diag(np.arange(1.0, n + 1)) + 0.1,), 1),
     (doubles, lambda n, r: (r.random(n),), 1),
 ])
 def test_loops_that_stop_on_a_traced_value_compile_once(backend, fn, make, traces):
@@ -219,11 +208,37 @@ def test_loops_that_stop_on_a_traced_value_compile_once(backend, fn, make, trace
         for n in (4, 7, 4, 12, 30, 9):
             args = make(n, rng)
             got, want = f(*args), fn(*args)
-            assert [type(x) for x in got] == [type(x) for x in want]
+            pairs = list(zip(got, want)) if isinstance(want, tuple) else [(got, want)]
+            assert type(got) is type(want) and all(type(a) is type(b) for a, b in pairs)
             assert_like_numpy(got, want, ulps=64)
     s = f.stats()
     assert s["traces"] == traces and s["graph_breaks"] == 0 and s["eager_calls"] == 0, f.explain()
     assert ("(a scan)" in f.explain()) == (fn is not doubles)
+
+
+def weighted_by_count(x):
+    k = 0
+    s = np.zeros(x.shape[1])
+    for t in range(x.shape[0]):
+        s = s + x[t] * k
+        k += 2
+    return s, k
+
+
+def test_a_carried_int_runs_on_the_pinned_entry_its_value_moving_every_trip(backend):
+    """A carried Python int is a symbol of the body, not one of its
+    inputs: the pinned entry takes the carried arrays alone, and the guards
+    the int's value of that trip (before, the entry was handed the int too,
+    raised, and every trip went through jit's own call)."""
+    rng = np.random.default_rng(6)
+    f = jit(weighted_by_count, backend=backend)
+    for T in (4, 7, 3, 40, 9):
+        x = rng.standard_normal((T, 3))
+        got, want = f(x), weighted_by_count(x)
+        assert type(got[1]) is int and got[1] == want[1]
+        assert_like_numpy(got[0], want[0], ulps=16)
+    # (the body's entry, found once per call, runs the trips: jit's front door sees a few of them)
+    assert f.stats()["traces"] == UNROLLED + 1 and _body(f).stats()["calls"] <= 6, _body(f).stats()
 
 
 def test_a_loop_that_runs_no_trip_gives_numpys_types():
