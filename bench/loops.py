@@ -1,6 +1,7 @@
 """python -m bench.loops [--calls 40] [--rounds 5]: Python loops over a
-sequence's length that rebind an array every step (an RNN cell, an
-exponential moving average), fed a stream of sequences of random lengths,
+sequence's length that rebind an array every step (an RNN cell, the same
+keeping every step's state in a list it stacks, an exponential moving
+average), fed a stream of sequences of random lengths,
 as a service gets them.  numpy runs each call eagerly; shapejit unrolls the
 loop for the first length it sees and makes it a scan (jit/scan.py) at the
 second, whose one entry serves every length after; jax.jit (when installed)
@@ -36,6 +37,14 @@ def rnn(x, h, W, U, b):
     return h
 
 
+def rnn_states(x, h, W, U, b):
+    hs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U + b)
+        hs.append(h)  # (every step's state: the scan stacks them)
+    return np.stack(hs)
+
+
 def ema(x, alpha):
     s = x[0]
     for t in range(1, x.shape[0]):
@@ -54,6 +63,7 @@ def _ema_inputs(rng, T, N=4096):
 
 
 PROGRAMS = {"rnn (B=32, 128 -> 256, float32)": (rnn, _rnn_inputs),
+            "rnn, every step's state stacked (the same sizes)": (rnn_states, _rnn_inputs),
             "ema (4096 series, float32)": (ema, _ema_inputs)}
 
 
@@ -69,6 +79,13 @@ def _jax(fn):
             for t in range(x.shape[0]):
                 h = jnp.tanh(x[t] @ W + h @ U + b)
             return h
+    elif fn is rnn_states:
+        def f(x, h, W, U, b):
+            hs = []
+            for t in range(x.shape[0]):
+                h = jnp.tanh(x[t] @ W + h @ U + b)
+                hs.append(h)
+            return jnp.stack(hs)
     else:
         def f(x, alpha):
             s = x[0]

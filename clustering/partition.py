@@ -590,9 +590,11 @@ def _is_row_shape(shape, rows) -> bool:
 
 def defined_sizes(g: Graph) -> dict:
     """{id(node): the data-dependent sizes it makes}: an eager node's output
-    shapes, an index_dim's value (jit/tracer.py; no other node makes one)."""
-    return {id(n): {n.attr("symbol")} if n.op == "index_dim" else sizes_in([o.shape for o in n.outputs], None)
-            for n in g.nodes if n.op in ("eager", "index_dim")}
+    shapes, an index_dim's value, a scan's stacked outputs' (jit/tracer.py,
+    jit/scan.py; no other node makes one)."""
+    return {id(n): {n.attr("symbol")} if n.op == "index_dim" else sizes_in(
+        [o.shape for o in n.outputs[n.attr("call").n_carried if n.op == "scan" else 0:]], None)
+        for n in g.nodes if n.op in ("eager", "index_dim", "scan")}
 
 
 def sizes_in(x, among, memo=None) -> set:

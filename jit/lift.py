@@ -101,6 +101,8 @@ class Site:
         self.node = node
         self.liftable = liftable  # (made only of what the typer knows; else it may only be a scan)
         self.assigned = sorted(_assigned(node))
+        # (lists it appends to, `outs.append(h)` at its top level: a scan stacks them, jit/scan.py)
+        self.appended = sorted({x.value.func.value.id for x in node.body if scan.append_value(x) is not None})
         self.outside_reads = outside_reads
         self.filename = filename
         self.refs: dict = {}  # (params, outputs) -> the loop as a Python function
@@ -171,8 +173,10 @@ def _rewrite(fn) -> Rewritten | None:
     _returns_to_breaks(fdef.body, [0])
     sites: list[Site] = []
     _find_sites(fdef, fdef.body, sites, code.co_filename)
+    local = set(code.co_varnames) | set(code.co_cellvars)
     for k, s in enumerate(sites):
         s.index = k
+        s.appended = [n for n in s.appended if n in local]  # (a global list's name stays the global's)
     ifs: list[IfSite] = []
     _find_ifs(fdef.body, ifs)
     if not sites and not ifs:
@@ -508,8 +512,9 @@ def _reads_outside(fdef, loop) -> set:
 def _lifted(k: int, s: Site, loc: ast.For) -> list:
     call = ast.Assign(targets=[ast.Name(RESULT, ast.Store())], value=ast.Call(
         func=ast.Name(HOOK, ast.Load()), args=[ast.Constant(k)], keywords=[]))
-    if s.assigned:
-        unpack = ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in s.assigned], ast.Store())],
+    if s.assigned or s.appended:
+        names = s.assigned + s.appended
+        unpack = ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())],
                             value=ast.Name(RESULT, ast.Load()))
     else:
         unpack = ast.Pass()

@@ -23,7 +23,7 @@ from jit.keys import changed_ints, changed_values, full_key, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call
 from jit.trace import DeclarationError, TraceResult, trace
-from jit.tracer import ArrayOfTraced, Fallback, SelectAliasWritten, TooManyDecisions
+from jit.tracer import ArrayOfTraced, Fallback, SelectAliasWritten, StackedUse, TooManyDecisions
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import logger_for
 from shapes.guards import GuardSet
@@ -218,6 +218,9 @@ class _Miss:
                 jf._trace_consts = True
             except TooManyDecisions:  # (a loop unrolled for its count decided every trip: a scan decides per body)
                 if not scan.scan_unrolled(jf._loops):
+                    raise
+            except StackedUse as e:  # (a list a scan appended to, used as only a list can be: appended as written)
+                if not scan.unstack(jf._loops, e.site):
                     raise
         verify(tr.graph)
         m.compile_seconds["trace"].observe(_now() - t0)

@@ -54,9 +54,10 @@ import types
 from dataclasses import dataclass
 
 import numpy as np
+import sympy
 
 from jit import pytree
-from jit.tracer import PYTHON_TYPES, SymInt, Tracer, holds_traced
+from jit.tracer import PYTHON_TYPES, Stacked, SymInt, Tracer, holds_traced
 from runtime.runeagerly import ScanMismatch
 
 _STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Pass)
@@ -117,6 +118,16 @@ def scan_unrolled(loops: dict) -> bool:
     for site in unrolled:
         loops[site] = None
     return bool(unrolled)
+
+
+def unstack(loops: dict, site) -> bool:
+    """The loop at `site` (a jit's `loops`) appends as written from now on:
+    a list it appended to was used as only a list can be (jit/tracer.py
+    StackedUse).  Whether it did not already."""
+    if loops.get(("unstacked", site)):
+        return False
+    loops[("unstacked", site)] = True
+    return True
 
 
 def _hint(ctx, b) -> int:
@@ -231,14 +242,15 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     be a scan in this frame, or NoScan (module docstring)."""
     loop = site.node
     target = _target(loop)
-    _check_body(loop.body)
+    _check_body(loop.body, appended=site.appended)
     assigned = set(site.assigned) - {target}
     written = _written(loop.body)
+    stacked = _check_stacked(ctx, site, scope, written)
     # (an array it writes into without rebinding it, `back[t] = ...`, is carried too: the scan's
     # result is written into it, TraceContext.write, as numpy's writes would have been)
     carried = sorted(n for n in assigned | written if n in scope)
-    if not carried:
-        raise NoScan("it rebinds no name bound before it, nor writes into one")
+    if not carried and not stacked:
+        raise NoScan("it rebinds no name bound before it, nor writes into one, nor appends to a list")
     written -= {n for n in carried if not isinstance(scope[n], Tracer) or scope[n].value.weak}  # (`steps += 1`)
     temps = assigned - set(carried)
     live = (temps | {target}) & site.outside_reads
@@ -258,7 +270,40 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     written &= set(carried)
     for n in written:
         _check_private(ctx, n, scope)
-    return target, carried, written
+    return target, carried, written, stacked
+
+
+def _check_stacked(ctx, site, scope: dict, written: set) -> list:
+    """The lists the loop appends to, one array per trip each (`outs.append(h)`
+    at its top level), which the scan stacks; NoScan where they could not be
+    (module docstring)."""
+    loop = site.node
+    if not site.appended:
+        return []
+    if ctx.loops.get(("unstacked", site)):
+        raise NoScan("a list it appends to was used after it as only a list of known length can be")
+    if _stops(loop):
+        raise NoScan("it appends to a list and may stop early (the list's length would be data-dependent)")
+    appends = {st.value.func.value.id: append_value(st) for st in loop.body if append_value(st) is not None}
+    mentions = [n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name)]
+    for name in site.appended:
+        v = scope.get(name)
+        if type(v) is not list:
+            raise NoScan(f"it appends to {name}, a {type(v).__name__}, not a list bound before it")
+        if mentions.count(name) != 1:
+            raise NoScan(f"it reads or appends to {name} more than once a trip")
+        if not all(type(x) is Tracer and not x.value.weak for x in v):
+            raise NoScan(f"{name} holds other than traced arrays before it")
+        for other, x in scope.items():  # (numpy's appends reach every holder of the list: ours only the name)
+            held = x.values() if type(x) is dict else x if type(x) in (list, tuple) else ()
+            if other != name and (x is v or any(y is v for y in held)):
+                raise NoScan(f"{other} holds the list {name} too")
+        value = appends[name]
+        fresh = isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare)) or (
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "copy")
+        if not fresh and {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & written:
+            raise NoScan(f"what it appends to {name} may view an array it writes into")
+    return list(site.appended)
 
 
 def _carried_kind(v) -> str | None:
@@ -274,11 +319,11 @@ def _carried_kind(v) -> str | None:
 
 
 def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, where: str, target: str,
-          carried: list, written: set):
+          carried: list, written: set, stacked: list):
     loop = site.node
     assigned = set(site.assigned) - {target}
     arrays, numbers, ints, consts = [], [], [], {}
-    for n in sorted(_read(_tested(loop) + loop.body) - assigned - set(carried) - {target}):
+    for n in sorted(_read(_tested(loop) + loop.body) - assigned - set(carried) - set(stacked) - {target}):
         local = n in scope
         v = scope[n] if local else globals_.get(n, _NOT)
         if isinstance(v, SymInt) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind in "iu":
@@ -289,30 +334,66 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
             consts[n] = _unheld(v, n)
     free = arrays + numbers + ints
     carried_kinds = tuple(_carried_kind(scope[n]) for n in carried)
-    body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints), carried_kinds)
+    body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints), carried_kinds,
+                     stacked)
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
                     site.index if not consts else -1, target, tuple(carried), tuple(free), len(ints),
-                    _stops(loop), carried_kinds)
+                    _stops(loop), carried_kinds, stacked=tuple(stacked))
     call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
+    inputs = [start, stop] + [scope[n] for n in carried] + [values[n] for n in free]
+    n_out = len(carried) + len(stacked)
     try:
-        outs = ctx.emit("scan", [start, stop] + [scope[n] for n in carried] + [values[n] for n in free],
-                        {"call": call}, n_out=len(carried))
+        if stacked:  # (the stacked arrays' shapes are known once the trips ran: run them now, the node takes
+            # the result; a row's dims that are no carried array's are data-dependent sizes, bound at run time)
+            got = call([x.concrete if isinstance(x, Tracer) else ctx.hint(x.expr) if isinstance(x, SymInt) else x
+                        for x in inputs])
+            call.stacked_shapes = tuple(_stacked_shape(ctx, y, start, stop, step, append_value(st), scope, where, name)
+                                        for y, name, st in zip(got[len(carried):], stacked, _appends(loop)))
+            call.stacked_dtypes = tuple(y.dtype.str for y in got[len(carried):])
+            call.served = got
+        outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
     except ScanMismatch as e:
         raise NoScan(str(e)) from None
     except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
         raise NoScan(f"its body raised {type(e).__name__}: {e}") from None
-    outs = outs if len(carried) > 1 else [outs]
+    outs = outs if n_out > 1 else [outs]
+    ys, outs = outs[len(carried):], outs[:len(carried)]
     # (what the trips made of each carried number: every call's must make the same, or it runs in numpy)
     call.results = tuple("" if kind == "array" else type(x.concrete).__name__ for x, kind in zip(outs, carried_kinds))
     loop_kind = "for loop over range(...)" if isinstance(loop, ast.For) else "while loop"
     ctx.scans.append(f"{where}: {loop_kind} compiled once for every trip count (a scan): "
-                     f"its body {body.__qualname__} runs once per trip, carrying {', '.join(carried)}")
+                     f"its body {body.__qualname__} runs once per trip"
+                     + (f", carrying {', '.join(carried)}" if carried else "")
+                     + (f", stacking what it appends to {', '.join(stacked)}" if stacked else ""))
     new = dict(zip(carried, outs))
     for n in set(carried) - set(site.assigned):  # (written into, never rebound: the same array, its values new)
         ctx.write(scope[n], new[n])
-    return tuple(new[n] if n in new else scope.get(n) for n in site.assigned)
+    lists = [Stacked(list(scope[n]), y, site) for n, y in zip(stacked, ys)]
+    return tuple(new[n] if n in new else scope.get(n) for n in site.assigned) + tuple(lists)
+
+
+def _appends(loop) -> list:
+    """The loop's top-level append statements, in the order of their names."""
+    found = {st.value.func.value.id: st for st in loop.body if append_value(st) is not None}
+    return [found[n] for n in sorted(found)]
+
+
+def _stacked_shape(ctx, y, start, stop, step: int, value, scope: dict, where: str, name: str) -> tuple:
+    """The symbolic shape of the array stacking what the trips appended to
+    list `name` (`y`, the trace's): its rows the trip count, each row a
+    carried array's shape where the loop appends that array by name, else
+    data-dependent sizes (its dims, bound when the scan has run)."""
+    a, b = (x.expr if isinstance(x, SymInt) else x for x in (start, stop))
+    trips = b - a if step == 1 else sympy.floor((b - a + step - (1 if step > 0 else -1)) / step)
+    carried = scope.get(value.id) if isinstance(value, ast.Name) else None
+    if type(carried) is Tracer and carried.value.shape and np.shape(carried.concrete) == y.shape[1:]:
+        row = carried.value.shape
+    else:
+        row = tuple(ctx.env.new_symbol(d, f"{where}: dim {j} of what the loop appends to {name}", lo=0,
+                                       data_dependent=True) for j, d in enumerate(y.shape[1:]))
+    return (ctx.env.simplify(trips),) + tuple(row)
 
 
 def _exits(stmts: list) -> list:
@@ -321,16 +402,29 @@ def _exits(stmts: list) -> list:
             and isinstance(s.body[0], ast.Break)]
 
 
-def _check_body(stmts: list, depth: int = 0) -> None:
+def append_value(st):
+    """The value of `<name>.append(<value>)`, an expression statement, or None."""
+    if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
+        return None
+    c = st.value
+    return c.args[0] if (isinstance(c.func, ast.Attribute) and c.func.attr == "append" and isinstance(
+        c.func.value, ast.Name) and len(c.args) == 1 and not c.keywords and not isinstance(c.args[0], ast.Starred)) \
+        else None
+
+
+def _check_body(stmts: list, depth: int = 0, appended=()) -> None:
     """Only _STATEMENTS; break and continue only in an inner loop, or as
-    the body's exits (`if <test>: break` at its top level); no out=."""
+    the body's exits (`if <test>: break` at its top level); no out=; an
+    expression statement only as an append to a list of `appended` at its
+    top level (the scan stacks what the trips append)."""
     exits = _exits(stmts) if not depth else []
     for s in stmts:
         if isinstance(s, (ast.Break, ast.Continue)) and depth or any(s is x for x in exits):
             continue
         if not isinstance(s, _STATEMENTS):
             raise NoScan(f"its body holds a {type(s).__name__.lower()} statement")
-        if isinstance(s, ast.Expr):
+        if isinstance(s, ast.Expr) and not (not depth and append_value(s) is not None
+                                            and s.value.func.value.id in appended):
             raise NoScan("its body holds an expression statement (a call for its effect)")
         for n in ast.walk(s):
             if isinstance(n, ast.keyword) and n.arg == "out":
@@ -461,19 +555,20 @@ def _unheld(v, name: str):
 
 
 def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int,
-              carried_kinds: tuple):
+              carried_kinds: tuple, stacked=()):
     """The jitted body of the loop: a function (target, *carried, *free) ->
-    (carried...), its closure `consts`; one per layout and closure values
-    (a retrace of the function reuses it, and its compiled entries).
-    `loops` and `scan_jit` are the jit's (jit/api.py)."""
-    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds)
+    (carried..., what it appends to each list of `stacked`...), its closure
+    `consts`; one per layout and closure values (a retrace of the function
+    reuses it, and its compiled entries).  `loops` and `scan_jit` are the
+    jit's (jit/api.py)."""
+    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds, tuple(stacked))
     values = tuple(consts[n] for n in sorted(consts))
     bodies = loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
     for k, vals, body in bodies:
         if k == key and len(vals) == len(values) and all(a is b for a, b in zip(vals, values)):
             return body
     if key not in site.scan_codes:
-        site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts))
+        site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked)
     factory = types.FunctionType(site.scan_codes[key], fn.__globals__, "__sj_scan__")
     where = f"{site.filename.rpartition('/')[2]}:{site.node.lineno}"
     body = scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
@@ -485,13 +580,15 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
     return body
 
 
-def _compile_body(site, fn, target: str, carried: list, free: list, closure: list) -> types.CodeType:
+def _compile_body(site, fn, target: str, carried: list, free: list, closure: list, stacked=()) -> types.CodeType:
     """The code of `def __sj_scan__(*closure): def body(target, *carried, *free):
     <the loop's body>; return (*carried,); return body`, compiled from the
     loop's own statements (their lines kept: tracebacks and explain() point
     into the user's file).  A body with exits returns one more value, whether
     the loop stops after this trip: each `if <test>: break` becomes
-    `if <test>: return (*carried, True)`, and the end `return (*carried, False)`."""
+    `if <test>: return (*carried, True)`, and the end `return (*carried, False)`.
+    Each `<list>.append(<value>)` of a list of `stacked` becomes
+    `__sj_y<k> = <value>`, returned after the carried values."""
     loop = site.node
 
     def args(names):
@@ -504,10 +601,16 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     statements = copy.deepcopy(loop.body)
     exits, stops = {id(x) for x in _exits(statements)}, _stops(loop)
 
+    ys = [f"__sj_y{k}" for k in range(len(stacked))]
+
     def returned(stop: bool, where) -> ast.Return:
-        values = [ast.Name(n, ast.Load()) for n in carried] + ([ast.Constant(stop)] if stops else [])
+        values = [ast.Name(n, ast.Load()) for n in [*carried, *ys]] + ([ast.Constant(stop)] if stops else [])
         return ast.copy_location(ast.Return(ast.Tuple(values, ast.Load())), where)
     for k, st in enumerate(statements):
+        value = append_value(st)
+        if value is not None and st.value.func.value.id in stacked:
+            y = ys[list(stacked).index(st.value.func.value.id)]
+            statements[k] = ast.copy_location(ast.Assign([ast.Name(y, ast.Store())], value), st)
         if id(st) in exits:
             statements[k] = ast.copy_location(ast.If(st.test, [returned(True, st.body[0])], []), st)
     if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`)
@@ -556,9 +659,13 @@ class ScanCall:
     exits: bool = False  # (the body returns one more value: whether the loop stops after that trip)
     carried_kinds: tuple = ()  # (_carried_kind of each carried value before the loop)
     results: tuple = ()  # (the type each carried number had after the trace's trips: "" for an array)
+    stacked: tuple = ()  # (the lists each trip appends one array to: the node's outputs after the carried)
+    stacked_dtypes: tuple = ()  # (their dtypes, as the trace's trips made them)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
+        self.served = None  # (the trace's run of the trips, made before its node: what the node's first run gives)
+        self.stacked_shapes = ()  # (the stacked outputs' symbolic shapes, for the trace's node: not kept)
 
     def __repr__(self) -> str:
         return f"<scan of the loop at {self.where}>"
@@ -568,12 +675,13 @@ class ScanCall:
         holds the loop, its `sites` jit/lift.py's) makes it: False where
         the function's source does not give the loop back (its trace is not
         used)."""
-        if not 0 <= self.site < len(sites) or _target(sites[self.site].node) != self.target:
+        if not 0 <= self.site < len(sites) or _target(sites[self.site].node) != self.target \
+                or list(self.stacked) != sites[self.site].appended:
             return False
         site = sites[self.site]
         try:
             self.body = _body_jit(jf._loops, jf._scan_jit, site, jf.fn, self.target, self.carried, self.free, {},
-                                  self.n_ints, self.carried_kinds)
+                                  self.n_ints, self.carried_kinds, self.stacked)
         except (SyntaxError, ValueError):
             return False
         self.fn = jf.fn
@@ -581,7 +689,10 @@ class ScanCall:
         return True
 
     def __call__(self, xs: list) -> list:
-        nc, exits = self.n_carried, self.exits
+        if self.served is not None:  # (the trace ran the trips before making the node: jit/scan.py _scan)
+            out, self.served = self.served, None
+            return out
+        nc, exits, ny = self.n_carried, self.exits, len(self.stacked)
         start, stop = int(xs[0]), int(xs[1])
         carried = [np.array(x) if c else x for x, c in zip(xs[2:2 + nc], self.copied)]
         want = [(np.asarray(x).dtype, np.shape(x)) for x in carried]
@@ -593,7 +704,7 @@ class ScanCall:
         fixed = tuple(x.shape for x in arrays_in) + tuple((x,) for x, k in zip(free, self.free_kinds) if k == "int")
         rest = arrays_in + [x for x, k in zip(free, self.free_kinds) if k in ("float", "complex")]
         layout = _layout(carried)
-        flat = pytree.flat_tuple(nc + exits)
+        flat = pytree.flat_tuple(nc + ny + exits)
         steady = False  # (the pinned entry gave back the layout it takes: it will again, the layout is not redone)
         if start < stop if self.step > 0 else start > stop:  # (the entry of the first trip, when the body has one:
             # no jit call of its own, whose lookup costs more than a small body's kernels)
@@ -603,12 +714,15 @@ class ScanCall:
                 e, held = found
                 run = (e.guards.check, e.run, layout, e.out_treedef == flat, rest + held, e.out_treedef)
         trips = range(start, stop, self.step)
+        if ny and not trips:  # (numpy's np.stack of no array raises; its np.array gives float64: numpy decides)
+            raise ScanMismatch(f"the loop at {self.where} ran no trip: the lists it appends to hold no row")
+        rows = [None] * ny  # (the stacked outputs, made at the first trip: a row of each per trip)
         i = 0
         while i < len(trips):
             if steady and run[3]:  # (the pinned entry took and gave this layout: trips run here until one
                 # fails its guards or raises, with nothing redone per trip)
                 i, carried, stopped = _steady_trips(trips, i, carried, self.carried_kinds, run, fixed, want,
-                                                    self.where, exits)
+                                                    self.where, exits, rows)
                 if i == len(trips) or stopped:
                     break
                 steady = False  # (trip i failed the guards or raised: it runs below, as any other)
@@ -623,14 +737,16 @@ class ScanCall:
                     try:
                         res = run[1](_inputs(carried, self.carried_kinds) + run[4], dims)
                         # (the carried values first, then what the entry writes back or checks)
-                        out = res[:nc + exits] if run[3] else list(pytree.unflatten(run[5], iter(res)))
+                        out = res[:nc + ny + exits] if run[3] else list(pytree.unflatten(run[5], iter(res)))
                     except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
                         out = None
             pinned = out is not None
             if not pinned:
                 steady = False
                 out = list(body(t, *carried, *free))
-            stopped = exits and bool(out[nc])
+            stopped = exits and bool(out[nc + ny])
+            if ny:
+                _put_rows(rows, out[nc:nc + ny], i - 1, len(trips), self)
             out = out[:nc]
             if not pinned and tries < 3 and (run is None or _layout(out) != run[2]):
                 tries += 1
@@ -654,19 +770,20 @@ class ScanCall:
         # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
         # the executable may reuse an input's buffer once the node has run)
         return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
-                for x in carried]
+                for x in carried] + rows
 
 
 def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, where: str,
-                  exits: bool):
+                  exits: bool, rows: list):
     """(the next trip, the carried values, whether the last trip ran was the
     loop's last) after running trips[i:] through the pinned entry `run`
     while its guards pass and it returns: the scan's own loop, with nothing
     but the guards, the entry and the trip's check.  `fixed`: the shapes
     the guards take after the carried values' (whose own do not change
-    from trip to trip, but a carried int's: a symbol's value)."""
+    from trip to trip, but a carried int's: a symbol's value); `rows`, the
+    stacked outputs, take each trip's appended values."""
     check, entry, held = run[0], run[1], run[4]
-    nc = len(carried)
+    nc, ny = len(carried), len(rows)
     ints = "int" in kinds
     shapes = None if ints else _shapes(carried, kinds) + fixed
     for i in range(i, len(trips)):
@@ -679,14 +796,38 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
         except Exception:  # noqa: BLE001 - the scan's own loop runs the trip again through jit's call
             return i, carried, False
         out = res[:nc]
+        if ny:
+            for row, y in zip(rows, res[nc:nc + ny]):
+                if type(y) is not np.ndarray or y.dtype is not row.dtype or y.shape != row.shape[1:]:
+                    _put_rows(rows, res[nc:nc + ny], i, len(trips), None, where)
+                    break
+                row[i] = y
         for x, (dtype, shape) in zip(out, want):
             if getattr(x, "shape", None) != shape or x.dtype is not dtype:  # (the same dtype is one object:
                 _check_trip(out, want, t, where)                           # else compared, and all of them)
                 break
         carried = out
-        if exits and res[nc]:
+        if exits and res[nc + ny]:
             return i + 1, carried, True
     return len(trips), carried, False
+
+
+def _put_rows(rows: list, ys, i: int, trips: int, call=None, where: str = "") -> None:
+    """Trip i's appended values into the stacked outputs `rows` (made at
+    the first trip, of `trips` rows and the dtype the trace's trips gave,
+    `call`'s); ScanMismatch for a value of another dtype or shape than the
+    first trip's (numpy's np.stack would raise, or promote)."""
+    for k, y in enumerate(ys):
+        y = np.asarray(y) if isinstance(y, np.generic) else y
+        want = call.stacked_dtypes[k] if call is not None and call.stacked_dtypes else None
+        if rows[k] is None and i == 0 and type(y) is np.ndarray and want in (None, y.dtype.str):
+            rows[k] = np.empty((trips,) + y.shape, y.dtype)
+        row = rows[k]
+        if row is None or type(y) is not np.ndarray or y.dtype != row.dtype or y.shape != row.shape[1:]:
+            got = f"{y.dtype}{list(y.shape)}" if isinstance(y, np.ndarray) else type(y).__name__
+            first = f"{row.dtype}{list(row.shape[1:])}" if row is not None else f"the trace's {want}"
+            raise ScanMismatch(f"the loop at {where or call.where}: trip {i} appended a {got}, not {first}")
+        row[i] = y
 
 
 def _inputs(values, kinds: tuple) -> list:

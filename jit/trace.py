@@ -18,8 +18,8 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.fingerprint import global_names
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
-from jit.tracer import PYTHON_TYPES, Fallback, SymFloat, SymInt, TraceContext, Tracer, eval_attr, holds_traced, \
-    user_location
+from jit.tracer import PYTHON_TYPES, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, eval_attr, \
+    holds_traced, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value, make_attrs
@@ -192,6 +192,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             outputs.append(OutputSpec("const", float(r)))
             concrete.append(float(r))
         else:
+            if isinstance(r, Stacked):  # (a list of a symbolic number of arrays: its appends made as written)
+                r._refuse("returning it")
             if holds_traced(r):  # (an object of the user's holding arrays of the trace)
                 raise Fallback(f"returns a {type(r).__name__} holding traced values (returned as they are: tuples, "
                                "lists, dicts and namedtuples of arrays and numbers)")
@@ -333,6 +335,10 @@ def _data_dependent_dims(graph: Graph, env: ShapeEnv, raw_nodes) -> list[DataDep
         if n.op == "index_dim":  # (its value is the size: axis None)
             u = n.attr("symbol")
             out.append(DataDependentDim(n.out.id, None, u, env.simplify(u)))
+        if n.op == "scan":  # (the dims of a list's items its trips appended, where not known before)
+            for o in n.outputs[n.attr("call").n_carried:]:
+                out += [DataDependentDim(o.id, axis, d, env.simplify(d)) for axis, d in enumerate(o.shape)
+                        if d in env.symbols and env.symbols[d].data_dependent]
         if n.op != "eager":
             continue
         for o in n.outputs:
@@ -342,6 +348,18 @@ def _data_dependent_dims(graph: Graph, env: ShapeEnv, raw_nodes) -> list[DataDep
 
 
 # ------------------------------------------------------------ numpy proxy
+
+# numpy's functions of one array-like: a list of traced arrays given them (`np.mean(outs, axis=0)`)
+# is the array np.array makes of it, which numpy could not make of traced arrays itself
+_OF_AN_ARRAY = frozenset("sum mean max min amax amin prod std var any all argmax argmin cumsum cumprod median "
+                         "average ptp nansum nanmean nanmax nanmin".split())
+
+
+def _of_an_array(ctx, fn, a, *args, **kw):
+    if isinstance(a, (list, tuple)) and holds_traced(a):
+        a = optable.array_of(ctx, a)
+    return fn(a, *args, **kw)
+
 
 class _NumpyProxy(types.ModuleType):
     """`np` as seen by the traced function: creation functions accept
@@ -353,6 +371,8 @@ class _NumpyProxy(types.ModuleType):
 
     def __getattr__(self, name):
         v = getattr(np, name)
+        if name in _OF_AN_ARRAY:
+            return functools.partial(_of_an_array, self._ctx, v)
         return _SCALAR_TYPES.get(v, v) if isinstance(v, type) else v
 
     def _has_sym(self, *xs):
@@ -441,7 +461,26 @@ class _NumpyProxy(types.ModuleType):
     def identity(self, n, dtype=None, *, like=None):
         return self.eye(n, dtype=float if dtype is None else dtype, like=like)
 
+    # (a list a scan appended to, jit/tracer.py Stacked: its items stacked, whatever their number)
+    def stack(self, arrays, axis=0, out=None, **kw):
+        if isinstance(arrays, Stacked) and out is None and set(kw) <= {"dtype"}:
+            return arrays.stack(axis, kw.get("dtype"))
+        return np.stack(arrays, axis=axis, out=out, **kw)
+
+    def concatenate(self, arrays, axis=0, out=None, **kw):
+        if isinstance(arrays, Stacked) and out is None and set(kw) <= {"dtype"}:
+            return arrays.concatenate(axis, kw.get("dtype"))
+        return np.concatenate(arrays, axis=axis, out=out, **kw)
+
+    def vstack(self, tup, **kw):
+        return tup.vstack() if isinstance(tup, Stacked) and not kw else np.vstack(tup, **kw)
+
+    def hstack(self, tup, **kw):
+        return tup.hstack() if isinstance(tup, Stacked) and not kw else np.hstack(tup, **kw)
+
     def asarray(self, a, dtype=None, **kw):
+        if isinstance(a, Stacked) and not kw:
+            return a.stack(0, dtype)
         if isinstance(a, Tracer):
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
         if not kw and self._has_sym(a):
@@ -452,6 +491,8 @@ class _NumpyProxy(types.ModuleType):
     asanyarray = ascontiguousarray = asarray
 
     def array(self, a, dtype=None, copy=True, **kw):
+        if isinstance(a, Stacked) and not kw:
+            return a.stack(0, dtype)
         if isinstance(a, Tracer):
             return a.astype(dtype or a.dtype)
         if not kw and self._has_sym(a):

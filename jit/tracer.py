@@ -853,10 +853,131 @@ def holds_traced(v, depth: int = 3) -> bool:
     """Whether v is, or holds a few levels down, a value of a trace (a
     Tracer, a dim, a Python float of dims): in the items of a list, tuple,
     set or dict, or the attributes of an object of the user's."""
-    if isinstance(v, (Tracer, SymInt, SymFloat)):
+    if isinstance(v, (Tracer, SymInt, SymFloat, Stacked)):
         return True
     if not depth or isinstance(v, _OPAQUE):
         return False
     items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset)) else \
         getattr(v, "__dict__", {}).values()
     return any(holds_traced(x, depth - 1) for x in items)
+
+
+class StackedUse(Fallback):
+    """A list a scan's trips appended to (Stacked) was used as no stacked
+    array can stand for (its length, its items one by one): the call is
+    traced again with that loop's appends made as written (jit/miss.py)."""
+
+    def __init__(self, reason: str, site):
+        super().__init__(reason, user_location())
+        self.site = site
+
+
+class Stacked:
+    """The list a loop compiled as a scan appended one array to per trip
+    (`outs.append(h)`), after the loop: the items it held before (`prefix`,
+    traced arrays) then the rows of `rows`, the scan's stacked output
+    (jax.lax.scan's ys), so `np.stack(outs)`, `np.array(outs)`,
+    `np.concatenate(outs)`, `outs[-1]` and numpy's functions of it are
+    array ops on a symbolic number of rows.  What only a list of known
+    length can do (len(), iterating, appending, comparing) raises
+    StackedUse: the call is traced again with the loop's appends as
+    written.  So does any use after the trace wrote into an array: the
+    list's items might have been views of it."""
+
+    __slots__ = ("prefix", "rows", "site", "writes")
+
+    def __init__(self, prefix: list, rows: Tracer, site):
+        self.prefix, self.rows, self.site = prefix, rows, site
+        self.writes = rows.ctx.writes()
+
+    def _refuse(self, what: str):
+        raise StackedUse(f"the list a scan appended to, used by {what}", self.site)
+
+    def _array(self, dtype=None) -> Tracer:
+        """np.array(list): the items stacked (numpy's dtype promotion across
+        items of other dtypes, or other shapes, is the list's own)."""
+        if self.rows.ctx.writes() != self.writes:
+            self._refuse("code after a write into an array (its items might view that array)")
+        rows = self.rows
+        if self.prefix:
+            if any(not isinstance(x, Tracer) or x.dtype != rows.dtype or x.ndim != rows.ndim - 1
+                   for x in self.prefix):
+                self._refuse("items before the loop of another dtype or rank")
+            rows = np.concatenate([np.stack(self.prefix), rows])
+        return rows if dtype is None or np.dtype(dtype) == rows.dtype else rows.astype(dtype)
+
+    def stack(self, axis: int = 0, dtype=None) -> Tracer:
+        a = self._array(dtype)
+        return a if axis in (0, -a.ndim) else np.moveaxis(a, 0, axis)
+
+    def concatenate(self, axis: int = 0, dtype=None) -> Tracer:
+        a = self._array(dtype)
+        if a.ndim < 2:
+            self._refuse("np.concatenate of 0-d items")
+        if axis is None:
+            return a.reshape(-1)
+        axis = axis + a.ndim - 1 if axis < 0 else axis
+        if not 0 <= axis < a.ndim - 1:
+            self._refuse(f"np.concatenate along axis {axis}")
+        z = np.moveaxis(a, 0, axis) if axis else a
+        shape = z.shape
+        return z.reshape(shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+
+    def vstack(self) -> Tracer:
+        item = self.rows.ndim - 1
+        return self._array().reshape(-1, 1) if item == 0 else self._array() if item == 1 else self.concatenate(0)
+
+    def hstack(self) -> Tracer:
+        item = self.rows.ndim - 1
+        return self._array() if item == 0 else self.concatenate(0 if item == 1 else 1)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice) and not self.prefix:
+            return Stacked([], self.rows[i], self.site)
+        if type(i) is int and 0 <= i < len(self.prefix):
+            return self.prefix[i]
+        if type(i) is int and i < 0 and self.prefix:
+            self._refuse("a negative index")
+        if type(i) is int or isinstance(i, SymInt) and not self.prefix:
+            if self.rows.ctx.writes() != self.writes:
+                self._refuse("an index after a write into an array")
+            return self.rows[i - len(self.prefix) if type(i) is int and i >= 0 else i]
+        self._refuse(f"an index {type(i).__name__}")
+
+    def __array_function__(self, func, types_, args, kwargs):
+        """numpy's function of the list: of the stacked array (np.mean(outs,
+        axis=0)); np.stack and the like take the list itself (jit/trace.py's np)."""
+        def arrays(x):
+            return x._array() if isinstance(x, Stacked) else x
+        return func(*map(arrays, args), **{k: arrays(v) for k, v in kwargs.items()})
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = [x._array() if isinstance(x, Stacked) else x for x in inputs]
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array__(self, *a, **k):
+        self._refuse("numpy outside the trace (a module whose np is not the trace's)")
+
+    def __len__(self):
+        self._refuse("len()")
+
+    def __iter__(self):
+        self._refuse("iterating it")
+
+    def __bool__(self):
+        self._refuse("its truth")
+
+    def _list_op(self, *a, **k):
+        self._refuse("a list operation")
+
+    __contains__ = __reversed__ = __add__ = __radd__ = __iadd__ = __mul__ = __rmul__ = __imul__ = _list_op
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __setitem__ = __delitem__ = _list_op
+    __hash__ = None
+
+    def __getattr__(self, name):  # (append, extend, pop, index, count, sort, copy...)
+        if name.startswith("_"):  # (a probe: numpy's __array_interface__, a namedtuple's _fields)
+            raise AttributeError(name)
+        self._refuse(f"its method {name}")
+
+    def __repr__(self):
+        self._refuse("repr()")

@@ -777,9 +777,12 @@ def _carried(inputs, attrs) -> list:
 
 
 # a Python loop over a symbolic trip count (jit/scan.py): inputs (start, stop, carried...,
-# read...), outputs the carried values after the last trip, each as it was before the first
-register("scan", OPAQUE, _scan_ref, lambda env, i, a: [x.shape for x in _carried(i, a)],
-         lambda i, a: [x.dtype for x in _carried(i, a)], raises=True)
+# read...), outputs the carried values after the last trip, each as it was before the first,
+# then the arrays of what each trip appended to a list (a row per trip: `stacked`)
+register("scan", OPAQUE, _scan_ref,
+         lambda env, i, a: [x.shape for x in _carried(i, a)] + list(dict(a)["call"].stacked_shapes),
+         lambda i, a: [x.dtype for x in _carried(i, a)] + [np.dtype(d) for d in dict(a)["call"].stacked_dtypes],
+         raises=True)
 
 def _eager_ref(*xs, call):
     return call(xs)

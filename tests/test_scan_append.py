@@ -1,0 +1,213 @@
+"""A loop compiled as a scan that appends one array per trip to a list
+(`outs.append(h)`): the scan stacks what the trips appended (jax.lax.scan's
+ys), so an RNN that returns `np.stack(outs)` compiles once for every length.
+What only a list of known length can do (len(), iterating, returning the
+list) traces the call again with the appends as written; what numpy's list
+would alias (an array the loop writes into, a list another name holds)
+stays unrolled.  Results, dtypes and shapes are numpy's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jit import jit
+from jit.scan import UNROLLED
+from tests.conftest import assert_like_numpy
+
+LENGTHS = (5, 7, 3, 12, 9, 2)
+
+
+def rnn_stack(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h)
+    return np.stack(outs), h
+
+
+def rnn_readout(x, W, U, h, V, b):
+    ys = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        ys.append(h @ V)  # (a row no carried array's shape: its dims data-dependent sizes)
+    return np.array(ys) + b
+
+
+def rnn_concatenate(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h[None, :])
+    return np.concatenate(outs, axis=0).sum(axis=1)
+
+
+def rnn_with_first(x, W, U, h):
+    hs = [h]  # (an item before the loop: the list is it, then a row per trip)
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        hs.append(h)
+    return np.stack(hs, axis=1)
+
+
+def rnn_last_and_mean(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h * 2)
+    return outs[-1] + outs[0], np.mean(outs, axis=0), np.vstack(outs), np.hstack(outs)
+
+
+def rnn_two_lists(x, W, U, h):
+    pre, post = [], []
+    for t in range(x.shape[0]):
+        a = x[t] @ W + h @ U
+        pre.append(a)
+        h = np.tanh(a)
+        post.append(h)
+    return np.stack(pre) - np.stack(post)
+
+
+def only_appends(x):
+    outs = []
+    for t in range(1, x.shape[0]):
+        outs.append(x[t] - x[t - 1])
+    return np.stack(outs)
+
+
+ARGS = {
+    "rnn": lambda rng, T: (rng.standard_normal((T, 6)).astype(np.float32),
+                           (rng.standard_normal((6, 8)) * 0.4).astype(np.float32),
+                           (rng.standard_normal((8, 8)) * 0.4).astype(np.float32),
+                           rng.standard_normal(8).astype(np.float32)),
+}
+
+
+def _args(fn, rng, T):
+    if fn is only_appends:
+        return (rng.standard_normal((T, 3, 4)),)
+    args = ARGS["rnn"](rng, T)
+    if fn is rnn_readout:
+        args += (rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32))
+    return args
+
+
+@pytest.mark.parametrize("fn", [rnn_stack, rnn_readout, rnn_concatenate, rnn_with_first, rnn_last_and_mean,
+                                rnn_two_lists, only_appends])
+def test_a_loop_appending_to_a_list_compiles_once_for_every_length(backend, fn):
+    rng = np.random.default_rng(0)
+    f = jit(fn, backend=backend)
+    for T in LENGTHS + (40,):
+        args = _args(fn, rng, T)
+        assert_like_numpy(f(*args), fn(*args), ulps=16, atol=1e-6)  # (a recurrence: a few ulp of its terms)
+    # the first lengths unrolled, then one scan, stacking the list, for every other length
+    assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0
+    text = f.explain()
+    assert "stacking what it appends to" in text
+
+
+def uses_len(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h)
+    return np.stack(outs) / len(outs)
+
+
+def returns_the_list(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h)
+    return outs
+
+
+def iterates(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h)
+    return sum(o.sum() for o in outs)
+
+
+@pytest.mark.parametrize("fn", [uses_len, returns_the_list, iterates])
+def test_a_list_used_as_only_a_list_can_be_is_appended_as_written(backend, fn):
+    rng = np.random.default_rng(1)
+    f = jit(fn, backend=backend)
+    for T in LENGTHS:
+        args = _args(rnn_stack, rng, T)
+        assert_like_numpy(f(*args), fn(*args), ulps=16, atol=1e-6)  # (a recurrence: a few ulp of its terms)
+    assert f.stats()["fallbacks"] == 0 and f.stats()["eager_calls"] == 0
+    assert "stacking" not in f.explain()
+
+
+def appends_what_it_writes_into(x):
+    acc = np.zeros(x.shape[1:])
+    outs = []
+    for t in range(x.shape[0]):
+        acc += x[t]
+        outs.append(acc)  # (numpy's list holds acc itself each time: every row its last value)
+    return np.stack(outs)
+
+
+def another_name_holds_the_list(x):
+    outs = []
+    keep = {"outs": outs}
+    for t in range(x.shape[0]):
+        outs.append(x[t] * 2)
+    return np.stack(keep["outs"])
+
+
+def writes_after_the_loop(x):
+    outs = []
+    for t in range(x.shape[0]):
+        outs.append(x[t])  # (views of x: numpy's list sees the write below)
+    x[0] = -1.0
+    return np.stack(outs)
+
+
+@pytest.mark.parametrize("fn", [appends_what_it_writes_into, another_name_holds_the_list, writes_after_the_loop])
+def test_what_numpys_list_would_alias_is_numpys(backend, fn):
+    rng = np.random.default_rng(2)
+    f = jit(fn, backend=backend)
+    for T in LENGTHS:
+        x = rng.standard_normal((T, 4))
+        mine = x.copy()
+        assert_like_numpy(f(mine), fn(x))
+        np.testing.assert_array_equal(mine, x)  # (numpy's writes into the argument, and only those)
+    assert f.stats()["fallbacks"] == 0
+
+
+def from_k(x, k):
+    outs = []
+    for t in range(k, x.shape[0]):
+        outs.append(x[t] + t)
+    return np.stack(outs)
+
+
+def test_a_call_whose_loop_runs_no_trip_raises_numpys_error(backend):
+    rng = np.random.default_rng(3)
+    f = jit(from_k, backend=backend)
+    x = rng.standard_normal((8, 3))
+    for k in (0, 1, 2, 3, 4):  # (k changes: a symbol; the trip count x.shape[0] - k)
+        assert_like_numpy(f(x, k), from_k(x, k))
+    assert "stacking" in f.explain()
+    with pytest.raises(ValueError, match="need at least one array"):
+        from_k(x, 8)
+    with pytest.raises(ValueError, match="need at least one array"):
+        f(x, 8)
+    assert_like_numpy(f(x, 5), from_k(x, 5))  # (and the function stays usable)
+
+
+def changes_dtype_midway(x):
+    outs = []
+    for t in range(x.shape[0]):
+        outs.append(x[t] if t < 3 else x[t].astype(np.float32))
+    return np.stack(outs)
+
+
+def test_an_append_of_another_dtype_gives_numpys_promotion(backend):
+    rng = np.random.default_rng(4)
+    f = jit(changes_dtype_midway, backend=backend)
+    for T in LENGTHS:
+        x = rng.standard_normal((T, 3)).astype(np.float16)
+        assert_like_numpy(f(x), changes_dtype_midway(x))
