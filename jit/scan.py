@@ -50,6 +50,7 @@ import ast
 import builtins
 import copy
 import operator
+import sys
 import types
 from dataclasses import dataclass
 
@@ -242,9 +243,17 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     be a scan in this frame, or NoScan (module docstring)."""
     loop = site.node
     target = _target(loop)
-    _check_body(loop.body, appended=site.appended)
+    helpers = {n for n in _read(loop.body) if type(_lookup(n, scope, globals_)) is types.FunctionType
+               and not _numpy_module(sys.modules.get(_lookup(n, scope, globals_).__module__))}
+    _check_body(loop.body, appended=site.appended, helpers=helpers)
     assigned = set(site.assigned) - {target}
     written = _written(loop.body)
+    for n in _passed(loop.body, scope, globals_) - written:  # (a helper may write into what it is handed:
+        try:                                                # carried, if it may be, else read-only as before)
+            _check_private(ctx, n, scope)
+            written.add(n)
+        except NoScan:
+            pass
     stacked = _check_stacked(ctx, site, scope, written)
     # (an array it writes into without rebinding it, `back[t] = ...`, is carried too: the scan's
     # result is written into it, TraceContext.write, as numpy's writes would have been)
@@ -338,8 +347,9 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
                      stacked)
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
-                    site.index if not consts else -1, target, tuple(carried), tuple(free), len(ints),
-                    _stops(loop), carried_kinds, stacked=tuple(stacked))
+                    site.index if all(type(v) in _PLAIN for v in consts.values()) else -1, target, tuple(carried),
+                    tuple(free), len(ints), _stops(loop), carried_kinds, stacked=tuple(stacked),
+                    consts=tuple(sorted(consts.items())) if all(type(v) in _PLAIN for v in consts.values()) else ())
     call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     inputs = [start, stop] + [scope[n] for n in carried] + [values[n] for n in free]
@@ -412,11 +422,13 @@ def append_value(st):
         else None
 
 
-def _check_body(stmts: list, depth: int = 0, appended=()) -> None:
+def _check_body(stmts: list, depth: int = 0, appended=(), helpers=frozenset()) -> None:
     """Only _STATEMENTS; break and continue only in an inner loop, or as
     the body's exits (`if <test>: break` at its top level); no out=; an
     expression statement only as an append to a list of `appended` at its
-    top level (the scan stacks what the trips append)."""
+    top level (the scan stacks what the trips append), or a call of a
+    function of `helpers` (the user's own: what it writes into, the arrays
+    handed to it, is carried, jit/scan.py _passed)."""
     exits = _exits(stmts) if not depth else []
     for s in stmts:
         if isinstance(s, (ast.Break, ast.Continue)) and depth or any(s is x for x in exits):
@@ -424,7 +436,9 @@ def _check_body(stmts: list, depth: int = 0, appended=()) -> None:
         if not isinstance(s, _STATEMENTS):
             raise NoScan(f"its body holds a {type(s).__name__.lower()} statement")
         if isinstance(s, ast.Expr) and not (not depth and append_value(s) is not None
-                                            and s.value.func.value.id in appended):
+                                            and s.value.func.value.id in appended) \
+                and not (isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
+                         and s.value.func.id in helpers):
             raise NoScan("its body holds an expression statement (a call for its effect)")
         for n in ast.walk(s):
             if isinstance(n, ast.keyword) and n.arg == "out":
@@ -434,7 +448,7 @@ def _check_body(stmts: list, depth: int = 0, appended=()) -> None:
         inner = depth + isinstance(s, (ast.For, ast.While))
         for field in ("body", "orelse"):
             if isinstance(getattr(s, field, None), list):
-                _check_body(getattr(s, field), inner if field == "body" else depth)
+                _check_body(getattr(s, field), inner if field == "body" else depth, appended, helpers)
 
 
 def _root(t) -> str | None:
@@ -458,6 +472,35 @@ def _written(stmts: list) -> set:
                         out.add(_root(x))
     out.discard(None)
     return out
+
+
+def _passed(stmts: list, scope: dict, globals_: dict) -> set:
+    """Names of traced arrays of the frame the statements hand to a Python
+    function of the user's (`_poisson(nit, p, b)`, `solvers.relax(p)`): it
+    may write into them, as a subscript store would (numpy's functions
+    write only into out=, builtins and methods of lists into no array)."""
+    out = set()
+    for s in stmts:
+        for c in ast.walk(s):
+            if not isinstance(c, ast.Call):
+                continue
+            f, callee = c.func, None
+            if isinstance(f, ast.Name):
+                callee = _lookup(f.id, scope, globals_)
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                base = _lookup(f.value.id, scope, globals_)
+                if isinstance(base, types.ModuleType) and not _numpy_module(base):
+                    callee = getattr(base, f.attr, None)
+            if type(callee) is not types.FunctionType or _numpy_module(sys.modules.get(callee.__module__)):
+                continue
+            for a in list(c.args) + [k.value for k in c.keywords]:
+                if isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer and not scope[a.id].value.weak:
+                    out.add(a.id)
+    return out
+
+
+def _numpy_module(m) -> bool:
+    return isinstance(m, types.ModuleType) and (m.__name__ == "numpy" or m.__name__.startswith("numpy."))
 
 
 def _read(stmts: list) -> set:
@@ -565,7 +608,8 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
     values = tuple(consts[n] for n in sorted(consts))
     bodies = loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
     for k, vals, body in bodies:
-        if k == key and len(vals) == len(values) and all(a is b for a, b in zip(vals, values)):
+        if k == key and len(vals) == len(values) and all(a is b or type(a) is type(b) and type(a) in _PLAIN
+                                                         and a == b for a, b in zip(vals, values)):
             return body
     if key not in site.scan_codes:
         site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked)
@@ -645,7 +689,7 @@ class ScanCall:
     `site`, the loop's place among the sites of `fn` (the function whose
     loop it is), and the body's names make the body again in another process
     (`bind`); site -1: the body reads values of the frame (its closure) that
-    the call cannot hold as plain data."""
+    are no plain numbers or strings (those it holds: `consts`)."""
     step: int
     n_carried: int
     copied: tuple
@@ -661,6 +705,7 @@ class ScanCall:
     results: tuple = ()  # (the type each carried number had after the trace's trips: "" for an array)
     stacked: tuple = ()  # (the lists each trip appends one array to: the node's outputs after the carried)
     stacked_dtypes: tuple = ()  # (their dtypes, as the trace's trips made them)
+    consts: tuple = ()  # ((name, value) the body reads of its frame as they are: plain numbers and strings)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
@@ -680,7 +725,8 @@ class ScanCall:
             return False
         site = sites[self.site]
         try:
-            self.body = _body_jit(jf._loops, jf._scan_jit, site, jf.fn, self.target, self.carried, self.free, {},
+            self.body = _body_jit(jf._loops, jf._scan_jit, site, jf.fn, self.target, self.carried, self.free,
+                                  dict(self.consts),
                                   self.n_ints, self.carried_kinds, self.stacked)
         except (SyntaxError, ValueError):
             return False
@@ -861,6 +907,7 @@ def _layout(values) -> tuple:
     return tuple((type(x), x.flags.c_contiguous) if type(x) is np.ndarray else type(x) for x in values)
 
 
+_PLAIN = (bool, int, float, complex, str, type(None))  # (a frame's value a saved scan may hold: ScanCall.consts)
 _PYTHON = {"b": "bool", "f": "float", "c": "complex"}  # a weak value's kind -> the Python type it came from
 
 
