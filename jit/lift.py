@@ -656,8 +656,7 @@ def _is_numpy(module) -> bool:
     """numpy or one of its submodules (its functions are pure but for their
     writes, out= or np.copyto, which jit/tracer.py's writes() count catches
     after a branch ran)."""
-    return isinstance(module, types.ModuleType) and (module.__name__ == "numpy"
-                                                     or module.__name__.startswith("numpy."))
+    return scan.is_numpy(module)
 
 
 def _plain(value) -> bool:

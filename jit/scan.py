@@ -243,8 +243,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     be a scan in this frame, or NoScan (module docstring)."""
     loop = site.node
     target = _target(loop)
-    helpers = {n for n in _read(loop.body) if type(_lookup(n, scope, globals_)) is types.FunctionType
-               and not _numpy_module(sys.modules.get(_lookup(n, scope, globals_).__module__))}
+    helpers = {n for n in _read(loop.body) if _users_function(_lookup(n, scope, globals_))}
     _check_body(loop.body, appended=site.appended, helpers=helpers)
     assigned = set(site.assigned) - {target}
     written = _written(loop.body)
@@ -397,9 +396,9 @@ def _stacked_shape(ctx, y, start, stop, step: int, value, scope: dict, where: st
     data-dependent sizes (its dims, bound when the scan has run)."""
     a, b = (x.expr if isinstance(x, SymInt) else x for x in (start, stop))
     trips = b - a if step == 1 else sympy.floor((b - a + step - (1 if step > 0 else -1)) / step)
-    carried = scope.get(value.id) if isinstance(value, ast.Name) else None
-    if type(carried) is Tracer and carried.value.shape and np.shape(carried.concrete) == y.shape[1:]:
-        row = carried.value.shape
+    named = scope.get(value.id) if isinstance(value, ast.Name) else None  # (a carried array: its shape every trip)
+    if type(named) is Tracer and named.value.shape and np.shape(named.concrete) == y.shape[1:]:
+        row = named.value.shape
     else:
         row = tuple(ctx.env.new_symbol(d, f"{where}: dim {j} of what the loop appends to {name}", lo=0,
                                        data_dependent=True) for j, d in enumerate(y.shape[1:]))
@@ -489,9 +488,9 @@ def _passed(stmts: list, scope: dict, globals_: dict) -> set:
                 callee = _lookup(f.id, scope, globals_)
             elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
                 base = _lookup(f.value.id, scope, globals_)
-                if isinstance(base, types.ModuleType) and not _numpy_module(base):
+                if isinstance(base, types.ModuleType) and not is_numpy(base):
                     callee = getattr(base, f.attr, None)
-            if type(callee) is not types.FunctionType or _numpy_module(sys.modules.get(callee.__module__)):
+            if not _users_function(callee):
                 continue
             for a in list(c.args) + [k.value for k in c.keywords]:
                 if isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer and not scope[a.id].value.weak:
@@ -499,8 +498,15 @@ def _passed(stmts: list, scope: dict, globals_: dict) -> set:
     return out
 
 
-def _numpy_module(m) -> bool:
-    return isinstance(m, types.ModuleType) and (m.__name__ == "numpy" or m.__name__.startswith("numpy."))
+def is_numpy(module) -> bool:
+    """numpy or one of its submodules."""
+    return isinstance(module, types.ModuleType) and (module.__name__ == "numpy"
+                                                     or module.__name__.startswith("numpy."))
+
+
+def _users_function(f) -> bool:
+    """A Python function, not numpy's."""
+    return type(f) is types.FunctionType and not is_numpy(sys.modules.get(f.__module__))
 
 
 def _read(stmts: list) -> set:
@@ -726,8 +732,7 @@ class ScanCall:
         site = sites[self.site]
         try:
             self.body = _body_jit(jf._loops, jf._scan_jit, site, jf.fn, self.target, self.carried, self.free,
-                                  dict(self.consts),
-                                  self.n_ints, self.carried_kinds, self.stacked)
+                                  dict(self.consts), self.n_ints, self.carried_kinds, self.stacked)
         except (SyntaxError, ValueError):
             return False
         self.fn = jf.fn
