@@ -188,8 +188,9 @@ def _dry_run(fn, args, kwargs, out: Tracer | tuple | None = None):
     casting, shapes, bounds."""
     leaves: list = []
     treedef = pytree.flatten((tuple(args), dict(kwargs)), leaves)
-    concrete_args, concrete_kwargs = pytree.unflatten(
-        treedef, iter([x.concrete if isinstance(x, Tracer) else x for x in leaves]))
+    concrete_args, concrete_kwargs = pytree.unflatten(treedef, iter([
+        x.concrete if isinstance(x, Tracer) else x.ctx.hint(x.expr) if type(x) is SymInt
+        else x.hint if type(x) is SymFloat else x for x in leaves]))  # (a dim's value: no array op of numpy's)
     if out is not None:
         concrete_kwargs["out"] = tuple(np.empty_like(o.concrete) for o in out) if isinstance(out, tuple) \
             else np.empty_like(out.concrete)
@@ -258,8 +259,8 @@ def bincount(ctx, x, weights=None, minlength=0):
         return None
     if not ctx.env.compare(">=", _dim_expr(ctx.index_dim(x.min())), 0, "np.bincount: no negative value"):
         return None
-    size = _dim_expr(ctx.index_dim(np.maximum(x.max() + 1, minlength if isinstance(minlength, SymInt)
-                                              else int(minlength))))
+    top = astype(ctx, x.max(), np.intp) + 1  # (in intp: a uint8's 255 + 1 is 256, not 0)
+    size = _dim_expr(ctx.index_dim(np.maximum(top, minlength if isinstance(minlength, SymInt) else int(minlength))))
     if weights is None:
         out = ctx.emit("full", [], {"shape": (size,), "fill": 0, "dtype": np.dtype(np.intp)})
         _ufunc_at(ctx, "add", out, x, ctx.operand(np.intp(1)))

@@ -146,3 +146,23 @@ def test_bincount_compiles_its_length_a_size_bound_at_run_time(backend):
     assert_like_numpy(jf(x, w), _counts(x, w))
     e = np.array([], dtype=np.int64)
     assert_like_numpy(jf(e, np.ones(0)), _counts(e, np.ones(0)))
+
+
+def _histogram_of_bytes(img):
+    return np.bincount(img.ravel(), minlength=256), np.bincount(img.ravel())
+
+
+def test_bincount_of_bytes_counts_255_and_takes_minlength_256(backend):
+    """A uint8 image's histogram: the length is max + 1 in intp (a uint8's
+    255 + 1 wrapped to 0) and minlength 256 meets it as numpy's int (it
+    raised numpy's OverflowError for a uint8 256 in the trace: every call in
+    numpy)."""
+    jf = jit(_histogram_of_bytes, backend=backend)
+    rng = np.random.default_rng(6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for shape in ((5, 7), (9, 4), (16, 16)):
+            img = rng.integers(0, 256, shape).astype(np.uint8)
+            img[0, 0] = 255
+            assert_like_numpy(jf(img), _histogram_of_bytes(img))
+    assert jf.stats()["fallbacks"] == 0 and jf.stats()["eager_nodes"] == 0

@@ -624,3 +624,30 @@ def test_a_write_into_an_argument_after_the_last_check_is_in_place(backend):
         if backend == "llvm":  # (the reference back end copies the view's own update: x[i] += 1 as ops)
             sources = [e.executable.source for st in jf._keys.values() for e in st.entries]
             assert all(("_copy(" in s) == (fn is add_then_decide) for s in sources), (fn.__name__, sources)
+
+
+def _scores_grad(X):
+    d = np.exp(X)
+    d /= X.shape[0]  # (cs231n's `dscores /= N`)
+    d *= X.shape[1]
+    d -= 2 * X.shape[0]
+    X /= X.shape[0]
+    return d
+
+
+def test_an_in_place_operator_by_a_dim_compiles(backend):
+    """`d /= X.shape[0]`: numpy's dry run of the write took the dim itself,
+    an array op of the trace whose out= was numpy's array (every call ran in
+    numpy); it takes the dim's value."""
+    jf = jit(_scores_grad, backend=backend)
+    rng = np.random.default_rng(7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for shape in ((6, 3), (9, 5), (4, 12)):
+            for dtype in (np.float64, np.float32):
+                X = rng.standard_normal(shape).astype(dtype)
+                mine = X.copy()
+                # (d - 2N cancels: a few ulp of 2N)
+                assert_like_numpy(jf(mine), _scores_grad(X), atol=8 * np.finfo(dtype).eps * shape[0])
+                np.testing.assert_array_equal(mine, X)  # (both divided in place)
+    assert jf.stats()["fallbacks"] == 0 and jf.stats()["traces"] == 2  # (one per dtype)
