@@ -373,9 +373,8 @@ def _bind_lines(n, src: Source, dd_by_value, bound: set, pending: list) -> list[
             lines.append(f"    {ident(d.symbol)} = {'int' if d.axis is None else '_shape'}({names[o.id]}){at}")
             bound.add(d.symbol)
             made.append(d)
-            if d.expr != d.symbol:
-                lines.append(f"    if {ident(d.symbol)} != {to_python(d.expr)}: "
-                             f"raise ShapeMismatch({str(d.symbol) + ' != ' + str(d.expr)!r})")
+            if d.expr != d.symbol:  # (checked once what it equals is bound too: below, or at a later step)
+                pending.append((sympy.Eq(d.symbol, d.expr), "a size the trace found equal"))
     if not made:
         return lines
     index = {d.symbol for ds in dd_by_value.values() for d in ds if d.axis is None}

@@ -166,3 +166,23 @@ def test_bincount_of_bytes_counts_255_and_takes_minlength_256(backend):
             img[0, 0] = 255
             assert_like_numpy(jf(img), _histogram_of_bytes(img))
     assert jf.stats()["fallbacks"] == 0 and jf.stats()["eager_nodes"] == 0
+
+
+def _group_means(k, v):
+    starts = np.flatnonzero(k)
+    sums = np.add.reduceat(v, starts)  # (its length u1, found equal to u2 - 1 only by the division below)
+    return sums / np.diff(np.append(starts, len(k))), sums / np.append(starts, len(k))[1:]
+
+
+def test_a_size_found_equal_to_one_bound_later_is_checked_once_both_are(backend):
+    """Two numpy steps of data-dependent size whose sizes the trace found
+    equal (u1 == u2 - 1), the first made before the second: the check of u1
+    waits for u2 (it read u2 before it was bound: UnboundLocalError inside
+    the executable, and every call after in numpy)."""
+    jf = jit(_group_means, backend=backend)
+    for picks in ([3], [3, 5], [3, 5, 8], [2, 3, 5, 8, 9]):
+        k = np.zeros(12, np.int64)
+        k[[0] + picks] = 1
+        v = np.arange(12.0)
+        assert_like_numpy(jf(k, v), _group_means(k, v))
+    assert jf.stats()["fallbacks"] == 0 and jf.stats()["traces"] == 1
