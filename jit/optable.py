@@ -1823,6 +1823,9 @@ def _fill_with(t, value):
 
 
 FUNCTIONS[np.copyto] = copyto
+FUNCTIONS[np.copy] = lambda ctx, a, order="K", subok=False: (  # (a copy: a.copy()'s, not a numpy step)
+    ctx.emit("astype", [a], {"dtype": a.dtype}) if isinstance(a, Tracer) and not a.value.weak and order != "F"
+    else None)
 FUNCTIONS[np.lib.stride_tricks.sliding_window_view] = sliding_window_view
 FUNCTIONS[np.diagonal] = diagonal
 FUNCTIONS[np.diag] = diag

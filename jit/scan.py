@@ -58,7 +58,7 @@ import numpy as np
 import sympy
 
 from jit import pytree
-from jit.tracer import PYTHON_TYPES, Stacked, SymInt, Tracer, holds_traced
+from jit.tracer import PYTHON_TYPES, Stacked, SymInt, Tracer, holds_traced, traced_len
 from runtime.runeagerly import ScanMismatch
 
 _STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Pass)
@@ -138,8 +138,27 @@ def _hint(ctx, b) -> int:
 WHILE_TRIP = "__sj_trip__"  # (a while loop's body takes its trip number by this name)
 
 
+ROW_TRIP = "__sj_row__"  # (`for x in xs`: the body takes the row's index by this name, and binds x = xs[it])
+
+
 def _target(loop) -> str:
-    return loop.target.id if isinstance(loop, ast.For) else WHILE_TRIP
+    return WHILE_TRIP if isinstance(loop, ast.While) else ROW_TRIP if _rows(loop) else loop.target.id
+
+
+def _rows(loop) -> bool:
+    """`for <name> in <name>`: over the rows of an array, when it is one."""
+    return isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name)
+
+
+def _prelude(loop) -> list:
+    """What each trip binds before the body: a loop over rows, its row."""
+    if not _rows(loop):
+        return []
+    row = ast.Subscript(ast.Name(loop.iter.id, ast.Load()), ast.Name(ROW_TRIP, ast.Load()), ast.Load())
+    st = ast.Assign([ast.Name(loop.target.id, ast.Store())], row)
+    for n in ast.walk(st):
+        ast.copy_location(n, loop)
+    return [st]
 
 
 def _decided_in_python(loop, scope: dict, globals_: dict) -> bool:
@@ -167,9 +186,14 @@ def _stops(loop) -> bool:
 
 def _range_bounds(loop: ast.For, scope: dict, globals_: dict):
     """(start, stop, step) of `for name in range(...)` evaluated in the frame
-    (ints or SymInts, step a nonzero int), or None."""
+    (ints or SymInts, step a nonzero int), of a loop over a traced array's
+    rows (`for x in xs`: 0, its first dim, 1), or None."""
     if isinstance(loop, ast.While):  # (trips until its test fails, or an exit)
         return (0, 2 ** 62, 1) if not loop.orelse else None
+    if _rows(loop):  # (the rows of a traced array: as many trips as its first dim)
+        v = _lookup(loop.iter.id, scope, globals_)
+        return (0, v.shape[0], 1) if type(v) is Tracer and v.ndim and not v.value.weak and not loop.orelse \
+            else None
     it = loop.iter
     if not (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
             and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):
@@ -200,7 +224,7 @@ def _evaluate(e, scope: dict, globals_: dict):
     calls the user's code or makes a guard."""
     if isinstance(e, ast.Call):
         if (isinstance(e.func, ast.Name) and e.func.id == "len" and len(e.args) == 1 and not e.keywords
-                and _lookup("len", scope, globals_) is builtins.len):
+                and _lookup("len", scope, globals_) in (builtins.len, traced_len)):
             x = _evaluate(e.args[0], scope, globals_)
             return x.shape[0] if isinstance(x, Tracer) and x.ndim else _NOT
         return _NOT
@@ -264,7 +288,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     live = (temps | {target}) & site.outside_reads
     if live:
         raise NoScan(f"{', '.join(sorted(live))} is read outside it, and not carried")
-    early = _read_before_bound(_tested(loop) + loop.body, temps)
+    early = _read_before_bound(_tested(loop) + _prelude(loop) + loop.body, temps)
     if early:
         raise NoScan(f"{', '.join(sorted(early))} may be read before the trip binds it (a value from a trip "
                      "before)")
@@ -331,7 +355,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     loop = site.node
     assigned = set(site.assigned) - {target}
     arrays, numbers, ints, consts = [], [], [], {}
-    for n in sorted(_read(_tested(loop) + loop.body) - assigned - set(carried) - set(stacked) - {target}):
+    for n in sorted(_read(_tested(loop) + _prelude(loop) + loop.body) - assigned - set(carried) - set(stacked)
+                    - {target}):
         local = n in scope
         v = scope[n] if local else globals_.get(n, _NOT)
         if isinstance(v, SymInt) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind in "iu":
@@ -371,7 +396,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     ys, outs = outs[len(carried):], outs[:len(carried)]
     # (what the trips made of each carried number: every call's must make the same, or it runs in numpy)
     call.results = tuple("" if kind == "array" else type(x.concrete).__name__ for x, kind in zip(outs, carried_kinds))
-    loop_kind = "for loop over range(...)" if isinstance(loop, ast.For) else "while loop"
+    loop_kind = "while loop" if isinstance(loop, ast.While) else \
+        f"for loop over the rows of {loop.iter.id}" if _rows(loop) else "for loop over range(...)"
     ctx.scans.append(f"{where}: {loop_kind} compiled once for every trip count (a scan): "
                      f"its body {body.__qualname__} runs once per trip"
                      + (f", carrying {', '.join(carried)}" if carried else "")
@@ -598,9 +624,17 @@ def _unheld(v, name: str):
     for cls, field in ((HeldObject, "_obj"), (HeldSequence, "_seq"), (HeldMapping, "_map")):
         if isinstance(v, cls):
             return getattr(v, field)
-    if holds_traced(v):
-        raise NoScan(f"{name} holds values of the trace")
+    if holds_traced(v) or isinstance(v, types.FunctionType) and any(holds_traced(_contents(c))
+                                                                      for c in v.__closure__ or ()):
+        raise NoScan(f"{name} holds values of the trace")  # (a function: in its closure, `def f(W): ... X @ W`)
     return v
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # (a cell not yet bound)
+        return None
 
 
 def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int,
@@ -663,6 +697,7 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
             statements[k] = ast.copy_location(ast.Assign([ast.Name(y, ast.Store())], value), st)
         if id(st) in exits:
             statements[k] = ast.copy_location(ast.If(st.test, [returned(True, st.body[0])], []), st)
+    statements[:0] = _prelude(loop)
     if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`)
         test = ast.copy_location(ast.UnaryOp(ast.Not(), copy.deepcopy(loop.test)), loop.test)
         statements.insert(0, ast.copy_location(ast.If(test, [returned(True, loop.test)], []), loop.test))

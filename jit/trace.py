@@ -19,7 +19,7 @@ from jit.declare import dim_names, parse_constraint
 from jit.fingerprint import global_names
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import PYTHON_TYPES, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, eval_attr, \
-    holds_traced, user_location
+    holds_traced, traced_len, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value, make_attrs
@@ -703,6 +703,8 @@ class _Traceables:
                     hits[k] = v
             elif k == "print":  # (the builtin: see _Print)
                 hits[k] = _Print(self.proxy._ctx)
+            elif k == "len":  # (the builtin: a traced array's first dim stays a symbol)
+                hits[k] = traced_len
         cells = fn.__closure__ or ()
         new_cells = []
         for i, c in enumerate(cells):

@@ -491,7 +491,10 @@ class SymInt:
     def __int__(self): return self._specialize()
     def __float__(self): return float(self._specialize())
     def __hash__(self): return hash(self._specialize())
-    def __bool__(self): return self.ctx.env.compare("!=", self.expr, 0, f"{user_location()}: bool({self.expr})")
+    def __bool__(self):
+        out = self.ctx.env.compare("!=", self.expr, 0, f"{user_location()}: bool({self.expr})")
+        self.ctx.count_decisions()  # (`if not len(z[mask]): break` each trip: as a comparison counts)
+        return out
 
     def __repr__(self):
         return f"SymInt({self.expr}, hint={self.ctx.hint(self.expr)})"
@@ -681,6 +684,10 @@ class Tracer:
     def itemsize(self) -> int:
         return self.value.dtype.itemsize
 
+    @property
+    def nbytes(self):
+        return self.size * self.itemsize
+
     def __len__(self) -> int:
         if not self.value.shape:
             raise TypeError("len() of unsized object")
@@ -860,6 +867,15 @@ def holds_traced(v, depth: int = 3) -> bool:
     items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset)) else \
         getattr(v, "__dict__", {}).values()
     return any(holds_traced(x, depth - 1) for x in items)
+
+
+def traced_len(x):
+    """len() as a traced function sees it (jit/trace.py): a traced array's
+    first dim, a symbol as x.shape[0] is (`N = len(X)`: no guard, no trace
+    per length, until it is used as a Python number); anything else's len."""
+    if type(x) is Tracer and x.ndim:
+        return x.shape[0]
+    return len(x)
 
 
 class StackedUse(Fallback):

@@ -161,3 +161,18 @@ def test_mgrid_and_ogrid_over_symbolic_sizes_are_traced(backend):
                 assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
     s = jf.stats()
     assert s["traces"] == 1 and s["eager_nodes"] == 0 and s["fallbacks"] == 0, jf.log
+
+
+def test_len_of_an_array_is_its_first_dim_a_symbol(backend):
+    """`n = len(y)` is y.shape[0], a symbol (it was a Python number: a guard
+    and a trace per length); len() of a list stays Python's."""
+    def ridge(X, y, lam):
+        n = len(y)
+        A = X.T @ X / n + lam * np.eye(X.shape[1])
+        return np.linalg.solve(A, X.T @ y / np.sqrt(len(y))) * len([1, 2, 3])
+    jf = jit(ridge, backend=backend)
+    rng = np.random.default_rng(9)
+    for n in (10, 20, 33, 47):
+        X, y = rng.standard_normal((n, 4)), rng.standard_normal(n)
+        assert_like_numpy(jf(X, y, 0.1), ridge(X, y, 0.1), ulps=64)
+    assert jf.stats()["traces"] == 1 and "used as a Python number" not in jf.explain()

@@ -211,3 +211,21 @@ def test_an_append_of_another_dtype_gives_numpys_promotion(backend):
     for T in LENGTHS:
         x = rng.standard_normal((T, 3)).astype(np.float16)
         assert_like_numpy(f(x), changes_dtype_midway(x))
+
+
+def gru_over_rows(xs, h, W):
+    outs = []
+    for x in xs:  # (the rows of xs: a scan over its first dim)
+        h = np.tanh(x @ W + h)
+        outs.append(h)
+    return np.array(outs) / len(xs)  # (len: the first dim, a symbol)
+
+
+def test_a_loop_over_the_rows_of_an_array_is_a_scan(backend):
+    rng = np.random.default_rng(8)
+    f = jit(gru_over_rows, backend=backend)
+    for T in LENGTHS:
+        args = (rng.standard_normal((T, 3)), rng.standard_normal(4), rng.standard_normal((3, 4)) * 0.5)
+        assert_like_numpy(f(*args), gru_over_rows(*args), ulps=16, atol=1e-12)
+    assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0
+    assert "for loop over the rows of xs compiled once for every trip count" in f.explain()
