@@ -142,19 +142,45 @@ ROW_TRIP = "__sj_row__"  # (`for x in xs`: the body takes the row's index by thi
 
 
 def _target(loop) -> str:
-    return WHILE_TRIP if isinstance(loop, ast.While) else ROW_TRIP if _rows(loop) else loop.target.id
+    return WHILE_TRIP if isinstance(loop, ast.While) else ROW_TRIP if over_rows(loop) else loop.target.id
 
 
-def _rows(loop) -> bool:
-    """`for <name> in <name>`: over the rows of an array, when it is one."""
-    return isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name)
+def over_rows(loop) -> bool:
+    """`for <name> in <name>` or `in <name>[<slices>]` (`for v in x[1:]`):
+    over the rows of an array, when it is one."""
+    if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
+        return False
+    it = loop.iter
+    if isinstance(it, ast.Subscript) and isinstance(it.value, ast.Name):
+        parts = it.slice.elts if isinstance(it.slice, ast.Tuple) else [it.slice]
+        return all(isinstance(p, ast.Slice) and all(_plain_bound(b) for b in (p.lower, p.upper, p.step))
+                   for p in parts)
+    return isinstance(it, ast.Name)
+
+
+def _plain_bound(e) -> bool:
+    """A slice bound that reads nothing but names and constants."""
+    return e is None or all(isinstance(n, (ast.Name, ast.Constant, ast.UnaryOp, ast.BinOp, ast.Load, ast.USub,
+                                           ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)) for n in ast.walk(e))
+
+
+def _iterated(loop, scope: dict, globals_: dict):
+    """The traced array a loop over rows iterates (its slice of one, made
+    here from the loop's own expression), or None."""
+    v = _lookup(_root(loop.iter), scope, globals_)
+    if type(v) is not Tracer or not v.ndim or v.value.weak:
+        return None
+    if isinstance(loop.iter, ast.Subscript):
+        expr = ast.Expression(copy.deepcopy(loop.iter))
+        v = eval(compile(expr, "<shapejit loop rows>", "eval", dont_inherit=True), dict(globals_), dict(scope))
+    return v if type(v) is Tracer and v.ndim else None
 
 
 def _prelude(loop) -> list:
     """What each trip binds before the body: a loop over rows, its row."""
-    if not _rows(loop):
+    if not over_rows(loop):
         return []
-    row = ast.Subscript(ast.Name(loop.iter.id, ast.Load()), ast.Name(ROW_TRIP, ast.Load()), ast.Load())
+    row = ast.Subscript(copy.deepcopy(loop.iter), ast.Name(ROW_TRIP, ast.Load()), ast.Load())
     st = ast.Assign([ast.Name(loop.target.id, ast.Store())], row)
     for n in ast.walk(st):
         ast.copy_location(n, loop)
@@ -190,10 +216,9 @@ def _range_bounds(loop: ast.For, scope: dict, globals_: dict):
     rows (`for x in xs`: 0, its first dim, 1), or None."""
     if isinstance(loop, ast.While):  # (trips until its test fails, or an exit)
         return (0, 2 ** 62, 1) if not loop.orelse else None
-    if _rows(loop):  # (the rows of a traced array: as many trips as its first dim)
-        v = _lookup(loop.iter.id, scope, globals_)
-        return (0, v.shape[0], 1) if type(v) is Tracer and v.ndim and not v.value.weak and not loop.orelse \
-            else None
+    if over_rows(loop):  # (the rows of a traced array: as many trips as its first dim)
+        v = _iterated(loop, scope, globals_) if not loop.orelse else None
+        return None if v is None else (0, v.shape[0], 1)
     it = loop.iter
     if not (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
             and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):
@@ -397,7 +422,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     # (what the trips made of each carried number: every call's must make the same, or it runs in numpy)
     call.results = tuple("" if kind == "array" else type(x.concrete).__name__ for x, kind in zip(outs, carried_kinds))
     loop_kind = "while loop" if isinstance(loop, ast.While) else \
-        f"for loop over the rows of {loop.iter.id}" if _rows(loop) else "for loop over range(...)"
+        f"for loop over the rows of {ast.unparse(loop.iter)}" if over_rows(loop) else "for loop over range(...)"
     ctx.scans.append(f"{where}: {loop_kind} compiled once for every trip count (a scan): "
                      f"its body {body.__qualname__} runs once per trip"
                      + (f", carrying {', '.join(carried)}" if carried else "")

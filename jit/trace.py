@@ -19,7 +19,7 @@ from jit.declare import dim_names, parse_constraint
 from jit.fingerprint import global_names
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import PYTHON_TYPES, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, eval_attr, \
-    holds_traced, traced_len, user_location
+    holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value, make_attrs
@@ -705,6 +705,8 @@ class _Traceables:
                 hits[k] = _Print(self.proxy._ctx)
             elif k == "len":  # (the builtin: a traced array's first dim stays a symbol)
                 hits[k] = traced_len
+            elif k in ("max", "min"):  # (the builtins: of traced scalars, a select)
+                hits[k] = traced_max if k == "max" else traced_min
         cells = fn.__closure__ or ()
         new_cells = []
         for i, c in enumerate(cells):

@@ -878,6 +878,28 @@ def traced_len(x):
     return len(x)
 
 
+def _traced_extreme(builtin, greater: bool):
+    def pick(*args, **kw):
+        """Python's max or min as a traced function sees it: of two or more
+        traced numpy scalars of one real dtype, the first extreme one, as
+        Python picks it (`b if b > a else a`, so a NaN first stays), a
+        select of the trace (it was a decision per call: a graph break);
+        anything else, Python's."""
+        a = args[0] if args else None
+        if len(args) < 2 or kw or not all(type(x) is Tracer and x.ndim == 0 and not x.value.weak
+                                          and x.dtype == a.dtype and x.dtype.kind in "biuf" for x in args):
+            return builtin(*args, **kw)
+        r = a
+        for b in args[1:]:
+            r = np.where(b > r if greater else b < r, b, r)[()]
+        return r
+    pick.__name__ = builtin.__name__
+    return pick
+
+
+traced_max, traced_min = _traced_extreme(max, True), _traced_extreme(min, False)
+
+
 class StackedUse(Fallback):
     """A list a scan's trips appended to (Stacked) was used as no stacked
     array can stand for (its length, its items one by one): the call is
