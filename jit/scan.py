@@ -571,11 +571,11 @@ _CREATORS = {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones
 def _made_by_the_trip(stmts: list, scope: dict, globals_: dict) -> set:
     """Names every assignment of which in the statements binds a new array
     (`cur = np.empty(m + 1)`, `row = x[t].copy()`): a trip's own, which its
-    writes reach no one else through."""
+    writes reach no one else through (`v -= x` keeps v's array: numpy's in-place)."""
     fresh, other = set(), set()
     for s in stmts:
         for n in ast.walk(s):
-            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For)):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 new = isinstance(n, ast.Assign) and len(targets) == 1 and _new_array(n.value, scope, globals_)
                 for t in targets:
@@ -935,9 +935,11 @@ def _put_rows(rows: list, ys, i: int, trips: int, call=None, where: str = "") ->
             rows[k] = np.empty((trips,) + y.shape, y.dtype)
         row = rows[k]
         if row is None or type(y) is not np.ndarray or y.dtype != row.dtype or y.shape != row.shape[1:]:
-            got = f"{y.dtype}{list(y.shape)}" if isinstance(y, np.ndarray) else type(y).__name__
-            first = f"{row.dtype}{list(row.shape[1:])}" if row is not None else f"the trace's {want}"
-            raise ScanMismatch(f"the loop at {where or call.where}: trip {i} appended a {got}, not {first}")
+            got = f"{y.dtype}{list(y.shape)}" if isinstance(y, np.ndarray) else f"{type(y).__name__}, not an array"
+            first = f"{row.dtype}{list(row.shape[1:])}" if row is not None else \
+                f"the trace's {want}" if want is not None else ""
+            raise ScanMismatch(f"the loop at {where or call.where}: trip {i} appended a {got}"
+                               + (f", not {first}" if first and isinstance(y, np.ndarray) else ""))
         row[i] = y
 
 
