@@ -72,7 +72,7 @@ import numpy as np
 
 from jit import scan
 from jit.errors import warn
-from jit.tracer import Fallback, SymInt, Tracer, user_location
+from jit.tracer import Fallback, SymInt, Tracer, traced_len, traced_max, traced_min, user_location
 from shapes import host
 from shapes.ir import Node, make_attrs
 from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
@@ -1230,6 +1230,8 @@ class _Typer:
             fn = getattr(self.resolved[f.value.id], f.attr, None)
         else:
             raise Unsupported("a call of something other than a known function")
+        # (the trace's own len, max and min, jit/trace.py: the builtins' meaning here)
+        fn = next((b for t, b in ((traced_len, len), (traced_max, max), (traced_min, min)) if fn is t), fn)
         if fn is len and len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays:
             return ("dim", "int", e.args[0].id, 0)
         if fn is len and len(e.args) == 1:

@@ -58,6 +58,7 @@ import numpy as np
 import sympy
 
 from jit import pytree
+from jit.held import user_file
 from jit.tracer import PYTHON_TYPES, Stacked, SymInt, Tracer, holds_traced, traced_len
 from runtime.runeagerly import ScanMismatch
 
@@ -308,7 +309,8 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     carried = sorted(n for n in assigned | written if n in scope)
     if not carried and not stacked:
         raise NoScan("it rebinds no name bound before it, nor writes into one, nor appends to a list")
-    written -= {n for n in carried if not isinstance(scope[n], Tracer) or scope[n].value.weak}  # (`steps += 1`)
+    written -= {n for n in carried if not isinstance(scope[n], Tracer) or scope[n].value.weak  # (`steps += 1`)
+                or isinstance(scope[n].concrete, np.generic)}  # (a numpy scalar: `y += 1` rebinds it, numpy's)
     temps = assigned - set(carried)
     live = (temps | {target}) & site.outside_reads
     if live:
@@ -421,6 +423,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     ys, outs = outs[len(carried):], outs[:len(carried)]
     # (what the trips made of each carried number: every call's must make the same, or it runs in numpy)
     call.results = tuple("" if kind == "array" else type(x.concrete).__name__ for x, kind in zip(outs, carried_kinds))
+    # (a carried numpy scalar numpy's trips left one, `y += np.int64(x)`: the body's entry gives a 0-d array)
+    call.scalars = tuple(kind == "array" and isinstance(x.concrete, np.generic) for x, kind in zip(outs, carried_kinds))
     loop_kind = "while loop" if isinstance(loop, ast.While) else \
         f"for loop over the rows of {ast.unparse(loop.iter)}" if over_rows(loop) else "for loop over range(...)"
     ctx.scans.append(f"{where}: {loop_kind} compiled once for every trip count (a scan): "
@@ -556,8 +560,10 @@ def is_numpy(module) -> bool:
 
 
 def _users_function(f) -> bool:
-    """A Python function, not numpy's."""
-    return type(f) is types.FunctionType and not is_numpy(sys.modules.get(f.__module__))
+    """A Python function of the user's: neither numpy's nor shapejit's (the
+    trace's own len, jit/tracer.py)."""
+    return type(f) is types.FunctionType and user_file(f.__code__.co_filename) \
+        and not is_numpy(sys.modules.get(f.__module__))
 
 
 def _read(stmts: list) -> set:
@@ -772,6 +778,7 @@ class ScanCall:
     stacked: tuple = ()  # (the lists each trip appends one array to: the node's outputs after the carried)
     stacked_dtypes: tuple = ()  # (their dtypes, as the trace's trips made them)
     consts: tuple = ()  # ((name, value) the body reads of its frame as they are: plain numbers and strings)
+    scalars: tuple = ()  # (whether each carried value after the trace's trips was a numpy scalar)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
@@ -805,7 +812,7 @@ class ScanCall:
             return out
         nc, exits, ny = self.n_carried, self.exits, len(self.stacked)
         start, stop = int(xs[0]), int(xs[1])
-        carried = [np.array(x) if c else x for x, c in zip(xs[2:2 + nc], self.copied)]
+        carried = [np.array(x) if c and isinstance(x, np.ndarray) else x for x, c in zip(xs[2:2 + nc], self.copied)]
         want = [(np.asarray(x).dtype, np.shape(x)) for x in carried]
         free = [_read_only(x) if k == "array" else PYTHON_TYPES[k](x) for x, k in zip(xs[2 + nc:], self.free_kinds)]
         body, run, tries = self.body, None, 0
@@ -880,8 +887,9 @@ class ScanCall:
         arrays = [x for x in xs if isinstance(x, np.ndarray)]
         # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
         # the executable may reuse an input's buffer once the node has run)
-        return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
-                for x in carried] + rows
+        return [x[()] if k < len(self.scalars) and self.scalars[k] and type(x) is np.ndarray and not x.ndim
+                else np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays)
+                else x for k, x in enumerate(carried)] + rows
 
 
 def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, where: str,

@@ -428,14 +428,49 @@ class SymInt:
     def __neg__(self): return SymInt.wrap(self.ctx, -self.expr)
     def __pos__(self): return self
 
+    def __abs__(self):  # (a sign the env knows, or decides with a guard: an int argument's)
+        if self.ctx.env.compare(">=", self.expr, 0, f"{user_location()}: abs({self.expr})"):
+            return self
+        return -self
+
+    def _bitwise(name):
+        def f(self, o):  # (no symbolic form: the dim as a Python number, guarded; a traced array's own op)
+            if isinstance(o, (Tracer, SymFloat)):
+                return NotImplemented
+            return getattr(self._specialize(), name)(o._specialize() if isinstance(o, SymInt) else o)
+        return f
+
+    __and__, __or__, __xor__ = _bitwise("__and__"), _bitwise("__or__"), _bitwise("__xor__")
+    __rand__, __ror__, __rxor__ = _bitwise("__rand__"), _bitwise("__ror__"), _bitwise("__rxor__")
+    __lshift__, __rshift__ = _bitwise("__lshift__"), _bitwise("__rshift__")
+    __rlshift__, __rrshift__ = _bitwise("__rlshift__"), _bitwise("__rrshift__")
+    del _bitwise
+
+    def __invert__(self):
+        return SymInt.wrap(self.ctx, -self.expr - 1)
+
+    def _divisor(self, d) -> None:
+        """Python's ZeroDivisionError for a divisor of 0, else a guard that
+        it is not (`x // x` of a carried int: floor(x/x) is 1 to sympy)."""
+        e = self._e(d)
+        if e is not None and not self.ctx.env.compare("!=", e, 0, f"{user_location()}: a divisor {e} != 0"):
+            raise ZeroDivisionError("integer division or modulo by zero")
+
     def __floordiv__(self, o):
+        self._divisor(o)
         return self._arith(o, lambda a, b: sympy.floor(a / b) if isinstance(a, sympy.Basic) else a // b)
 
     def __rfloordiv__(self, o):
+        self._divisor(self)
         return self._arith(o, lambda a, b: sympy.floor(b / a) if isinstance(a, sympy.Basic) else b // a)
 
     def __mod__(self, o):
+        self._divisor(o)
         return self._arith(o, lambda a, b: sympy.Mod(a, b) if isinstance(a, sympy.Basic) else a % b)
+
+    def __rmod__(self, o):
+        self._divisor(self)
+        return self._arith(o, lambda a, b: sympy.Mod(b, a) if isinstance(a, sympy.Basic) else b % a)
 
     def __truediv__(self, o):
         if isinstance(o, (Tracer, SymFloat)):

@@ -480,3 +480,61 @@ def test_python_max_of_traced_scalars_is_a_select_and_kadane_compiles_once(backe
     for x in ([np.nan, 1.0, 2.0, 0.5], [1.0, np.nan, 2.0, 0.5], [3.0, 1.0, np.nan, 0.5]):
         x = np.array(x)
         np.testing.assert_array_equal(f(x), kadane(x))
+
+
+def gram_schmidt(A):
+    m, n = A.shape
+    Q = np.zeros((m, n))
+    R = np.zeros((n, n))
+    for j in range(n):
+        v = A[:, j].copy()  # (the trip's own array: `v -= ...` below writes into it, numpy's in-place)
+        for i in range(j):
+            R[i, j] = Q[:, i] @ A[:, j]
+            v -= R[i, j] * Q[:, i]
+        R[j, j] = np.linalg.norm(v)
+        Q[:, j] = v / R[j, j]
+    return Q, R
+
+
+def test_an_augmented_assignment_keeps_a_trips_array_its_own(backend):
+    """`v = A[:, j].copy()` then `v -= ...`: v is still the array the trip
+    made (the augmented assignment counted as a rebinding to another array,
+    and the loop stayed unrolled: a trace per size)."""
+    rng = np.random.default_rng(11)
+    f = jit(gram_schmidt, backend=backend)
+    for n in (5, 8, 13, 21):
+        A = rng.standard_normal((n + 3, n))
+        assert_like_numpy(f(A), gram_schmidt(A), ulps=64, atol=1e-13)
+    assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0
+
+
+def divides_by_a_carried_int(a):
+    x = 1
+    for i in range(len(a)):
+        x = int(a[i]) + x // x + abs(i) % 3  # (x, a carried Python int, and i: symbols in the body)
+    return x
+
+
+def ints_of_a_size(a):
+    n = len(a)
+    return np.array([7 % n, 7 // n, n & 3, 1 << (n % 4), ~n, abs(-n), -n // 2]) + a.sum()
+
+
+def test_python_int_arithmetic_of_symbols_is_pythons(backend):
+    """A carried int and a size are symbols: `x // x` raises Python's
+    ZeroDivisionError where x is 0 (floor(x/x) is 1 to sympy: it returned a
+    result), `7 % n`, `n & 3`, `~n` and abs() are Python's."""
+    rng = np.random.default_rng(12)
+    f = jit(divides_by_a_carried_int, backend=backend)
+    for n in LENGTHS:
+        a = rng.integers(0, 9, n)
+        assert f(a) == divides_by_a_carried_int(a)
+    a = np.array([-1, 5, 2, 3])  # (x is 0 after the first trip)
+    with pytest.raises(ZeroDivisionError):
+        divides_by_a_carried_int(a)
+    with pytest.raises(ZeroDivisionError):
+        f(a)
+    g = jit(ints_of_a_size, backend=backend)
+    for n in LENGTHS:
+        a = rng.integers(0, 9, n)
+        assert_like_numpy(g(a), ints_of_a_size(a))
