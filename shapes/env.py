@@ -296,6 +296,16 @@ class ShapeEnv:
             other = b if u == a else a
             self.replacements[u] = other
             return
+        free = getattr(a, "free_symbols", set()) | getattr(b, "free_symbols", set())
+        if any(self.symbols[x].data_dependent for x in free):
+            # (s1 == u0 - 1: solved for the data-dependent size, u0 -> s1 + 1, which the executable checks
+            # where it binds u0; an input symbol replaced by it would be a guard before u0 exists)
+            solved = self._solve_for_symbol(a - b, data_dependent=True)
+            if solved is not None:
+                self.replacements[solved[0]] = solved[1]
+            else:
+                self.compare("==", a, b, reason)  # (a check where the sizes are made)
+            return
         if syms:
             order = list(self.symbols)
             target = max(syms, key=order.index)
@@ -333,17 +343,18 @@ class ShapeEnv:
         if info.hi is not None:
             self.compare("<=", other, info.hi, why)
 
-    def _solve_for_symbol(self, diff):
+    def _solve_for_symbol(self, diff, data_dependent: bool = False):
         """(s, e) with diff == 0 <=> s == e, e an integer polynomial in the
         other symbols: diff is linear in s with coefficient +-1.  The newest
-        such input symbol is chosen; None when there is none."""
+        such input symbol (data-dependent size, when `data_dependent`) is
+        chosen; None when there is none."""
         diff = sympy.expand(diff)
         if not isinstance(diff, sympy.Basic) or diff.has(sympy.floor, sympy.ceiling, sympy.Mod, sympy.Max,
                                                          sympy.Min):
             return None
         order = list(self.symbols)
         for s in sorted(diff.free_symbols, key=order.index, reverse=True):
-            if self.symbols[s].data_dependent:
+            if self.symbols[s].data_dependent != data_dependent:
                 continue
             c = diff.coeff(s)
             if c not in (1, -1) or (diff - c * s).has(s):

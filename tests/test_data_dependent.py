@@ -186,3 +186,34 @@ def test_a_size_found_equal_to_one_bound_later_is_checked_once_both_are(backend)
         v = np.arange(12.0)
         assert_like_numpy(jf(k, v), _group_means(k, v))
     assert jf.stats()["fallbacks"] == 0 and jf.stats()["traces"] == 1
+
+
+def _scaled_by_unique(X, y):
+    return X * np.unique(y)[:-1]
+
+
+def test_a_size_found_equal_to_an_input_dim_is_solved_for_the_size(backend, tmp_path, monkeypatch):
+    """`X * np.unique(y)[:-1]`: broadcasting found u0 - 1 == s1, and replaced
+    the input dim s1 by u0 - 1, a guard of the entry on a size no call has
+    made yet (NameError at every call after the trace, and in a new process
+    loading the saved trace); u0 is solved for instead (u0 = s1 + 1,
+    checked where np.unique ran), and a call where it is not raises
+    numpy's broadcast error."""
+    monkeypatch.setenv("SHAPEJIT_CACHE_DIR", str(tmp_path))
+    jf = jit(_scaled_by_unique, backend=backend)
+    rng = np.random.default_rng(13)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (4, 4, 6, 9):
+            X, y = rng.standard_normal((3, n)), np.arange(n + 1.0)
+            assert_like_numpy(jf(X, y), _scaled_by_unique(X, y))
+    assert jf.stats()["traces"] == 1
+    X, y = rng.standard_normal((3, 4)), np.array([1.0, 1.0, 2.0, 3.0])  # (2 values after [:-1], not 4)
+    with pytest.raises(ValueError):
+        _scaled_by_unique(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(ValueError):
+            jf(X, y)
+    X, y = rng.standard_normal((3, 5)), np.arange(6.0)
+    assert_like_numpy(jf(X, y), _scaled_by_unique(X, y))
