@@ -155,3 +155,14 @@ def test_a_float16_sum_in_a_loop_is_not_lifted(dtype, backend, rng):
         a = (rng.standard_normal(n) * 3).astype(dtype)
         assert_like_numpy(jf(a, np.zeros(n - 2, dtype)), _window_sums(a, np.zeros(n - 2, dtype)))
     assert ("pyloop" in jf.explain()) == (dtype is np.float32)
+
+
+def test_a_float16_sum_over_several_axes_rounds_once_as_numpy(backend):
+    """x.sum() of a 2-D float16 array: numpy accumulates in float32 and
+    rounds once; split into row sums, each rounded to float16 and then
+    added, it was up to 36 ulp off (45 of 100 random arrays differed)."""
+    f = jit(lambda x: (x.sum(), x.sum(axis=(0, 2)), x.prod(), x.max()), backend=backend)
+    rng = np.random.default_rng(14)
+    for k in range(40):
+        x = (rng.standard_normal((3 + k % 7, 8, 2)) * 3).astype(np.float16)
+        assert_like_numpy(f(x), (x.sum(), x.sum(axis=(0, 2)), x.prod(), x.max()), ulps=0)
