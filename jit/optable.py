@@ -303,7 +303,9 @@ def reduce(ctx, name, a, axis=None, keepdims=False, dtype=None, ddof=0):
         attrs["axis"] = norm
     if dtype is not None:
         attrs["dtype"] = np.dtype(dtype)
-    if ddof:
+    if isinstance(ddof, SymInt):  # (an int argument that changes: a symbol of the divisor, count - ddof)
+        attrs["ddof"] = ddof.expr
+    elif ddof:
         attrs["ddof"] = ddof
     if a.dtype.kind == "c" and name in ("sum", "mean") and dtype is None:
         # a complex sum is its parts' sums (numpy's adds the parts apart too,

@@ -126,8 +126,16 @@ def _dummy(v: Value):
 
 def _dtype_by_numpy(ref):
     def rule(inputs, attrs):
-        return _cached_dtypes(ref, tuple((v.dtype, v.ndim, v.weak) for v in inputs), attrs)
+        return _cached_dtypes(ref, tuple((v.dtype, v.ndim, v.weak) for v in inputs), _no_symbols(attrs))
     return rule
+
+
+def _no_symbols(a):
+    """attrs with each symbolic int 0 (a dtype depends on none: std's ddof
+    of an int argument that changes)."""
+    if isinstance(a, sympy.Basic):
+        return 0
+    return tuple(_no_symbols(x) for x in a) if type(a) is tuple else a
 
 
 @functools.lru_cache(maxsize=4096)

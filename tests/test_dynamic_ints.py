@@ -6,10 +6,12 @@ symbolic; an int used as a Python number (range()) is specialized with a
 guard."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from jit import jit
+from jit import JitWarning, jit
 from tests.conftest import assert_like_numpy
 
 
@@ -154,3 +156,16 @@ def test_a_traced_python_int_beyond_the_arrays_dtype_raises_numpys_overflow(dtyp
         with pytest.raises(OverflowError):
             jf(big, 1)
     assert jf.stats()["fallbacks"] == 0 and jf.stats()["compiles"] <= compiles + 1
+
+
+def test_ddof_that_changes_is_a_symbol_of_the_divisor(backend):
+    """X.std(ddof=ddof) with ddof an int argument that changed: a symbol of
+    numpy's divisor max(count - ddof, 0) (its first change ran every call in
+    numpy: the reference took the symbol for a number)."""
+    f = jit(lambda X, ddof: (X.std(axis=0, ddof=ddof), X.var(ddof=ddof)), backend=backend)
+    X = np.random.default_rng(15).standard_normal((6, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for d in (1, 0, 1, 2, 0):
+            assert_like_numpy(f(X, d), (X.std(axis=0, ddof=d), X.var(ddof=d)), ulps=8)
+    assert f.stats()["fallbacks"] == 0 and f.stats()["traces"] <= 2
