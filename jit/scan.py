@@ -574,6 +574,10 @@ _CREATORS = {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones
              "copy", "arange"}
 
 
+_FRESH = {"cumsum", "cumprod", "sort", "concatenate", "stack", "vstack", "hstack", "where", "dot", "matmul",
+          "outer", "clip", "round", "diff", "tile", "repeat", "kron", "einsum", "exp", "log", "sqrt"}
+
+
 def _made_by_the_trip(stmts: list, scope: dict, globals_: dict) -> set:
     """Names every assignment of which in the statements binds a new array
     (`cur = np.empty(m + 1)`, `row = x[t].copy()`): a trip's own, which its
@@ -593,16 +597,23 @@ def _made_by_the_trip(stmts: list, scope: dict, globals_: dict) -> set:
 
 
 def _new_array(e, scope: dict, globals_: dict) -> bool:
-    """`np.<creation function>(...)` with numpy's own np, or `<expr>.copy()`."""
+    """An expression that makes a new array: arithmetic (`w / w.sum()`),
+    `<expr>.copy()`, or with numpy's own np a creation function, a ufunc
+    (`np.exp(x)`) or another function whose result is never a view
+    (`np.cumsum(w)`), without out=."""
+    if isinstance(e, (ast.BinOp, ast.UnaryOp)):
+        return True
     if not isinstance(e, ast.Call) or not isinstance(e.func, ast.Attribute):
         return False
     f = e.func
     if f.attr == "copy" and not e.args and not e.keywords:
         return True
-    if not (f.attr in _CREATORS and isinstance(f.value, ast.Name)) or any(k.arg == "out" for k in e.keywords):
+    if not isinstance(f.value, ast.Name) or any(k.arg == "out" for k in e.keywords):
         return False
     module = _lookup(f.value.id, scope, globals_)  # (numpy, or the trace's proxy of it: jit/trace.py)
-    return isinstance(module, types.ModuleType) and module.__name__ == "numpy"
+    if not (isinstance(module, types.ModuleType) and module.__name__ == "numpy"):
+        return False
+    return f.attr in _CREATORS or f.attr in _FRESH or isinstance(getattr(np, f.attr, None), np.ufunc)
 
 
 def _read_before_bound(stmts: list, temps: set, bound: set | None = None) -> set:

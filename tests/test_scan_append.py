@@ -229,3 +229,35 @@ def test_a_loop_over_the_rows_of_an_array_is_a_scan(backend):
         assert_like_numpy(f(*args), gru_over_rows(*args), ulps=16, atol=1e-12)
     assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0
     assert "for loop over the rows of xs compiled once for every trip count" in f.explain()
+
+
+def particle_filter(obs, noise, u, n_particles, q=0.3, rr=0.5):
+    T = len(obs)
+    x = np.zeros(n_particles)
+    est = np.empty(T)
+    ess_hist = []
+    for t in range(T):
+        x = x + q * noise[t]
+        logw = -0.5 * ((obs[t] - x) / rr) ** 2
+        w = np.exp(logw - logw.max())  # (a new array each trip: `w /= ...` writes into the trip's own)
+        w /= w.sum()
+        est[t] = (w * x).sum()
+        ess_hist.append(1.0 / (w ** 2).sum())  # (a numpy scalar per trip: a row of no dims)
+        positions = (u[t] + np.arange(n_particles)) / n_particles
+        cs = np.cumsum(w)
+        cs[-1] = 1.0
+        x = x[np.searchsorted(cs, positions)]
+    return est, np.array(ess_hist)
+
+
+def test_a_particle_filter_compiles_once_for_every_length(backend):
+    """A bootstrap particle filter as written: arrays each trip makes and
+    writes into (np.exp's, np.cumsum's), an estimate written per trip, the
+    effective sample sizes appended (numpy scalars) and stacked."""
+    rng = np.random.default_rng(16)
+    f = jit(particle_filter, backend=backend)
+    for T in LENGTHS:
+        args = (rng.standard_normal(T), rng.standard_normal((T, 40)), rng.random(T), 40)
+        assert_like_numpy(f(*args), particle_filter(*args), ulps=64, atol=1e-12)
+    assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0
+    assert "stacking what it appends to ess_hist" in f.explain()
