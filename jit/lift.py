@@ -1245,10 +1245,13 @@ class _Typer:
             return self.reduce({"amax": "max", "amin": "min"}.get(fn.__name__, fn.__name__), args[0])
         if any(_is_vec(a[1]) for a in args):
             raise Unsupported(f"{getattr(fn, '__name__', fn)}() of an array")
-        if fn in (min, max) and len(args) == 2:
-            if args[0][1] != args[1][1]:
+        if fn in (min, max) and len(args) >= 2:  # (min(a, b, c) is min(min(a, b), c): the first extreme one)
+            if len({a[1] for a in args}) != 1:
                 raise Unsupported(f"{fn.__name__}() of two types")
-            return ("bin", args[0][1], fn.__name__, args[0], args[1])
+            out = args[0]
+            for a in args[1:]:
+                out = ("bin", a[1], fn.__name__, out, a)
+            return out
         if len(args) != 1:
             raise Unsupported(f"{getattr(fn, '__name__', fn)}() of {len(args)} arguments")
         a = args[0]
