@@ -239,13 +239,14 @@ def _candidate(loop: ast.For) -> bool:
 
 
 def _over_range(loop: ast.For) -> bool:
-    """`for <name> in range(...)` or over the rows of an array (`for x in
-    xs`, `for v in x[1:]`: jit/scan.py over_rows) with no else: a loop that may be a scan
+    """`for <name> in range(...)` or over the rows of arrays (`for x in
+    xs`, `for v in x[1:]`, zip and enumerate of them: jit/scan.py
+    over_rows) with no else: a loop that may be a scan
     (jit/scan.py) whatever its body holds (a list display, a call the typer
     does not know: `A[[i, p]] = A[[p, i]]`)."""
     it = loop.iter
-    return (isinstance(loop.target, ast.Name) and not loop.orelse and (scan.over_rows(loop) or isinstance(
-        it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"))
+    return not loop.orelse and (scan.over_rows(loop) or isinstance(loop.target, ast.Name) and isinstance(
+        it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range")
 
 
 def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = False) -> None:

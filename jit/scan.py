@@ -147,16 +147,36 @@ def _target(loop) -> str:
 
 
 def over_rows(loop) -> bool:
-    """`for <name> in <name>` or `in <name>[<slices>]` (`for v in x[1:]`):
-    over the rows of an array, when it is one."""
-    if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
-        return False
-    it = loop.iter
-    if isinstance(it, ast.Subscript) and isinstance(it.value, ast.Name):
-        parts = it.slice.elts if isinstance(it.slice, ast.Tuple) else [it.slice]
+    """`for <name> in <array>`, `for a, b in zip(<array>, <array>)` or `for
+    i, a in enumerate(<array>)`, each <array> a name or a name's slices
+    (`for v in x[1:]`): over the rows of arrays, when they are (_rows)."""
+    return isinstance(loop, ast.For) and _row_binding(loop) is not None
+
+
+def _row_binding(loop):
+    """(the names each trip binds, the expression of each one's array, or
+    None for enumerate's index) of a loop over rows, or None."""
+    t, it = loop.target, loop.iter
+    if isinstance(t, ast.Name):
+        return ([t.id], [it]) if _an_array(it) else None
+    if not (isinstance(t, ast.Tuple) and all(isinstance(x, ast.Name) for x in t.elts)
+            and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords):
+        return None
+    names = [x.id for x in t.elts]
+    if it.func.id == "zip" and len(it.args) == len(names) >= 1 and all(_an_array(a) for a in it.args):
+        return names, list(it.args)
+    if it.func.id == "enumerate" and len(it.args) == 1 and len(names) == 2 and _an_array(it.args[0]):
+        return names, [None, it.args[0]]
+    return None
+
+
+def _an_array(e) -> bool:
+    """A name, or a name's basic slices with plain bounds."""
+    if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name):
+        parts = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
         return all(isinstance(p, ast.Slice) and all(_plain_bound(b) for b in (p.lower, p.upper, p.step))
                    for p in parts)
-    return isinstance(it, ast.Name)
+    return isinstance(e, ast.Name)
 
 
 def _plain_bound(e) -> bool:
@@ -165,27 +185,43 @@ def _plain_bound(e) -> bool:
                                            ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)) for n in ast.walk(e))
 
 
-def _iterated(loop, scope: dict, globals_: dict):
-    """The traced array a loop over rows iterates (its slice of one, made
-    here from the loop's own expression), or None."""
-    v = _lookup(_root(loop.iter), scope, globals_)
-    if type(v) is not Tracer or not v.ndim or v.value.weak:
-        return None
-    if isinstance(loop.iter, ast.Subscript):
-        expr = ast.Expression(copy.deepcopy(loop.iter))
-        v = eval(compile(expr, "<shapejit loop rows>", "eval", dont_inherit=True), dict(globals_), dict(scope))
-    return v if type(v) is Tracer and v.ndim else None
+def _rows(loop, scope: dict, globals_: dict):
+    """The trip count of a loop over rows: the first dim of the traced
+    arrays it iterates (their slices made here from the loop's own
+    expressions; zip's of equal first dims, a guard), or None: not traced
+    arrays, or zip's of other lengths (it stops at the shortest)."""
+    if isinstance(loop.iter, ast.Call) and _lookup(loop.iter.func.id, scope, globals_) not in (zip, enumerate):
+        return None  # (a zip or enumerate of the user's own)
+    dims = []
+    for e in _row_binding(loop)[1]:
+        if e is None:
+            continue
+        v = _lookup(_root(e), scope, globals_)
+        if type(v) is not Tracer or not v.ndim or v.value.weak:
+            return None
+        if isinstance(e, ast.Subscript):
+            v = eval(compile(ast.Expression(copy.deepcopy(e)), "<shapejit loop rows>", "eval", dont_inherit=True),
+                     dict(globals_), dict(scope))
+        if type(v) is not Tracer or not v.ndim:
+            return None
+        dims.append(v.shape[0])
+    return dims[0] if all(d == dims[0] for d in dims[1:]) else None
 
 
 def _prelude(loop) -> list:
-    """What each trip binds before the body: a loop over rows, its row."""
+    """What each trip binds before the body: a loop over rows, its rows
+    (and enumerate's index)."""
     if not over_rows(loop):
         return []
-    row = ast.Subscript(copy.deepcopy(loop.iter), ast.Name(ROW_TRIP, ast.Load()), ast.Load())
-    st = ast.Assign([ast.Name(loop.target.id, ast.Store())], row)
-    for n in ast.walk(st):
-        ast.copy_location(n, loop)
-    return [st]
+    out = []
+    for name, e in zip(*_row_binding(loop)):
+        value = ast.Name(ROW_TRIP, ast.Load()) if e is None else \
+            ast.Subscript(copy.deepcopy(e), ast.Name(ROW_TRIP, ast.Load()), ast.Load())
+        st = ast.Assign([ast.Name(name, ast.Store())], value)
+        for n in ast.walk(st):
+            ast.copy_location(n, loop)
+        out.append(st)
+    return out
 
 
 def _decided_in_python(loop, scope: dict, globals_: dict) -> bool:
@@ -217,9 +253,9 @@ def _range_bounds(loop: ast.For, scope: dict, globals_: dict):
     rows (`for x in xs`: 0, its first dim, 1), or None."""
     if isinstance(loop, ast.While):  # (trips until its test fails, or an exit)
         return (0, 2 ** 62, 1) if not loop.orelse else None
-    if over_rows(loop):  # (the rows of a traced array: as many trips as its first dim)
-        v = _iterated(loop, scope, globals_) if not loop.orelse else None
-        return None if v is None else (0, v.shape[0], 1)
+    if over_rows(loop):  # (the rows of traced arrays: as many trips as their first dim)
+        n = _rows(loop, scope, globals_) if not loop.orelse else None
+        return None if n is None else (0, n, 1)
     it = loop.iter
     if not (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
             and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):

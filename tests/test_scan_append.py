@@ -261,3 +261,44 @@ def test_a_particle_filter_compiles_once_for_every_length(backend):
         assert_like_numpy(f(*args), particle_filter(*args), ulps=64, atol=1e-12)
     assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0
     assert "stacking what it appends to ess_hist" in f.explain()
+
+
+def sgd_over_pairs(X, y, w, lr):
+    losses = []
+    for xi, yi in zip(X, y):  # (the rows of X and y together)
+        err = xi @ w - yi
+        w = w - lr * err * xi
+        losses.append(err * err)
+    return w, np.array(losses)
+
+
+def decayed_over_rows(x):
+    s = x[0] * 0
+    for i, row in enumerate(x):  # (the row's index is the trip's)
+        s = s * 0.9 + row * (i % 3)
+    return s
+
+
+def zipped_of_other_lengths(a, b):
+    s = 0.0
+    for p, q in zip(a, b):  # (zip stops at the shorter: traced as written)
+        s = s + p * q
+    return s
+
+
+def test_loops_over_zip_and_enumerate_of_arrays_are_scans(backend):
+    rng = np.random.default_rng(18)
+    f = jit(sgd_over_pairs, backend=backend)
+    g = jit(decayed_over_rows, backend=backend)
+    h = jit(zipped_of_other_lengths, backend=backend)
+    for T in LENGTHS:
+        args = (rng.standard_normal((T, 4)), rng.standard_normal(T), np.zeros(4), 0.05)
+        assert_like_numpy(f(*args), sgd_over_pairs(*args), ulps=16, atol=1e-12)
+        x = rng.standard_normal((T, 3))
+        assert_like_numpy(g(x), decayed_over_rows(x), ulps=16)
+        a, b = rng.standard_normal(T + 2), rng.standard_normal(T)
+        assert_like_numpy(h(a, b), zipped_of_other_lengths(a, b), ulps=16)
+    for jf in (f, g):
+        assert jf.stats()["traces"] == UNROLLED + 1 and jf.stats()["fallbacks"] == 0
+    assert "rows of zip(X, y) compiled once" in f.explain() and "rows of enumerate(x) compiled once" in g.explain()
+    assert h.stats()["fallbacks"] == 0
