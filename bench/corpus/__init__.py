@@ -130,7 +130,7 @@ FULLY_COMPILED: set[str] = {
     "trmm", "trisolv", "cholesky", "cholesky2", "lu", "ludcmp", "durbin", "gramschmidt", "correlation",
     "covariance", "covariance2",
     "jacobi_1d", "jacobi_2d", "heat_3d", "fdtd_2d", "seidel_2d", "adi", "deriche", "hdiff", "vadv",
-    "nbody", "cavity_flow", "arc_distance", "go_fast", "compute", "azimint_naive", "azimint_hist",
+    "nbody", "cavity_flow", "channel_flow", "arc_distance", "go_fast", "compute", "azimint_naive", "azimint_hist",
     "stockham_fft", "scattering_self_energies", "mandelbrot1", "contour_integral", "crc16", "nussinov",
     "floyd_warshall", "spmv",
     "softmax", "mlp", "conv2d_bias", "lenet", "resnet",
