@@ -102,7 +102,7 @@ class Site:
         self.liftable = liftable  # (made only of what the typer knows; else it may only be a scan)
         self.assigned = sorted(_assigned(node))
         # (lists it appends to, `outs.append(h)` at its top level: a scan stacks them, jit/scan.py)
-        self.appended = sorted({x.value.func.value.id for x in node.body if scan.append_value(x) is not None})
+        self.appended = sorted(scan.appended_values(node))
         self.outside_reads = outside_reads
         self.filename = filename
         self.refs: dict = {}  # (params, outputs) -> the loop as a Python function

@@ -329,17 +329,17 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     be a scan in this frame, or NoScan (module docstring)."""
     loop = site.node
     target = _target(loop)
-    helpers = {n for n in _read(loop.body) if _users_function(_lookup(n, scope, globals_))}
-    _check_body(loop.body, appended=site.appended, helpers=helpers)
+    calls = _user_calls(loop.body, scope, globals_)
+    _check_body(loop.body, appended=site.appended, helpers={id(c) for c in calls})
     assigned = set(site.assigned) - {target}
     written = _written(loop.body)
-    for n in _passed(loop.body, scope, globals_) - written:  # (a helper may write into what it is handed:
+    for n in _passed(calls, scope) - written:  # (a helper may write into what it is handed:
         try:                                                # carried, if it may be, else read-only as before)
             _check_private(ctx, n, scope)
             written.add(n)
         except NoScan:
             pass
-    stacked = _check_stacked(ctx, site, scope, written)
+    stacked = _check_stacked(ctx, site, scope, globals_, written)
     # (an array it writes into without rebinding it, `back[t] = ...`, is carried too: the scan's
     # result is written into it, TraceContext.write, as numpy's writes would have been)
     carried = sorted(n for n in assigned | written if n in scope)
@@ -368,7 +368,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     return target, carried, written, stacked
 
 
-def _check_stacked(ctx, site, scope: dict, written: set) -> list:
+def _check_stacked(ctx, site, scope: dict, globals_: dict, written: set) -> list:
     """The lists the loop appends to, one array per trip each (`outs.append(h)`
     at its top level), which the scan stacks; NoScan where they could not be
     (module docstring)."""
@@ -379,7 +379,7 @@ def _check_stacked(ctx, site, scope: dict, written: set) -> list:
         raise NoScan("a list it appends to was used after it as only a list of known length can be")
     if _stops(loop):
         raise NoScan("it appends to a list and may stop early (the list's length would be data-dependent)")
-    appends = {st.value.func.value.id: append_value(st) for st in loop.body if append_value(st) is not None}
+    appends = appended_values(loop)
     mentions = [n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name)]
     for name in site.appended:
         v = scope.get(name)
@@ -394,9 +394,8 @@ def _check_stacked(ctx, site, scope: dict, written: set) -> list:
             if other != name and (x is v or any(y is v for y in held)):
                 raise NoScan(f"{other} holds the list {name} too")
         value = appends[name]
-        fresh = isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare)) or (
-            isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "copy")
-        if not fresh and {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & written:
+        if not _new_array(value, scope, globals_) and \
+                {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & written:
             raise NoScan(f"what it appends to {name} may view an array it writes into")
     return list(site.appended)
 
@@ -433,10 +432,10 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints), carried_kinds,
                      stacked)
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
+    plain = all(type(v) in _PLAIN for v in consts.values())  # (else another process could not make the body)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
-                    site.index if all(type(v) in _PLAIN for v in consts.values()) else -1, target, tuple(carried),
-                    tuple(free), len(ints), _stops(loop), carried_kinds, stacked=tuple(stacked),
-                    consts=tuple(sorted(consts.items())) if all(type(v) in _PLAIN for v in consts.values()) else ())
+                    site.index if plain else -1, target, tuple(carried), tuple(free), len(ints), _stops(loop),
+                    carried_kinds, stacked=tuple(stacked), consts=tuple(sorted(consts.items())) if plain else ())
     call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     inputs = [start, stop] + [scope[n] for n in carried] + [values[n] for n in free]
@@ -446,8 +445,9 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
             # the result; a row's dims that are no carried array's are data-dependent sizes, bound at run time)
             got = call([x.concrete if isinstance(x, Tracer) else ctx.hint(x.expr) if isinstance(x, SymInt) else x
                         for x in inputs])
-            call.stacked_shapes = tuple(_stacked_shape(ctx, y, start, stop, step, append_value(st), scope, where, name)
-                                        for y, name, st in zip(got[len(carried):], stacked, _appends(loop)))
+            appends = appended_values(loop)
+            call.stacked_shapes = tuple(_stacked_shape(ctx, y, start, stop, step, appends[name], scope, where, name)
+                                        for y, name in zip(got[len(carried):], stacked))
             call.stacked_dtypes = tuple(y.dtype.str for y in got[len(carried):])
             call.served = got
         outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
@@ -459,8 +459,6 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     ys, outs = outs[len(carried):], outs[:len(carried)]
     # (what the trips made of each carried number: every call's must make the same, or it runs in numpy)
     call.results = tuple("" if kind == "array" else type(x.concrete).__name__ for x, kind in zip(outs, carried_kinds))
-    # (a carried numpy scalar numpy's trips left one, `y += np.int64(x)`: the body's entry gives a 0-d array)
-    call.scalars = tuple(kind == "array" and isinstance(x.concrete, np.generic) for x, kind in zip(outs, carried_kinds))
     loop_kind = "while loop" if isinstance(loop, ast.While) else \
         f"for loop over the rows of {ast.unparse(loop.iter)}" if over_rows(loop) else "for loop over range(...)"
     ctx.scans.append(f"{where}: {loop_kind} compiled once for every trip count (a scan): "
@@ -474,10 +472,10 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned) + tuple(lists)
 
 
-def _appends(loop) -> list:
-    """The loop's top-level append statements, in the order of their names."""
-    found = {st.value.func.value.id: st for st in loop.body if append_value(st) is not None}
-    return [found[n] for n in sorted(found)]
+def appended_values(loop) -> dict:
+    """{list name: the value appended} of the loop's top-level
+    `<name>.append(<value>)` statements (jit/lift.py Site.appended)."""
+    return {st.value.func.value.id: append_value(st) for st in loop.body if append_value(st) is not None}
 
 
 def _stacked_shape(ctx, y, start, stop, step: int, value, scope: dict, where: str, name: str) -> tuple:
@@ -516,9 +514,9 @@ def _check_body(stmts: list, depth: int = 0, appended=(), helpers=frozenset()) -
     """Only _STATEMENTS; break and continue only in an inner loop, or as
     the body's exits (`if <test>: break` at its top level); no out=; an
     expression statement only as an append to a list of `appended` at its
-    top level (the scan stacks what the trips append), or a call of a
-    function of `helpers` (the user's own: what it writes into, the arrays
-    handed to it, is carried, jit/scan.py _passed)."""
+    top level (the scan stacks what the trips append), or a call among
+    `helpers` (ids of calls of the user's functions: what it writes into,
+    the arrays handed to it, is carried, _passed)."""
     exits = _exits(stmts) if not depth else []
     for s in stmts:
         if isinstance(s, (ast.Break, ast.Continue)) and depth or any(s is x for x in exits):
@@ -526,9 +524,7 @@ def _check_body(stmts: list, depth: int = 0, appended=(), helpers=frozenset()) -
         if not isinstance(s, _STATEMENTS):
             raise NoScan(f"its body holds a {type(s).__name__.lower()} statement")
         if isinstance(s, ast.Expr) and not (not depth and append_value(s) is not None
-                                            and s.value.func.value.id in appended) \
-                and not (isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
-                         and s.value.func.id in helpers):
+                                            and s.value.func.value.id in appended) and id(s.value) not in helpers:
             raise NoScan("its body holds an expression statement (a call for its effect)")
         for n in ast.walk(s):
             if isinstance(n, ast.keyword) and n.arg == "out":
@@ -564,29 +560,32 @@ def _written(stmts: list) -> set:
     return out
 
 
-def _passed(stmts: list, scope: dict, globals_: dict) -> set:
-    """Names of traced arrays of the frame the statements hand to a Python
-    function of the user's (`_poisson(nit, p, b)`, `solvers.relax(p)`): it
-    may write into them, as a subscript store would (numpy's functions
-    write only into out=, builtins and methods of lists into no array)."""
-    out = set()
-    for s in stmts:
-        for c in ast.walk(s):
-            if not isinstance(c, ast.Call):
-                continue
-            f, callee = c.func, None
-            if isinstance(f, ast.Name):
-                callee = _lookup(f.id, scope, globals_)
-            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
-                base = _lookup(f.value.id, scope, globals_)
-                if isinstance(base, types.ModuleType) and not is_numpy(base):
-                    callee = getattr(base, f.attr, None)
-            if not _users_function(callee):
-                continue
-            for a in list(c.args) + [k.value for k in c.keywords]:
-                if isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer and not scope[a.id].value.weak:
-                    out.add(a.id)
-    return out
+def _user_calls(stmts: list, scope: dict, globals_: dict) -> list:
+    """The statements' calls of Python functions of the user's (`_poisson(nit,
+    p, b)`, `solvers.relax(p)`): they may write into the arrays they are
+    handed, as a subscript store would (numpy's functions write only into
+    out=, builtins and methods of lists into no array)."""
+    return [c for st in stmts for c in ast.walk(st)
+            if isinstance(c, ast.Call) and _users_function(_callee(c, scope, globals_))]
+
+
+def _passed(calls: list, scope: dict) -> set:
+    """Names of traced arrays of the frame the calls hand over."""
+    return {a.id for c in calls for a in list(c.args) + [k.value for k in c.keywords]
+            if isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer and not scope[a.id].value.weak}
+
+
+def _callee(c: ast.Call, scope: dict, globals_: dict):
+    """What a call calls, when it is a name's or a user module's function
+    (`relax(p)`, `solvers.relax(p)`), else None; nothing is called."""
+    f = c.func
+    if isinstance(f, ast.Name):
+        return _lookup(f.id, scope, globals_)
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        base = _lookup(f.value.id, scope, globals_)
+        if isinstance(base, types.ModuleType) and not is_numpy(base):
+            return getattr(base, f.attr, None)
+    return None
 
 
 def is_numpy(module) -> bool:
@@ -611,7 +610,7 @@ _CREATORS = {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones
 
 
 _FRESH = {"cumsum", "cumprod", "sort", "concatenate", "stack", "vstack", "hstack", "where", "dot", "matmul",
-          "outer", "clip", "round", "diff", "tile", "repeat", "kron", "einsum", "exp", "log", "sqrt"}
+          "outer", "clip", "round", "diff", "tile", "repeat", "kron", "einsum"}  # (and every ufunc)
 
 
 def _made_by_the_trip(stmts: list, scope: dict, globals_: dict) -> set:
@@ -633,11 +632,11 @@ def _made_by_the_trip(stmts: list, scope: dict, globals_: dict) -> set:
 
 
 def _new_array(e, scope: dict, globals_: dict) -> bool:
-    """An expression that makes a new array: arithmetic (`w / w.sum()`),
+    """An expression that makes a new array: arithmetic or a comparison (`w / w.sum()`),
     `<expr>.copy()`, or with numpy's own np a creation function, a ufunc
     (`np.exp(x)`) or another function whose result is never a view
     (`np.cumsum(w)`), without out=."""
-    if isinstance(e, (ast.BinOp, ast.UnaryOp)):
+    if isinstance(e, (ast.BinOp, ast.UnaryOp, ast.Compare)):
         return True
     if not isinstance(e, ast.Call) or not isinstance(e.func, ast.Attribute):
         return False
@@ -825,7 +824,6 @@ class ScanCall:
     stacked: tuple = ()  # (the lists each trip appends one array to: the node's outputs after the carried)
     stacked_dtypes: tuple = ()  # (their dtypes, as the trace's trips made them)
     consts: tuple = ()  # ((name, value) the body reads of its frame as they are: plain numbers and strings)
-    scalars: tuple = ()  # (whether each carried value after the trace's trips was a numpy scalar)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
@@ -934,9 +932,8 @@ class ScanCall:
         arrays = [x for x in xs if isinstance(x, np.ndarray)]
         # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
         # the executable may reuse an input's buffer once the node has run)
-        return [x[()] if k < len(self.scalars) and self.scalars[k] and type(x) is np.ndarray and not x.ndim
-                else np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays)
-                else x for k, x in enumerate(carried)] + rows
+        return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
+                for x in carried] + rows
 
 
 def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, where: str,

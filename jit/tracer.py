@@ -966,11 +966,16 @@ class Stacked:
     def _refuse(self, what: str):
         raise StackedUse(f"the list a scan appended to, used by {what}", self.site)
 
+    def _unwritten(self) -> None:
+        """StackedUse after a write into any traced array since the loop: the
+        list's items might view that array, numpy's list sees the write."""
+        if self.rows.ctx.writes() != self.writes:
+            self._refuse("code after a write into an array (its items might view that array)")
+
     def _array(self, dtype=None) -> Tracer:
         """np.array(list): the items stacked (numpy's dtype promotion across
         items of other dtypes, or other shapes, is the list's own)."""
-        if self.rows.ctx.writes() != self.writes:
-            self._refuse("code after a write into an array (its items might view that array)")
+        self._unwritten()
         rows = self.rows
         if self.prefix:
             if any(not isinstance(x, Tracer) or x.dtype != rows.dtype or x.ndim != rows.ndim - 1
@@ -1012,8 +1017,7 @@ class Stacked:
         if type(i) is int and i < 0 and self.prefix:
             self._refuse("a negative index")
         if type(i) is int or isinstance(i, SymInt) and not self.prefix:
-            if self.rows.ctx.writes() != self.writes:
-                self._refuse("an index after a write into an array")
+            self._unwritten()
             return self.rows[i - len(self.prefix) if type(i) is int and i >= 0 else i]
         self._refuse(f"an index {type(i).__name__}")
 

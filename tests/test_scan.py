@@ -6,6 +6,7 @@ aliasing, a write into an array the loop reads, a carried value that
 changes dtype or shape) stays unrolled or runs in numpy."""
 from __future__ import annotations
 
+import types
 import warnings
 
 import numpy as np
@@ -538,3 +539,27 @@ def test_python_int_arithmetic_of_symbols_is_pythons(backend):
     for n in LENGTHS:
         a = rng.integers(0, 9, n)
         assert_like_numpy(g(a), ints_of_a_size(a))
+
+
+solvers = types.ModuleType("solvers")  # (a module of the user's helpers, `solvers.relax(p, b)`)
+solvers.relax = _relax
+
+
+def settle_through_a_module(p, b, tol):
+    diff = 1.0
+    while diff > tol:
+        old = p.copy()
+        solvers.relax(p, b)
+        diff = np.abs(p - old).max()
+    return diff
+
+
+def test_a_module_helper_called_for_its_effect_is_a_scan(backend):
+    rng = np.random.default_rng(19)
+    f = jit(settle_through_a_module, backend=backend)
+    for n in (12, 20, 9):
+        p, b = rng.standard_normal(n), rng.standard_normal(n) * 0.01
+        mine = p.copy()
+        assert f(mine, b, 1e-6) == settle_through_a_module(p, b, 1e-6)
+        np.testing.assert_allclose(mine, p, rtol=1e-12, atol=1e-12)
+    assert f.stats()["traces"] == 1 and "(a scan)" in f.explain()
