@@ -716,8 +716,11 @@ def _lift(ctx, site: Site, scope: dict, fn):
     written_arrays = {t.value.id for n in ast.walk(loop) for t in _store_targets(n)
                       if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)}
     params, inputs, arrays, env, prologue, resolved = [], [], {}, {}, [], {}
+    # (its variable's value before the loop is read neither in it, each trip binds it first, nor after it)
+    target = loop.target.id if isinstance(loop.target, ast.Name) and loop.target.id not in site.outside_reads \
+        else None
     for name in sorted(names):
-        if name in scope:
+        if name in scope and name != target:
             v = scope[name]
         elif name in site.assigned:
             continue
@@ -793,8 +796,10 @@ def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved) -> 
     body, after = _Typer(arrays, resolved).stmt(site.node, dict(env))
     outputs = []
     for name in site.assigned:
+        if name not in site.outside_reads:
+            continue  # (nothing reads it after the loop)
         if name not in scope or name in arrays:
-            if name in site.outside_reads and name not in arrays:
+            if name not in arrays:
                 raise Unsupported(f"{name} is first bound in the loop and read after it")
             continue
         if after is None or name not in after or after[name].startswith("view."):

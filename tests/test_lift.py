@@ -485,3 +485,31 @@ def test_min_of_three_lifts_and_edit_distance_compiles_once(backend):
     for x in ([1.0, np.nan, 0.5], [np.nan, 1.0, 0.5], [2.0, 1.0, 1.0]):
         x = np.array(x)
         np.testing.assert_array_equal(g(x), min(x[0], x[1], x[2]) + max(x[0], x[1], x[2]))
+
+
+def thomas(a, b, c, d):
+    """The Thomas algorithm for a tridiagonal system: a forward sweep, then
+    a backward one over range(n - 2, -1, -1) that binds the same `i`."""
+    n = len(d)
+    cp, dp = np.zeros(n), np.zeros(n)
+    cp[0], dp[0] = c[0] / b[0], d[0] / b[0]
+    for i in range(1, n):
+        m = b[i] - a[i] * cp[i - 1]
+        cp[i] = c[i] / m
+        dp[i] = (d[i] - a[i] * dp[i - 1]) / m
+    x = np.zeros(n)
+    x[-1] = dp[-1]
+    for i in range(n - 2, -1, -1):
+        x[i] = dp[i] - cp[i] * x[i + 1]
+    return x
+
+
+def test_a_second_loop_over_the_same_variable_lifts_too(backend):
+    """A loop variable's value before its loop is never read (a loop before
+    it had bound `i`, and lifted, left it unset): the backward sweep lifted
+    too (it was a scan of 1.7 us per trip, 0.36x numpy at n = 1000)."""
+    f = _check(thomas, lambda n, rng: (rng.random(n), rng.random(n) + 4, rng.random(n), rng.random(n)),
+               sizes=(2, 5, 9, 40), backend=backend)
+    assert f.stats()["traces"] == 1
+    if backend == "llvm":
+        assert _lifted(f) == 2, f.explain()
