@@ -319,6 +319,41 @@ class _Emitter:
             b.store(step(b.load(acc), k), acc)
         return b.load(acc)
 
+    def e_search(self, t, v, key, side):
+        """numpy's binary search for one key (its npy_binsearch, whose
+        order puts NaN last): the first k where v[k] >= key (left) or
+        > key (right), of the k in [0, n) it halves to."""
+        b = self.b
+        kt = key[1]
+        x = self.expr(key)
+        with b.goto_entry_block():
+            lo, hi = b.alloca(I64), b.alloca(I64)
+        b.store(ir.Constant(I64, 0), lo)
+        b.store(self._vlen(v), hi)
+        head, body, done = (self.fn.append_basic_block(n) for n in ("search.head", "search.body", "search.end"))
+        b.branch(head)
+        b.position_at_end(head)
+        low, high = b.load(lo), b.load(hi)
+        b.cbranch(b.icmp_signed("<", low, high), body, done)
+        b.position_at_end(body)
+        mid = b.add(low, b.ashr(b.sub(high, low), ir.Constant(I64, 1)))
+        u, du = self._velem(v, mid)
+        u = self._convert(u, "np." + du.name, kt, "value")
+        up = self._less(u, x, kt) if side == "left" else b.xor(self._less(x, u, kt), ir.Constant(I1, 1))
+        b.store(b.select(up, b.add(mid, ir.Constant(I64, 1)), low), lo)
+        b.store(b.select(up, high, mid), hi)
+        b.branch(head)
+        b.position_at_end(done)
+        return b.load(lo)
+
+    def _less(self, x, y, t):
+        """numpy's sort order: x < y, where NaN is above every number."""
+        b = self.b
+        if kind(t) == "f":
+            return b.or_(b.fcmp_ordered("<", x, y), b.and_(b.fcmp_unordered("uno", y, y),
+                                                          b.fcmp_ordered("ord", x, x)))
+        return (b.icmp_signed if kind(t) == "i" else b.icmp_unsigned)("<", x, y)
+
     def e_veclen(self, t, v):
         return self._vlen(v)
 

@@ -1221,12 +1221,13 @@ class _Typer:
         raise Unsupported(type(e).__name__)
 
     def call(self, e: ast.Call, env):
-        if e.keywords:
-            raise Unsupported("a call with keywords")
+        side = _side(e)  # (searchsorted's side=, the one keyword a call may have)
         f = e.func
         if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id in self.resolved):
+            if f.attr == "searchsorted" and len(e.args) == 1:
+                return self.search(self.vector(f.value, env), self.expr(e.args[0], env), side)
             v = self.expr(f.value, env)  # (a method of a vector)
-            if not _is_vec(v[1]) or f.attr not in ("sum", "max", "min") or e.args:
+            if not _is_vec(v[1]) or f.attr not in ("sum", "max", "min") or e.args or e.keywords:
                 raise Unsupported(f"a call of .{f.attr}()")
             return self.reduce(f.attr, v)
         if isinstance(f, ast.Name) and f.id in self.resolved:
@@ -1238,12 +1239,16 @@ class _Typer:
             raise Unsupported("a call of something other than a known function")
         # (the trace's own len, max and min, jit/trace.py: the builtins' meaning here)
         fn = next((b for t, b in ((traced_len, len), (traced_max, max), (traced_min, min)) if fn is t), fn)
+        if e.keywords and fn is not np.searchsorted:
+            raise Unsupported("a call with keywords")
         if fn is len and len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays:
             return ("dim", "int", e.args[0].id, 0)
         if fn is len and len(e.args) == 1:
             v = self.expr(e.args[0], env)
             if _is_vec(v[1]):
                 return ("veclen", "int", v)
+        if fn is np.searchsorted and len(e.args) == 2:
+            return self.search(self.vector(e.args[0], env), self.expr(e.args[1], env), side)
         args = [self.expr(a, env) for a in e.args]
         if fn is np.dot and len(args) == 2:
             return self.dot(*args)
@@ -1307,6 +1312,23 @@ class _Typer:
             raise Unsupported(f"{op} of {v[1][4:]}s")  # (float16: numpy's summation order and rounding are its own)
         return ("reduce", _ask_arrays(getattr(np, op), v[1][4:]), op, v)  # (small ints sum in int64)
 
+    def vector(self, e, env):
+        """e as a vector, where a 1-D array's name is the whole of it."""
+        if isinstance(e, ast.Name) and e.id in self.arrays and e.id not in env and self.arrays[e.id][1] == 1:
+            return self.view(e.id, ast.Slice(None, None, None), env, e)
+        return self.expr(e, env)
+
+    def search(self, v, key, side: str):
+        """np.searchsorted of a vector and one number: both compared in the
+        dtype numpy takes for them (a Python number is an int64 or a
+        float64 there: a float32 vector and 0.1 compare as float64)."""
+        if not _is_vec(v[1]) or _is_vec(key[1]) or "float16" in (v[1][4:], dtype_of(key[1]).name):
+            raise Unsupported("searchsorted() of something other than a vector and a number")
+        common = strong(np.result_type(np.dtype(v[1][4:]), dtype_of(key[1])))
+        if common[3:] not in _ELEMENT_DTYPES:
+            raise Unsupported(f"searchsorted() comparing as {common[3:]}")
+        return ("search", "np.int64", v, self.cvt(key, common), side)
+
     def truth(self, e):
         if _is_vec(e[1]):
             raise Unsupported("the truth of an array")
@@ -1336,6 +1358,17 @@ class _Typer:
             if v is not None:
                 return ("const", t, v)
         return ("cvt", t, e, mode)
+
+
+def _side(e: ast.Call) -> str:
+    """The side= of a call (searchsorted's: a constant \"left\" or
+    \"right\"); \"left\" where there is none."""
+    side = "left"
+    for k in e.keywords:
+        if k.arg != "side" or not isinstance(k.value, ast.Constant) or k.value.value not in ("left", "right"):
+            raise Unsupported("a call with keywords")
+        side = k.value.value
+    return side
 
 
 def _convert_const(v, t: str):

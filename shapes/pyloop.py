@@ -24,6 +24,8 @@ Expressions (tuples):
                                        a slice of a 1-D array (its bounds set by a setview), or
                                        ("gather", vec, array, v) the array's elements at the
                                        integers of v (wrapped and bounds-checked)
+    ("search", np.int64, v, key, side) np.searchsorted of vector v and one number (key, of the type
+                                       both are compared in), side "left" or "right"
     ("bin", T, op, a, b)               a and b of one type; T the result's (bool for comparisons)
     ("un", T, op, a)                   neg | invert | abs
     ("truth", bool, e)                 Python's truth of e
