@@ -17,7 +17,7 @@ from jit.eager import after_failure, run_eagerly_once
 from jit.held import ValueKeys
 from jit.keys import extended_key
 from jit.miss import serve_miss
-from jit.signature import classify_call
+from jit.signature import classify_call, with_data_lists
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import FunctionMetrics
 from shapes import forksafe
@@ -66,6 +66,9 @@ class JitFunction:
         self._saving: str | None = None  # why traces are not saved, when they are not
         # what keys a call besides its arguments (jit/keys.py)
         self._dyn_ints: frozenset = frozenset()  # leaf indices of int arguments that are symbols
+        self._data_args: frozenset = frozenset()  # arguments, lists of numbers, traced as data (DataList)
+        self._not_data: set = set()  # arguments such a trace used as only a list can be used
+        self._list_lens: dict = {}  # argument -> the length of the first list of numbers passed there
         self._held_paths: list = []  # where the arrays the program holds are (jit/held.py)
         self._value_paths: list = []  # where the other values traces read are: their tokens are keyed
         self._values = ValueKeys((), fn)  # reads them
@@ -73,6 +76,7 @@ class JitFunction:
         self._unguarded: list = []  # values traces read that no token describes (warned once)
         self._changed: list = []  # values a traced run changed itself (not keyed)
         self._int_changes: str | None = None
+        self._list_note: str | None = None  # why a list argument is keyed otherwise now (the next retrace's reason)
         self._loops: dict = {}  # its loops over a symbolic trip count: counts unrolled, or a scan (jit/scan.py)
         self._trace_consts = False  # arrays made of constants traced (numpy took a traced array as data once)
 
@@ -89,7 +93,7 @@ class JitFunction:
         else:
             bound = self._bind(args, kwargs)
         leaves: list = []
-        treedef = pytree.flatten(bound, leaves)
+        treedef = pytree.flatten(with_data_lists(bound, self._data_args) if self._data_args else bound, leaves)
         key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
         full, run_inputs = key, runtime
         if self._held_paths or self._value_paths:  # what the program holds: fetched again at every call

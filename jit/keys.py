@@ -10,6 +10,7 @@ from __future__ import annotations
 from jit.entries import KeyState
 from jit.errors import warn
 from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
+from jit.signature import number_array
 from jit.trace import TraceResult
 
 
@@ -86,6 +87,20 @@ def changed_ints(jf, key) -> frozenset:
         if len(other) == len(key) and other[0] == key[0]:
             out.update(k - 1 for k in range(1, len(key))
                        if _is_int_key(key[k]) and _is_int_key(other[k]) and other[k] != key[k])
+    return frozenset(out)
+
+
+def changed_lists(jf, bound: tuple) -> frozenset:
+    """The arguments that are lists of numbers of another length than the
+    first call that passed one there (a length that changes: the list is
+    data, as an int that changes is a symbol; dynamic=False: none)."""
+    if jf.dynamic is False:
+        return frozenset()
+    out = set()
+    for k, x in enumerate(bound):
+        if type(x) is list and k not in jf._data_args and k not in jf._not_data \
+                and number_array(x) is not None and jf._list_lens.setdefault(k, len(x)) != len(x):
+            out.add(k)
     return frozenset(out)
 
 

@@ -19,11 +19,11 @@ from jit.compile import build
 from jit.eager import after_failure, count_fallback, mark_eager, run_eagerly, run_eagerly_from_now, run_eagerly_once
 from jit.entries import CompiledEntry, KeyState
 from jit.errors import warn
-from jit.keys import changed_ints, changed_values, full_key, note_values, rekey
+from jit.keys import changed_ints, changed_lists, changed_values, full_key, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
-from jit.signature import Signature, classify_call
+from jit.signature import Signature, classify_call, with_data_lists
 from jit.trace import DeclarationError, TraceResult, trace
-from jit.tracer import ArrayOfTraced, Fallback, SelectAliasWritten, StackedUse, TooManyDecisions
+from jit.tracer import ArrayOfTraced, DataArg, Fallback, SelectAliasWritten, StackedUse, TooManyDecisions
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import logger_for
 from shapes.guards import GuardSet
@@ -85,6 +85,8 @@ class _Miss:
         try:
             tr = self._trace()
         except Fallback as f:
+            if isinstance(f, StackedUse) and isinstance(f.site, DataArg):
+                return self._as_a_list(f)
             return run_eagerly_from_now(jf, self.state, "data_dependent",
                                         f"{f.reason} (at {f.loc})" if f.loc else f.reason, bound)
         except DeclarationError:
@@ -100,6 +102,12 @@ class _Miss:
         whose value differs from an earlier call's of the same structure
         becomes a symbol (automatic dynamic): the call is keyed again."""
         jf = self.jf
+        lists = changed_lists(jf, self.bound) if self.key not in jf._keys else frozenset()
+        if lists:
+            jf._data_args |= lists
+            self._reflatten()
+            jf._list_note = (f"list argument {', '.join(jf._params.names[k] for k in sorted(lists))} changed "
+                             f"length: now data (an array of a symbolic length)")
         full, held = full_key(jf, self.key, self.leaves)
         changed = changed_ints(jf, full) if full not in jf._keys else frozenset()
         if changed:
@@ -112,6 +120,27 @@ class _Miss:
         self.full, self.runtime = full, self.base_runtime + held
         self.state = jf._keys.setdefault(full, KeyState())
         return self.state
+
+    def _as_a_list(self, use: StackedUse):
+        """The call served again after its trace used a list it took as data
+        as only a list can be used: from now on that argument is keyed as
+        the list it is (a trace per length)."""
+        jf, k = self.jf, use.site.k
+        jf._data_args -= {k}
+        jf._not_data.add(k)
+        jf._list_note = f"list argument {jf._params.names[k]} used as a list: {use.reason} (at {use.loc})"
+        if not self.state.entries:
+            jf._keys.pop(self.full, None)
+        self._reflatten()
+        return self.serve()
+
+    def _reflatten(self) -> None:
+        """The call's leaves and key again, its lists of numbers that are
+        data (jf._data_args) as NumberList leaves."""
+        jf = self.jf
+        self.leaves = []
+        self.treedef = pytree.flatten(with_data_lists(self.bound, jf._data_args), self.leaves)
+        self.key, self.arrays, self.base_runtime = classify_call(self.leaves, self.treedef, jf.dynamic, jf._dyn_ints)
 
     def _held(self) -> list:
         """The held arrays of the call (the runtime inputs after the arguments')."""
@@ -158,6 +187,9 @@ class _Miss:
         if jf._int_changes:
             reason, category = f"int argument {jf._int_changes} changed: now a symbol", "auto_dynamic"
             jf._int_changes = None
+        if jf._list_note:
+            reason, category = jf._list_note, "auto_dynamic"
+            jf._list_note = None
         if self.broke is not None:
             state.break_retraces += 1
             sites = _break_sites(self.broke)
@@ -220,7 +252,7 @@ class _Miss:
                 if not scan.scan_unrolled(jf._loops):
                     raise
             except StackedUse as e:  # (a list a scan appended to, used as only a list can be: appended as written)
-                if not scan.unstack(jf._loops, e.site):
+                if isinstance(e.site, DataArg) or not scan.unstack(jf._loops, e.site):
                     raise
         verify(tr.graph)
         m.compile_seconds["trace"].observe(_now() - t0)

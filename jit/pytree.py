@@ -21,6 +21,12 @@ def flatten(obj, leaves: list) -> object:
     return LEAF
 
 
+def count_leaves(treedef) -> int:
+    if treedef is LEAF:
+        return 1
+    return sum(count_leaves(d) for d in treedef[-1])
+
+
 @functools.cache
 def flat_tuple(n: int) -> tuple:
     """The treedef of a tuple of n leaves."""

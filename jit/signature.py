@@ -28,6 +28,43 @@ class IntDim:
 _INT64 = 2 ** 63
 
 
+class NumberList:
+    """A list argument traced as data (jit/tracer.py DataList): its numbers
+    as a 1-D array, a leaf of the call's tree."""
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+
+def number_array(x) -> np.ndarray | None:
+    """A list of Python floats, or of Python ints that fit int64, as the
+    array np.asarray makes of it; None for anything else."""
+    if type(x) is not list or not x:
+        return None
+    t = type(x[0])
+    if t is not float and t is not int:
+        return None
+    for v in x:
+        if type(v) is not t:
+            return None
+    try:
+        return np.array(x, np.float64 if t is float else np.int64)
+    except OverflowError:
+        return None
+
+
+def with_data_lists(bound: tuple, data_args) -> tuple:
+    """`bound` with each argument of `data_args` that is a list of numbers
+    made a NumberList leaf."""
+    out = list(bound)
+    for k in data_args:
+        a = number_array(out[k])
+        if a is not None:
+            out[k] = NumberList(a)
+    return tuple(out)
+
+
 def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
     """-> (key, arrays, runtime inputs).  The hot path: keep it lean.
     `dyn_ints`: leaf indices of int arguments that are symbols, not keys."""
@@ -50,6 +87,12 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
         elif t is float or t is complex:
             runtime.append(x)
             key.append(t)
+        elif t is NumberList:
+            x = x.array
+            arrays.append(x)
+            runtime.append(x)
+            key.append(("list", x.dtype, x.shape if dynamic is False else
+                        tuple([d if d < SYMBOLIC_FROM else -1 for d in x.shape])))
         elif isinstance(x, _ndarray):  # a subclass: a memmap computes as its base class, another runs in numpy
             x = np.asarray(x)
             arrays.append(x)
@@ -84,6 +127,10 @@ class Signature:
             if kind is int:  # (a dynamic int)
                 specs.append(InputSpec("int", path))
                 text.append(f"{path}: int")
+            elif type(kind) is tuple and kind[0] == "list":
+                specs.append(InputSpec("list", path))
+                dims = "*" if x.array.size >= SYMBOLIC_FROM and dynamic is not False else x.array.size
+                text.append(f"{path}: list of {'float' if x.array.dtype.kind == 'f' else 'int'}[{dims}]")
             elif type(kind) is tuple and (isinstance(kind[0], np.dtype)
                                           or isinstance(kind[0], type) and issubclass(kind[0], _ndarray)):
                 if type(x) not in (_ndarray, np.memmap) and bad is None:

@@ -18,8 +18,8 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.fingerprint import global_names
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
-from jit.tracer import PYTHON_TYPES, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, eval_attr, \
-    holds_traced, traced_len, traced_max, traced_min, user_location
+from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
+    eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value, make_attrs
@@ -58,6 +58,16 @@ class TraceResult:
         for text in self.printed:
             sys.stdout.write(text)
         self.printed = []
+
+
+def _arg_of(arg_treedef, leaf: int) -> int:
+    """The argument (its place in the bound tuple) that holds leaf `leaf`."""
+    for k, child in enumerate(arg_treedef[1]):
+        n = pytree.count_leaves(child)
+        if leaf < n:
+            return k
+        leaf -= n
+    raise IndexError(leaf)
 
 
 class DeclarationError(ValueError):
@@ -117,6 +127,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             v = ctx.new_value({float: np.float64, complex: np.complex128}.get(type(leaf)) or np.asarray(leaf).dtype,
                               (), weak=weak)
         else:
+            if spec.kind == "list":  # (a list of numbers as data: its array, DataList below)
+                leaf = leaf.array
             shape = []
             names = (user_dims or {}).get(spec.path)
             if names is not None and len(names) != leaf.ndim:
@@ -156,7 +168,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             concrete_of[v.id] = leaf
             n_arrays += 1
         inputs.append(v)
-        traced_leaves.append(Tracer(ctx, v, leaf))
+        traced_leaves.append(DataList(Tracer(ctx, v, leaf), DataArg(_arg_of(arg_treedef, k))) if spec.kind == "list"
+                             else Tracer(ctx, v, leaf))
     _apply_constraints(env, {**fixed, **named}, constraints)
     for path, array in zip(*held):
         lifter.lift(path, array)
@@ -165,6 +178,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     args, kwargs = rebind(bound) if rebind is not None else (bound, {})
     traceables = _Traceables(_NumpyProxy(ctx), lifter)
     result = traceables.root(fn)(*args, **kwargs)
+    after: list = []  # (the lists and dicts the call took, as it left them)
+    if pytree.flatten(bound, after) != arg_treedef or any(a is not b for a, b in zip(after, traced_leaves)):
+        raise Fallback("the function changes a list or dict it was passed (numpy's call changes the caller's)")
     traceables.write_globals()
     guarded, changed = _still_read(lifter, fn, leaves)
 

@@ -910,6 +910,8 @@ def traced_len(x):
     per length, until it is used as a Python number); anything else's len."""
     if type(x) is Tracer and x.ndim:
         return x.shape[0]
+    if type(x) is DataList:
+        return x.rows.shape[0]
     return len(x)
 
 
@@ -1058,3 +1060,52 @@ class Stacked:
 
     def __repr__(self):
         self._refuse("repr()")
+
+
+class DataArg:
+    """The place of a list argument traced as data (DataList): argument k."""
+    __slots__ = ("k",)
+
+    def __init__(self, k: int):
+        self.k = k
+
+
+class DataList(Stacked):
+    """A list of numbers passed as argument `site.k` (the prices of a
+    series, a token list) whose length changed from one call to the next,
+    traced as data: the 1-D array of its numbers (`rows`), with a symbolic
+    length.  numpy's functions of it (np.asarray, np.diff, np.log) are of
+    that array, each a fresh one as numpy makes it, and len() is its first
+    dim; what only a list of Python numbers can do (an item, iterating,
+    appending, returning it) raises StackedUse: the call is traced again
+    with the list as it is (a trace per length), and that argument stays
+    so (jit/miss.py)."""
+
+    __slots__ = ()
+
+    def __init__(self, rows: Tracer, site: DataArg):
+        Stacked.__init__(self, [], rows, site)
+
+    def _refuse(self, what: str):
+        raise StackedUse(f"the list of numbers traced as data, used by {what}", self.site)
+
+    def _unwritten(self) -> None:
+        pass  # (its items are numbers: no write elsewhere reaches them)
+
+    def _array(self, dtype=None) -> Tracer:
+        return self.rows.copy() if dtype is None or np.dtype(dtype) == self.rows.dtype else self.rows.astype(dtype)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return DataList(self.rows[i], self.site)
+        self._refuse("an index (its items are Python numbers)")
+
+    def __array_function__(self, func, types_, args, kwargs):
+        if "out" in kwargs:
+            self._refuse("out=")
+        return Stacked.__array_function__(self, func, types_, args, kwargs)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if "out" in kwargs:
+            self._refuse("out=")
+        return Stacked.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
