@@ -625,7 +625,7 @@ def _size_edges(g: Graph) -> list[tuple[int, int]]:
     if not maker:
         return []
     return [(maker[u], k) for k, n in enumerate(g.nodes)
-            for u in sizes_in([n.attrs, [o.shape for o in n.outputs]], maker.keys()) if maker[u] < k]
+            for u in sizes_in([n.attrs, [o.shape for o in n.outputs]], maker.keys()) if maker[u] != k]
 
 
 def _schedule(g: Graph, kernels: list[Kernel]) -> list:

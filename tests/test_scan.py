@@ -563,3 +563,26 @@ def test_a_module_helper_called_for_its_effect_is_a_scan(backend):
         assert f(mine, b, 1e-6) == settle_through_a_module(p, b, 1e-6)
         np.testing.assert_allclose(mine, p, rtol=1e-12, atol=1e-12)
     assert f.stats()["traces"] == 1 and "(a scan)" in f.explain()
+
+
+def knapsack(w, best):
+    """0/1 knapsack by rows: a slice bounded by an item's weight on both
+    sides of the write."""
+    for i in range(w.shape[0]):
+        cand = np.zeros_like(best)
+        cand[w[i]:] = best[:best.shape[0] - w[i]] + 1
+        best = np.maximum(best, cand)
+    return best
+
+
+def test_a_size_bound_after_the_slice_that_uses_it_is_bound_before_it(backend):
+    """The write's length unifies the read's size with one bound later (w[i]
+    of the write): the read is scheduled after that binding (it read the
+    size before it was bound: an internal error per call of the scan)."""
+    f = jit(knapsack, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (3, 8, 21, 55):
+            w = np.arange(n) % 3 + 1
+            assert_like_numpy(f(w, np.zeros(10, np.int64)), knapsack(w, np.zeros(10, np.int64)))
+    assert f.stats()["fallbacks"] == 0 and f.stats()["eager_calls"] == 0
