@@ -628,6 +628,31 @@ def _size_edges(g: Graph) -> list[tuple[int, int]]:
             for u in sizes_in([n.attrs, [o.shape for o in n.outputs]], maker.keys()) if maker[u] != k]
 
 
+def _kahn(steps: list, owner: dict, index: dict, size_deps: dict) -> list | None:
+    """The steps in a topological order of their values' edges and
+    `size_deps` (step -> the steps it must follow), the first ready one in
+    graph order each time; None for a cycle."""
+    users: dict[int, list[int]] = {k: [] for k in range(len(steps))}
+    waiting = []
+    for k, s in enumerate(steps):
+        deps = {index[id(owner[v.id])] for v in s.inputs if v.id in owner and owner[v.id] is not s}
+        deps |= size_deps.get(k, set())
+        waiting.append(len(deps))
+        for d in deps:
+            users[d].append(k)
+    ready = [k for k, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(steps[k])
+        for u in users[k]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    return order if len(order) == len(steps) else None
+
+
 def _schedule(g: Graph, kernels: list[Kernel]) -> list:
     """Steps in a topological order (kernels are convex, so one exists)."""
     owner: dict[int, object] = {}
@@ -644,30 +669,17 @@ def _schedule(g: Graph, kernels: list[Kernel]) -> list:
     index = {id(s): k for k, s in enumerate(steps)}
     step_of = [index[id(in_kernel.get(id(n), n))] for n in g.nodes]
     # (a step that uses a data-dependent size comes after the step that makes it: an index's
-    # view reads no value of the index_dim that binds its offset)
-    size_deps: dict[int, set[int]] = {}
-    for m, k in _size_edges(g):
-        if step_of[m] != step_of[k]:
-            size_deps.setdefault(step_of[k], set()).add(step_of[m])
-    users: dict[int, list[int]] = {k: [] for k in range(len(steps))}
-    waiting = []
-    for k, s in enumerate(steps):
-        deps = {index[id(owner[v.id])] for v in s.inputs if v.id in owner and owner[v.id] is not s}
-        deps |= size_deps.get(k, set())
-        waiting.append(len(deps))
-        for d in deps:
-            users[d].append(k)
-    # the first ready step in graph order, each time (Kahn's algorithm on a heap)
-    ready = [k for k, w in enumerate(waiting) if w == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        k = heapq.heappop(ready)
-        order.append(steps[k])
-        for u in users[k]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) != len(steps):
-        raise AssertionError("kernel partition has a cycle")
-    return order
+    # view reads no value of the index_dim that binds its offset; a size a later step makes, which a
+    # unification put in an earlier step's slice, `best[:n - w[i]]` read before `cand[w[i]:]` is
+    # written, moves that step after it, unless the maker needs that step (k-means' bincount):
+    # then only the edges from the makers earlier in the graph)
+    edges = _size_edges(g)
+    for forward_only in (False, True):
+        size_deps: dict[int, set[int]] = {}
+        for m, k in edges:
+            if step_of[m] != step_of[k] and (m < k or not forward_only):
+                size_deps.setdefault(step_of[k], set()).add(step_of[m])
+        order = _kahn(steps, owner, index, size_deps)
+        if order is not None:
+            return order
+    raise AssertionError("kernel partition has a cycle")

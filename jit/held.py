@@ -226,6 +226,11 @@ class Lifter:
             self.paths.append(path)
         return t
 
+    def handed_out(self, path: Path, value) -> bool:
+        """Whether `value` is the traced array this trace handed out for the
+        held array at `path` (an assignment of it there binds nothing new)."""
+        return isinstance(value, Tracer) and self.tracers.get(path) is value
+
     def wrap(self, path: Path, x):
         """What the traced code sees in place of `x` (found along `path`)."""
         if type(x) is np.ndarray:
@@ -274,6 +279,8 @@ class HeldObject:
         return v
 
     def __setattr__(self, name, value):
+        if self._lifter.handed_out(self._path.child("attr", name), value):
+            return  # (`self.running_mean *= 0.9`: the held array written in place, bound to itself again)
         raise Fallback(f"assignment to attribute {name!r} of {self._path} inside a jitted function",
                        user_location())
 
@@ -307,6 +314,8 @@ class HeldSequence:
         return (self[i] for i in range(len(self._seq)))
 
     def __setitem__(self, k, v):
+        if isinstance(k, int) and self._lifter.handed_out(self._path.child("item", k % max(1, len(self._seq))), v):
+            return  # (`self.caches[i] += kv`: bound to itself again)
         raise Fallback(f"assignment to an element of {self._path} inside a jitted function", user_location())
 
     def __repr__(self):
@@ -350,6 +359,8 @@ class HeldMapping:
         return [(k, self[k]) for k in self._map]
 
     def __setitem__(self, k, v):
+        if type(k) in (str, int) and self._lifter.handed_out(self._path.child("item", k), v):
+            return  # (`self.stats["mean"] += m`: bound to itself again)
         raise Fallback(f"assignment to an element of {self._path} inside a jitted function", user_location())
 
     def __repr__(self):

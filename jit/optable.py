@@ -1495,7 +1495,21 @@ def diff(ctx, a, n=1, axis=-1, **kw):
 def roll(ctx, a, shift, axis=None):
     """np.roll by an int along one axis (or the flattened array): the two
     slices numpy copies, concatenated; the shift is taken modulo the dim
-    (a symbolic one: a guard on whether the remainder is 0)."""
+    (a symbolic one: a guard on whether the remainder is 0).  Shifts and
+    axes in tuples (`np.roll(b, (dy, dx), axis=(0, 1))`), broadcast
+    against each other as numpy does: one roll per pair."""
+    if isinstance(shift, (tuple, list)) or isinstance(axis, (tuple, list)):
+        shifts = list(shift) if isinstance(shift, (tuple, list)) else None
+        axes = list(axis) if isinstance(axis, (tuple, list)) else None
+        if axis is None or (shifts is not None and axes is not None and len(shifts) != len(axes)):
+            return None  # (numpy's flattened broadcast, or its error)
+        shifts = shifts if shifts is not None else [shift] * len(axes)
+        axes = axes if axes is not None else [axis] * len(shifts)
+        for sh, ax in zip(shifts, axes):
+            a = roll(ctx, a, sh, ax)
+            if a is None:
+                return None
+        return a
     a = ctx.operand(a)
     if not isinstance(shift, (int, np.integer, SymInt)) or isinstance(shift, bool) or \
             not (axis is None or _concrete_int(axis)) or a.ndim == 0:
@@ -1513,6 +1527,20 @@ def roll(ctx, a, shift, axis=None):
     head = (slice(None),) * axis
     tail, front = getitem(ctx, a, head + (slice(n - k, None),)), getitem(ctx, a, head + (slice(None, n - k),))
     return concatenate(ctx, [tail, front], axis=axis)
+
+
+def lexsort(ctx, keys, axis=-1):
+    """np.lexsort of keys of one shape: a numpy step of that shape (it was
+    an eager node of a size of its own, a guard per length)."""
+    if isinstance(keys, Tracer):  # (an array of keys: its rows, the last the primary one; a 1-D array: one key)
+        keys = [keys] if keys.ndim == 1 else [keys[i] for i in range(keys.shape[0])] \
+            if keys.ndim > 1 and type(keys.shape[0]) is int else None
+    if not isinstance(keys, (tuple, list)) or not keys or not _concrete_int(axis):
+        return None
+    keys = [ctx.operand(k) for k in keys]
+    if keys[0].ndim == 0 or any(k.shape != keys[0].shape for k in keys):
+        return None  # (numpy's error, or its special case, from the eager call)
+    return ctx.emit("lexsort", keys, {"axis": _norm_axis(operator.index(axis), keys[0].ndim)})
 
 
 def select(ctx, condlist, choicelist, default=0):
@@ -1717,7 +1745,7 @@ FUNCTIONS = {
     np.gradient: gradient, np.average: average, np.unravel_index: unravel_index,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
-    np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
+    np.lexsort: lexsort, np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
     np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,
     np.shape: _shape,
     np.ndim: lambda ctx, a: ctx.operand(a).ndim,

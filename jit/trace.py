@@ -368,7 +368,8 @@ def _data_dependent_dims(graph: Graph, env: ShapeEnv, raw_nodes) -> list[DataDep
 # numpy's functions of one array-like: a list of traced arrays given them (`np.mean(outs, axis=0)`)
 # is the array np.array makes of it, which numpy could not make of traced arrays itself
 _OF_AN_ARRAY = frozenset("sum mean max min amax amin prod std var any all argmax argmin cumsum cumprod median "
-                         "average ptp nansum nanmean nanmax nanmin".split())
+                         "average ptp nansum nanmean nanmax nanmin transpose ravel reshape diff sort argsort flip "
+                         "clip round around squeeze expand_dims nonzero count_nonzero unique lexsort".split())
 
 
 def _of_an_array(ctx, fn, a, *args, **kw):

@@ -578,6 +578,13 @@ for _name in ("cumsum", "cumprod", "sort", "argsort"):
     register(_name, NUMPY, getattr(np, _name), lambda env, i, a: [i[0].shape])
 
 
+def _lexsort(*keys, axis):
+    return np.lexsort(keys, axis=axis)
+
+
+register("lexsort", NUMPY, _lexsort, lambda env, i, a: [i[0].shape])
+
+
 def _accumulate(x, ufunc, axis, dtype=None):
     return _ufunc(ufunc).accumulate(x, axis=axis, dtype=dtype)
 

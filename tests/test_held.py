@@ -127,3 +127,39 @@ def test_attribute_assignment_inside_runs_numpy(backend):
         for _ in range(3):
             jf(np.ones(3))
     assert_like_numpy(c.total, np.full(3, 3.0))
+
+
+class _BatchNorm:
+    """Running statistics kept on self, in a dict and in a list, updated in place."""
+
+    def __init__(self, d):
+        self.running_mean, self.running_var = np.zeros(d), np.ones(d)
+        self.stats, self.bufs = {"n": np.zeros(1)}, [np.zeros(d)]
+
+    def train(self, x):
+        m, v = x.mean(0), x.var(0)
+        self.running_mean *= 0.9
+        self.running_mean += 0.1 * m
+        self.running_var -= 0.1 * (self.running_var - v)
+        self.stats["n"] += 1
+        self.bufs[0] += m
+        return (x - m) / np.sqrt(v + 1e-5)
+
+
+def test_a_held_array_updated_in_place_through_its_attribute(backend):
+    """`self.running_mean *= 0.9` binds the attribute to the array it held,
+    written in place: compiled, the writes the caller's (it was an
+    attribute assignment: every call in numpy)."""
+    mine, ref = _BatchNorm(3), _BatchNorm(3)
+    arrays = (mine.running_mean, mine.running_var, mine.stats["n"], mine.bufs[0])
+    jf = jit(mine.train, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (4, 7, 9, 20):
+            x = np.random.default_rng(n).random((n, 3))
+            assert_like_numpy(jf(x), ref.train(x))
+            for a, b in ((mine.running_mean, ref.running_mean), (mine.running_var, ref.running_var),
+                         (mine.stats["n"], ref.stats["n"]), (mine.bufs[0], ref.bufs[0])):
+                assert_like_numpy(a, b)
+    assert all(a is b for a, b in zip(arrays, (mine.running_mean, mine.running_var, mine.stats["n"], mine.bufs[0])))
+    assert jf.stats()["traces"] == 1 and jf.stats()["eager_calls"] == 0

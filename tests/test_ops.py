@@ -1238,6 +1238,12 @@ def _life(g):
 SHAPED = {
     "diff": lambda x: (np.diff(x), np.diff(x, n=2, axis=0), np.diff(x > 0.5, axis=1)),
     "roll": lambda x: (np.roll(x, 2, axis=1), np.roll(x, -1, 0), np.roll(x, 3), np.roll(x, 7 * x.shape[1], 1)),
+    "roll by tuples": lambda x: (np.roll(x, (1, -2), axis=(0, 1)), np.roll(x, 2, axis=(0, 1)),
+                                 np.roll(x, (1, 2), axis=1), np.roll(x, (-1, 1), axis=(1, 1))),
+    "lexsort": lambda x: (np.lexsort((x[:, 0], x[:, 1] > 0.5)), np.lexsort([x > 0.5, x]),
+                          np.lexsort((x.T,), axis=0), x[np.lexsort((x[:, 1], (x[:, 0] * 3).astype(int)))]),
+    "of tuples of arrays": lambda x: (np.transpose((x[0], x[1])), np.diff((x[:, 0], x[:, 1]), axis=0),
+                                      np.sort((x[:, 1], x[:, 0]), axis=0), np.clip((x[0], x[1]), 0.2, 0.8)),
     "select": lambda x: (np.select([x < 0.2, x > 0.8], [x * 2, -x], default=7), np.select([x < 0.5], [1]),
                          np.select([x < 0.5], [x.astype(np.float32)], default=0.5)),  # (a weak default: float32)
     "count_nonzero": lambda x: (np.count_nonzero(x > 0.5), np.count_nonzero(x > 0.3, axis=1)),
@@ -1258,7 +1264,9 @@ def _specials(x):
 @pytest.mark.parametrize("name", sorted(SHAPED))
 def test_diff_roll_select_count_nonzero_trace_numpys_steps(name, backend):
     """np.diff (slices), np.roll (two slices concatenated, the shift modulo
-    a symbolic dim), np.select and np.nan_to_num (wheres), np.count_nonzero
+    a symbolic dim; a roll per pair of shifts and axes in tuples), np.lexsort
+    (a numpy step of its keys' shape), numpy's functions of a tuple of traced
+    arrays (the array np.array makes of it), np.select and np.nan_to_num (wheres), np.count_nonzero
     (a sum) and np.pad's constant mode (a full array, the input written into
     it) trace into graph ops: no eager node, one compile for every shape, numpy's
     values, dtypes and scalar types (before: eager nodes of unknown sizes;
