@@ -634,8 +634,8 @@ def _made_by_the_trip(stmts: list, scope: dict, globals_: dict) -> set:
 def _new_array(e, scope: dict, globals_: dict) -> bool:
     """An expression that makes a new array: arithmetic or a comparison (`w / w.sum()`),
     `<expr>.copy()`, or with numpy's own np a creation function, a ufunc
-    (`np.exp(x)`) or another function whose result is never a view
-    (`np.cumsum(w)`), without out=."""
+    (`np.exp(x)`) or a ufunc's method (`np.maximum.accumulate(c)`), or
+    another function whose result is never a view (`np.cumsum(w)`), without out=."""
     if isinstance(e, (ast.BinOp, ast.UnaryOp, ast.Compare)):
         return True
     if not isinstance(e, ast.Call) or not isinstance(e.func, ast.Attribute):
@@ -643,7 +643,14 @@ def _new_array(e, scope: dict, globals_: dict) -> bool:
     f = e.func
     if f.attr == "copy" and not e.args and not e.keywords:
         return True
-    if not isinstance(f.value, ast.Name) or any(k.arg == "out" for k in e.keywords):
+    if any(k.arg == "out" for k in e.keywords):
+        return False
+    if f.attr in ("accumulate", "reduce", "reduceat", "outer") and isinstance(f.value, ast.Attribute) \
+            and isinstance(f.value.value, ast.Name):  # (a ufunc's method: np.maximum.accumulate(c))
+        module = _lookup(f.value.value.id, scope, globals_)
+        return isinstance(module, types.ModuleType) and module.__name__ == "numpy" \
+            and isinstance(getattr(np, f.value.attr, None), np.ufunc)
+    if not isinstance(f.value, ast.Name):
         return False
     module = _lookup(f.value.id, scope, globals_)  # (numpy, or the trace's proxy of it: jit/trace.py)
     if not (isinstance(module, types.ModuleType) and module.__name__ == "numpy"):

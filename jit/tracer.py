@@ -414,7 +414,7 @@ class SymInt:
         if e is None:
             if isinstance(o, (Tracer, SymFloat)):
                 return NotImplemented
-            if ufunc is not None and type(o) is float:  # n * 0.5: a float of the dim (SymFloat)
+            if ufunc is not None and type(o) in (float, complex):  # n * 0.5: a float of the dim (SymFloat)
                 return SymFloat.of(self.ctx, ufunc, (o, self) if reflected else (self, o))
             return f(self._specialize(), o)
         return SymInt.wrap(self.ctx, f(self.expr, e))
@@ -475,14 +475,14 @@ class SymInt:
     def __truediv__(self, o):
         if isinstance(o, (Tracer, SymFloat)):
             return NotImplemented
-        if isinstance(o, SymInt) or type(o) in (int, float):  # (a Python float, traced: no guard)
+        if isinstance(o, SymInt) or type(o) in (int, float, complex):  # (a Python float, traced: no guard)
             return SymFloat.of(self.ctx, np.true_divide, (self, o))
         return self._specialize() / o
 
     def __rtruediv__(self, o):
         if isinstance(o, (Tracer, SymFloat)):
             return NotImplemented
-        if type(o) in (int, float):
+        if type(o) in (int, float, complex):
             return SymFloat.of(self.ctx, np.true_divide, (o, self))
         return o / self._specialize()
 
@@ -574,6 +574,9 @@ class SymFloat:
             else:
                 hints.append(x)
         hint = _PYTHON_OP[ufunc](*hints)  # (Python's arithmetic: its errors, as the function's own code)
+        if type(hint) is complex and any(type(x) is complex for x in operands):
+            # (-2j * np.pi / N: a weak complex scalar of the trace; used as a Python number, a decision)
+            return ctx.emit(ufunc.__name__, list(operands), {}, weak=True)
         if type(hint) is not float:  # ((-8) ** 0.5 is complex in Python)
             for d in dims:
                 d._specialize()
@@ -588,7 +591,7 @@ class SymFloat:
         return self.hint
 
     def _op(self, ufunc, o, reflected=False):
-        if isinstance(o, Tracer) or not (isinstance(o, (SymInt, SymFloat)) or type(o) in (int, float)):
+        if isinstance(o, Tracer) or not (isinstance(o, (SymInt, SymFloat)) or type(o) in (int, float, complex)):
             return NotImplemented
         return SymFloat.of(self.t.ctx, ufunc, (o, self) if reflected else (self, o))
 

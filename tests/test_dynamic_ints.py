@@ -130,6 +130,25 @@ def test_floats_of_dims_serve_every_shape(backend):
     assert jd.stats()["traces"] == 4
 
 
+def test_complex_numbers_of_dims_serve_every_shape(backend):
+    """-2j * np.pi / N (a DFT's phase step) and 1j * n of dims are weak
+    complex scalars of the trace: one compile for every length (a trace
+    per length before), numpy's values, dtypes and scalar types; complex64
+    stays complex64."""
+    def dft_phase(x):
+        N = x.shape[0]
+        w = -2j * np.pi / N
+        return (np.exp(w * np.arange(N)) * x, np.exp(np.pi * 1j / N), 1j * N * x,
+                x.astype(np.complex64) * (0.5j / N))
+    jf = jit(dft_phase, backend=backend)
+    for n in (5, 9, 17, 33):
+        x = np.random.default_rng(n).random(n)
+        got, want = jf(x), dft_phase(x)
+        assert all(type(g) is type(w) for g, w in zip(got, want))
+        assert_like_numpy(got, want)
+    assert jf.stats()["traces"] == 1
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint64])
 def test_a_traced_python_int_beyond_the_arrays_dtype_raises_numpys_overflow(dtype, backend):
     """x_int8 + n with n = 300 (an int argument that changes, or a size)

@@ -586,3 +586,26 @@ def test_a_size_bound_after_the_slice_that_uses_it_is_bound_before_it(backend):
             w = np.arange(n) % 3 + 1
             assert_like_numpy(f(w, np.zeros(10, np.int64)), knapsack(w, np.zeros(10, np.int64)))
     assert f.stats()["fallbacks"] == 0 and f.stats()["eager_calls"] == 0
+
+
+def lcs_rows(a, b):
+    """The longest common subsequence's length by rows: each trip makes its
+    row, writes into it, then rebinds it to a ufunc method's result."""
+    prev = np.zeros(b.shape[0] + 1, dtype=np.int32)
+    for i in range(a.shape[0]):
+        cur = np.zeros_like(prev)
+        cur[1:] = np.maximum(prev[1:], prev[:-1] + (b == a[i]))
+        cur = np.maximum.accumulate(cur)
+        prev = cur
+    return prev[-1]
+
+
+def test_a_ufunc_methods_result_is_a_trips_own_array(backend):
+    """np.maximum.accumulate(cur) makes a new array, as np.cumsum does: the
+    loop is a scan (it was a trace per length: "it writes into cur, which a
+    trip binds first, not to a new array")."""
+    f = jit(lcs_rows, backend=backend)
+    for n in (5, 9, 17, 33, 65):
+        a, b = np.arange(n) % 3, np.arange(n + 2) % 4
+        assert_like_numpy(f(a, b), lcs_rows(a, b))
+    assert f.stats()["traces"] <= 3
