@@ -1342,6 +1342,14 @@ def vstack(ctx, tup, *, dtype=None, casting="same_kind"):
     return concatenate(ctx, [atleast_nd(2)(ctx, a) for a in tup], axis=0)
 
 
+def append(ctx, arr, values, axis=None):
+    """np.append: both raveled and concatenated, or concatenated along axis."""
+    arr, values = array_of(ctx, arr), array_of(ctx, values)
+    if axis is None:
+        return concatenate(ctx, [ravel(ctx, arr), ravel(ctx, values)], axis=0)
+    return concatenate(ctx, [arr, values], axis=axis)
+
+
 def column_stack(ctx, tup):
     arrs = [ctx.operand(a) for a in tup]
     return concatenate(ctx, [expand_dims(ctx, a, 1) if a.ndim < 2 else a for a in arrs], axis=1)
@@ -1745,7 +1753,7 @@ FUNCTIONS = {
     np.gradient: gradient, np.average: average, np.unravel_index: unravel_index,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
-    np.lexsort: lexsort, np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
+    np.lexsort: lexsort, np.append: append, np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
     np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,
     np.shape: _shape,
     np.ndim: lambda ctx, a: ctx.operand(a).ndim,
@@ -1952,3 +1960,4 @@ def method(t: Tracer, name: str):
 tracer.PROTOCOL.ufunc, tracer.PROTOCOL.function = handle_ufunc, handle_function
 tracer.PROTOCOL.getitem, tracer.PROTOCOL.setitem = getitem, setitem
 tracer.PROTOCOL.method, tracer.PROTOCOL.ufunc_into = method, ufunc_into
+tracer.PROTOCOL.array_of = array_of

@@ -29,7 +29,7 @@ class _Protocol:
     indexing, methods, in-place operators): jit/optable.py installs its
     handlers here when it is imported, so the op table imports the tracer
     and never the other way round."""
-    ufunc = function = getitem = setitem = method = ufunc_into = None
+    ufunc = function = getitem = setitem = method = ufunc_into = array_of = None
 
 
 PROTOCOL = _Protocol()
@@ -173,6 +173,8 @@ class TraceContext:
                 raise Fallback(f"unsupported dtype {x.dtype} in a captured array", user_location())
             return self.emit("const", [], {"value": ArrayConst(x)})
         if isinstance(x, (list, tuple)):
+            if holds_traced(x):  # (`np.concatenate((starts, [b.size]))`: the array np.array makes of it)
+                return PROTOCOL.array_of(self, x)
             try:
                 arr = np.asarray(x)
             except Exception as e:  # noqa: BLE001 - numpy decides what is an array

@@ -1242,6 +1242,9 @@ SHAPED = {
                                  np.roll(x, (1, 2), axis=1), np.roll(x, (-1, 1), axis=(1, 1))),
     "lexsort": lambda x: (np.lexsort((x[:, 0], x[:, 1] > 0.5)), np.lexsort([x > 0.5, x]),
                           np.lexsort((x.T,), axis=0), x[np.lexsort((x[:, 1], (x[:, 0] * 3).astype(int)))]),
+    "lists holding sizes": lambda x: (np.concatenate((x[0], [x.shape[1]])), np.append(x[:, 0], x.shape[0]),
+                                      np.hstack([x[0], [len(x), x.size * 0.5]]),
+                                      np.diff(np.concatenate(([0], (x[:, 0] > 0.5).astype(int), [x.size])))),
     "of tuples of arrays": lambda x: (np.transpose((x[0], x[1])), np.diff((x[:, 0], x[:, 1]), axis=0),
                                       np.sort((x[:, 1], x[:, 0]), axis=0), np.clip((x[0], x[1]), 0.2, 0.8)),
     "select": lambda x: (np.select([x < 0.2, x > 0.8], [x * 2, -x], default=7), np.select([x < 0.5], [1]),
@@ -1266,7 +1269,7 @@ def test_diff_roll_select_count_nonzero_trace_numpys_steps(name, backend):
     """np.diff (slices), np.roll (two slices concatenated, the shift modulo
     a symbolic dim; a roll per pair of shifts and axes in tuples), np.lexsort
     (a numpy step of its keys' shape), numpy's functions of a tuple of traced
-    arrays (the array np.array makes of it), np.select and np.nan_to_num (wheres), np.count_nonzero
+    arrays and lists holding sizes (the array np.array makes of it), np.select and np.nan_to_num (wheres), np.count_nonzero
     (a sum) and np.pad's constant mode (a full array, the input written into
     it) trace into graph ops: no eager node, one compile for every shape, numpy's
     values, dtypes and scalar types (before: eager nodes of unknown sizes;
