@@ -909,6 +909,17 @@ def holds_traced(v, depth: int = 3) -> bool:
     return any(holds_traced(x, depth - 1) for x in items)
 
 
+def traced_int(x):
+    """int(x) as a traced function sees it (jit/lift.py rewrites the call):
+    of a traced integer scalar, a size bound to its value at run time (an
+    index_dim: `return c, int(c.sum())` compiles once, where a graph break
+    traced once per value); a decision on it is checked where it is bound.
+    Anything else's int()."""
+    if type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "iu" and not x.ctx.constant(x.value):
+        return x.ctx.index_dim(x)
+    return int(x)
+
+
 def traced_len(x):
     """len() as a traced function sees it (jit/trace.py): a traced array's
     first dim, a symbol as x.shape[0] is (`N = len(X)`: no guard, no trace

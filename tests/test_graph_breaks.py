@@ -118,7 +118,7 @@ def test_constants_of_the_trace_need_no_break(backend):
         t = table()
         if t.sum() > 1:                       # decided once, for every call
             x = x * 2
-        k = int(np.arange(x.shape[0]).sum())  # depends on a dim: a break, checked
+        k = float(np.arange(x.shape[0]).sum())  # depends on a dim: a break, checked
         return x[: int(t.argmax())] + t.tolist()[2] + k
     jf = jit(f, backend=backend)
     for n in (5, 7, 7, 9):
@@ -126,6 +126,37 @@ def test_constants_of_the_trace_need_no_break(backend):
         assert_like_numpy(jf(x), f(x))
     s = jf.stats()
     assert s["fallbacks"] == 0 and s["graph_breaks"] == 3 and s["traces"] == 3  # one per distinct k
+
+
+def test_int_of_a_traced_integer_is_a_size_bound_at_run_time(backend):
+    """int() of a traced integer scalar is a size the executable binds to its
+    value (as an index is): returned, it is a Python int; sliced with, the
+    slice's length; decided on, a check where it is bound (each outcome one
+    trace). int() of a float stays a graph break."""
+    def drawdown(prices):
+        dd = prices / np.maximum.accumulate(prices) - 1.0
+        trough = int(np.argmin(dd))
+        return {"peak": int(np.argmax(prices[:trough + 1])), "trough": trough, "n": int((dd < 0).sum())}
+
+    def decided(x):
+        k = int(x.argmax())
+        return x[:k].sum() if k > 3 else x.sum() * 2
+
+    def of_a_float(x):
+        return int(x.sum() * 10)
+    rng = np.random.default_rng(1)
+    for fn in (drawdown, decided, of_a_float):
+        jf = jit(fn, backend=backend)
+        outcomes = set()
+        for n in (5, 9, 13, 30, 31, 77, 5, 9):
+            x = rng.random(n) + 1
+            got, want = jf(x), fn(x)
+            assert_like_numpy(got, want)
+            assert type(got) is type(want) and (not isinstance(want, dict) or all(
+                type(got[k]) is type(want[k]) for k in want))
+            outcomes.add(want if fn is of_a_float else x.argmax() > 3)
+        traces = {drawdown: 1, decided: len(outcomes), of_a_float: len(outcomes)}[fn]
+        assert jf.stats()["traces"] == traces and jf.stats()["eager_calls"] == 0, fn.__name__
 
 
 def test_a_saved_trace_that_decides_otherwise_is_traced_again(tmp_path, monkeypatch):
