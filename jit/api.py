@@ -13,7 +13,8 @@ from jit import pytree
 from jit.binding import Parameters, with_signature
 from jit.compile import BACKENDS
 from jit.declare import check_constraints, check_dims, dim_names
-from jit.eager import after_failure, run_eagerly_once
+from jit.eager import DEFAULT_ERRSTATE, after_failure, errors_raise, errstate_object, run_eagerly_once, \
+    run_under_errstate
 from jit.held import ValueKeys
 from jit.keys import extended_key
 from jit.miss import serve_miss
@@ -76,6 +77,7 @@ class JitFunction:
         self._unguarded: list = []  # values traces read that no token describes (warned once)
         self._changed: list = []  # values a traced run changed itself (not keyed)
         self._int_changes: str | None = None
+        self._errstate_noted = False  # (a call under an error state that raises was logged)
         self._list_note: str | None = None  # why a list argument is keyed otherwise now (the next retrace's reason)
         self._loops: dict = {}  # its loops over a symbolic trip count: counts unrolled, or a scan (jit/scan.py)
         self._trace_consts = False  # arrays made of constants traced (numpy took a traced array as data once)
@@ -92,6 +94,8 @@ class JitFunction:
             bound = args + self._defaults[len(args) - self._n_params:]
         else:
             bound = self._bind(args, kwargs)
+        if errstate_object() is not DEFAULT_ERRSTATE and errors_raise():
+            return run_under_errstate(self, bound)
         leaves: list = []
         treedef = pytree.flatten(with_data_lists(bound, self._data_args) if self._data_args else bound, leaves)
         key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)

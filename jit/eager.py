@@ -5,6 +5,8 @@ with the fallback counted in the metrics and the log, and a key that runs
 eagerly from now on marked in its KeyState."""
 from __future__ import annotations
 
+import numpy as np
+
 from jit.entries import KeyState
 from jit.errors import warn
 from runtime.runeagerly import RunEagerly
@@ -23,6 +25,30 @@ def count_fallback(jf, category: str, text: str) -> None:
     lg = logger_for("fallbacks")
     if lg:
         lg.info("%s: fallback: %s", jf.__qualname__, text)
+
+
+try:  # (numpy's error state, a context variable: its default object, compared by identity per call)
+    from numpy._core._ufunc_config import _extobj_contextvar
+    errstate_object = _extobj_contextvar.get
+except ImportError:  # (another numpy: np.geterr() at every call)
+    errstate_object = np.geterr
+DEFAULT_ERRSTATE = errstate_object()
+
+
+def errors_raise() -> bool:
+    """Whether numpy's error state (np.errstate, np.seterr) does more with
+    a floating-point error than warn or ignore it: raise, call or log.
+    Compiled code computes numpy's values (inf, nan) but raises nothing."""
+    return any(v not in ("ignore", "warn", "print") for v in np.geterr().values())
+
+
+def run_under_errstate(jf, bound):
+    """A call under an error state that raises (or calls, or logs) runs in
+    numpy, which raises FloatingPointError where its computation meets one."""
+    if not jf._errstate_noted:
+        jf._errstate_noted = True
+        count_fallback(jf, "errstate", "calls under np.errstate(...='raise') (or 'call', 'log') run in numpy")
+    return run_eagerly(jf, bound)
 
 
 def run_eagerly(jf, bound):

@@ -393,3 +393,26 @@ def test_an_object_of_the_users_holding_traced_values_runs_in_numpy():
         r = f(np.ones(3))
     assert type(r.v) is np.ndarray and np.array_equal(r.v, np.full(3, 2.0))
     assert type(f(np.ones(4)).v) is np.ndarray
+
+
+def test_an_error_state_that_raises_runs_the_call_in_numpy(backend):
+    """Under np.errstate(...='raise') (or np.seterr) numpy raises
+    FloatingPointError where compiled code would compute inf or nan without
+    a word: such a call runs in numpy; outside it, the compiled entry."""
+    def f(x, a, b):
+        return np.log(x), 1.0 / x, a // b
+
+    jf = jit(f, backend=backend)
+    x, a, b = np.array([-1.0, 0.0, 2.0]), np.array([7, 8, 9]), np.array([2, 0, 3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert_like_numpy(jf(x, a, b), f(x, a, b))
+    def refuse(kind, flag):
+        raise FloatingPointError(kind)
+    for state in ({"divide": "raise"}, {"invalid": "raise"}, {"all": "call", "call": refuse}):
+        with np.errstate(**state), pytest.raises(FloatingPointError):
+            jf(x, a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (ignoring or warning: compiled)
+        assert_like_numpy(jf(x, a, b), f(x, a, b))
+    assert jf.stats()["eager_calls"] == 3 and jf.stats()["traces"] == 1
+    assert jf.metrics.fallbacks["errstate"] == 1
