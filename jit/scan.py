@@ -954,15 +954,28 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
     stacked outputs, take each trip's appended values."""
     check, entry, held = run[0], run[1], run[4]
     nc, ny = len(carried), len(rows)
-    ints = "int" in kinds
-    shapes = None if ints else _shapes(carried, kinds) + fixed
+    # (what the guards and the entry take of the carried values, laid out once: an array's shape, a
+    # Python int's value where the body takes it as a symbol; the arrays' shapes stay the trace's, checked)
+    ints = [k for k in range(nc) if kinds[k] == "int" and type(carried[k]) is int]
+    arrays = [k for k in range(nc) if type(carried[k]) is np.ndarray]
+    numbers = [(k, type(carried[k])) for k in range(nc) if type(carried[k]) is not np.ndarray]
+    shapes = _shapes(carried, kinds) + fixed
+    layout = [k for k in range(nc) if isinstance(carried[k], np.ndarray) or k in ints]  # (_shapes' order)
+    at = [(j, k) for j, k in enumerate(layout) if k in ints]
+    taken = [k for k in range(nc) if k not in ints]  # (_inputs')
+    checked = [(k,) + tuple(want[k]) for k in arrays]
     for i in range(i, len(trips)):
         t = trips[i]
-        dims = check(((t,),) + (_shapes(carried, kinds) + fixed if ints else shapes))
+        if ints:
+            shapes = list(shapes)
+            for j, k in at:
+                shapes[j] = (carried[k],)
+            shapes = tuple(shapes)
+        dims = check(((t,),) + shapes)
         if dims is None:
             return i, carried, False
         try:
-            res = entry((_inputs(carried, kinds) if ints else carried) + held, dims)
+            res = entry(([carried[k] for k in taken] if ints else carried) + held, dims)
         except Exception:  # noqa: BLE001 - the scan's own loop runs the trip again through jit's call
             return i, carried, False
         out = res[:nc]
@@ -972,12 +985,18 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
                     _put_rows(rows, res[nc:nc + ny], i, len(trips), None, where)
                     break
                 row[i] = y
-        for x, (dtype, shape) in zip(out, want):
-            if getattr(x, "shape", None) != shape or x.dtype is not dtype:  # (the same dtype is one object:
-                _check_trip(out, want, t, where)                           # else compared, and all of them)
+        for k, dtype, shape in checked:
+            x = out[k]
+            if type(x) is not np.ndarray or x.shape != shape or x.dtype is not dtype:  # (the same dtype is one
+                _check_trip(out, want, t, where)  # object: else compared, and all of them)
                 break
+        stop = exits and res[nc + ny]
+        for k, kind in numbers:
+            if type(out[k]) is not kind:  # (a carried number of another type: the trips go on outside)
+                _check_trip(out, want, t, where)
+                return i + 1, out, bool(stop)
         carried = out
-        if exits and res[nc + ny]:
+        if stop:
             return i + 1, carried, True
     return len(trips), carried, False
 

@@ -159,7 +159,13 @@ def _own(x, argument):
 
 
 def _aliased(x, others) -> bool:
-    return any(np.may_share_memory(x, o) for o in others)
+    for o in others:
+        if _may_share_memory(x, o):
+            return True
+    return False
+
+
+_may_share_memory = np.may_share_memory
 
 
 def _has_sym(a) -> bool:
