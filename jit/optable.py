@@ -930,9 +930,22 @@ def diagonal(ctx, a, offset=0, axis1=0, axis2=1):
 
 
 def diag(ctx, v, k=0):
-    """np.diag of a matrix: its k-th diagonal (numpy's np.diagonal view);
-    of a vector (a new matrix) numpy's."""
-    return diagonal(ctx, v, k) if isinstance(v, Tracer) and v.ndim == 2 else None
+    """np.diag of a matrix: its k-th diagonal (numpy's np.diagonal view); of
+    a vector, the square matrix of side n + |k| with v on its k-th diagonal
+    and zeros elsewhere (a where: an inf or a NaN of v stays on it)."""
+    if not isinstance(v, Tracer) or not _concrete_int(k) or isinstance(k, bool):
+        return None
+    if v.ndim == 2:
+        return diagonal(ctx, v, k)
+    if v.ndim != 1:
+        return None
+    k = operator.index(k)
+    size = v.shape[0] + abs(k)
+    if abs(k):
+        v = concatenate(ctx, [v, full(ctx, (abs(k),), 0, v.dtype)])
+    i = arange(ctx, size)
+    on = np.equal(np.subtract(expand_dims(ctx, i, 0), expand_dims(ctx, i, 1)), k)  # (column - row == k)
+    return where(ctx, on, expand_dims(ctx, v, 1 if k >= 0 else 0), full(ctx, (), 0, v.dtype))
 
 
 def trace(ctx, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
@@ -1583,10 +1596,18 @@ def _numpy_reduction(name):
     numpy step with the reduction's symbolic shape (not an eager node of
     unknown sizes)."""
     def handler(ctx, a, *args, axis=None, keepdims=False, **kw):
+        q = None
         if name in ("percentile", "quantile", "nanpercentile", "nanquantile"):
-            if not args or isinstance(args[0], (Tracer, SymInt, SymFloat)) or np.ndim(args[0]):
+            if not args:
                 return None
-            kw["q"], args = float(args[0]), args[1:]
+            if isinstance(args[0], (Tracer, SymInt, SymFloat)) or holds_traced(args[0]):
+                q, args = array_of(ctx, args[0]), args[1:]  # (`[100 * alpha / 2, ...]` of a float argument)
+                if q.dtype.kind not in "iuf":
+                    return None
+            elif np.ndim(args[0]):
+                return None
+            else:
+                kw["q"], args = float(args[0]), args[1:]
         if args or set(kw) - {"q", "ddof", "method"} or kw.get("out") is not None:
             return None
         a = ctx.operand(a)
@@ -1597,6 +1618,8 @@ def _numpy_reduction(name):
         else:
             axes = tuple(sorted(_norm_axis(operator.index(x), a.ndim) for x in (axis if isinstance(axis, tuple)
                                                                                  else (axis,))))
+        if q is not None:
+            return ctx.emit("quantiles", [a, q], {"fn": name, "axis": axes, "keepdims": bool(keepdims), **kw})
         return ctx.emit("np_reduce", [a], {"fn": name, "axis": axes, "keepdims": bool(keepdims), **kw})
     return handler
 

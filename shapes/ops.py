@@ -288,6 +288,17 @@ NUMPY_REDUCTIONS = ("median", "nanmean", "nanmax", "nanmin", "nanstd", "nanvar",
 register("np_reduce", NUMPY, _numpy_reduction, _reduce_shape)
 
 
+def _quantiles(x, q, fn, axis=None, keepdims=False, **kw):
+    """np.percentile (or quantile, nan-) of x at the traced q, a numpy step."""
+    if fn not in ("percentile", "quantile", "nanpercentile", "nanquantile"):
+        raise ValueError(f"quantiles of {fn!r}")
+    return getattr(np, fn)(x, q, axis=axis, keepdims=keepdims, **kw)
+
+
+register("quantiles", NUMPY, _quantiles,
+         lambda env, i, a: [tuple(i[1].shape) + _reduce_shape(env, i[:1], a)[0]])
+
+
 # ------------------------------------------------------------------- views
 
 def _reshape(x, shape):

@@ -1242,6 +1242,12 @@ SHAPED = {
                                  np.roll(x, (1, 2), axis=1), np.roll(x, (-1, 1), axis=(1, 1))),
     "lexsort": lambda x: (np.lexsort((x[:, 0], x[:, 1] > 0.5)), np.lexsort([x > 0.5, x]),
                           np.lexsort((x.T,), axis=0), x[np.lexsort((x[:, 1], (x[:, 0] * 3).astype(int)))]),
+    "diag": lambda x: (np.diag(x[0]), np.diag(x[:, 0], 1), np.diag(x[0] > 0.5, -2), np.diag(x @ x.T),
+                       np.diag(x.T @ x, -1),
+                       np.diag(np.where(x[0] > 0.5, np.inf, np.nan))),
+    "percentile of traced q": lambda x: (np.percentile(x, [100 / x.shape[0], 50.0]),
+                                         np.quantile(x, x[0, :2] * 0.5, axis=1),
+                                         np.nanpercentile(x, (x.shape[1] * 1.0, 99.0), axis=0, keepdims=True)),
     "lists holding sizes": lambda x: (np.concatenate((x[0], [x.shape[1]])), np.append(x[:, 0], x.shape[0]),
                                       np.hstack([x[0], [len(x), x.size * 0.5]]),
                                       np.diff(np.concatenate(([0], (x[:, 0] > 0.5).astype(int), [x.size])))),
@@ -1269,7 +1275,8 @@ def test_diff_roll_select_count_nonzero_trace_numpys_steps(name, backend):
     """np.diff (slices), np.roll (two slices concatenated, the shift modulo
     a symbolic dim; a roll per pair of shifts and axes in tuples), np.lexsort
     (a numpy step of its keys' shape), numpy's functions of a tuple of traced
-    arrays and lists holding sizes (the array np.array makes of it), np.select and np.nan_to_num (wheres), np.count_nonzero
+    arrays and lists holding sizes (the array np.array makes of it), np.diag
+    of a vector (a where), np.percentile of a traced q (a numpy step), np.select and np.nan_to_num (wheres), np.count_nonzero
     (a sum) and np.pad's constant mode (a full array, the input written into
     it) trace into graph ops: no eager node, one compile for every shape, numpy's
     values, dtypes and scalar types (before: eager nodes of unknown sizes;
