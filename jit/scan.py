@@ -348,7 +348,10 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     written -= {n for n in carried if not isinstance(scope[n], Tracer) or scope[n].value.weak  # (`steps += 1`)
                 or isinstance(scope[n].concrete, np.generic)}  # (a numpy scalar: `y += 1` rebinds it, numpy's)
     temps = assigned - set(carried)
-    live = (temps | {target}) & site.outside_reads
+    # (its variable read after it, `return x, it` of a solver's `for it in range(...)`: the scan gives
+    # the last trip's, as the loop leaves it)
+    last = isinstance(loop, ast.For) and target in site.outside_reads
+    live = temps & site.outside_reads
     if live:
         raise NoScan(f"{', '.join(sorted(live))} is read outside it, and not carried")
     early = _read_before_bound(_tested(loop) + _prelude(loop) + loop.body, temps)
@@ -365,7 +368,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     written &= set(carried)
     for n in written:
         _check_private(ctx, n, scope)
-    return target, carried, written, stacked
+    return target, carried, written, stacked, last
 
 
 def _check_stacked(ctx, site, scope: dict, globals_: dict, written: set) -> list:
@@ -413,7 +416,7 @@ def _carried_kind(v) -> str | None:
 
 
 def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, where: str, target: str,
-          carried: list, written: set, stacked: list):
+          carried: list, written: set, stacked: list, last: bool):
     loop = site.node
     assigned = set(site.assigned) - {target}
     arrays, numbers, ints, consts = [], [], [], {}
@@ -435,11 +438,12 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     plain = all(type(v) in _PLAIN for v in consts.values())  # (else another process could not make the body)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
                     site.index if plain else -1, target, tuple(carried), tuple(free), len(ints), _stops(loop),
-                    carried_kinds, stacked=tuple(stacked), consts=tuple(sorted(consts.items())) if plain else ())
+                    carried_kinds, stacked=tuple(stacked), consts=tuple(sorted(consts.items())) if plain else (),
+                    last=last)
     call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     inputs = [start, stop] + [scope[n] for n in carried] + [values[n] for n in free]
-    n_out = len(carried) + len(stacked)
+    n_out = len(carried) + len(stacked) + last
     try:
         if stacked:  # (the stacked arrays' shapes are known once the trips ran: run them now, the node takes
             # the result; a row's dims that are no carried array's are data-dependent sizes, bound at run time)
@@ -456,6 +460,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
         raise NoScan(f"its body raised {type(e).__name__}: {e}") from None
     outs = outs if n_out > 1 else [outs]
+    if last:  # (the last trip's index: a size bound when the scan has run, a Python int as the loop leaves it)
+        last, outs = ctx.index_dim(outs[-1]), outs[:-1]
     ys, outs = outs[len(carried):], outs[:len(carried)]
     # (what the trips made of each carried number: every call's must make the same, or it runs in numpy)
     call.results = tuple("" if kind == "array" else type(x.concrete).__name__ for x, kind in zip(outs, carried_kinds))
@@ -466,6 +472,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
                      + (f", carrying {', '.join(carried)}" if carried else "")
                      + (f", stacking what it appends to {', '.join(stacked)}" if stacked else ""))
     new = dict(zip(carried, outs))
+    if last is not False:
+        new[target] = last
     for n in set(carried) - set(site.assigned):  # (written into, never rebound: the same array, its values new)
         ctx.write(scope[n], new[n])
     lists = [Stacked(list(scope[n]), y, site) for n, y in zip(stacked, ys)]
@@ -831,6 +839,7 @@ class ScanCall:
     stacked: tuple = ()  # (the lists each trip appends one array to: the node's outputs after the carried)
     stacked_dtypes: tuple = ()  # (their dtypes, as the trace's trips made them)
     consts: tuple = ()  # ((name, value) the body reads of its frame as they are: plain numbers and strings)
+    last: bool = False  # (the node's last output: the index of the last trip run, the loop variable after it)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
@@ -932,6 +941,8 @@ class ScanCall:
                 new = _layout(out)
                 steady = pinned and new == layout == run[2]
                 layout = new
+        if self.last and not i:
+            raise ScanMismatch(f"the loop at {self.where} ran no trip: its variable is the one before it")
         for x, name in zip(carried, self.results):
             if name and type(x).__name__ != name:
                 raise ScanMismatch(f"the loop at {self.where}: its trips made a carried number a "
@@ -940,7 +951,7 @@ class ScanCall:
         # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
         # the executable may reuse an input's buffer once the node has run)
         return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
-                for x in carried] + rows
+                for x in carried] + rows + ([trips[i - 1]] if self.last else [])
 
 
 def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, where: str,

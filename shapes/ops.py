@@ -804,10 +804,13 @@ def _carried(inputs, attrs) -> list:
 
 # a Python loop over a symbolic trip count (jit/scan.py): inputs (start, stop, carried...,
 # read...), outputs the carried values after the last trip, each as it was before the first,
-# then the arrays of what each trip appended to a list (a row per trip: `stacked`)
+# then the arrays of what each trip appended to a list (a row per trip: `stacked`), then (`last`)
+# the index of the last trip run
 register("scan", OPAQUE, _scan_ref,
-         lambda env, i, a: [x.shape for x in _carried(i, a)] + list(dict(a)["call"].stacked_shapes),
-         lambda i, a: [x.dtype for x in _carried(i, a)] + [np.dtype(d) for d in dict(a)["call"].stacked_dtypes],
+         lambda env, i, a: [x.shape for x in _carried(i, a)] + list(dict(a)["call"].stacked_shapes)
+         + [()] * dict(a)["call"].last,
+         lambda i, a: [x.dtype for x in _carried(i, a)] + [np.dtype(d) for d in dict(a)["call"].stacked_dtypes]
+         + [np.dtype(np.int64)] * dict(a)["call"].last,
          raises=True)
 
 def _eager_ref(*xs, call):
