@@ -136,6 +136,7 @@ def _hint(ctx, b) -> int:
     return int(ctx.hint(b.expr)) if isinstance(b, SymInt) else b
 
 
+MAX_PINS = 16  # (the entries a scan's call looks up for its trips, at most: each a jit lookup's cost)
 WHILE_TRIP = "__sj_trip__"  # (a while loop's body takes its trip number by this name)
 
 
@@ -342,7 +343,11 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     stacked = _check_stacked(ctx, site, scope, globals_, written)
     # (an array it writes into without rebinding it, `back[t] = ...`, is carried too: the scan's
     # result is written into it, TraceContext.write, as numpy's writes would have been)
-    carried = sorted(n for n in assigned | written if n in scope)
+    # (a name each trip binds before it reads it, and nothing reads after the loop, is the trip's own,
+    # whatever it held before: an outer loop's earlier trip left it bound)
+    own = {n for n in assigned - written if n in scope and n not in site.outside_reads}
+    own -= _read_before_bound(_tested(loop) + _prelude(loop) + loop.body, own)
+    carried = sorted(n for n in assigned | written if n in scope and n not in own)
     if not carried and not stacked:
         raise NoScan("it rebinds no name bound before it, nor writes into one, nor appends to a list")
     written -= {n for n in carried if not isinstance(scope[n], Tracer) or scope[n].value.weak  # (`steps += 1`)
@@ -927,9 +932,12 @@ class ScanCall:
             if ny:
                 _put_rows(rows, out[nc:nc + ny], i - 1, len(trips), self)
             out = out[:nc]
-            if not pinned and tries < 3 and (run is None or _layout(out) != run[2]):
+            if not pinned and tries < MAX_PINS and i < len(trips):
+                # (the entry the next trip takes: the pinned one's guards failed -- a slice of the trip's
+                # index that is empty or of one element at the first trips and the last, each an entry
+                # of its own -- or its layout changed; each failed trip went through jit's own call)
                 tries += 1
-                found = body._entry_for((t, *out, *free), flat=True)
+                found = body._entry_for((trips[i], *out, *free), flat=True)
                 if found is not None:  # (what the body holds: the same arrays every trip, its own pure)
                     e, held = found
                     run = (e.guards.check, e.run, _layout(out), e.out_treedef == flat, rest + held, e.out_treedef)

@@ -654,3 +654,36 @@ def test_the_loop_variable_read_after_the_loop_is_the_last_trips(backend):
         assert type(got) is int and got == want
         assert_like_numpy(X, Y)
     assert g.stats()["eager_calls"] == 1 and g.metrics.fallbacks["scan_changed"] == 1  # (the call of no trip)
+
+
+
+def prefix_sweep(X):
+    """A temp bound to None before the loop, bound first in every trip; a
+    trip reads slices of its index (empty at the first trip, of one row at
+    the second and the last)."""
+    s = None
+    for i in range(X.shape[0]):
+        s = X[i] + X[:i].sum(0) - X[i + 1:].sum(0)
+        X[i] = s
+    return X
+
+
+def _scan_bodies(f):
+    return [dict(s.attrs)["call"].body for st in f._keys.values() for e in st.entries
+            for s in e.executable.steps if getattr(s, "op", "") == "scan"]
+
+
+def test_a_temp_bound_before_the_loop_is_no_carried_value_and_trips_stay_on_pinned_entries(backend):
+    """`s = None` before the loop: `s` is the trip's own, nothing reads it
+    after (it was carried: "s holds a NoneType", unrolled, a trace per
+    length); the trips whose slices are empty or of one row (entries of
+    their own) run on the entry each takes, looked up for the next trip,
+    not through jit's call for every later trip."""
+    f = jit(prefix_sweep, backend=backend)
+    for n in (5, 9, 14, 60, 61):
+        X = np.random.default_rng(n).random((n, 3))
+        Y = X.copy()
+        assert_like_numpy(f(X), prefix_sweep(Y))
+    assert f.stats()["traces"] == 3
+    bodies = _scan_bodies(f)
+    assert len(bodies) == 1 and bodies[0].stats()["calls"] <= 16, [b.stats()["calls"] for b in bodies]
