@@ -156,7 +156,7 @@ def _rewrite(fn) -> Rewritten | None:
     around a function: `math.sqrt` compiles one way where the module
     imports math); fn's definition is found by its name and first line."""
     code = fn.__code__
-    calls_int = "int" in code.co_names and "int" not in code.co_varnames
+    calls_int = "int" in code.co_names and "int" not in code.co_varnames and "int" not in fn.__globals__
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
             or code.co_name == "<lambda>" or not calls_int and not any(
                 i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP") for i in dis.get_instructions(code)):
