@@ -178,6 +178,14 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
         keepdims = kwargs.pop("keepdims", False)
         if not kwargs:
             return reduce(ctx, _REDUCE_UFUNC[name], inputs[0], axis, keepdims, **extra)
+    if method == "reduce" and len(inputs) == 1 and set(kwargs) <= {"axis", "keepdims"} and ufunc.nin == 2 \
+            and ufunc.nout == 1 and name not in _REDUCE_UFUNC:  # (np.logaddexp.reduce: a numpy step of its shape)
+        a, axis = ctx.operand(inputs[0]), kwargs.get("axis", 0)
+        if a.ndim and (axis is None or _concrete_int(axis)):
+            axes = None if axis is None else _norm_axis(operator.index(axis), a.ndim)
+            if axes is None or a.shape[axes] != 0:  # (of nothing: numpy's identity, or its error)
+                return ctx.emit("ufunc_reduce", [a], {"ufunc": name, "axis": axes,
+                                                      "keepdims": bool(kwargs.get("keepdims", False))})
     return eager_call(ctx, getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs,
                       f"np.{name}" + ("" if method == "__call__" else f".{method}"))
 

@@ -601,6 +601,13 @@ def _accumulate(x, ufunc, axis, dtype=None):
 
 
 register("accumulate", NUMPY, _accumulate, lambda env, i, a: [i[0].shape])
+
+
+def _ufunc_reduce(x, ufunc, axis, keepdims=False):
+    return _ufunc(ufunc).reduce(x, axis=axis, keepdims=keepdims)
+
+
+register("ufunc_reduce", NUMPY, _ufunc_reduce, _reduce_shape)
 register("cholesky", NUMPY, np.linalg.cholesky, lambda env, i, a: [i[0].shape])
 register("inv", NUMPY, np.linalg.inv, lambda env, i, a: [i[0].shape])
 register("cov", NUMPY, _cov, lambda env, i, a: [(i[0].shape[0], i[0].shape[0])])

@@ -1248,6 +1248,8 @@ SHAPED = {
     "percentile of traced q": lambda x: (np.percentile(x, [100 / x.shape[0], 50.0]),
                                          np.quantile(x, x[0, :2] * 0.5, axis=1),
                                          np.nanpercentile(x, (x.shape[1] * 1.0, 99.0), axis=0, keepdims=True)),
+    "ufunc reduce": lambda x: (np.logaddexp.reduce(x, axis=0), np.hypot.reduce(x, axis=1, keepdims=True),
+                               np.logaddexp.reduce(x[0]), np.subtract.reduce(x, 1), np.logaddexp2.reduce(x, None)),
     "lists holding sizes": lambda x: (np.concatenate((x[0], [x.shape[1]])), np.append(x[:, 0], x.shape[0]),
                                       np.hstack([x[0], [len(x), x.size * 0.5]]),
                                       np.diff(np.concatenate(([0], (x[:, 0] > 0.5).astype(int), [x.size])))),
@@ -1276,7 +1278,8 @@ def test_diff_roll_select_count_nonzero_trace_numpys_steps(name, backend):
     a symbolic dim; a roll per pair of shifts and axes in tuples), np.lexsort
     (a numpy step of its keys' shape), numpy's functions of a tuple of traced
     arrays and lists holding sizes (the array np.array makes of it), np.diag
-    of a vector (a where), np.percentile of a traced q (a numpy step), np.select and np.nan_to_num (wheres), np.count_nonzero
+    of a vector (a where), np.percentile of a traced q and the reduce of a
+    ufunc such as np.logaddexp (numpy steps), np.select and np.nan_to_num (wheres), np.count_nonzero
     (a sum) and np.pad's constant mode (a full array, the input written into
     it) trace into graph ops: no eager node, one compile for every shape, numpy's
     values, dtypes and scalar types (before: eager nodes of unknown sizes;
