@@ -765,6 +765,8 @@ class Tracer:
     def item(self, *a):
         if a:
             self._data_dependent(".item(index)")
+        if self.ndim == 0 and self.dtype.kind in "iu" and not self.ctx.constant(self.value):
+            return self.ctx.index_dim(self)  # (a Python int of the value: a size bound at run time, as int())
         return self.ctx.decide_on(self, "item")
     def tolist(self):
         if self.ctx.constant(self.value):
@@ -913,8 +915,8 @@ def traced_int(x):
     """int(x) as a traced function sees it (jit/lift.py rewrites the call):
     of a traced integer scalar, a size bound to its value at run time (an
     index_dim: `return c, int(c.sum())` compiles once, where a graph break
-    traced once per value); a decision on it is checked where it is bound.
-    Anything else's int()."""
+    traced once per value; `.item()` of one too); a decision on it is
+    checked where it is bound.  Anything else's int()."""
     if type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "iu" and not x.ctx.constant(x.value):
         return x.ctx.index_dim(x)
     return int(x)
