@@ -143,9 +143,12 @@ def test_int_of_a_traced_integer_is_a_size_bound_at_run_time(backend):
         return x[:k].sum() if k > 3 else x.sum() * 2
 
     def of_a_float(x):
-        return int(x.sum() * 10), (x > 1.5).sum().item()
+        return int(x.sum() * 10)
+
+    def counted(x):
+        return x * 2, (x > 1.5).sum().item()
     rng = np.random.default_rng(1)
-    for fn in (drawdown, decided, of_a_float):
+    for fn in (drawdown, decided, of_a_float, counted):
         jf = jit(fn, backend=backend)
         outcomes = set()
         for n in (5, 9, 13, 30, 31, 77, 5, 9):
@@ -155,7 +158,7 @@ def test_int_of_a_traced_integer_is_a_size_bound_at_run_time(backend):
             assert type(got) is type(want) and (not isinstance(want, dict) or all(
                 type(got[k]) is type(want[k]) for k in want))
             outcomes.add(want[0] if fn is of_a_float else x.argmax() > 3)
-        traces = {drawdown: 1, decided: len(outcomes), of_a_float: len(outcomes)}[fn]
+        traces = {drawdown: 1, decided: len(outcomes), of_a_float: len(outcomes), counted: 1}[fn]
         assert jf.stats()["traces"] == traces and jf.stats()["eager_calls"] == 0, fn.__name__
 
 
