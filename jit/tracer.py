@@ -939,8 +939,15 @@ def _traced_extreme(builtin, greater: bool):
         traced numpy scalars of one real dtype, the first extreme one, as
         Python picks it (`b if b > a else a`, so a NaN first stays), a
         select of the trace (it was a decision per call: a graph break);
-        anything else, Python's."""
+        Of ints and sizes, a size (`min(k, x.shape[0])`, `max(n // 4, 1)`:
+        sympy's Max or Min, where each size was specialized); anything
+        else, Python's."""
         a = args[0] if args else None
+        if len(args) >= 2 and not kw and all(type(x) in (int, SymInt) for x in args) \
+                and any(type(x) is SymInt for x in args):
+            ctx = next(x.ctx for x in args if type(x) is SymInt)
+            exprs = [x.expr if type(x) is SymInt else sympy.Integer(x) for x in args]
+            return SymInt.wrap(ctx, (sympy.Max if greater else sympy.Min)(*exprs))
         if len(args) < 2 or kw or not all(type(x) is Tracer and x.ndim == 0 and not x.value.weak
                                           and x.dtype == a.dtype and x.dtype.kind in "biuf" for x in args):
             return builtin(*args, **kw)

@@ -188,3 +188,26 @@ def test_ddof_that_changes_is_a_symbol_of_the_divisor(backend):
         for d in (1, 0, 1, 2, 0):
             assert_like_numpy(f(X, d), (X.std(axis=0, ddof=d), X.var(ddof=d)), ulps=8)
     assert f.stats()["fallbacks"] == 0 and f.stats()["traces"] <= 2
+
+
+def test_min_and_max_of_sizes_are_sizes(backend):
+    """min(k, x.shape[0]) and max(n // 4, 1) of ints and sizes are sizes
+    (sympy's Min and Max): one trace for every length, where each length
+    was specialized."""
+    def topk(x, k=5):
+        k = min(k, x.shape[0])
+        return x[np.argsort(x)[::-1][:k]], k, np.zeros(max(x.shape[0] - 1, 1)).size
+
+    def pooled(x):
+        n = x.shape[0]
+        m = np.zeros(max(n - 1, 1))
+        m[:min(n - 1, 3)] = 1
+        return x[:max(n // 4, 1)].sum() + m.sum()
+    for fn in (topk, pooled):
+        jf = jit(fn, backend=backend)
+        for n in (2, 3, 4, 7, 9, 12, 20, 33, 3):
+            x = np.random.default_rng(n).random(n)
+            got, want = jf(x), fn(x)
+            assert type(got) is type(want)
+            assert_like_numpy(got, want)
+        assert jf.stats()["traces"] == 1, fn.__name__
