@@ -136,6 +136,7 @@ def _hint(ctx, b) -> int:
     return int(ctx.hint(b.expr)) if isinstance(b, SymInt) else b
 
 
+_ROWS = (np.ndarray, np.generic)  # (what a trip appends: an array, or a numpy scalar, its 0-d row)
 MAX_PINS = 16  # (the entries a scan's call looks up for its trips, at most: each a jit lookup's cost)
 WHILE_TRIP = "__sj_trip__"  # (a while loop's body takes its trip number by this name)
 
@@ -1000,7 +1001,7 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
         out = res[:nc]
         if ny:
             for row, y in zip(rows, res[nc:nc + ny]):
-                if type(y) is not np.ndarray or y.dtype is not row.dtype or y.shape != row.shape[1:]:
+                if not isinstance(y, _ROWS) or y.dtype is not row.dtype or y.shape != row.shape[1:]:
                     _put_rows(rows, res[nc:nc + ny], i, len(trips), None, where)
                     break
                 row[i] = y
