@@ -172,12 +172,11 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
             if kwargs.get("dtype") is not None:
                 attrs["dtype"] = np.dtype(kwargs["dtype"])
             return ctx.emit("accumulate", [a], attrs)
-    if method == "reduce" and name in _REDUCE_UFUNC and len(inputs) == 1:
-        extra = {k: kwargs.pop(k) for k in ("dtype",) if k in kwargs}
-        axis = kwargs.pop("axis", 0)
-        keepdims = kwargs.pop("keepdims", False)
-        if not kwargs:
-            return reduce(ctx, _REDUCE_UFUNC[name], inputs[0], axis, keepdims, **extra)
+    if method == "reduce" and name in _REDUCE_UFUNC and len(inputs) == 1 and set(kwargs) <= {"dtype", "axis",
+                                                                                            "keepdims"}:
+        extra = {"dtype": kwargs["dtype"]} if "dtype" in kwargs else {}  # (initial=, where=: numpy's, eager)
+        return reduce(ctx, _REDUCE_UFUNC[name], inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False),
+                      **extra)
     if method == "reduce" and len(inputs) == 1 and set(kwargs) <= {"axis", "keepdims"} and ufunc.nin == 2 \
             and ufunc.nout == 1 and name not in _REDUCE_UFUNC:  # (np.logaddexp.reduce: a numpy step of its shape)
         a, axis = ctx.operand(inputs[0]), kwargs.get("axis", 0)

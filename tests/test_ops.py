@@ -1667,3 +1667,17 @@ def test_pad_modes_are_slices_of_the_array(mode, backend):
     assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0
     x, y = rng.random((2, 2)), rng.random((2, 2, 2)).astype(np.float32)
     assert_like_numpy(jf(x, y), f(x, y), ulps=0)
+
+
+def test_ufunc_reduce_with_initial_or_where_keeps_its_axis(backend):
+    """np.add.reduce(m, axis=1, initial=5.0) (and where=) reduces along its
+    axis as numpy does (the axis was dropped on the way to numpy's call:
+    it reduced along axis 0)."""
+    def fn(m):
+        return (np.add.reduce(m, axis=1, initial=5.0), np.maximum.reduce(m, axis=1, initial=-1.0),
+                np.add.reduce(m, axis=None, initial=1.0), np.add.reduce(m, axis=1, where=m > 1),
+                np.multiply.reduce(m, axis=-1, keepdims=True, initial=2.0), np.add.reduce(m, 1, dtype=np.float32))
+    jf = jit(fn, backend=backend)
+    for n in (3, 5, 8):
+        m = np.arange(n * 4, dtype=float).reshape(n, 4)
+        assert_like_numpy(jf(m), fn(m), ulps=0)
