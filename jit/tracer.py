@@ -534,7 +534,14 @@ class SymInt:
         return out
 
     def __repr__(self):
+        if _from_user():  # (repr(n), str(n), an f-string of n in the user's code: the int, specialized)
+            return repr(self._specialize())
         return f"SymInt({self.expr}, hint={self.ctx.hint(self.expr)})"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        return format(self._specialize(), spec) if _from_user() else repr(self)
 
     # np.sqrt(x.shape[-1]) is traced as a 0-d computation on the dim (no guard)
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -619,7 +626,7 @@ class SymFloat:
     def __trunc__(self): return int(self._python())
     def __floor__(self): return float(self._python()).__floor__()
     def __ceil__(self): return float(self._python()).__ceil__()
-    def __format__(self, spec): return format(self._python(), spec)
+    def __format__(self, spec): return format(self._python(), spec) if _from_user() else repr(self)
     def __lt__(self, o): return self._python() < o
     def __le__(self, o): return self._python() <= o
     def __gt__(self, o): return self._python() > o
@@ -628,7 +635,11 @@ class SymFloat:
     def __ne__(self, o): return self._python() != o
 
     def __repr__(self):
+        if _from_user():  # (the float, its dims specialized)
+            return repr(self._python())
         return f"SymFloat({self.hint!r}, of {[d.expr for d in self.dims]})"
+
+    __str__ = __repr__
 
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self._python(), dtype=dtype)
@@ -735,7 +746,22 @@ class Tracer:
         return d if type(d) is int else d._specialize()
 
     def __repr__(self):
-        return f"Tracer({self.value.type_str()})"
+        return self._text(repr) if _from_user() else f"Tracer({self.value.type_str()})"
+
+    def __str__(self):
+        return self._text(str) if _from_user() else f"Tracer({self.value.type_str()})"
+
+    def __format__(self, spec):
+        return self._text(lambda x: format(x, spec)) if _from_user() else f"Tracer({self.value.type_str()})"
+
+    def _text(self, how) -> str:
+        """The text of a scalar's value, as numpy's scalar or the Python
+        number gives it: a graph break on the value (a call with another
+        value is traced again); of an array, the call runs in numpy."""
+        if self.ndim:
+            self._data_dependent("the text of an array (str(), repr(), an f-string)")
+        v = self.ctx.decide_on(self, "item")
+        return how(v if self.value.weak else self.dtype.type(v))
 
     @property
     def __class__(self):
@@ -909,6 +935,12 @@ def holds_traced(v, depth: int = 3) -> bool:
     items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset)) else \
         getattr(v, "__dict__", {}).values()
     return any(holds_traced(x, depth - 1) for x in items)
+
+
+def _from_user() -> bool:
+    """Whether the caller of the caller (a __repr__'s) is the user's code:
+    str(), repr() and f-strings there give the value's text."""
+    return not internal(sys._getframe(2).f_code.co_filename)
 
 
 def traced_int(x):

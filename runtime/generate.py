@@ -49,7 +49,8 @@ def _snap(x):
 
 
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
-OUTCOME = {"bool": bool, "float": float, "int": int, "index": operator.index, "item": lambda x: x.item()}
+OUTCOME = {"bool": bool, "float": float, "int": int, "index": operator.index,
+           "item": lambda x: x.item() if isinstance(x, (np.ndarray, np.generic)) else x}
 
 
 def _same(a, b) -> bool:

@@ -365,17 +365,37 @@ def test_prints_around_a_graph_break_show_once_per_call(capsys):
     assert f.stats()["fallbacks"] == 0
 
 
-def test_a_print_of_text_formatted_from_a_size_runs_in_numpy(capsys):
-    """An f-string of a size is formatted when the trace runs (a symbol, not
-    a value): that signature runs in numpy, with a JitWarning naming print,
-    and prints what numpy's run prints, at every call."""
+def test_a_print_of_text_formatted_from_a_size_prints_the_size(capsys):
+    """An f-string of a size formats the size (a guard: a trace per shape),
+    not its symbol; each call prints what numpy's run prints."""
     f = jit(_formatted_print)
-    with pytest.warns(JitWarning, match="print"):
-        f(np.arange(3.0))
-    for n in (3, 5):
-        assert np.array_equal(f(np.arange(float(n))), np.arange(float(n)) * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (3, 3, 5):
+            assert np.array_equal(f(np.arange(float(n))), np.arange(float(n)) * 2)
     assert capsys.readouterr().out.splitlines() == ["shape (3,)", "shape (3,)", "shape (5,)"]
-    assert f.stats()["fallbacks"] >= 1
+    assert f.stats()["fallbacks"] == 0 and f.stats()["traces"] == 2
+
+
+def _texts(x, eps, xs):
+    return (f"x={eps}", str(x.shape[0]), repr(x.shape), f"{int(x.argmax()):03d}", str(x.sum() > 1), repr(x[0]),
+            f"{x.max():.3f}", "%d" % len(x), str([eps, x[0]]), f"{x.shape[0] / 2}")
+
+
+def test_str_repr_and_format_of_traced_values_are_their_values():
+    """str(), repr(), f-strings and % of a float argument, a size, a numpy
+    scalar and int() of one give numpy's text of the value (each a guard or
+    a graph break on it), never shapejit's own names (a compiled call
+    returned the trace's frozen "Tracer(...)"); of an array, the call runs
+    in numpy."""
+    f = jit(_texts)
+    for n, eps in ((3, 1.5), (5, 2.5), (3, 1.5), (4, 0.25)):
+        x = np.random.default_rng(n).random(n)
+        assert f(x, eps, [1.0]) == _texts(x, eps, [1.0])
+    g = jit(lambda x: f"{x}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        assert g(np.arange(3.0)) == f"{np.arange(3.0)}"
 
 
 class _Box:
