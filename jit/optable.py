@@ -825,7 +825,7 @@ def full(ctx, shape, fill_value, dtype=None):
     """np.full: a constant fill, or a traced one (a runtime float, a value
     the function computed) broadcast into a fresh array of numpy's dtype
     (the fill's own: a Python float's is float64), cast as numpy casts it."""
-    shp = tuple(ctx.env.simplify(_dim_expr(d)) for d in _shape_arg(shape))
+    shp = _sizes(ctx, _shape_arg(shape))
     if isinstance(fill_value, (Tracer, SymInt, SymFloat)):
         v = ctx.operand(fill_value)
         if v.ndim:
@@ -834,6 +834,16 @@ def full(ctx, shape, fill_value, dtype=None):
         return astype(ctx, broadcast_to(ctx, v, shp), dt)
     dt = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
     return ctx.emit("full", [], {"shape": shp, "fill": fill_value, "dtype": dt})
+
+
+def _sizes(ctx, dims) -> tuple:
+    """The dims of an array to make, numpy's ValueError for a negative one
+    (a symbolic one decided with a guard, or a check where it is bound)."""
+    out = tuple(ctx.env.simplify(_dim_expr(d)) for d in dims)
+    for d in out:
+        if not ctx.env.compare(">=", d, 0, f"{user_location()}: the size of a new array"):
+            raise ValueError("negative dimensions are not allowed")
+    return out
 
 
 def arange(ctx, start, stop=None, step=None, dtype=None):
@@ -1261,6 +1271,8 @@ def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
     """m[i, j] = (i + k == j)."""
     if order != "C" or like is not None or device not in (None, "cpu") or not _concrete_int(k):
         return None
+    if isinstance(N, (int, np.integer, SymInt)) and isinstance(M, (int, np.integer, SymInt, type(None))):
+        _sizes(ctx, (N,) if M is None else (N, M))
     rows, cols = arange(ctx, N), arange(ctx, N if M is None else M)
     if rows is None or cols is None:
         return None
@@ -1783,7 +1795,8 @@ FUNCTIONS = {
     np.gradient: gradient, np.average: average, np.unravel_index: unravel_index,
     np.histogram: histogram, np.atleast_1d: atleast_nd(1), np.atleast_2d: atleast_nd(2),
     np.atleast_3d: atleast_nd(3), np.einsum: einsum, np.astype: astype,
-    np.lexsort: lexsort, np.append: append, np.angle: angle, np.round: around, np.around: around, np.diff: diff, np.roll: roll, np.select: select,
+    np.lexsort: lexsort, np.append: append, np.angle: angle, np.round: around, np.around: around, np.diff: diff,
+    np.roll: roll, np.select: select,
     np.count_nonzero: count_nonzero, np.ptp: ptp, np.nansum: nansum, np.nan_to_num: nan_to_num, np.pad: pad,
     np.shape: _shape,
     np.ndim: lambda ctx, a: ctx.operand(a).ndim,

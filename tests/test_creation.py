@@ -176,3 +176,27 @@ def test_len_of_an_array_is_its_first_dim_a_symbol(backend):
         X, y = rng.standard_normal((n, 4)), rng.standard_normal(n)
         assert_like_numpy(jf(X, y, 0.1), ridge(X, y, 0.1), ulps=64)
     assert jf.stats()["traces"] == 1 and "used as a Python number" not in jf.explain()
+
+
+def test_a_negative_size_raises_numpys_value_error():
+    """np.eye, np.identity and np.empty of a negative size raise numpy's
+    ValueError, for a Python int, a size and int() of a traced value (they
+    made an empty array, or one of shape (-2,)); the function stays usable."""
+    def eye(n, a):
+        return np.eye(n) + a.sum()
+
+    def identity(a):
+        return np.identity(int(a[0]))
+
+    def empty(a):
+        return np.empty(int(a[0])).shape, np.eye(3, a.shape[0] - 4)
+    for fn, good, bad in ((eye, (2, np.ones(2)), (-1, np.ones(2))),
+                          (identity, (np.array([3, 1]),), (np.array([-2, 1]),)),
+                          (empty, (np.array([3, 1, 0, 0, 0]),), (np.array([-2, 1, 0, 0]),))):
+        jf = jit(fn)
+        assert_like_numpy(jf(*good), fn(*good))
+        with pytest.raises(ValueError, match="negative dimensions"):
+            fn(*bad)
+        with pytest.raises(ValueError, match="negative dimensions"):
+            jf(*bad)
+        assert_like_numpy(jf(*good), fn(*good))
