@@ -475,6 +475,21 @@ class _NumpyProxy(types.ModuleType):
     def ogrid(self):
         return _Grid(np.ogrid, self)
 
+    def errstate(self, **kw):
+        """np.errstate in the function: one that raises (or calls, or logs)
+        on a floating-point error runs the signature in numpy, which does
+        (compiled code computes numpy's values and raises nothing)."""
+        if any(v not in ("ignore", "warn", "print", None) for k, v in kw.items() if k != "call"):
+            raise Fallback(f"np.errstate({', '.join(f'{k}={v!r}' for k, v in kw.items() if k != 'call')}) in the "
+                           "function: numpy raises where compiled code would not", user_location())
+        return np.errstate(**kw)
+
+    def seterr(self, **kw):
+        if any(v not in ("ignore", "warn", "print", None) for v in kw.values()):
+            raise Fallback("np.seterr(...) that raises, in the function: numpy raises where compiled code would not",
+                           user_location())
+        return np.seterr(**kw)
+
     def identity(self, n, dtype=None, *, like=None):
         return self.eye(n, dtype=float if dtype is None else dtype, like=like)
 

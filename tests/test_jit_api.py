@@ -436,3 +436,23 @@ def test_an_error_state_that_raises_runs_the_call_in_numpy(backend):
         assert_like_numpy(jf(x, a, b), f(x, a, b))
     assert jf.stats()["eager_calls"] == 3 and jf.stats()["traces"] == 1
     assert jf.metrics.fallbacks["errstate"] == 1
+
+
+def test_an_error_state_that_raises_inside_the_function_runs_it_in_numpy():
+    """`with np.errstate(divide="raise"):` in the function: the signature
+    runs in numpy, which raises (compiled, it returned inf); one that only
+    ignores or warns compiles."""
+    def raising(a, b):
+        with np.errstate(divide="raise"):
+            return a / b
+
+    def quiet(a, b):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return a / b
+    f, g = jit(raising), jit(quiet)
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 1.0])
+    with pytest.warns(JitWarning, match="errstate"), pytest.raises(FloatingPointError):
+        f(a, b)
+    assert_like_numpy(f(a, b + 1), a / (b + 1))
+    assert_like_numpy(g(a, b), quiet(a, b))
+    assert g.stats()["eager_calls"] == 0
