@@ -412,6 +412,10 @@ class SymInt:
         return None
 
     def _arith(self, o, f, ufunc=None, reflected=False):
+        if ufunc is not None and isinstance(o, np.integer):
+            # (a numpy integer: numpy's scalar type and wraparound, `N + np.int8(1)` is np.int8(6))
+            t = self.ctx.operand(self)
+            return ufunc(o, t) if reflected else ufunc(t, o)
         e = self._e(o)
         if e is None:
             if isinstance(o, (Tracer, SymFloat)):
@@ -459,18 +463,26 @@ class SymInt:
             raise ZeroDivisionError("integer division or modulo by zero")
 
     def __floordiv__(self, o):
+        if isinstance(o, np.integer):
+            return np.floor_divide(self.ctx.operand(self), o)
         self._divisor(o)
         return self._arith(o, lambda a, b: sympy.floor(a / b) if isinstance(a, sympy.Basic) else a // b)
 
     def __rfloordiv__(self, o):
+        if isinstance(o, np.integer):
+            return np.floor_divide(o, self.ctx.operand(self))
         self._divisor(self)
         return self._arith(o, lambda a, b: sympy.floor(b / a) if isinstance(a, sympy.Basic) else b // a)
 
     def __mod__(self, o):
+        if isinstance(o, np.integer):
+            return np.remainder(self.ctx.operand(self), o)
         self._divisor(o)
         return self._arith(o, lambda a, b: sympy.Mod(a, b) if isinstance(a, sympy.Basic) else a % b)
 
     def __rmod__(self, o):
+        if isinstance(o, np.integer):
+            return np.remainder(o, self.ctx.operand(self))
         self._divisor(self)
         return self._arith(o, lambda a, b: sympy.Mod(b, a) if isinstance(a, sympy.Basic) else b % a)
 
@@ -843,8 +855,11 @@ class Tracer:
             if not isinstance(other, (Tracer, SymInt, SymFloat, int, float, bool, complex, np.ndarray,
                                       np.generic, list, tuple)):
                 return NotImplemented
-            if self.value.weak and _is_weak(other):
-                # Python arithmetic on Python scalars stays a weak Python scalar
+            if self.value.weak and _is_weak(other) or reflected and type(other) is complex \
+                    and type(self._concrete) is np.float64 or not reflected and self.value.weak \
+                    and self.dtype.kind == "c" and type(other) is Tracer and type(other._concrete) is np.float64:
+                # Python arithmetic on Python scalars stays a weak Python scalar (and Python's complex takes
+                # np.float64, a float: `1j + x.sum()` is a Python complex)
                 args = [other, self] if reflected else [self, other]
                 return self.ctx.emit(name, args, {}, weak=True)
             ufunc = getattr(np, name)

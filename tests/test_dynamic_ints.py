@@ -211,3 +211,23 @@ def test_min_and_max_of_sizes_are_sizes(backend):
             assert type(got) is type(want)
             assert_like_numpy(got, want)
         assert jf.stats()["traces"] == 1, fn.__name__
+
+
+def test_sizes_and_numpy_scalars_give_numpys_scalar_types(backend):
+    """A size with a numpy integer is numpy's scalar (`N + np.int8(1)` is
+    np.int8, wrapping at 127: it was a Python int, 132), and a Python
+    complex with a traced np.float64 is Python's complex (complex takes the
+    float: it was np.complex128 on the traced call)."""
+    def fn(x):
+        n = x.shape[0]
+        return (n + np.int8(1), n * np.int16(2), np.int32(3) - n, n + np.int8(125), n // np.int8(2),
+                n % np.uint8(3), 1j + x.sum(), (-2j * np.pi / n) * x.sum())
+    jf = jit(fn, backend=backend)
+    for n in (5, 3, 5, 8):
+        x = np.linspace(0.1, 1.0, n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # (numpy's int8 overflow)
+            got, want = jf(x), fn(x)
+        assert [type(g) for g in got] == [type(w) for w in want]
+        assert got[:6] == want[:6]
+        np.testing.assert_allclose(got[6:], want[6:], rtol=1e-14)
