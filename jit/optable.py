@@ -12,7 +12,8 @@ import sympy
 
 from jit import pytree
 from jit import tracer
-from jit.tracer import Fallback, SymFloat, SymInt, TraceContext, TraceError, Tracer, holds_traced, user_location
+from jit.tracer import Fallback, Stacked, SymFloat, SymInt, TraceContext, TraceError, Tracer, holds_traced, \
+    user_location
 from shapes.indexing import infer_reshape, normalize_index
 from shapes.ops import ELEMENTWISE, FFTS, NUMPY_REDUCTIONS, NUMPY_SAME_SHAPE, NUMPY_UPDATES, OPS
 
@@ -1331,7 +1332,9 @@ def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
 
 def array_of(ctx, a, dtype=None):
     """np.array of (nested) lists and tuples holding traced values: stacked."""
-    if isinstance(a, (list, tuple)):
+    if isinstance(a, Stacked):  # (a list of a symbolic length: its array)
+        out = a._array()
+    elif isinstance(a, (list, tuple)):
         if not a:
             return ctx.operand(np.array(a, dtype=dtype))
         items = [array_of(ctx, x) for x in a]

@@ -373,7 +373,7 @@ _OF_AN_ARRAY = frozenset("sum mean max min amax amin prod std var any all argmax
 
 
 def _of_an_array(ctx, fn, a, *args, **kw):
-    if isinstance(a, (list, tuple)) and holds_traced(a):
+    if isinstance(a, (list, tuple)) and not isinstance(a, Stacked) and holds_traced(a):
         a = optable.array_of(ctx, a)
     return fn(a, *args, **kw)
 
@@ -656,7 +656,8 @@ def _traced(v, copies: set, depth: int = 3) -> bool:
     """Whether v is (or a list, tuple, dict or set holds) a value of the
     trace: a traced array or size, a traced view, the proxies, a function
     made over one of the `copies` of globals."""
-    if isinstance(v, (Tracer, SymInt, HeldObject, HeldSequence, HeldMapping, _NumpyProxy, _RandomProxy, _UserModule)):
+    if isinstance(v, (Tracer, SymInt, Stacked, HeldObject, HeldSequence, HeldMapping, _NumpyProxy, _RandomProxy,
+                      _UserModule)):
         return True
     if isinstance(v, types.FunctionType):
         return id(v.__globals__) in copies

@@ -172,6 +172,8 @@ class TraceContext:
             if x.dtype.kind in "OSUV":
                 raise Fallback(f"unsupported dtype {x.dtype} in a captured array", user_location())
             return self.emit("const", [], {"value": ArrayConst(x)})
+        if isinstance(x, Stacked):  # (a list of a symbolic length: the array np.array makes of it)
+            return x._array()
         if isinstance(x, (list, tuple)):
             if holds_traced(x):  # (`np.concatenate((starts, [b.size]))`: the array np.array makes of it)
                 return PROTOCOL.array_of(self, x)
@@ -1154,6 +1156,8 @@ class DataList(Stacked):
     so (jit/miss.py)."""
 
     __slots__ = ()
+    # (isinstance() sees the list the caller passed: `isinstance(xs, list)` takes the list's branch)
+    __class__ = property(lambda self: list)
 
     def __init__(self, rows: Tracer, site: DataArg):
         Stacked.__init__(self, [], rows, site)

@@ -186,3 +186,27 @@ def test_a_helper_module_whose_numpy_is_not_the_traces(tmp_path, monkeypatch):
         return sj_list_helper.total(xs) * np.ones(3)
     f = _run(fn, lambda n, rng: ([float(v) for v in rng.random(n)],))
     assert f.stats()["traces"] == 2
+
+
+def checks_its_type(W, xs):
+    if isinstance(xs, list):
+        return W @ np.asarray(xs), W @ xs, np.mean(xs), type(xs) is list
+    return None
+
+
+def projected(W, xs):
+    return W @ xs, np.asarray(xs) @ W.T, isinstance(xs, (list, tuple))
+
+
+def test_a_list_taken_as_data_is_a_list_to_isinstance_and_an_array_to_matmul():
+    """isinstance(xs, list) of a list taken as data is True (it was False);
+    `W @ xs` takes its array; a function that asks type() keeps its lists
+    lists (a trace per length)."""
+    f, g = jit(projected), jit(checks_its_type)
+    for n in LENGTHS:
+        W = np.random.default_rng(n).random((3, n))
+        xs = [float(v) for v in np.random.default_rng(n + 1).random(n)]
+        _same(f(W, xs), projected(W, xs))
+        _same(g(W, xs), checks_its_type(W, xs))
+    assert f.stats()["traces"] == 2 and "xs: list of float[*]" in f.explain()
+    assert g.stats()["traces"] == len(LENGTHS)
