@@ -806,6 +806,9 @@ def _lift(ctx, site: Site, scope: dict, fn):
     if not n_written and not outputs:  # (it may still raise: traced, its decisions are checked)
         raise Unsupported("the loop leaves nothing the function reads")
     for (name, t), r in zip(outputs, results[n_written:]):
+        if type_of_value(r) != t and type_of_value(r) == env.get(name):  # (no trip, or fewer than its types took
+            # to settle: the value as it was, which the compiled loop, aborting, leaves to numpy)
+            raise Unsupported(f"{name} keeps its type of before the loop in this call (it ran too few trips)")
         if type_of_value(r) != t:  # (the typer and Python disagree: a bug, never a wrong result)
             raise RuntimeError(f"lifted loop: {name} is a {type(r).__name__} after the loop, typed {t}")
     outs = _emit(ctx, program, inputs, results)

@@ -509,6 +509,13 @@ class SymInt:
             return SymFloat.of(self.ctx, np.power, (self, float(o)))
         return self._specialize() ** o
 
+    def __rpow__(self, o):
+        if type(o) is float:  # (2.0 ** n: a Python float of the dim)
+            return SymFloat.of(self.ctx, np.power, (o, self))
+        if isinstance(o, (Tracer, SymFloat)):
+            return NotImplemented
+        return o ** self._specialize()  # (2 ** n: an int, or a float for a negative n, as Python's)
+
     def _cmp(self, o, rel, name):
         e = self._e(o)
         if e is None:
@@ -805,7 +812,7 @@ class Tracer:
     def item(self, *a):
         if a:
             self._data_dependent(".item(index)")
-        if self.ndim == 0 and self.dtype.kind in "iu" and not self.ctx.constant(self.value):
+        if self.ndim == 0 and self.dtype.kind in "iu" and self.dtype != np.uint64 and not self.ctx.constant(self.value):
             return self.ctx.index_dim(self)  # (a Python int of the value: a size bound at run time, as int())
         return self.ctx.decide_on(self, "item")
     def tolist(self):
@@ -966,7 +973,8 @@ def traced_int(x):
     index_dim: `return c, int(c.sum())` compiles once, where a graph break
     traced once per value; `.item()` of one too); a decision on it is
     checked where it is bound.  Anything else's int()."""
-    if type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "iu" and not x.ctx.constant(x.value):
+    if type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "iu" and x.dtype != np.uint64 \
+            and not x.ctx.constant(x.value):  # (a uint64 past int64 is no size: a graph break)
         return x.ctx.index_dim(x)
     return int(x)
 

@@ -231,3 +231,16 @@ def test_sizes_and_numpy_scalars_give_numpys_scalar_types(backend):
         assert [type(g) for g in got] == [type(w) for w in want]
         assert got[:6] == want[:6]
         np.testing.assert_allclose(got[6:], want[6:], rtol=1e-14)
+
+
+def test_a_number_to_the_power_of_a_size(backend):
+    """2 ** int(a.min()) and 2.0 ** x.shape[0] are Python's (an int, or a
+    float for a negative exponent): they raised TypeError in the trace."""
+    def fn(a):
+        return 2 ** int(a.min()), 2.0 ** a.shape[0], 3 ** len(a)
+    jf = jit(fn, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for a in (np.array([3, 1]), np.array([-2, 4, 1]), np.array([5, 2])):
+            got, want = jf(a), fn(a)
+            assert [type(g) for g in got] == [type(w) for w in want] and got == want

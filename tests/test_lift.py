@@ -558,3 +558,22 @@ def test_searchsorted_as_numpy(adt, kdt, backend):
             a[-1] = keys[1] = np.nan
         return a, keys, np.zeros(keys.size, np.int64), np.zeros(keys.size, np.int64)
     _check(_searches, make, sizes=(1, 4, 9, 30, 31), backend=backend)
+
+
+def _searches_summed(a, v):
+    tot = 0
+    for i in range(v.shape[0]):
+        tot += np.searchsorted(a[:i], v[i])
+    return tot
+
+
+def test_a_loop_of_no_trip_leaves_its_variables_as_python_does():
+    """A loop whose variable takes numpy's type at its first trip (`tot +=
+    np.searchsorted(...)`) run for no trip leaves the Python int: the trace
+    runs it as written (an internal error warned before); other counts lift."""
+    f = jit(_searches_summed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for a, v in ((np.arange(8.0), np.array([1.5, 2.5, 7.0])), (np.arange(4.0), np.zeros(0)),
+                     (np.arange(6.0), np.array([0.5, 3.5]))):
+            _same(f(a, v), _searches_summed(a, v))
