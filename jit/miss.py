@@ -70,8 +70,9 @@ class _Miss:
         reason, category = self._note_retrace()
         if self.broke is not None and state.break_retraces > MAX_BREAK_RETRACES:
             return run_eagerly_from_now(jf, state, "graph_break_outcomes",
-                                        f"data-dependent Python decisions at {_break_sites(self.broke)} took more "
-                                        f"than {MAX_BREAK_RETRACES + 1} different outcomes", bound)
+                                        f"data-dependent Python decisions"
+                                        f"{' at ' + _break_sites(self.broke) if _break_sites(self.broke) else ''} "
+                                        f"took more than {MAX_BREAK_RETRACES + 1} different outcomes", bound)
         if jf.max_entries is not None and jf._n_entries >= jf.max_entries:
             return self._past_entry_limit(reason)
         record = record_key(jf, self.key)

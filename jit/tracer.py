@@ -509,6 +509,12 @@ class SymInt:
             return SymFloat.of(self.ctx, np.power, (self, float(o)))
         return self._specialize() ** o
 
+    def __divmod__(self, o):
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        return o // self, o % self
+
     def __rpow__(self, o):
         if type(o) is float:  # (2.0 ** n: a Python float of the dim)
             return SymFloat.of(self.ctx, np.power, (o, self))

@@ -244,3 +244,18 @@ def test_a_number_to_the_power_of_a_size(backend):
         for a in (np.array([3, 1]), np.array([-2, 4, 1]), np.array([5, 2])):
             got, want = jf(a), fn(a)
             assert [type(g) for g in got] == [type(w) for w in want] and got == want
+
+
+def test_divmod_of_sizes(backend):
+    """divmod(x.shape[0], 3) and divmod(7, n) are Python's (a TypeError in the trace before)."""
+    def fn(x):
+        q, r = divmod(x.shape[0], 3)
+        return x[:q * 3].reshape(q, 3).sum(1), r, divmod(7, x.shape[0])
+    jf = jit(fn, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (6, 7, 9, 11):
+            x = np.arange(float(n))
+            got, want = jf(x), fn(x)
+            assert_like_numpy(got[0], want[0])
+            assert got[1:] == want[1:] and type(got[1]) is int
