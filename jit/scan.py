@@ -349,14 +349,14 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     own = {n for n in assigned - written if n in scope and n not in site.outside_reads}
     own -= _read_before_bound(_tested(loop) + _prelude(loop) + loop.body, own)
     carried = sorted(n for n in assigned | written if n in scope and n not in own)
-    if not carried and not stacked:
+    # (its variable read after it, `return x, it` of a solver's `for it in range(...)`: the scan gives
+    # the last trip's, as the loop leaves it)
+    last = isinstance(loop, ast.For) and target in site.outside_reads
+    if not carried and not stacked and not (last and _stops(loop)):
         raise NoScan("it rebinds no name bound before it, nor writes into one, nor appends to a list")
     written -= {n for n in carried if not isinstance(scope[n], Tracer) or scope[n].value.weak  # (`steps += 1`)
                 or isinstance(scope[n].concrete, np.generic)}  # (a numpy scalar: `y += 1` rebinds it, numpy's)
     temps = assigned - set(carried)
-    # (its variable read after it, `return x, it` of a solver's `for it in range(...)`: the scan gives
-    # the last trip's, as the loop leaves it)
-    last = isinstance(loop, ast.For) and target in site.outside_reads
     live = temps & site.outside_reads
     if live:
         raise NoScan(f"{', '.join(sorted(live))} is read outside it, and not carried")

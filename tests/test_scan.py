@@ -622,6 +622,13 @@ def damped_solve(A, b, tol=1e-10):
     return x, k
 
 
+def first_above(a):
+    for k in range(a.shape[0]):
+        if a[k] > 2.0:
+            break
+    return k
+
+
 def rows_doubled(X):
     last = -1
     for last in range(X.shape[0] - 3):
@@ -642,6 +649,11 @@ def test_the_loop_variable_read_after_the_loop_is_the_last_trips(backend):
         assert type(got[1]) is int and got[1] == want[1]
         assert_like_numpy(got[0], want[0])
     assert f.stats()["traces"] == 1 and f.stats()["graph_breaks"] == 0
+    s = jit(first_above, backend=backend)  # (a search: nothing carried, the index where it stopped)
+    for n in (3, 5, 8, 13, 21, 4):
+        a = np.random.default_rng(n).random(n) * 3
+        assert s(a) == first_above(a) and type(s(a)) is int
+    assert s.stats()["traces"] == 1 and s.stats()["graph_breaks"] == 0
     h = jit(loop_variable_read_after, backend=backend)
     for T in (4, 6, 3, 9):
         x = np.random.default_rng(T).standard_normal((T, 4))
