@@ -127,8 +127,8 @@ def infer_reshape(env: ShapeEnv, in_shape: tuple, new_shape: tuple, where: str) 
                          f"{tuple(env.hint(d) for d in new_shape)}")
     if sympy.expand(total - known) != 0:
         num, den = sympy.fraction(sympy.cancel(total / known))
-        if all(not env.symbols[x].data_dependent and (env.symbols[x].lo or 0) >= 1
-               for x in (total * known).free_symbols):
+        if num != 0 and den != 0 and all(not env.symbols[x].data_dependent and (env.symbols[x].lo or 0) >= 1
+                                         for x in (total * known).free_symbols):
             # (factors common to both sides are nonzero: s0*s3 == 768*s0 is s3 == 768, a replacement
             # where unify finds one, not a product the guards would carry and sympy prove slowly)
             env.unify(num, den, f"{where}: element count")

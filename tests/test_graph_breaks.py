@@ -419,3 +419,19 @@ def test_an_aliasing_select_is_known_by_its_array_not_by_a_reused_id(backend, mo
     s = jf.stats()
     assert s["graph_breaks"] == 0 and s["fallbacks"] == 0 and s["traces"] == 1, jf.explain()
     assert "both branches traced, v selected" in jf.explain()
+
+
+def test_a_reshape_by_a_size_bound_at_run_time_of_zero(backend):
+    """`a[:2 * k].reshape(k, 2)` with k = int(m.sum()) of 0 at the trace:
+    the element count 0 == 2k is a check (unify failed: "cannot unify 0 and
+    1", the signature ran in numpy)."""
+    def fn(a, m):
+        k = int(m.sum())
+        return a[: k * 2].reshape(k, 2)
+    jf = jit(fn, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for m in ([False, False], [True, False], [False, False], [True, True], [True, True, False]):
+            a, m = np.arange(20.0), np.array(m)
+            assert_like_numpy(jf(a, m), fn(a, m))
+    assert jf.stats()["eager_calls"] == 0
