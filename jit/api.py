@@ -94,7 +94,8 @@ class JitFunction:
             bound = args + self._defaults[len(args) - self._n_params:]
         else:
             bound = self._bind(args, kwargs)
-        if errstate_object() is not DEFAULT_ERRSTATE and errors_raise():
+        state = errstate_object()
+        if state is not DEFAULT_ERRSTATE and errors_raise(state):
             return run_under_errstate(self, bound)
         leaves: list = []
         treedef = pytree.flatten(with_data_lists(bound, self._data_args) if self._data_args else bound, leaves)

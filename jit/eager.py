@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from jit.entries import KeyState
-from jit.errors import warn
+from jit.errors import raises, warn
 from runtime.runeagerly import RunEagerly
 from runtime.metrics import logger_for
 
@@ -35,11 +35,17 @@ except ImportError:  # (another numpy: np.geterr() at every call)
 DEFAULT_ERRSTATE = errstate_object()
 
 
-def errors_raise() -> bool:
-    """Whether numpy's error state (np.errstate, np.seterr) does more with
-    a floating-point error than warn or ignore it: raise, call or log.
-    Compiled code computes numpy's values (inf, nan) but raises nothing."""
-    return any(v not in ("ignore", "warn", "print") for v in np.geterr().values())
+_last_state = [DEFAULT_ERRSTATE, False]  # (the last state object met, and whether it raises: held, never reused)
+
+
+def errors_raise(state) -> bool:
+    """Whether numpy's error state `state` (errstate_object()) raises, calls
+    or logs on a floating-point error: compiled code computes numpy's values
+    (inf, nan) but raises nothing.  One state object asked again (a call in
+    the same np.errstate block) is answered without asking numpy."""
+    if state is not _last_state[0]:
+        _last_state[:] = [state, raises(np.geterr().values())]
+    return _last_state[1]
 
 
 def run_under_errstate(jf, bound):

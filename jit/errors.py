@@ -17,6 +17,15 @@ def internal(filename: str) -> bool:
     return filename.startswith(PKG_DIRS) or os.sep + "numpy" + os.sep in filename or filename.startswith("<__array")
 
 
+QUIET = ("ignore", "warn", "print", None)  # (numpy's error modes whose values compiled code matches)
+
+
+def raises(modes) -> bool:
+    """Whether any of numpy's error modes (np.errstate's, np.seterr's
+    values) does more than warn or ignore: raise, call or log."""
+    return any(v not in QUIET for v in modes)
+
+
 class JitWarning(UserWarning):
     """shapejit ran something eagerly or gave up specializing."""
 

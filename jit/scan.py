@@ -201,9 +201,14 @@ def _rows(loop, scope: dict, globals_: dict):
         v = _lookup(_root(e), scope, globals_)
         if type(v) is not Tracer or not v.ndim or v.value.weak:
             return None
-        if isinstance(e, ast.Subscript):
-            v = eval(compile(ast.Expression(copy.deepcopy(e)), "<shapejit loop rows>", "eval", dont_inherit=True),
-                     dict(globals_), dict(scope))
+        if isinstance(e, ast.Subscript):  # (its slices, their bounds evaluated as _evaluate takes them)
+            parts = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+            bounds = [[None if b is None else _evaluate(b, scope, globals_) for b in (p.lower, p.upper, p.step)]
+                      for p in parts]
+            if any(b is _NOT for bs in bounds for b in bs):
+                return None
+            slices = [slice(*bs) for bs in bounds]
+            v = v[tuple(slices)] if isinstance(e.slice, ast.Tuple) else v[slices[0]]
         if type(v) is not Tracer or not v.ndim:
             return None
         dims.append(v.shape[0])

@@ -16,6 +16,7 @@ import sympy
 from clustering.passes import data_dependent_sizes, dce
 from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
+from jit.errors import raises
 from jit.fingerprint import global_names
 from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
@@ -479,13 +480,13 @@ class _NumpyProxy(types.ModuleType):
         """np.errstate in the function: one that raises (or calls, or logs)
         on a floating-point error runs the signature in numpy, which does
         (compiled code computes numpy's values and raises nothing)."""
-        if any(v not in ("ignore", "warn", "print", None) for k, v in kw.items() if k != "call"):
+        if raises(v for k, v in kw.items() if k != "call"):
             raise Fallback(f"np.errstate({', '.join(f'{k}={v!r}' for k, v in kw.items() if k != 'call')}) in the "
                            "function: numpy raises where compiled code would not", user_location())
         return np.errstate(**kw)
 
     def seterr(self, **kw):
-        if any(v not in ("ignore", "warn", "print", None) for v in kw.values()):
+        if raises(kw.values()):
             raise Fallback("np.seterr(...) that raises, in the function: numpy raises where compiled code would not",
                            user_location())
         return np.seterr(**kw)

@@ -413,11 +413,15 @@ class SymInt:
             return sympy.Integer(int(o))  # (a traced integer passes isinstance as numpy's scalar: an array op)
         return None
 
+    def _of_numpy_int(self, ufunc, o, reflected=False):
+        """ufunc of the size and a numpy integer: numpy's scalar type and
+        wraparound (`N + np.int8(1)` is np.int8(6)), a traced scalar."""
+        t = self.ctx.operand(self)
+        return ufunc(o, t) if reflected else ufunc(t, o)
+
     def _arith(self, o, f, ufunc=None, reflected=False):
         if ufunc is not None and isinstance(o, np.integer):
-            # (a numpy integer: numpy's scalar type and wraparound, `N + np.int8(1)` is np.int8(6))
-            t = self.ctx.operand(self)
-            return ufunc(o, t) if reflected else ufunc(t, o)
+            return self._of_numpy_int(ufunc, o, reflected)
         e = self._e(o)
         if e is None:
             if isinstance(o, (Tracer, SymFloat)):
@@ -466,25 +470,25 @@ class SymInt:
 
     def __floordiv__(self, o):
         if isinstance(o, np.integer):
-            return np.floor_divide(self.ctx.operand(self), o)
+            return self._of_numpy_int(np.floor_divide, o)
         self._divisor(o)
         return self._arith(o, lambda a, b: sympy.floor(a / b) if isinstance(a, sympy.Basic) else a // b)
 
     def __rfloordiv__(self, o):
         if isinstance(o, np.integer):
-            return np.floor_divide(o, self.ctx.operand(self))
+            return self._of_numpy_int(np.floor_divide, o, True)
         self._divisor(self)
         return self._arith(o, lambda a, b: sympy.floor(b / a) if isinstance(a, sympy.Basic) else b // a)
 
     def __mod__(self, o):
         if isinstance(o, np.integer):
-            return np.remainder(self.ctx.operand(self), o)
+            return self._of_numpy_int(np.remainder, o)
         self._divisor(o)
         return self._arith(o, lambda a, b: sympy.Mod(a, b) if isinstance(a, sympy.Basic) else a % b)
 
     def __rmod__(self, o):
         if isinstance(o, np.integer):
-            return np.remainder(o, self.ctx.operand(self))
+            return self._of_numpy_int(np.remainder, o, True)
         self._divisor(self)
         return self._arith(o, lambda a, b: sympy.Mod(b, a) if isinstance(a, sympy.Basic) else b % a)
 
@@ -870,11 +874,7 @@ class Tracer:
             if not isinstance(other, (Tracer, SymInt, SymFloat, int, float, bool, complex, np.ndarray,
                                       np.generic, list, tuple)):
                 return NotImplemented
-            if self.value.weak and _is_weak(other) or reflected and type(other) is complex \
-                    and type(self._concrete) is np.float64 or not reflected and self.value.weak \
-                    and self.dtype.kind == "c" and type(other) is Tracer and type(other._concrete) is np.float64:
-                # Python arithmetic on Python scalars stays a weak Python scalar (and Python's complex takes
-                # np.float64, a float: `1j + x.sum()` is a Python complex)
+            if _pythons(other, self) if reflected else _pythons(self, other):
                 args = [other, self] if reflected else [self, other]
                 return self.ctx.emit(name, args, {}, weak=True)
             ufunc = getattr(np, name)
@@ -965,6 +965,17 @@ def holds_traced(v, depth: int = 3) -> bool:
     items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset)) else \
         getattr(v, "__dict__", {}).values()
     return any(holds_traced(x, depth - 1) for x in items)
+
+
+def _pythons(a, b) -> bool:
+    """Whether Python's own operator takes `a op b` (`a` on the left): both
+    Python scalars, or a Python complex and an np.float64 (a float, which
+    complex's operators take: `1j + x.sum()` is a Python complex) -- a weak
+    Python scalar of the trace."""
+    if _is_weak(a) and _is_weak(b):
+        return True
+    python_complex = type(a) is complex or type(a) is Tracer and a.value.weak and a.dtype.kind == "c"
+    return python_complex and type(b) is Tracer and type(b._concrete) is np.float64
 
 
 def _from_user() -> bool:
