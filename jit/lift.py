@@ -534,19 +534,48 @@ def _reads_outside(fdef, loop) -> set:
 
 
 def _lifted(k: int, s: Site, loc: ast.For) -> list:
-    call = ast.Assign(targets=[ast.Name(RESULT, ast.Store())], value=ast.Call(
-        func=ast.Name(HOOK, ast.Load()), args=[ast.Constant(k)], keywords=[]))
-    if s.assigned or s.appended:
+    def hook(*args):
+        return ast.Assign(targets=[ast.Name(RESULT, ast.Store())], value=ast.Call(
+            func=ast.Name(HOOK, ast.Load()), args=[ast.Constant(k), *args], keywords=[]))
+
+    def unpack():
+        if not (s.assigned or s.appended):
+            return ast.Pass()
         names = s.assigned + s.appended
-        unpack = ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())],
-                            value=ast.Name(RESULT, ast.Load()))
-    else:
-        unpack = ast.Pass()
-    branch = ast.If(test=ast.Compare(ast.Name(RESULT, ast.Load()), [ast.Is()], [ast.Constant(None)]),
-                    body=[loc], orelse=[unpack])
-    for n in (call, branch, unpack):
-        ast.copy_location(n, loc)
-    return [call, branch]
+        return ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())],
+                          value=ast.Name(RESULT, ast.Load()))
+
+    def test(op, value):
+        return ast.Compare(ast.Name(RESULT, ast.Load()), [op], [value])
+
+    def trips(method: str) -> ast.For:
+        it = ast.Call(func=ast.Attribute(ast.Name(HOOK, ast.Load()), method, ast.Load()), args=[ast.Constant(k)],
+                      keywords=[])
+        return ast.For(target=copy.deepcopy(loc.target), iter=it, body=copy.deepcopy(loc.body), orelse=[])
+
+    done = unpack()
+    if _peelable(s):  # (module docstring: its first trip as written, then the rest)
+        first = trips("first")
+        first.orelse = [hook(ast.Constant(True)),
+                        ast.If(test=test(ast.Is(), ast.Constant(None)), body=[trips("rest")], orelse=[unpack()])]
+        done = ast.If(test=test(ast.Is(), ast.Name(HOOK, ast.Load())), body=[first], orelse=[done])
+    branch = ast.If(test=test(ast.Is(), ast.Constant(None)), body=[loc], orelse=[done])
+    out = [hook(), branch]
+    for n in out:
+        for m in ast.walk(n):
+            if not hasattr(m, "lineno"):
+                ast.copy_location(m, loc)
+    return out
+
+
+def _peelable(s: Site) -> bool:
+    """Whether the loop may be a scan only past its first trip: a loop
+    over range() binding names the function reads after it (`r_new` of
+    `for _ in range(n): r_new = ...; if done: break; r = r_new` then
+    `return r_new`), which no trip before the first bound."""
+    loop = s.node
+    return isinstance(loop, ast.For) and not scan.over_rows(loop) and _over_range(loop) and \
+        bool((set(s.assigned) - {loop.target.id}) & s.outside_reads)
 
 
 def _replace(root, old, new: list) -> None:
@@ -699,13 +728,25 @@ class Hook:
 
     def __init__(self, ctx, r: Rewritten, fn):
         self.ctx, self.r, self.fn = ctx, r, fn
+        self.peeled: dict = {}  # loop k -> its range's (start, stop, step), its first trip run as written
 
-    def __call__(self, k: int):
+    def first(self, k: int) -> list:
+        return [self.peeled[k][0]]
+
+    def rest(self, k: int) -> range:
+        start, stop, step = self.peeled[k]
+        return range(start + step, stop, step)
+
+    def __call__(self, k: int, peeled: bool = False):
         frame = sys._getframe(1)
         scope, globals_ = dict(frame.f_locals), frame.f_globals
         del frame
         site = self.r.sites[k]
         try:
+            if peeled:  # (the trips after the first, which bound the names read after the loop)
+                start, stop, step = self.peeled[k]
+                values = scan.attempt(self.ctx, site, scope, globals_, self.fn, (start + step, stop, step))
+                return None if values is scan.NOT_SYMBOLIC else values
             try:
                 if not site.liftable:
                     raise Unsupported("a while loop" if isinstance(site.node, ast.While) else
@@ -719,6 +760,9 @@ class Hook:
                 if site.liftable:  # (a loop only a scan could take is no lifted loop refused: nothing to say)
                     self.ctx.lift_refusals.append(refusal)
                 return None
+            if isinstance(values, scan.Peeled):
+                self.peeled[k] = values.bounds
+                return self
             return values
         except Exception as e:  # noqa: BLE001 - lifting is optional: the loop runs traced, as written
             if STRICT:

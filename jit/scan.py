@@ -69,6 +69,20 @@ class NoScan(Exception):
     """The loop does not become a scan (it is unrolled, as traced)."""
 
 
+class _Peel(NoScan):
+    """The loop binds names the function reads after it, which no trip
+    before the first bound: a scan only past its first trip."""
+
+
+class Peeled:
+    """attempt()'s answer for a loop to run its first trip as written (its
+    range's bounds evaluated before it), then the rest as a scan
+    (jit/lift.py)."""
+
+    def __init__(self, bounds: tuple):
+        self.bounds = bounds
+
+
 NOT_SYMBOLIC = object()
 # the trip counts a loop is unrolled for before a call with another makes it a scan: unrolled, a loop
 # fuses across its trips (NPBench's mandelbrot1, 20 masked updates: one kernel, 2.1x numpy, where the
@@ -76,14 +90,16 @@ NOT_SYMBOLIC = object()
 UNROLLED = 2
 
 
-def attempt(ctx, site, scope: dict, globals_: dict, fn):
+def attempt(ctx, site, scope: dict, globals_: dict, fn, rest: tuple | None = None):
     """The values of the loop's assigned names (site.assigned's order) after
     the loop, run as a scan node of ctx's trace; None when the loop over a
-    symbolic trip count is unrolled (why is noted for explain()), or
-    NOT_SYMBOLIC when it is no loop over range() of a symbolic count."""
+    symbolic trip count is unrolled (why is noted for explain()),
+    NOT_SYMBOLIC when it is no loop over range() of a symbolic count, or
+    Peeled when its first trip is to run as written first (its bounds then
+    `rest`: the range after that trip)."""
     loop = site.node
     where = f"{site.filename.rpartition('/')[2]}:{loop.lineno}"
-    bounds = _range_bounds(loop, scope, globals_)
+    bounds = rest or _range_bounds(loop, scope, globals_)
     if bounds is None or ctx.scan_jit is None:
         return NOT_SYMBOLIC
     start, stop, step = bounds
@@ -97,13 +113,21 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn):
             counts.add(trips)
         return NOT_SYMBOLIC
     try:
-        plan = _plan(ctx, site, scope, globals_)
+        try:
+            plan = _plan(ctx, site, scope, globals_)
+        except _Peel:
+            if rest is not None or trips == 0:
+                raise
+            plan = None
         if not exits and counts is not None and (len(counts) < UNROLLED or trips in counts):
             counts.add(trips)
             ctx.lift_refusals.append(f"{where}: loop unrolled for {trips} trips (its trip count specialized; "
                                      f"past {UNROLLED} counts, a call with another compiles it once as a scan)")
             return None
         ctx.loops[site] = None  # (another trip count: from now on, every trace of it makes a scan)
+        if plan is None:  # (a call that makes no trip decides otherwise: the guard)
+            assert (stop > start) if step > 0 else (stop < start)
+            return Peeled(bounds)
         return _scan(ctx, site, scope, globals_, fn, start, stop, step, where, *plan)
     except NoScan as e:
         unrolled = f"loop unrolled for {trips} trips" if isinstance(loop, ast.For) else "while loop traced as written"
@@ -363,8 +387,9 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
                 or isinstance(scope[n].concrete, np.generic)}  # (a numpy scalar: `y += 1` rebinds it, numpy's)
     temps = assigned - set(carried)
     live = temps & site.outside_reads
-    if live:
-        raise NoScan(f"{', '.join(sorted(live))} is read outside it, and not carried")
+    if live:  # (bound before no trip: its first trip, as written, binds them; jit/lift.py _peelable)
+        raise (_Peel if isinstance(loop, ast.For) and not over_rows(loop) else NoScan)(
+            f"{', '.join(sorted(live))} is read outside it, and not carried")
     early = _read_before_bound(_tested(loop) + _prelude(loop) + loop.body, temps)
     if early:
         raise NoScan(f"{', '.join(sorted(early))} may be read before the trip binds it (a value from a trip "
@@ -519,6 +544,39 @@ def _exits(stmts: list) -> list:
             and isinstance(s.body[0], ast.Break)]
 
 
+def _continues_to_returns(stmts: list, returned) -> None:
+    """Each `continue` of the body's own loop (none inside an inner loop)
+    as `returned(it)`: the trip ends, the loop goes on."""
+    for k, st in enumerate(stmts):
+        if isinstance(st, ast.Continue):
+            stmts[k] = returned(st)
+        elif not isinstance(st, (ast.For, ast.While, ast.FunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse"):
+                inner = getattr(st, field, None)
+                if isinstance(inner, list):
+                    _continues_to_returns(inner, returned)
+
+
+def _last_exit(stmts: list, carried: list):
+    """The body's one exit when every statement after it renames names
+    (`x = x_new`, `a, b = b, a`): it may be taken as a value (_compile_body)."""
+    exits = _exits(stmts)
+    if len(exits) != 1:
+        return None
+    k = next(k for k, st in enumerate(stmts) if st is exits[0])
+
+    def names(e) -> bool:
+        return isinstance(e, ast.Name) or isinstance(e, ast.Tuple) and all(isinstance(x, ast.Name) for x in e.elts)
+    rest = stmts[k + 1:]
+    if not all(isinstance(st, ast.Assign) and len(st.targets) == 1 and names(st.targets[0]) and names(st.value)
+               for st in rest) or STOP in {n.id for n in ast.walk(exits[0].test) if isinstance(n, ast.Name)}:
+        return None
+    return exits[0]
+
+
+STOP = "__sj_stop__"  # (the body's name for its last exit's test: _compile_body)
+
+
 def append_value(st):
     """The value of `<name>.append(<value>)`, an expression statement, or None."""
     if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
@@ -539,6 +597,8 @@ def _check_body(stmts: list, depth: int = 0, appended=(), helpers=frozenset()) -
     exits = _exits(stmts) if not depth else []
     for s in stmts:
         if isinstance(s, (ast.Break, ast.Continue)) and depth or any(s is x for x in exits):
+            continue
+        if isinstance(s, ast.Continue) and not appended:  # (the trip ends: the body returns, _compile_body)
             continue
         if not isinstance(s, _STATEMENTS):
             raise NoScan(f"its body holds a {type(s).__name__.lower()} statement")
@@ -793,18 +853,37 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     def returned(stop: bool, where) -> ast.Return:
         values = [ast.Name(n, ast.Load()) for n in [*carried, *ys]] + ([ast.Constant(stop)] if stops else [])
         return ast.copy_location(ast.Return(ast.Tuple(values, ast.Load())), where)
+    last_exit = _last_exit(statements, carried) if stops and not stacked and isinstance(loop, ast.For) else None
     for k, st in enumerate(statements):
         value = append_value(st)
         if value is not None and st.value.func.value.id in stacked:
             y = ys[list(stacked).index(st.value.func.value.id)]
             statements[k] = ast.copy_location(ast.Assign([ast.Name(y, ast.Store())], value), st)
-        if id(st) in exits:
+        if id(st) in exits and st is not last_exit:
             statements[k] = ast.copy_location(ast.If(st.test, [returned(True, st.body[0])], []), st)
+    if last_exit is not None:
+        # (`if <test>: break` followed only by renames of carried names, `x = x_new`: the test a value, the
+        # renames made, and undone where it holds -- a select, jit/lift.py -- so the trip that stops takes
+        # the compiled entry the others took, not a graph break of its own)
+        k = next(k for k, st in enumerate(statements) if st is last_exit)
+        renamed = sorted({t.id for st in statements[k + 1:] for t in ast.walk(st.targets[0])
+                          if isinstance(t, ast.Name)} & set(carried))
+
+        def assign(name, value, where):
+            return ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), where)
+        undo = [assign(n, ast.Name(f"__sj_k_{n}", ast.Load()), last_exit) for n in renamed]
+        statements[k:k + 1] = [assign(STOP, last_exit.test, last_exit)] + [
+            assign(f"__sj_k_{n}", ast.Name(n, ast.Load()), last_exit) for n in renamed]
+        if undo:
+            statements.append(ast.copy_location(ast.If(ast.Name(STOP, ast.Load()), undo, []), last_exit))
+    _continues_to_returns(statements, lambda st: returned(False, st))
     statements[:0] = _prelude(loop)
     if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`)
         test = ast.copy_location(ast.UnaryOp(ast.Not(), copy.deepcopy(loop.test)), loop.test)
         statements.insert(0, ast.copy_location(ast.If(test, [returned(True, loop.test)], []), loop.test))
     ret = returned(False, loop)
+    if last_exit is not None:
+        ret.value.elts[-1] = ast.Name(STOP, ast.Load())
     name = f"{fn.__name__}_loop_body"
     inner = function(name, [target, *carried, *free], statements + [ret])
     outer = function("__sj_scan__", closure, [inner, ast.Return(ast.Name(name, ast.Load()))])

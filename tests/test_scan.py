@@ -699,3 +699,67 @@ def test_a_temp_bound_before_the_loop_is_no_carried_value_and_trips_stay_on_pinn
     assert f.stats()["traces"] == 3
     bodies = _scan_bodies(f)
     assert len(bodies) == 1 and bodies[0].stats()["calls"] <= 16, [b.stats()["calls"] for b in bodies]
+
+
+def pagerank(M, iters=50, tol=1e-10):
+    """A name bound first in the loop and read after it (`return r_new`),
+    and a convergence test followed by a rename."""
+    n = M.shape[0]
+    r = np.full(n, 1.0 / n)
+    for _ in range(iters):
+        r_new = 0.15 / n + 0.85 * (M @ r)
+        if np.abs(r_new - r).sum() < tol:
+            break
+        r = r_new
+    return r_new
+
+
+def last_step(x):
+    """A temp read after a loop over a symbolic count, with `continue`
+    and no exit; a swap of two carried names."""
+    a, b = np.zeros(x.shape[1], x.dtype), np.ones(x.shape[1], x.dtype)
+    for t in range(x.shape[0]):
+        step = a * 0.5 + x[t]
+        if t == 1:
+            continue
+        a, b = b, step
+    return step, a, b
+
+
+def test_a_name_first_bound_in_the_loop_and_read_after_it_peels_the_first_trip(backend):
+    """`r_new` bound in the loop, read after it (it was "r_new is read
+    outside it, and not carried": unrolled, a graph break per trip, a trace
+    per outcome): the first trip runs as written, the rest is a scan carrying
+    it; every n and iteration count is served by one trace.  A call that
+    makes no trip raises numpy's UnboundLocalError."""
+    f = jit(pagerank, backend=backend)
+    for n, iters, tol in ((20, 50, 1e-10), (31, 50, 1e-10), (44, 50, 1e-10), (25, 50, -1.0)):
+        A = np.random.default_rng(n).random((n, n))
+        M = A / A.sum(0)
+        assert_like_numpy(f(M, iters, tol), pagerank(M, iters, tol))
+    assert f.stats()["traces"] == 1 and f.stats()["fallbacks"] == 0, f.explain()
+    assert "carrying r, r_new" in f.explain()
+    # (another count of trips makes it a symbol: one trace more; a first trip that stops, one more)
+    for n, iters, tol in ((44, 3, 1e-10), (20, 1, 1e-10), (26, 2, 1e-10), (27, 50, 10.0), (29, 9, 10.0)):
+        A = np.random.default_rng(n).random((n, n))
+        M = A / A.sum(0)
+        assert_like_numpy(f(M, iters, tol), pagerank(M, iters, tol))
+    assert f.stats()["traces"] == 3 and f.stats()["fallbacks"] == 0, f.explain()
+    # (the trip whose test holds stops on the entry the others took: the test is a value, the rename undone)
+    for body in _scan_bodies(f):
+        assert body.stats()["graph_breaks"] == 0 and body.stats()["entries"] == 1, body.explain()
+    with pytest.raises(UnboundLocalError):
+        pagerank(M, 0)
+    with pytest.raises(UnboundLocalError):
+        f(M, 0)
+    assert_like_numpy(f(M, 7, 1e-10), pagerank(M, 7, 1e-10))
+    g = jit(last_step, backend=backend)
+    for T in (3, 4, 7, 2, 9, 12):
+        x = np.random.default_rng(T).standard_normal((T, 3)).astype(np.float32)
+        assert_like_numpy(g(x), last_step(x))
+    assert "(a scan)" in g.explain() and g.stats()["traces"] == UNROLLED + 1, g.explain()
+    x = np.ones((0, 3), np.float32)
+    with pytest.raises(UnboundLocalError):
+        last_step(x)
+    with pytest.raises(UnboundLocalError):
+        g(x)
