@@ -17,6 +17,25 @@ each `for` loop that may lift reads
     else:
         (name, ...) = __sj_o__           # the names the loop assigns
 
+A loop over range() that binds names the function reads after it, which
+no trip before the first bound (`r_new` of a solver's `for _ in range(n):
+r_new = ...; if done: break; r = r_new` then `return r_new`), reads instead
+
+    __sj_o__ = __sj_lift__(k)
+    if __sj_o__ is None:
+        for ...: ...                     # the loop as written
+    elif __sj_o__ is __sj_lift__:        # a scan once its first trip bound them:
+        for i in __sj_lift__.first(k):   # that trip, as written
+            ...
+        else:                            # (no break) the rest: a scan carrying them
+            __sj_o__ = __sj_lift__(k, True)
+            if __sj_o__ is None:
+                for i in __sj_lift__.rest(k): ...
+            else:
+                (name, ...) = __sj_o__
+    else:
+        (name, ...) = __sj_o__
+
 `__sj_lift__` looks at the values the loop would start from (the frame's
 locals: traced arrays, traced or Python scalars), types the loop's
 statements under numpy 2's rules (Python scalars weak), and when every
