@@ -91,7 +91,8 @@ import numpy as np
 
 from jit import scan
 from jit.errors import warn
-from jit.tracer import Fallback, SymInt, Tracer, traced_int, traced_len, traced_max, traced_min, user_location
+from jit.tracer import (Fallback, SymInt, Tracer, traced_float, traced_int, traced_len, traced_max, traced_min,
+                        user_location)
 from shapes import host
 from shapes.ir import Node, make_attrs
 from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
@@ -100,6 +101,8 @@ from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
+FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
+_CONVERSIONS = {"int": INT_HOOK, "float": FLOAT_HOOK}
 MAX_PEEL = 3  # trips a loop's types may take to settle
 STRICT = False  # an internal error while lifting raises (tests) instead of leaving the loop to the trace
 ENABLED = True  # (tests of the re-roll pass turn lifting off: their loops would lift)
@@ -175,9 +178,10 @@ def _rewrite(fn) -> Rewritten | None:
     around a function: `math.sqrt` compiles one way where the module
     imports math); fn's definition is found by its name and first line."""
     code = fn.__code__
-    calls_int = "int" in code.co_names and "int" not in code.co_varnames and "int" not in fn.__globals__
+    converted = [n for n in _CONVERSIONS if n in code.co_names and n not in code.co_varnames
+                 and n not in fn.__globals__]
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
-            or code.co_name == "<lambda>" or not calls_int and not any(
+            or code.co_name == "<lambda>" or not converted and not any(
                 i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP") for i in dis.get_instructions(code)):
         return None
     if code in scan.MADE:  # (a scan's body: its module, made from the loop's statements)
@@ -200,14 +204,15 @@ def _rewrite(fn) -> Rewritten | None:
         s.appended = [n for n in s.appended if n in local]  # (a global list's name stays the global's)
     ifs: list[IfSite] = []
     _find_ifs(fdef.body, ifs)
-    ints = _int_calls(fdef) if calls_int else []
+    ints = _conversions(fdef, converted)
     if not sites and not ifs and not ints:
         return None
     in_tree = [s.node for s in sites]
     for s in sites:  # (the loop lifted is the one as written; the tree's copy, traced as written, gets the selects)
         s.node = copy.deepcopy(s.node)
-    for call in ints:  # (a traced integer scalar's int() is a size bound at run time, not a graph break)
-        call.func = ast.copy_location(ast.Name(INT_HOOK, ast.Load()), call.func)
+    for call in ints:  # (a traced integer scalar's int() is a size bound at run time, its float() a Python
+        # float of the trace: not a graph break on the value)
+        call.func = ast.copy_location(ast.Name(_CONVERSIONS[call.func.id], ast.Load()), call.func)
     for k, site in enumerate(ifs):
         _replace(fdef, site.node, _selected(k, site))
     for k, (s, loop) in enumerate(zip(sites, in_tree)):
@@ -216,16 +221,17 @@ def _rewrite(fn) -> Rewritten | None:
     return Rewritten(_compile(tree, code), sites, ifs)
 
 
-def _int_calls(fdef) -> list:
-    """The calls `int(x)` of one argument in fdef's own body (not a nested
-    function's or class's, whose `int` may be another)."""
+def _conversions(fdef, names: list) -> list:
+    """The calls `int(x)` (`float(x)`: the names) of one argument in fdef's
+    own body (not a nested function's or class's, whose `int` may be
+    another)."""
     out = []
 
     def visit(node):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                 continue
-            if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "int" \
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id in names \
                     and len(child.args) == 1 and not child.keywords and not isinstance(child.args[0], ast.Starred):
                 out.append(child)
             visit(child)
@@ -628,7 +634,7 @@ def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
     new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn), IF_HOOK: IfHook(ctx, r),
-                                      INT_HOOK: traced_int}, fn.__name__,
+                                      INT_HOOK: traced_int, FLOAT_HOOK: traced_float}, fn.__name__,
                              fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new

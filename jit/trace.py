@@ -191,6 +191,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     outputs, concrete = [], []
     written = {final.id: caller for final, (caller, _) in writebacks.values()}
     for r in out_leaves:
+        if isinstance(r, SymFloat):  # (a Python float of sizes, `n / 2`: the weak scalar of the trace it is)
+            r = r.t
         view = _view_of_written(r, writebacks, env)
         if view is not None:  # (`x += 1; return x[1:]`: a view of the caller's array, as numpy's)
             outputs.append(OutputSpec("view", view[0]))
@@ -205,9 +207,6 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         elif isinstance(r, SymInt):
             outputs.append(OutputSpec("dim", r.expr))
             concrete.append(env.hint(r.expr))
-        elif isinstance(r, SymFloat):  # (a Python float: its dims specialized)
-            outputs.append(OutputSpec("const", float(r)))
-            concrete.append(float(r))
         else:
             if isinstance(r, Stacked):  # (a list of a symbolic number of arrays: its appends made as written)
                 r._refuse("returning it")

@@ -194,6 +194,8 @@ class TraceContext:
         ins = [self.operand(x) for x in inputs]
         attrs_t = make_attrs(**attrs)
         concrete_attrs = {k: eval_attr(v, self.hint) for k, v in attrs.items()}
+        if weak and op in _PYTHON_DIVISIONS and all(t.value.weak and t.dtype.kind in "biuf" for t in ins):
+            _PYTHON_DIVISIONS[op](*[t.concrete for t in ins])  # (Python's ZeroDivisionError, as the user's code)
         with np.errstate(all="ignore"):
             result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
             if opdef.category == ELEMENTWISE:
@@ -824,7 +826,19 @@ class Tracer:
             self._data_dependent(".item(index)")
         if self.ndim == 0 and self.dtype.kind in "iu" and self.dtype != np.uint64 and not self.ctx.constant(self.value):
             return self.ctx.index_dim(self)  # (a Python int of the value: a size bound at run time, as int())
+        if self.ndim == 0 and self.dtype.kind in "bfc":  # (a Python float, bool or complex: weak, traced_float)
+            return self.as_python()
         return self.ctx.decide_on(self, "item")
+
+    def as_python(self, kind: str | None = None) -> "Tracer":
+        """A 0-d value as the Python number of `kind` ("b", "f" or "c";
+        by default, the one numpy's .item() gives): the weak scalar of the
+        trace that number is."""
+        kind = kind or {"b": "b", "c": "c"}.get(self.dtype.kind, "f")
+        if self.value.weak and self.dtype.kind == kind:
+            return self
+        dtype = np.dtype({"b": np.bool_, "f": np.float64, "c": np.complex128}[kind])
+        return self.ctx.emit("astype", [self], {"dtype": dtype}, weak=True)
     def tolist(self):
         if self.ctx.constant(self.value):
             return self.concrete.tolist()
@@ -967,6 +981,11 @@ def holds_traced(v, depth: int = 3) -> bool:
     return any(holds_traced(x, depth - 1) for x in items)
 
 
+# Python's divisions of Python numbers (weak operands), whose divisor of 0 raises ZeroDivisionError
+# where numpy's gives inf or nan (runtime/generate.py computes them with Python's operators too)
+_PYTHON_DIVISIONS = {"divide": operator.truediv, "floor_divide": operator.floordiv, "remainder": operator.mod}
+
+
 def _pythons(a, b) -> bool:
     """Whether Python's own operator takes `a op b` (`a` on the left): both
     Python scalars, or a Python complex and an np.float64 (a float, which
@@ -994,6 +1013,21 @@ def traced_int(x):
             and not x.ctx.constant(x.value):  # (a uint64 past int64 is no size: a graph break)
         return x.ctx.index_dim(x)
     return int(x)
+
+
+def traced_float(x):
+    """float(x) as a traced function sees it (jit/lift.py rewrites the
+    call): of a traced real scalar, the weak float64 a Python float is in
+    the trace (`loss = float(np.mean(err ** 2))` compiles once, where a
+    graph break on the value traced again for every value); of a size, a
+    Python float of it, no guard; anything else's float()."""
+    if type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "biuf":
+        return x.as_python("f")
+    if type(x) is SymInt:
+        return SymFloat.of(x.ctx, np.multiply, (x, 1.0))  # (exactly float(n) for every n below 2 ** 53)
+    if type(x) is SymFloat:
+        return x
+    return float(x)
 
 
 def traced_len(x):

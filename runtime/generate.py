@@ -102,7 +102,8 @@ _PY_OPERATORS = {"add": "{} + {}", "subtract": "{} - {}", "multiply": "{} * {}",
 # ... and on Python floats (weak float results of weak int and float operands:
 # 1.0 / n, d ** -0.5 of dims), as the function's own code computes them
 _PY_FLOAT_OPERATORS = {**{op: _PY_OPERATORS[op] for op in ("add", "subtract", "multiply", "negative")},
-                       "divide": "{} / {}", "power": "{} ** {}", "absolute": "abs({})"}
+                       "divide": "{} / {}", "floor_divide": "{} // {}", "remainder": "{} % {}",
+                       "power": "{} ** {}", "absolute": "abs({})"}
 
 
 def _index_source(items, arrays: list[str], const) -> str:

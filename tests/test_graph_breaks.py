@@ -73,19 +73,61 @@ def test_convergence_loop_with_a_fixed_iteration_count(backend):
 def test_item_and_float_outcomes_are_checked(backend):
     def f(x):
         k = int(x.argmax())
-        return x[k:] * float(x[0])
+        return x[k:] * int(x[0])  # (int() of a float: a graph break on the value)
     jf = jit(f, backend=backend)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", JitWarning)
         for x in ([1.0, 3.0, 2.0], [1.0, 3.0, 2.5], [2.0, 0.0, 5.0], [1.0, 3.0, 2.0]):
             x = np.array(x)
             assert_like_numpy(jf(x), f(x))
-    assert jf.stats()["traces"] == 2  # one per distinct (argmax, x[0]) outcome: calls 2 and 4 reuse entry 0
+    assert jf.stats()["traces"] == 2  # one per distinct int(x[0]): calls 2 and 4 reuse entry 0
+
+
+def test_float_and_item_of_a_traced_scalar_are_python_floats_of_the_trace(backend):
+    """float() and .item() of a traced real scalar are the weak float64 a
+    Python float is in the trace (a loss, a norm, a mean: each value was a
+    graph break and a trace of its own); float() of a size is a Python
+    float of it, no guard.  Returned, each is a Python float (or bool,
+    complex: .item()'s)."""
+    def f(x):
+        loss = float(np.mean(x ** 2))
+        scale = float(x.shape[0])
+        big = (x > 0.5).any().item()
+        return x / loss, loss, x.sum().item(), scale, big, x[0].astype(np.complex64).item()
+    jf = jit(f, backend=backend)
+    for n in (5, 6, 9, 3, 12):
+        x = np.random.default_rng(n).random(n).astype(np.float32)
+        got, want = jf(x), f(x)
+        assert [type(v) for v in got] == [type(v) for v in want]
+        assert_like_numpy(got[0], want[0])
+        assert got[1:] == pytest.approx(want[1:], rel=1e-6)
+        assert got[3] == n and got[4] is want[4]
+    assert jf.stats()["traces"] == 1 and jf.stats()["graph_breaks"] == 0
+
+
+def test_python_divisions_of_python_numbers_raise_pythons_zero_division_error(backend):
+    """`/`, `//` and `%` of Python floats (arguments, float() of traced
+    values) raise ZeroDivisionError for a divisor of 0, in the trace and in
+    the compiled code, as the function's own code does (numpy gave inf)."""
+    def f(x, a, b):
+        y = float(x.sum())
+        return a / b, a // b, a % b, y // (y - a)
+
+    jf = jit(f, backend=backend)
+    for x, a, b in ((np.ones(3), 1.5, 2.0), (np.ones(4), 7.5, -2.0), (np.ones(2), 1.5, 0.0), (np.ones(3), 3.0, 1.0),
+                    (np.ones(5), -1.0, 0.5)):
+        try:
+            want = f(x, a, b)
+        except ZeroDivisionError as e:
+            with pytest.raises(ZeroDivisionError, match=str(e)):
+                jf(x, a, b)
+            continue
+        assert jf(x, a, b) == want
 
 
 def test_outcomes_that_keep_changing_run_eagerly_after_a_bound(backend):
     def f(x):
-        return x * float(x.sum())
+        return x * int(x.sum())
     jf = jit(f, backend=backend)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -118,7 +160,7 @@ def test_constants_of_the_trace_need_no_break(backend):
         t = table()
         if t.sum() > 1:                       # decided once, for every call
             x = x * 2
-        k = float(np.arange(x.shape[0]).sum())  # depends on a dim: a break, checked
+        k = int(np.arange(x.shape[0]).mean())  # depends on a dim: a break, checked
         return x[: int(t.argmax())] + t.tolist()[2] + k
     jf = jit(f, backend=backend)
     for n in (5, 7, 7, 9):
