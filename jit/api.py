@@ -19,6 +19,7 @@ from jit.held import ValueKeys
 from jit.keys import extended_key
 from jit.miss import serve_miss
 from jit.signature import classify_call, with_data_lists
+from jit.tracer import ArrayOfTraced
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import FunctionMetrics
 from shapes import forksafe
@@ -34,6 +35,8 @@ class JitFunction:
             raise ValueError(f"dynamic must be True, False or 'auto', not {dynamic!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+        if isinstance(fn, JitFunction):  # (jit(jit(f)): one jit of f)
+            fn = fn.fn
         fn = with_signature(fn)
         self.fn = fn
         self.dynamic = dynamic
@@ -99,7 +102,10 @@ class JitFunction:
             return run_under_errstate(self, bound)
         leaves: list = []
         treedef = pytree.flatten(with_data_lists(bound, self._data_args) if self._data_args else bound, leaves)
-        key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
+        try:
+            key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
+        except ArrayOfTraced:  # (called by a function another jit traces: its Python, traced inline)
+            return self.fn(*bound)
         full, run_inputs = key, runtime
         if self._held_paths or self._value_paths:  # what the program holds: fetched again at every call
             full, held = extended_key(self, key, leaves)

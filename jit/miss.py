@@ -23,7 +23,8 @@ from jit.keys import changed_ints, changed_lists, changed_values, full_key, note
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call, with_data_lists
 from jit.trace import DeclarationError, TraceResult, trace
-from jit.tracer import ArrayOfTraced, DataArg, Fallback, SelectAliasWritten, StackedUse, TooManyDecisions
+from jit.tracer import ArrayOfTraced, DataArg, Fallback, SelectAliasWritten, StackedUse, SymFloat, SymInt, \
+    TooManyDecisions, Tracer
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import logger_for
 from shapes.guards import GuardSet
@@ -36,9 +37,14 @@ MAX_BREAK_RETRACES = 8  # past it, a signature whose Python decisions keep chang
 _UNSERVED = object()  # (no entry of the key served the call)
 
 
+_TRACED = (Tracer, SymInt, SymFloat)
+
+
 def serve_miss(jf, key, bound, leaves, treedef, arrays, runtime):
     """The result of a call no entry served: `key` and `runtime` as
     classify_call made them, without the held arrays' part."""
+    if any(type(x) in _TRACED for x in leaves):  # (called by a function another jit traces: traced inline)
+        return jf.fn(*bound)
     with jf._lock:
         return _Miss(jf, key, bound, leaves, treedef, arrays, runtime).serve()
 

@@ -766,10 +766,11 @@ class _Traceables:
         variable) v found at `path` (None: not a path a call can read)."""
         if v is np:
             return self.proxy
-        if isinstance(v, types.FunctionType):
+        if isinstance(v, types.FunctionType) or type(v).__name__ == "JitFunction" and isinstance(
+                getattr(v, "fn", None), types.FunctionType):  # (another jit's function: traced inline)
             if path is not None:
                 self.lifter.guard(path, v)  # (rebinding a helper is a new key)
-            return self.function(v, path)
+            return self.function(getattr(v, "fn", v), path)
         if isinstance(v, types.ModuleType) and user_module(v):
             return _UserModule(self, v, path)
         if path is not None:

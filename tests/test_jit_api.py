@@ -456,3 +456,46 @@ def test_an_error_state_that_raises_inside_the_function_runs_it_in_numpy():
     assert_like_numpy(f(a, b + 1), a / (b + 1))
     assert_like_numpy(g(a, b), quiet(a, b))
     assert g.stats()["eager_calls"] == 0
+
+
+@jit
+def _inner(x):
+    return np.tanh(x) * 2
+
+
+@jit
+def _outer(x):
+    return _inner(x) + _inner(x[::-1])
+
+
+class _Scaled:
+    def __init__(self, backend):
+        self.s = 3.0
+        self.apply = jit(self._apply, backend=backend)
+
+    def _apply(self, x):
+        return x * self.s
+
+    def __call__(self, x):
+        return self.apply(x) + 1
+
+
+def test_a_jitted_function_calling_another_traces_it_inline(backend):
+    """A jitted function called by another's trace (a global, a method
+    jitted on self, jit(jit(f))) is traced inline, as its Python: one trace
+    of the caller, no numpy fallback (it ran in numpy: "conversion to a
+    numpy array of a traced array")."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (3, 4, 7):
+            x = np.linspace(0, 1, n)
+            assert_like_numpy(_outer(x), np.tanh(x) * 2 + np.tanh(x[::-1]) * 2)
+        m = _Scaled(backend)
+        g = jit(lambda x: m(x) * 2, backend=backend)
+        for n in (3, 5):
+            x = np.ones(n)
+            assert_like_numpy(g(x), (x * 3.0 + 1) * 2)
+        twice = jit(jit(np.sin), backend=backend)
+        assert_like_numpy(twice(np.ones(3)), np.sin(np.ones(3)))
+    assert _outer.stats()["traces"] == 1 and _outer.stats()["fallbacks"] == 0
+    assert g.stats()["traces"] == 1 and g.stats()["fallbacks"] == 0
