@@ -50,6 +50,8 @@ def function_fingerprint(fn) -> tuple[str | None, str | None]:
         return None, str(e)
     except RecursionError:
         return None, "its globals nest too deeply to fingerprint"
+    except Exception as e:  # noqa: BLE001 - a value of the user's raised (a __getattr__ raising KeyError)
+        return None, f"reading what it may read raised {type(e).__name__}: {e}"
     return h.hexdigest(), None
 
 
@@ -57,7 +59,12 @@ def stable_text(obj) -> str:
     """A text form of a specialization key that is the same in every process;
     raises Unstable for values that have none (e.g. an object keyed by id)."""
     h = _Hasher(None)
-    h.value(obj, "a static argument")
+    try:
+        h.value(obj, "a static argument")
+    except (Unstable, RecursionError):
+        raise
+    except Exception as e:  # noqa: BLE001 - a value of the user's raised
+        raise Unstable(f"a static argument raised {type(e).__name__} when read: {e}") from None
     return "".join(h.parts)
 
 
@@ -148,7 +155,7 @@ class _Hasher:
             self.value(v.keywords, where)
         elif isinstance(v, types.MethodType):
             self.method(v, where)
-        elif hasattr(v, "__wrapped__") and type(v).__name__ == "JitFunction":
+        elif type(v).__name__ == "JitFunction" and hasattr(v, "__wrapped__"):
             self.put("jit")
             self.value(v.__wrapped__, where)
         elif isinstance(v, type) or callable(v):

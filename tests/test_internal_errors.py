@@ -142,3 +142,25 @@ def test_a_compiled_call_failing_where_numpy_fails_raises_numpys_error(backend):
     for e, r in zip(entries, real):
         e.run = r
     assert_like_numpy(jf(x, good), g(x, good))
+
+
+class _AttrDict(dict):
+    """A config pattern: attribute reads backed by items (a missing one raises KeyError, not AttributeError)."""
+    def __getattr__(self, name):
+        return self[name]
+
+
+_CFG = _AttrDict(scale=2.0)
+
+
+def _scaled(x):
+    return x * _CFG.scale
+
+
+def test_a_global_whose_attribute_reads_raise_is_no_internal_error(backend):
+    """Fingerprinting the function's globals asks each for __wrapped__: an
+    object whose __getattr__ raises KeyError made every call raise it (no
+    saved trace for such a function now; the call compiles)."""
+    f = jit(_scaled, backend=backend)
+    assert_like_numpy(f(np.ones(3)), np.full(3, 2.0))
+    assert f.stats()["fallbacks"] == 0
