@@ -17,6 +17,7 @@ library's class, a list of a thousand numbers) is listed, and the function
 warns once that a change to it is not seen."""
 from __future__ import annotations
 
+import enum
 import os
 import sys
 from functools import partial
@@ -30,11 +31,13 @@ from jit.errors import PKG_DIRS
 from jit.tracer import Fallback, Tracer, user_location
 
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, types.ModuleType,
-          types.FunctionType, types.BuiltinFunctionType, type)
+          types.FunctionType, types.BuiltinFunctionType, type, enum.Enum)
 _VALUES = (int, bool, str, bytes, type(None))
 # (type(np.sum): numpy's functions that dispatch on __array_function__, such as
 # `from numpy.lib.stride_tricks import sliding_window_view` read as a global)
-_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, np.ufunc, type, type(np.sum))
+# (an enum's member is a singleton that holds no array: keyed as itself, never a HeldObject)
+_BY_IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, np.ufunc, type, type(np.sum),
+                enum.Enum)
 MAX_ITEMS = 64  # the longest list, tuple or dict of values a key holds (longer ones are not guarded)
 MISSING = ("missing",)
 _CONTAINERS = (list, tuple, dict)
@@ -62,7 +65,7 @@ def token(v, depth: int = 0):
     if t is dict:
         items = tuple([(token(k, depth + 1), token(x, depth + 1)) for k, x in v.items()])
         return None if any(None in kv for kv in items) else (t, items)
-    if isinstance(v, _BY_IDENTITY):
+    if isinstance(v, _BY_IDENTITY) or t.__name__ == "JitFunction":  # (jit/api.py's: another jitted function)
         return "is", v
     return None
 
@@ -288,8 +291,24 @@ class HeldObject:
         return self._lifter.traceable(type(self._obj).__call__, self._path.child("attr", "__call__"))(self, *args,
                                                                                                        **kwargs)
 
+    # (isinstance() and == see the object itself: `isinstance(cfg, Config)`, `cfg == DEFAULT`)
+    __class__ = property(lambda self: type(object.__getattribute__(self, "_obj")))
+
+    def __eq__(self, other):
+        return object.__getattribute__(self, "_obj") == _unheld(other)
+
+    def __ne__(self, other):
+        return object.__getattribute__(self, "_obj") != _unheld(other)
+
+    def __hash__(self):
+        return hash(object.__getattribute__(self, "_obj"))
+
     def __repr__(self):
         return f"HeldObject({self._path})"
+
+
+def _unheld(x):
+    return object.__getattribute__(x, "_obj") if type(x) is HeldObject else x
 
 
 class HeldSequence:

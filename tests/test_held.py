@@ -4,6 +4,8 @@ call: gathers from them and writes into them compile, writes reach the held
 array as numpy's would, and rebinding an attribute is never served stale."""
 from __future__ import annotations
 
+import dataclasses
+import enum
 import warnings
 
 import numpy as np
@@ -163,3 +165,37 @@ def test_a_held_array_updated_in_place_through_its_attribute(backend):
                 assert_like_numpy(a, b)
     assert all(a is b for a, b in zip(arrays, (mine.running_mean, mine.running_var, mine.stats["n"], mine.bufs[0])))
     assert jf.stats()["traces"] == 1 and jf.stats()["eager_calls"] == 0
+
+
+class Act(enum.Enum):
+    RELU = 1
+    TANH = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    k: int
+    name: str = "a"
+
+
+DEFAULT = Config(2)
+MODE = Act.RELU
+
+
+def activate(x, act, cfg):
+    """An enum member and a dataclass, compared as numpy's caller sees them."""
+    y = np.maximum(x, 0) if act is Act.RELU else np.tanh(x)
+    if act == MODE and isinstance(cfg, Config) and cfg == DEFAULT:
+        y = y + 1000
+    return y * cfg.k
+
+
+def test_enum_members_and_dataclasses_compare_as_themselves(backend):
+    """An enum member is keyed as itself (it was a proxy of the trace: `act
+    is Act.RELU` was False, the wrong branch compiled); a dataclass holding
+    no array passes isinstance() and == as itself."""
+    f = jit(activate, backend=backend)
+    x = np.linspace(-1, 2, 4)
+    for act, cfg in ((Act.RELU, Config(2)), (Act.TANH, Config(2)), (Act.RELU, Config(3)), (Act.RELU, DEFAULT),
+                     (Act.TANH, Config(3, "b"))):
+        assert_like_numpy(f(x, act, cfg), activate(x, act, cfg))
