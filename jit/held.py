@@ -184,6 +184,17 @@ def key_of(arrays) -> tuple:
     return tuple([(a.dtype, a.shape, a.flags.c_contiguous) for a in arrays])
 
 
+RANDOM_STATES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+
+
+def refuse_random(x, where) -> None:
+    """A numpy random generator read by the trace runs the function in numpy:
+    its draws, made while tracing, would be the trace's constants."""
+    if isinstance(x, RANDOM_STATES):
+        raise Fallback(f"{where} is a numpy random generator (its draws would be frozen into the trace)",
+                       user_location())
+
+
 def holder(x) -> bool:
     """An object whose attributes may hold arrays: an instance of a class the
     user's program defines (not numpy's, a library's or the standard library's)."""
@@ -238,6 +249,7 @@ class Lifter:
         """What the traced code sees in place of `x` (found along `path`)."""
         if type(x) is np.ndarray:
             return self.lift(path, x)
+        refuse_random(x, path)
         if type(x) in (list, tuple) and any(type(v) is np.ndarray or holder(v) for v in x):
             return HeldSequence(self, path, x)
         if type(x) is dict and any(type(v) is np.ndarray or holder(v) for v in x.values()):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jit.held import RANDOM_STATES
 from jit.trace import InputSpec
 from shapes.env import SYMBOLIC_FROM
 
@@ -147,7 +148,10 @@ class Signature:
                 specs.append(InputSpec("scalar", path))
                 text.append(f"{path}: {kind.__name__ if kind is float or kind is complex else x.dtype} scalar")
             else:  # (static: keyed by value)
-                if type(x) is int and not -_INT64 <= x < _INT64:
+                if isinstance(x, RANDOM_STATES):
+                    bad = bad or (f"argument {path} is a numpy random generator (its draws would be frozen into "
+                                  "the trace)")
+                elif type(x) is int and not -_INT64 <= x < _INT64:
                     bad = bad or f"argument {path} is an int beyond int64 (numpy decides what it becomes)"
                 elif bad is None:
                     try:

@@ -18,7 +18,8 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.fingerprint import global_names
-from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, token, user_file, user_module
+from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, refuse_random, token, user_file, \
+    user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
     eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -773,6 +774,7 @@ class _Traceables:
             return self.function(getattr(v, "fn", v), path)
         if isinstance(v, types.ModuleType) and user_module(v):
             return _UserModule(self, v, path)
+        refuse_random(v, path or "a value the function reads")
         if path is not None:
             if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and _holds(v):
                 return self.lifter.wrap(path, v)

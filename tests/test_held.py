@@ -199,3 +199,37 @@ def test_enum_members_and_dataclasses_compare_as_themselves(backend):
     for act, cfg in ((Act.RELU, Config(2)), (Act.TANH, Config(2)), (Act.RELU, Config(3)), (Act.RELU, DEFAULT),
                      (Act.TANH, Config(3, "b"))):
         assert_like_numpy(f(x, act, cfg), activate(x, act, cfg))
+
+
+_G = np.random.default_rng(7)
+
+
+def _noisy_global(x):
+    return x + _G.standard_normal(x.shape)
+
+
+def _noisy(x, rng):
+    return x + rng.standard_normal(x.shape)
+
+
+def test_a_numpy_random_generator_runs_the_function_in_numpy(backend):
+    """A Generator (or RandomState) passed, held in a global or on self:
+    its draws were made while tracing and frozen into the trace (every call
+    returned the first call's noise, the generator's state never moved on);
+    the function now runs in numpy, with one warning, each call drawing."""
+    x = np.zeros(4)
+    for fn, make in ((_noisy, lambda: (np.random.default_rng(1),)), (_noisy, lambda: (np.random.RandomState(1),)),
+                     (_noisy_global, lambda: ())):
+        f = jit(fn, backend=backend)
+        state = _G.bit_generator.state
+        a = make()
+        want = [fn(x, *a) for _ in range(2)]
+        _G.bit_generator.state = state
+        b = make()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitWarning)
+            got = [f(x, *b) for _ in range(2)]
+        assert not np.array_equal(got[0], got[1])
+        for g, w in zip(got, want):
+            assert_like_numpy(g, w)
+        assert f.stats()["eager_calls"] >= 1
