@@ -661,10 +661,11 @@ class IfHook:
                 _is_numpy(scope.get(root)) or attr in _PURE_METHODS for root, attr in site.calls):
             return None
         nodes, breaks, writes, first = len(self.ctx.nodes), len(self.ctx.breaks), self.ctx.writes(), self.ctx._next
+        raised = self.ctx.raised
         try:
             pairs = list(zip(then(), orelse()))
         except Exception:  # noqa: BLE001 - a branch that raises runs as written (its error, if it is taken)
-            pairs = None
+            pairs, self.ctx.raised = None, raised
         if self.ctx.writes() != writes:  # (np.copyto, out=: the branch not taken wrote too, in the trace)
             raise Fallback("a branch of an if on a traced value writes into an array", user_location())
         if pairs is None:
@@ -767,6 +768,7 @@ class Hook:
         scope, globals_ = dict(frame.f_locals), frame.f_globals
         del frame
         site = self.r.sites[k]
+        raised = self.ctx.raised
         try:
             if peeled:  # (the trips after the first, which bound the names read after the loop)
                 start, stop, step = self.peeled[k]
@@ -790,6 +792,7 @@ class Hook:
                 return self
             return values
         except Exception as e:  # noqa: BLE001 - lifting is optional: the loop runs traced, as written
+            self.ctx.raised = raised
             if STRICT:
                 raise
             why = f"{user_location()}: loop not compiled whole: internal error {type(e).__name__}: {e}"

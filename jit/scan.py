@@ -480,6 +480,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     inputs = [start, stop] + [scope[n] for n in carried] + [values[n] for n in free]
     n_out = len(carried) + len(stacked) + last
+    raised = ctx.raised
     try:
         if stacked:  # (the stacked arrays' shapes are known once the trips ran: run them now, the node takes
             # the result; a row's dims that are no carried array's are data-dependent sizes, bound at run time)
@@ -492,8 +493,10 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
             call.served = got
         outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
     except ScanMismatch as e:
+        ctx.raised = raised
         raise NoScan(str(e)) from None
     except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
+        ctx.raised = raised
         raise NoScan(f"its body raised {type(e).__name__}: {e}") from None
     outs = outs if n_out > 1 else [outs]
     if last:  # (the last trip's index: a size bound when the scan has run, a Python int as the loop leaves it)

@@ -180,6 +180,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     args, kwargs = rebind(bound) if rebind is not None else (bound, {})
     traceables = _Traceables(_NumpyProxy(ctx), lifter)
     result = traceables.root(fn)(*args, **kwargs)
+    if ctx.raised is not None:  # (`try: ... except LinAlgError:` took this call's values' error: another call's
+        # values, which raise nothing, would be served the except clause's result)
+        raise Fallback(f"the function caught an error numpy raised on this call's values ({ctx.raised})")
     after: list = []  # (the lists and dicts the call took, as it left them)
     if pytree.flatten(bound, after) != arg_treedef or any(a is not b for a, b in zip(after, traced_leaves)):
         raise Fallback("the function changes a list or dict it was passed (numpy's call changes the caller's)")

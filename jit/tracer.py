@@ -115,6 +115,7 @@ class TraceContext:
         self._next = 0
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
+        self.raised: str | None = None  # an error an op raised on this call's values (emit), where
         # storages of selects that stand for an array one branch only named (jit/lift.py): numpy's
         # name would alias it, so a write into one is numpy's only in numpy (by id, each compared by
         # identity: a later array may take the id of one that died)
@@ -194,10 +195,15 @@ class TraceContext:
         ins = [self.operand(x) for x in inputs]
         attrs_t = make_attrs(**attrs)
         concrete_attrs = {k: eval_attr(v, self.hint) for k, v in attrs.items()}
-        if weak and op in _PYTHON_DIVISIONS and all(t.value.weak and t.dtype.kind in "biuf" for t in ins):
-            _PYTHON_DIVISIONS[op](*[t.concrete for t in ins])  # (Python's ZeroDivisionError, as the user's code)
-        with np.errstate(all="ignore"):
-            result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
+        try:
+            if weak and op in _PYTHON_DIVISIONS and all(t.value.weak and t.dtype.kind in "biuf" for t in ins):
+                _PYTHON_DIVISIONS[op](*[t.concrete for t in ins])  # (Python's ZeroDivisionError, as the user's code)
+            with np.errstate(all="ignore"):
+                result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
+        except Exception as e:
+            # (an error of this call's values: a trace that goes on caught it, jit/trace.py)
+            self.raised = f"{type(e).__name__} at {user_location()}"
+            raise
             if opdef.category == ELEMENTWISE:
                 self._bound_python_ints(op, opdef, ins, concrete_attrs)
         values = [t.value for t in ins]

@@ -477,3 +477,33 @@ def test_a_reshape_by_a_size_bound_at_run_time_of_zero(backend):
             a, m = np.arange(20.0), np.array(m)
             assert_like_numpy(jf(a, m), fn(a, m))
     assert jf.stats()["eager_calls"] == 0
+
+
+def _safe_pick(x, idx):
+    try:
+        return x[idx].sum()
+    except IndexError:
+        return -1.0
+
+
+def _safe_solve(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        return np.zeros_like(b)
+
+
+def test_an_error_the_function_catches_is_not_compiled_in(backend):
+    """`try: ... except IndexError:` that caught an error of the first
+    call's values compiled the except clause's result for every later call
+    (silently: every good call returned -1.0); such a function runs in numpy."""
+    x = np.arange(5.0)
+    f = jit(_safe_pick, backend=backend)
+    g = jit(_safe_solve, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for idx in ([7], [1], [2, 4], [9, 0]):
+            assert f(x, np.array(idx)) == _safe_pick(x, np.array(idx))
+        b = np.ones(2)
+        for a in (np.ones((2, 2)), np.diag([2.0, 4.0]), np.eye(2)):
+            assert_like_numpy(g(a, b), _safe_solve(a, b))
