@@ -200,12 +200,12 @@ class TraceContext:
                 _PYTHON_DIVISIONS[op](*[t.concrete for t in ins])  # (Python's ZeroDivisionError, as the user's code)
             with np.errstate(all="ignore"):
                 result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
+                if opdef.category == ELEMENTWISE:
+                    self._bound_python_ints(op, opdef, ins, concrete_attrs)
         except Exception as e:
             # (an error of this call's values: a trace that goes on caught it, jit/trace.py)
             self.raised = f"{type(e).__name__} at {user_location()}"
             raise
-            if opdef.category == ELEMENTWISE:
-                self._bound_python_ints(op, opdef, ins, concrete_attrs)
         values = [t.value for t in ins]
         shapes = opdef.shape_rule(self.env, values, attrs_t)
         dtypes = opdef.dtype_rule(values, attrs_t)
