@@ -12,7 +12,7 @@ import sympy
 
 from shapes.ir import Node
 from shapes.kernelargs import ERRCELL
-from shapes.ops import EXTERNAL, FRESH, FRESH_C, OPS, VIEW_OF_INPUT, ops_returning
+from shapes.ops import EXTERNAL, FRESH, FRESH_C, GATHER, OPS, VIEW_OF_INPUT, ops_returning
 from shapes.pyexpr import compile_source, exprs_source
 from runtime.kernelcall import KernelCall
 
@@ -69,8 +69,21 @@ def last_stop(steps, outputs, dd_dims, dd_checks) -> int | None:
     at += [made.get(d.value_id, len(steps) - 1) for d in dd_dims]
     at += [len(steps) - 1] if dd_checks and not dd_dims else []
     at += [k for k, st in enumerate(steps) if (ERRCELL in st.args or bool(st.lifted) if isinstance(st, KernelCall)
-                                               else st.op in ("eager", "scan"))]
+                                               else st.op in ("eager", "scan") or _may_raise(st))]
     return max(at) if at else None
+
+
+# numpy steps that raise on some values (LinAlgError of a singular matrix): the call then runs in numpy
+# (jit/eager.py after_failure), on the arguments as they were -- no write into one before such a step
+_RAISING = frozenset({"cholesky", "inv", "solve", "ufunc_at"})
+
+
+def _may_raise(st: Node) -> bool:
+    """Whether numpy's step may raise on the call's values: an index array
+    out of bounds (x[idx], np.take_along_axis, x[idx] = v, np.add.at), a
+    singular matrix."""
+    return st.op in _RAISING or OPS[st.op].category == GATHER or st.op == "setitem" and any(
+        it[0] == "array" for it in st.attr("items"))
 
 
 def last_reads(steps, keep) -> tuple[dict[int, int], dict[int, list[int]]]:
@@ -99,13 +112,12 @@ def plan_buffers(graph, steps, outputs, pooled, stop: int | None) -> BufferPlan:
     # them alive until return raises the peak and makes malloc fault in pages
     last_use, dead_after = last_reads(steps, kept(outputs))
     roots_owned = _roots(graph, steps)
-    stops = stop is not None
     in_place = _in_place_updates(steps, outputs, -1 if stop is None else stop, roots_owned)
     views = _slot_views(steps)
     direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0], views)
     into_operand = _updates_in_place(steps, in_place, outputs, views)
     stored = {steps[k + 1].out.id for k in into_operand}
-    into_argument = {} if stops else _writes_into_arguments(graph, steps, outputs, roots_owned[0])
+    into_argument = _writes_into_arguments(graph, steps, outputs, roots_owned[0], -1 if stop is None else stop)
     return BufferPlan(last_use, dead_after, in_place, direct, into_operand, stored, into_argument)
 
 
@@ -186,23 +198,24 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views) 
     return out
 
 
-def _writes_into_arguments(graph, steps, outputs, roots) -> dict[int, int]:
+def _writes_into_arguments(graph, steps, outputs, roots, stop: int) -> dict[int, int]:
     """Kernel outputs the call writes back into an argument (`C *= beta;
     C += alpha * A @ B`: its one epilogue kernel makes C's new value) that
     the kernel may write straight into that argument instead of a new array
     copied in at the end: a pointwise kernel of one output, the argument's
     shape and dtype, reading the argument only as itself (where it writes
     the same element) and no other view of it, with no later step reading
-    the argument, and the output returned as nothing else.  (Only where no
-    step may stop the call: it then runs in numpy on the arguments as they
-    were; another argument aliasing the target sends the call to numpy
-    before any step: generate.py _alias_checks.)  By output id: the argument's."""
+    the argument, and the output returned as nothing else.  (Only after the
+    last step that may stop the call, `stop`: it then runs in numpy on the
+    arguments as they were; another argument aliasing the target sends the
+    call to numpy before any step: generate.py _alias_checks.)  By output
+    id: the argument's."""
     targets = {o.payload[1]: o.payload[0] for o in outputs if o.kind == "writeback" and o.payload[0] != o.payload[1]}
     returned = {o.value_id for o in outputs if o.kind != "writeback"}
     args = {v.id: v for v in graph.inputs}
     out = {}
     for k, st in enumerate(steps):
-        if not (isinstance(st, KernelCall) and st.pointwise and not st.target and not st.lifted
+        if not (k > stop and isinstance(st, KernelCall) and st.pointwise and not st.target and not st.lifted
                 and len(st.outputs) == 1):
             continue
         vid, shape, dtype = st.outputs[0]

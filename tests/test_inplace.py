@@ -651,3 +651,34 @@ def test_an_in_place_operator_by_a_dim_compiles(backend):
                 assert_like_numpy(jf(mine), _scores_grad(X), atol=8 * np.finfo(dtype).eps * shape[0])
                 np.testing.assert_array_equal(mine, X)  # (both divided in place)
     assert jf.stats()["fallbacks"] == 0 and jf.stats()["traces"] == 2  # (one per dtype)
+
+
+def _scale_then_gather(a, idx):
+    a *= 2
+    return a[idx]
+
+
+def _shift_then_solve(b, A):
+    b += 1
+    return np.linalg.solve(A, b)
+
+
+def test_a_write_into_an_argument_before_a_step_that_raises_is_made_once(backend):
+    """A compiled call whose gather (an index out of bounds) or solve (a
+    singular matrix) raises after it wrote into an argument runs in numpy on
+    the arguments as they were: the write was made twice (a was 4x, not 2x)."""
+    f, g = jit(_scale_then_gather, backend=backend), jit(_shift_then_solve, backend=backend)
+    assert_like_numpy(f(np.arange(4.0), np.array([0, 1])), np.array([0.0, 2.0]))
+    assert_like_numpy(g(np.zeros(3), np.eye(3)), np.ones(3))
+    for fn, jfn, make, bad, error in ((_scale_then_gather, f, lambda: np.arange(4.0), np.array([1, 9]), IndexError),
+                                      (_shift_then_solve, g, lambda: np.zeros(3), np.ones((3, 3)),
+                                       np.linalg.LinAlgError)):
+        a, b = make(), make()
+        with pytest.raises(error):
+            fn(a, bad)
+        with pytest.raises(error):
+            jfn(b, bad)
+        assert_like_numpy(b, a)
+    a = np.arange(4.0)
+    assert_like_numpy(f(a, np.array([3, 0])), np.array([6.0, 0.0]))
+    assert_like_numpy(a, np.arange(4.0) * 2)
