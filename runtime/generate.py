@@ -361,8 +361,12 @@ def _eager_lines(n, src: Source) -> list[str]:
         names[o.id] = f"v{o.id}"
     outs = ", ".join(names[o.id] for o in n.outputs)
     args = ", ".join(names[v.id] for v in n.inputs)
+    # (np.roots, np.linalg.eigvals, np.emath.sqrt: a dtype that follows from the values, complex for some calls;
+    # a call whose outputs are of another dtype or rank than the trace's runs in numpy)
+    kinds = src.const(tuple((o.dtype, o.ndim) for o in n.outputs))
     return [f"    _r = {src.const(n.attr('call'))}([{args}])",
             f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')",
+            f"    if tuple([(_o.dtype, _o.ndim) for _o in _r]) != {kinds}: raise ShapeMismatch('eager output dtype')",
             f"    {outs}{',' if len(n.outputs) == 1 else ''} = _r"]
 
 

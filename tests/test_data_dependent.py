@@ -217,3 +217,25 @@ def test_a_size_found_equal_to_an_input_dim_is_solved_for_the_size(backend, tmp_
             jf(X, y)
     X, y = rng.standard_normal((3, 5)), np.arange(6.0)
     assert_like_numpy(jf(X, y), _scaled_by_unique(X, y))
+
+
+def _root_sizes(c):
+    return np.abs(np.roots(c)) * 2
+
+
+def _emath_twice(x):
+    return np.emath.sqrt(x) * 2
+
+
+def test_an_eager_step_whose_dtype_follows_from_the_values_runs_numpy_where_it_differs(backend):
+    """np.roots and np.emath.sqrt give complex results for some values,
+    real for others: a compiled call whose eager step gave another dtype
+    than the trace's ran on (two real roots read as one complex number:
+    [2.236, 2.236] for numpy's [2, 1]); it runs in numpy."""
+    f, g = jit(_root_sizes, backend=backend), jit(_emath_twice, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for c in ([1.0, 2.0, 5.0], [1.0, -3.0, 2.0], [1.0, 0.0, 4.0], [1.0, -5.0, 6.0]):
+            assert_like_numpy(f(np.array(c)), _root_sizes(np.array(c)))
+        for x in ([4.0, 9.0], [-4.0, 9.0], [1.0, 16.0]):
+            assert_like_numpy(g(np.array(x)), _emath_twice(np.array(x)))
