@@ -470,6 +470,10 @@ def squeeze(ctx, a, axis=None):
 
 
 def ravel(ctx, a, order="C"):
+    a = ctx.operand(a)
+    if order == "C" and isinstance(a.laid_out(), np.ndarray) and not a.laid_out().flags.c_contiguous:
+        a = ctx.emit("astype", [a], {"dtype": a.dtype})  # (numpy's ravel copies what is not C-contiguous,
+        # where a reshape could view it: writes into the result never reach the array)
     return reshape(ctx, a, -1, order=order)
 
 
@@ -785,6 +789,8 @@ def astype(ctx, a, dtype, order="K", casting="unsafe", subok=True, copy=True):
     dt = np.dtype(dtype)
     if dt.kind in "OSUV":
         raise Fallback(f"astype to unsupported dtype {dt}", user_location())
+    if not copy and dt == a.dtype:  # (a itself, as numpy's: writes into it reach a)
+        return a
     return ctx.emit("astype", [a], {"dtype": dt})
 
 

@@ -514,22 +514,31 @@ class _NumpyProxy(types.ModuleType):
     def hstack(self, tup, **kw):
         return tup.hstack() if isinstance(tup, Stacked) and not kw else np.hstack(tup, **kw)
 
-    def asarray(self, a, dtype=None, **kw):
-        if isinstance(a, Stacked) and not kw:
+    def asarray(self, a, dtype=None, order=None, **kw):
+        if isinstance(a, Stacked) and not kw and order is None:
             return a.stack(0, dtype)
         if isinstance(a, Tracer):
+            laid = a.laid_out()
+            if order in ("C", "F") and isinstance(laid, np.ndarray) and not (
+                    laid.flags.c_contiguous if order == "C" else laid.flags.f_contiguous):
+                return a.astype(dtype or a.dtype)  # (numpy's copy in that order: writes never reach a)
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
-        if not kw and self._has_sym(a):
+        if not kw and order is None and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
-        r = np.asarray(a, dtype=dtype, **kw)
+        r = np.asarray(a, dtype=dtype, order=order, **kw)
         return r if r is a else self._const(r)  # (an array the function holds stays itself)
 
-    asanyarray = ascontiguousarray = asarray
+    asanyarray = asarray
+
+    def ascontiguousarray(self, a, dtype=None, **kw):
+        return self.asarray(a, dtype, order="C", **kw)
 
     def array(self, a, dtype=None, copy=True, **kw):
         if isinstance(a, Stacked) and not kw:
             return a.stack(0, dtype)
         if isinstance(a, Tracer):
+            if copy is not True and (dtype is None or np.dtype(dtype) == a.dtype) and not kw:
+                return a  # (np.array(a, copy=False), copy=None: a itself, as numpy 2's)
             return a.astype(dtype or a.dtype)
         if not kw and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)

@@ -694,11 +694,12 @@ class Storage:
     current value; `version` counts writes, so a view built before a write
     knows to rebuild itself from the root when it is next read."""
 
-    __slots__ = ("root", "version", "writeable", "origin")
+    __slots__ = ("root", "version", "writeable", "origin", "first")
 
     def __init__(self, root: "Tracer", writeable: bool):
         self.root, self.version, self.writeable = root, 0, writeable
         self.origin = root._value  # the value the storage held when tracing began
+        self.first = root._concrete  # (its array then: the caller's, laid out as the caller's is)
 
 
 class Tracer:
@@ -732,6 +733,13 @@ class Tracer:
             c = self._concrete
             self._storage = Storage(self, not isinstance(c, np.ndarray) or c.flags.writeable)
         return self._storage
+
+    def laid_out(self):
+        """The array whose layout (flags.c_contiguous) numpy's would have:
+        an array written into keeps the caller's layout, where the trace's
+        new value of it is a fresh array."""
+        s = self._storage
+        return s.first if s is not None and not self._chain and isinstance(s.first, np.ndarray) else self._concrete
 
     def view_of(self, base: "Tracer", step: tuple) -> None:
         self._storage = base.storage()

@@ -157,3 +157,33 @@ def test_diagonal_trace_and_diag_of_a_matrix_are_views_kernels_read(backend):
         return d
     with pytest.raises(ValueError, match="read-only"):
         jit(g, backend=backend)(np.ones((3, 3)))
+
+
+def _copies(a):
+    """Each of numpy's calls that copies a non-C-contiguous array (and views
+    a C-contiguous one) or never copies (copy=False), written into."""
+    b = np.ascontiguousarray(a)
+    b[0, 0] = 99
+    c = np.asarray(a, order="C")
+    c[0, 1] = 98
+    d = a.astype(a.dtype, copy=False)
+    d[1, 0] = 97
+    e = np.array(a, copy=False)
+    e[1, 1] = 96
+    f = a.ravel()
+    f[-1] = 95
+    return a
+
+
+def test_copy_or_view_follows_the_arrays_layout_as_numpys(backend):
+    """np.ascontiguousarray, np.asarray(order="C") and ravel copy an array
+    that is not C-contiguous (they were views of it: writes reached the
+    caller's array); astype(copy=False) and np.array(copy=False) are the
+    array itself (they were copies)."""
+    f = jit(_copies, backend=backend)
+    for make in (lambda: np.arange(12.0).reshape(2, 6)[:, ::2], lambda: np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+                 lambda: np.arange(6.0).reshape(2, 3), lambda: np.arange(20.0).reshape(4, 5)[::-1, 1:]):
+        a, b = make(), make()
+        _copies(a)
+        f(b)
+        assert_like_numpy(b, a)
