@@ -227,6 +227,7 @@ class Lifter:
         self.tracers: dict[Path, Tracer] = {}
         self.guarded: dict[Path, tuple] = {}   # values read along paths -> their tokens
         self.unguarded: list[str] = []         # paths of values read that no token describes
+        self.containers: list = []  # (a list, dict or set the trace read, its contents then)
         self._make_input = make_input  # (array, path text) -> Tracer (a new graph input)
         self.traceable = lambda f, path=None: f  # a user function as the trace runs it (jit/trace.py)
 
@@ -259,11 +260,29 @@ class Lifter:
         self.guard(path, x)
         return x
 
+    def check_containers(self, traced) -> None:
+        """A traced value the run put into a list, dict or set it read (a
+        global `LOSSES.append(loss)`) would be left there, where no compiled
+        call puts one: their contents are put back and the function runs in
+        numpy (`traced(v)`: whether v is or holds a value of the trace)."""
+        kept = [(c, before) for c, before in self.containers if traced(list(c.values()) if type(c) is dict else c)]
+        for c, before in kept:
+            if type(c) is list:
+                c[:] = before
+            else:
+                c.clear()
+                c.update(before)
+        if kept:
+            raise Fallback(f"puts a traced value into a {type(kept[0][0]).__name__} it reads, which a compiled call "
+                           "would not")
+
     def guard(self, path: Path, x) -> None:
         """Record a value the trace read at `path` (modules are not: a module
         global is rebound by no one)."""
         if path in self.guarded or isinstance(x, types.ModuleType):
             return
+        if type(x) in (list, dict, set) and all(c is not x for c, _ in self.containers):
+            self.containers.append((x, type(x)(x)))
         t = token(x)
         if t is None:
             if str(path) not in self.unguarded:

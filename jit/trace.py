@@ -187,6 +187,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     if pytree.flatten(bound, after) != arg_treedef or any(a is not b for a, b in zip(after, traced_leaves)):
         raise Fallback("the function changes a list or dict it was passed (numpy's call changes the caller's)")
     traceables.write_globals()
+    lifter.check_containers(traceables.traced)
     guarded, changed = _still_read(lifter, fn, leaves)
 
     out_leaves: list = []
@@ -711,11 +712,18 @@ class _Traceables:
                                     HeldObject(self.lifter, Path(("self",)), fn.__self__))
         return self.function(fn, root=True)
 
+    def _ours(self) -> set:
+        return {id(copy) for _, copy, _ in self.copies}
+
+    def traced(self, v) -> bool:
+        """Whether v is (or holds) a value of the trace (_traced)."""
+        return _traced(v, self._ours())
+
     def write_globals(self) -> None:
         """Assign in the modules' globals what the traced run assigned in
         the copies'; a traced value kept there (an array a compiled call
         would not make) runs the function eagerly instead."""
-        ours = {id(copy) for _, copy, _ in self.copies}
+        ours = self._ours()
         writes = [(g, k, copy.get(k, _UNSET)) for g, copy, made in self.copies
                   for k in copy.keys() | made.keys() if copy.get(k, _UNSET) is not made.get(k, _UNSET)]
         for _, k, now in writes:

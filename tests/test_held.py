@@ -9,6 +9,7 @@ import enum
 import warnings
 
 import numpy as np
+import pytest
 
 from jit import JitWarning, jit
 from tests.conftest import assert_like_numpy
@@ -233,3 +234,31 @@ def test_a_numpy_random_generator_runs_the_function_in_numpy(backend):
         for g, w in zip(got, want):
             assert_like_numpy(g, w)
         assert f.stats()["eager_calls"] >= 1
+
+
+_LOSSES: list = []
+_SEEN: dict = {}
+
+
+def _train_step(x):
+    loss = np.mean(x ** 2)
+    _LOSSES.append(loss)
+    _SEEN["n"] = x.shape[0]
+    return x * 0.5
+
+
+def test_a_traced_value_put_into_a_global_container_runs_numpy(backend):
+    """`LOSSES.append(loss)` of a traced value (or a size into a dict) left
+    the trace's value in the user's list (np.mean(LOSSES) then raised
+    shapejit's error outside any call); the container is put back as it was
+    and each call runs in numpy, appending what numpy's does."""
+    f = jit(_train_step, backend=backend)
+    _LOSSES.clear()
+    _SEEN.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for n in (3, 5, 5):
+            assert_like_numpy(f(np.ones(n) * n), np.ones(n) * n * 0.5)
+    assert [type(v) for v in _LOSSES] == [np.float64] * 3 and _LOSSES == [9.0, 25.0, 25.0]
+    assert _SEEN == {"n": 5} and type(_SEEN["n"]) is int
+    assert np.mean(_LOSSES) == pytest.approx(59 / 3)
