@@ -6,6 +6,7 @@ from __future__ import annotations
 import dis
 import functools
 import io
+import os
 import sys
 import types
 from dataclasses import dataclass, field
@@ -655,6 +656,55 @@ class _FftProxy:
         return np.fft.rfftfreq(n, d, device=device) if r is None else r
 
 
+# modules whose functions give another value, or have an effect, at every call (a clock, Python's
+# random numbers, a warning, a log record): read by a trace, the function runs in numpy
+_IMPURE_MODULES = frozenset({"time", "random", "uuid", "secrets", "logging", "warnings", "_warnings"})
+_IMPURE_ATTRS = {"os": frozenset({"environ", "getenv", "urandom", "getpid", "times"}),
+                 "datetime": frozenset({"datetime", "date"})}
+
+
+def _impure(v) -> str | None:
+    """What v is, when it is such a module, one of its functions (`from
+    time import perf_counter`, random's `random`), a logger or os.environ."""
+    if isinstance(v, types.ModuleType):
+        return v.__name__ if v.__name__ in _IMPURE_MODULES or v.__name__ in _IMPURE_ATTRS else None
+    if isinstance(v, (types.BuiltinFunctionType, types.FunctionType, types.MethodType)):
+        owner = getattr(v, "__self__", None)
+        mod = type(owner).__module__ if owner is not None and not isinstance(owner, types.ModuleType) else \
+            getattr(v, "__module__", None)
+        return f"{mod}.{v.__name__}" if mod in _IMPURE_MODULES else None
+    logging = sys.modules.get("logging")
+    if logging is not None and isinstance(v, (logging.Logger, logging.LoggerAdapter)):
+        return "a logging.Logger"
+    if v is os.environ:
+        return "os.environ"
+    if hasattr(type(v), "__next__"):  # (an iterator, a generator, a file: next() moves it on)
+        return f"an iterator ({type(v).__name__})"
+    return None
+
+
+class _Refused:
+    """What a traced function sees in place of _impure's values: using it
+    (an attribute, a call) runs the function in numpy, with the reason."""
+
+    def __init__(self, what: str, module=None):
+        self._what, self._module = what, module
+
+    def _refuse(self, what: str):
+        raise Fallback(f"{what} inside a jitted function (its value or effect would be the trace's, once)",
+                       user_location())
+
+    def __getattr__(self, name):
+        mod = sys.modules.get(self._what)
+        allowed = _IMPURE_ATTRS.get(self._what)
+        if allowed is not None and name not in allowed:
+            return getattr(mod, name)  # (os.path.join, datetime.timedelta: no value of the moment)
+        self._refuse(f"{self._what}.{name}")
+
+    def __call__(self, *args, **kwargs):
+        self._refuse(f"{self._what}()")
+
+
 class _RandomProxy:
     def __getattr__(self, name):
         def refuse(*a, **kw):
@@ -757,6 +807,8 @@ class _Traceables:
                     hits[k] = v
             elif k == "print":  # (the builtin: see _Print)
                 hits[k] = _Print(self.proxy._ctx)
+            elif k in ("open", "input"):  # (the builtins: a file written, a line read, once per trace)
+                hits[k] = _Refused(k)
             elif k == "len":  # (the builtin: a traced array's first dim stays a symbol)
                 hits[k] = traced_len
             elif k in ("max", "min"):  # (the builtins: of traced scalars, a select)
@@ -787,6 +839,9 @@ class _Traceables:
         variable) v found at `path` (None: not a path a call can read)."""
         if v is np:
             return self.proxy
+        what = _impure(v)
+        if what is not None:
+            return _Refused(what)
         if isinstance(v, types.FunctionType) or type(v).__name__ == "JitFunction" and isinstance(
                 getattr(v, "fn", None), types.FunctionType):  # (another jit's function: traced inline)
             if path is not None:
