@@ -144,6 +144,10 @@ class Path:
                 x = x[k]
             elif op == "global":
                 x = x.__globals__[k]
+            elif op == "len":
+                x = len(x)
+            elif op == "keys":
+                x = tuple(x)
             else:
                 x = x.__closure__[k].cell_contents
         return x
@@ -158,7 +162,8 @@ class Path:
         return head + "".join(_STEP_TEXT[op].format(k) for op, k in self.steps)
 
 
-_STEP_TEXT = {"attr": ".{}", "item": "[{!r}]", "global": ".__globals__[{!r}]", "cell": ".__closure__[{}]"}
+_STEP_TEXT = {"attr": ".{}", "item": "[{!r}]", "global": ".__globals__[{!r}]", "cell": ".__closure__[{}]",
+              "len": ".__len__()", "keys": ".keys()"}
 
 
 def _function(fn):
@@ -352,16 +357,18 @@ class HeldSequence:
 
     def __getitem__(self, k):
         if isinstance(k, slice):
-            return [self[i] for i in range(*k.indices(len(self._seq)))]
+            return [self[i] for i in range(*k.indices(len(self)))]
         k = k.__index__()
-        k = k + len(self._seq) if k < 0 else k
+        k = k + len(self) if k < 0 else k
         return self._lifter.wrap(self._path.child("item", k), self._seq[k])
 
     def __len__(self):
+        # (a length read is keyed: `for layer in self.layers` over a list that grows traces again)
+        self._lifter.guard(self._path.child("len", 0), len(self._seq))
         return len(self._seq)
 
     def __iter__(self):
-        return (self[i] for i in range(len(self._seq)))
+        return (self[i] for i in range(len(self)))
 
     def __setitem__(self, k, v):
         if isinstance(k, int) and self._lifter.handed_out(self._path.child("item", k % max(1, len(self._seq))), v):
@@ -387,26 +394,31 @@ class HeldMapping:
             return v
         return self._lifter.wrap(self._path.child("item", k), v)
 
-    def get(self, k, default=None):
-        return self[k] if k in self._map else default
-
-    def __contains__(self, k):
-        return k in self._map
-
-    def __len__(self):
-        return len(self._map)
-
-    def __iter__(self):
-        return iter(self._map)
-
-    def keys(self):
+    def _keys(self):
+        """Its keys, keyed: a dict that gains or loses one traces again."""
+        self._lifter.guard(self._path.child("keys", 0), tuple(self._map))
         return self._map.keys()
 
+    def get(self, k, default=None):
+        return self[k] if k in self else default
+
+    def __contains__(self, k):
+        return k in self._keys()
+
+    def __len__(self):
+        return len(self._keys())
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def keys(self):
+        return self._keys()
+
     def values(self):
-        return [self[k] for k in self._map]
+        return [self[k] for k in self._keys()]
 
     def items(self):
-        return [(k, self[k]) for k in self._map]
+        return [(k, self[k]) for k in self._keys()]
 
     def __setitem__(self, k, v):
         if type(k) in (str, int) and self._lifter.handed_out(self._path.child("item", k), v):

@@ -262,3 +262,32 @@ def test_a_traced_value_put_into_a_global_container_runs_numpy(backend):
     assert [type(v) for v in _LOSSES] == [np.float64] * 3 and _LOSSES == [9.0, 25.0, 25.0]
     assert _SEEN == {"n": 5} and type(_SEEN["n"]) is int
     assert np.mean(_LOSSES) == pytest.approx(59 / 3)
+
+
+class _Stack:
+    def __init__(self, n):
+        self.layers = [np.full(2, float(k + 1)) for k in range(n)]
+        self.named = {f"b{k}": np.full(2, 10.0 * (k + 1)) for k in range(n)}
+
+    def __call__(self, x):
+        for w in self.layers:
+            x = x + w
+        for name in self.named:
+            x = x + self.named[name]
+        return x
+
+
+def test_a_held_list_or_dict_that_grows_traces_again(backend):
+    """`for w in self.layers` over a list of held arrays (and a dict's keys)
+    keys its length: a list that grew was served by the entry of the
+    shorter one (its new layers silently left out)."""
+    m = _Stack(2)
+    f = jit(m.__call__, backend=backend)
+    x = np.zeros(2)
+    for grow in range(3):
+        assert_like_numpy(f(x), m(x))
+        m.layers.append(np.full(2, 100.0))
+        m.named[f"extra{grow}"] = np.full(2, 1000.0)
+    assert_like_numpy(f(x), m(x))
+    m.layers.pop(0)
+    assert_like_numpy(f(x), m(x))
