@@ -216,6 +216,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         else:
             if isinstance(r, Stacked):  # (a list of a symbolic number of arrays: its appends made as written)
                 r._refuse("returning it")
+            if _made_by_the_trace(r, traceables):  # (what it computes, or closes over, is the trace's)
+                raise Fallback(f"returns a {type(r).__name__} the trace made (a function or generator of its "
+                               "values)")
             if holds_traced(r):  # (an object of the user's holding arrays of the trace)
                 raise Fallback(f"returns a {type(r).__name__} holding traced values (returned as they are: tuples, "
                                "lists, dicts and namedtuples of arrays and numbers)")
@@ -267,6 +270,20 @@ def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
         else:
             changed.append(str(p))
     return keep, changed
+
+
+def _made_by_the_trace(r, traceables) -> bool:
+    """A generator, a function defined in the trace (its globals the
+    trace's copy, or its closure holding traced values), or a method bound
+    to a traced value: returned, every call would get the trace's."""
+    if isinstance(r, types.GeneratorType):
+        return True
+    if isinstance(r, types.FunctionType):
+        return traceables.traced(r) or any(holds_traced(c.cell_contents) for c in r.__closure__ or ()
+                                           if c.cell_contents is not None)
+    if isinstance(r, (types.MethodType, types.BuiltinMethodType)):
+        return holds_traced(getattr(r, "__self__", None)) or traceables.traced(getattr(r, "__self__", None))
+    return False
 
 
 def _writebacks(ctx: TraceContext, by_id: dict) -> dict:

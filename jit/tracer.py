@@ -991,7 +991,7 @@ def holds_traced(v, depth: int = 3) -> bool:
     if not depth or isinstance(v, _OPAQUE):
         return False
     items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset)) else \
-        getattr(v, "__dict__", {}).values()
+        (v.start, v.stop, v.step) if isinstance(v, slice) else getattr(v, "__dict__", {}).values()
     return any(holds_traced(x, depth - 1) for x in items)
 
 

@@ -499,3 +499,32 @@ def test_a_jitted_function_calling_another_traces_it_inline(backend):
         assert_like_numpy(twice(np.ones(3)), np.sin(np.ones(3)))
     assert _outer.stats()["traces"] == 1 and _outer.stats()["fallbacks"] == 0
     assert g.stats()["traces"] == 1 and g.stats()["fallbacks"] == 0
+
+
+def _bounds(x):
+    return slice(0, x.shape[0])
+
+
+def _doubled(x):
+    return (v * 2 for v in x)
+
+
+def _scaler(x):
+    return lambda t: x.sum() * t
+
+
+def _summer(x):
+    return (x * 2).sum
+
+
+def test_a_returned_slice_function_or_generator_of_the_trace_runs_numpy(backend):
+    """A slice of sizes, a generator, a lambda over a traced value, a method
+    of one: each returned the trace's (slice(0, 3) for n = 4, an exhausted
+    generator, the first call's sum); such a function runs in numpy."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for fn, use in ((_bounds, lambda r: r), (_doubled, list), (_scaler, lambda r: r(2.0)), (_summer, lambda r: r())):
+            f = jit(fn, backend=backend)
+            for n in (3, 4, 3):
+                x = np.arange(1.0, n + 1)
+                assert use(f(x)) == use(fn(x)), fn.__name__
