@@ -829,6 +829,14 @@ class Tracer:
     # and the executable checks it at run time (TraceContext.decide_on).
     def __bool__(self): return self.ctx.decide_on(self, "bool")
     def __float__(self): return self.ctx.decide_on(self, "float")
+
+    def __round__(self, ndigits=None):
+        if self.ndim:
+            raise TypeError("type numpy.ndarray doesn't define __round__ method")
+        if ndigits is None:  # (an int: Python's round half to even, decided as int() is)
+            return int(np.rint(self))
+        r = np.round(self, ndigits)  # (numpy's scalar, or a Python float of the trace for a weak one)
+        return r.as_python("f") if self.value.weak and isinstance(r, Tracer) else r
     def __int__(self): return self.ctx.decide_on(self, "int")
     def __index__(self): return self.ctx.decide_on(self, "index")
     def __complex__(self): self._data_dependent("complex()")

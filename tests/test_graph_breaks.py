@@ -507,3 +507,22 @@ def test_an_error_the_function_catches_is_not_compiled_in(backend):
         b = np.ones(2)
         for a in (np.ones((2, 2)), np.diag([2.0, 4.0]), np.eye(2)):
             assert_like_numpy(g(a, b), _safe_solve(a, b))
+
+
+def _rounded(x, t):
+    return round(t, 2), round(x.sum(), 1), round(x.sum()), x * round(t, 1)
+
+
+def test_round_of_traced_scalars_is_pythons(backend):
+    """round() of a Python float argument and of a numpy scalar: a Python
+    float and numpy's scalar with ndigits, an int without (a graph break on
+    the value); it raised "Tracer doesn't define __round__" inside shapejit
+    and the signature ran in numpy."""
+    f = jit(_rounded, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n, t in ((3, 1.2345), (4, 2.5), (5, -0.35)):
+            x = np.linspace(0, 1, n)
+            got, want = f(x, t), _rounded(x, t)
+            assert [type(v) for v in got] == [type(v) for v in want] and got[:3] == want[:3]
+            assert_like_numpy(got[3], want[3])
