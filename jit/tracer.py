@@ -835,8 +835,9 @@ class Tracer:
             raise TypeError("type numpy.ndarray doesn't define __round__ method")
         if ndigits is None:  # (an int: Python's round half to even, decided as int() is)
             return int(np.rint(self))
-        r = np.round(self, ndigits)  # (numpy's scalar, or a Python float of the trace for a weak one)
-        return r.as_python("f") if self.value.weak and isinstance(r, Tracer) else r
+        if self.value.weak:  # (a Python float: Python's correctly rounded decimal, not numpy's scaling)
+            return round(float(self), ndigits)
+        return np.round(self, ndigits)
     def __int__(self): return self.ctx.decide_on(self, "int")
     def __index__(self): return self.ctx.decide_on(self, "index")
     def __complex__(self): self._data_dependent("complex()")
