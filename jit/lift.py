@@ -855,10 +855,18 @@ def _lift(ctx, site: Site, scope: dict, fn):
             env[name] = t
             prologue.append(("set", name, ("const", t, v)))
     _no_aliasing(inputs, [p[1] for p in params if p[1] != "const"])
-    key = (tuple((p[0], p[1], p[2], repr(p[3])) for p in params), tuple(n in scope for n in site.assigned),
-           tuple(sorted((k, id(v)) for k, v in resolved.items())))
-    if key not in site.programs:  # (a loop lifted again, in a helper called twice: one program, compiled once)
-        site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved)
+    for _ in range(2):
+        key = (tuple((p[0], p[1], p[2], repr(p[3])) for p in params), tuple(n in scope for n in site.assigned),
+               tuple(sorted((k, id(v)) for k, v in resolved.items())))
+        try:
+            if key not in site.programs:  # (a loop lifted again, in a helper called twice: one program)
+                site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved)
+            break
+        except _Untyped as e:
+            if not _retype(site, e.conflicts, params, env, prologue):
+                raise Unsupported(str(e)) from None
+    else:
+        raise Unsupported("its names keep no single type")
     program = site.programs[key]
     outputs = program.outputs
     concrete = []
@@ -890,8 +898,62 @@ def _lift(ctx, site: Site, scope: dict, fn):
     return tuple(by_name[n] if n in by_name else scope.get(n) for n in site.assigned)
 
 
+class _Untyped(Unsupported):
+    """A name of no single type (its `conflicts`: the types paths gave them)."""
+
+    def __init__(self, why: str, conflicts: dict):
+        super().__init__(why)
+        self.conflicts = conflicts
+
+
+def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list) -> bool:
+    """Retype, in place, each constant Python float the loop binds to numpy
+    floats of one dtype on some paths (`m = -np.inf` then `if x[i] > m: m =
+    x[i]`: a Python float until a trip takes the branch, numpy's after) as
+    that dtype, where it makes no difference: its value is one of that dtype
+    (-inf is every float's), nothing reads it after the loop, and the loop
+    only compares it and stores it into arrays (its type would show only in
+    arithmetic).  Whether any was."""
+    uses = _uses(site.node)
+    done = False
+    for k, p in enumerate(params):
+        name, kind, t, v = p
+        types_ = conflicts.get(name, set())
+        strong_ = [u for u in types_ if u.startswith("np.float")]
+        if not (kind == "const" and t == "float" and types_ == {"float", *strong_} and len(strong_) == 1
+                and name not in site.outside_reads and uses.get(name) and all(uses[name])):
+            continue
+        dt = dtype_of(strong_[0])
+        if not (np.isnan(v) or dt.type(v) == v):
+            continue
+        params[k] = (name, kind, strong_[0], dt.type(v))
+        env[name] = strong_[0]
+        prologue[:] = [("set", name, ("const", strong_[0], dt.type(v))) if op[1] == name else op for op in prologue]
+        done = True
+    return done
+
+
+def _uses(loop) -> dict:
+    """name -> [whether each read of it is an operand of a comparison or
+    the value stored into an array element]."""
+    out: dict = {}
+    for node in ast.walk(loop):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                ok = isinstance(node, ast.Compare) or isinstance(node, ast.Assign) and child is node.value and all(
+                    isinstance(t, ast.Subscript) for t in node.targets)
+                out.setdefault(child.id, []).append(ok)
+    return out
+
+
 def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved) -> PyLoop:
-    body, after = _Typer(arrays, resolved).stmt(site.node, dict(env))
+    typer = _Typer(arrays, resolved)
+    try:
+        body, after = typer.stmt(site.node, dict(env))
+    except Unsupported as e:
+        if typer.conflicts:
+            raise _Untyped(str(e), typer.conflicts) from None
+        raise
     outputs = []
     for name in site.assigned:
         if name not in site.outside_reads:
@@ -1048,7 +1110,9 @@ class _Loop:
         self.breaks, self.continues = [], []
 
 
-def _join(envs) -> dict | None:
+def _join(envs, conflicts: dict | None = None) -> dict | None:
+    """The names of one type in every env of `envs` (None: unreachable);
+    `conflicts` gathers the types of those of two (name -> set)."""
     envs = [e for e in envs if e is not None]
     if not envs:
         return None
@@ -1056,6 +1120,8 @@ def _join(envs) -> dict | None:
     for e in envs[1:]:
         for k in list(out):
             if e.get(k) != out[k]:
+                if conflicts is not None and k in e:
+                    conflicts.setdefault(k, set()).update((e[k], out[k]))
                 del out[k]
     return out
 
@@ -1067,6 +1133,7 @@ class _Typer:
     def __init__(self, arrays: dict, resolved: dict):
         self.arrays, self.resolved = arrays, resolved
         self.loops: list[_Loop] = []
+        self.conflicts: dict = {}  # name -> the types two paths gave it (_join)
         self.n_hidden = 0
         self.pending: list = []
 
@@ -1108,7 +1175,7 @@ class _Typer:
             c = self.truth(self.expr(s.test, env))
             then, e1 = self.block(s.body, dict(env))
             orelse, e2 = self.block(s.orelse, dict(env))
-            return [("if", c, tuple(then), tuple(orelse))], _join([e1, e2])
+            return [("if", c, tuple(then), tuple(orelse))], _join([e1, e2], self.conflicts)
         if isinstance(s, ast.For):
             return self.for_(s, env)
         if isinstance(s, (ast.Break, ast.Continue)):
@@ -1188,7 +1255,7 @@ class _Typer:
             self.loops.append(_Loop())
             ops, out = self.block(head + list(s.body), h)
             lp = self.loops.pop()
-            back = _join([out] + lp.continues)
+            back = _join([out] + lp.continues, self.conflicts)
             bodies.append(tuple(ops))
             exits += lp.breaks
             nxt = {k: t for k, t in (back or {}).items() if k in env}
@@ -1199,7 +1266,7 @@ class _Typer:
             heads.append(nxt)
         else:
             raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
-        after = _join([heads[-1]] + exits)
+        after = _join([heads[-1]] + exits, self.conflicts)
         return [("for", counter, bounds, tuple(bodies[:len(heads)]))], after
 
     def element(self, target: ast.Subscript, env):

@@ -577,3 +577,60 @@ def test_a_loop_of_no_trip_leaves_its_variables_as_python_does():
         for a, v in ((np.arange(8.0), np.array([1.5, 2.5, 7.0])), (np.arange(4.0), np.zeros(0)),
                      (np.arange(6.0), np.array([0.5, 3.5]))):
             _same(f(a, v), _searches_summed(a, v))
+
+
+def running_max(x):
+    out = np.empty_like(x)
+    m = -np.inf
+    for i in range(x.shape[0]):
+        if x[i] > m:
+            m = x[i]
+        out[i] = m
+    return out
+
+
+def running_max_kept(x):
+    """m read after the loop: a Python float or numpy's by the data."""
+    out = np.empty_like(x)
+    m = -np.inf
+    for i in range(x.shape[0]):
+        if x[i] > m:
+            m = x[i]
+        out[i] = m
+    return out, m
+
+
+def running_max_scaled(x):
+    """m in arithmetic: a Python float's product is a float64, numpy's float32's a float32."""
+    out = np.empty_like(x)
+    m = -1e30
+    for i in range(x.shape[0]):
+        if x[i] > m:
+            m = x[i]
+        out[i] = m * 0.5
+    return out
+
+
+def test_a_python_float_a_branch_rebinds_to_numpys_float_lifts_where_its_type_shows_nowhere(backend):
+    """`m = -np.inf` then `if x[i] > m: m = x[i]` (m a Python float until a
+    trip takes the branch, numpy's scalar after, by the data): typed as
+    numpy's float where only comparisons and stores read it (its type shows
+    nowhere), so the loop lifts (it was "m has no single type here": a scan,
+    or a trace per length; 20-40x slower than numpy at n = 3000); read
+    after the loop or in arithmetic, it stays as it was."""
+    for dt in (np.float32, np.float64):
+        f = jit(running_max, backend=backend)
+        for n in (5, 9, 17, 1, 33):
+            x = np.random.default_rng(n).standard_normal(n).astype(dt)
+            if n == 9:
+                x[:3] = np.nan  # (no trip takes the branch while x[i] is nan: m stays the Python float)
+            _same(f(x), running_max(x))
+        assert f.stats()["traces"] == 2, f.explain()  # (a length of 1: an entry of its own)
+        assert backend != "llvm" or _lifted(f) == 2
+        for fn in (running_max_kept, running_max_scaled):
+            g = jit(fn, backend=backend)
+            for n in (4, 6, 3):
+                x = np.random.default_rng(n).standard_normal(n).astype(dt)
+                x[0] = np.nan
+                _same(g(x), fn(x))
+            assert _lifted(g) == 0
