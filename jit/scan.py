@@ -606,11 +606,13 @@ def _check_body(stmts: list, depth: int = 0, appended=(), helpers=frozenset()) -
         if not isinstance(s, _STATEMENTS):
             raise NoScan(f"its body holds a {type(s).__name__.lower()} statement")
         if isinstance(s, ast.Expr) and not (not depth and append_value(s) is not None
-                                            and s.value.func.value.id in appended) and id(s.value) not in helpers:
+                                            and s.value.func.value.id in appended) and id(s.value) not in helpers \
+                and not _outs(s.value):  # (np.minimum(D, ..., out=D): a write into D, _written)
             raise NoScan("its body holds an expression statement (a call for its effect)")
         for n in ast.walk(s):
-            if isinstance(n, ast.keyword) and n.arg == "out":
-                raise NoScan("its body writes with out=")
+            if isinstance(n, ast.keyword) and n.arg == "out" and not any(k is n for k in _outs(getattr(s, "value",
+                                                                                                     None))):
+                raise NoScan("its body writes with out= into what is no name or subscript of one")
             if isinstance(n, (ast.Attribute, ast.Starred)) and isinstance(getattr(n, "ctx", None), ast.Store):
                 raise NoScan("its body stores into an attribute")
         inner = depth + isinstance(s, (ast.For, ast.While))
@@ -638,8 +640,17 @@ def _written(stmts: list) -> set:
                     if isinstance(x, ast.Subscript) and isinstance(x.ctx, ast.Store) or \
                             isinstance(n, ast.AugAssign) and x is t:
                         out.add(_root(x))
+            out.update(_root(k.value) for k in _outs(n))
     out.discard(None)
     return out
+
+
+def _outs(n) -> list:
+    """The `out=` keywords of call n (a name, or a subscript of one: what
+    numpy's call writes into), or [] (none, or not n a call)."""
+    if not isinstance(n, ast.Call):
+        return []
+    return [k for k in n.keywords if k.arg == "out" and _root(k.value) is not None]
 
 
 def _user_calls(stmts: list, scope: dict, globals_: dict) -> list:

@@ -763,3 +763,31 @@ def test_a_name_first_bound_in_the_loop_and_read_after_it_peels_the_first_trip(b
         last_step(x)
     with pytest.raises(UnboundLocalError):
         g(x)
+
+
+def floyd_warshall(D):
+    for k in range(D.shape[0]):
+        np.minimum(D, D[:, k, None] + D[None, k, :], out=D)
+
+
+def relax_rows(D, w):
+    for k in range(D.shape[0]):
+        np.add(D[k], w, out=D[k])
+    return D.sum()
+
+
+def test_a_write_with_out_into_a_carried_array_is_a_scan(backend):
+    """`np.minimum(D, ..., out=D)` (and out= a row of it) writes into D as
+    `D[...] = ` does: carried, the loop a scan past its unrolled counts (it
+    was "its body writes with out=": a trace and a compile per size)."""
+    f, g = jit(floyd_warshall, backend=backend), jit(relax_rows, backend=backend)
+    for n in (5, 9, 17, 33, 12):
+        A = np.abs(np.random.default_rng(n).standard_normal((n, n)))
+        B = A.copy()
+        assert f(B) is None and floyd_warshall(A) is None
+        assert_like_numpy(B, A)
+        w = np.arange(float(n))
+        assert_like_numpy(g(B, w), relax_rows(A, w))
+        assert_like_numpy(B, A)
+    assert f.stats()["traces"] == UNROLLED + 1 and "(a scan)" in f.explain()
+    assert g.stats()["traces"] == UNROLLED + 1 and "(a scan)" in g.explain()
