@@ -14,7 +14,7 @@ import numpy as np
 import sympy
 
 from shapes.ir import ArrayConst
-from shapes.ops import OPS, index_of
+from shapes.ops import ELEMENTWISE, OPS, index_of
 from shapes.pyexpr import ident, to_python
 from runtime import gemmchoice, gemv, kernelcall
 from runtime.bufferplan import last_stop, plan_buffers, step_io
@@ -40,7 +40,28 @@ def namespace(pool) -> dict:
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
             "_gemv_parts": gemv.parts, "_gemv_split": gemv.split,
-            "_product_chunk": kernelcall.product_chunk, "_snap": _snap}
+            "_product_chunk": kernelcall.product_chunk, "_snap": _snap, "_QUIET": _QUIET,
+            "_quiet_set": _extobj.set, "_quiet_reset": _extobj.reset}
+
+
+try:  # (numpy's error state: a context variable, set and reset around the steps that would warn)
+    from numpy._core._ufunc_config import _extobj_contextvar as _extobj
+except ImportError:  # (another numpy: errstate's own context manager)
+    class _Extobj:
+        @staticmethod
+        def set(state):
+            cm = np.errstate(**state)
+            cm.__enter__()
+            return cm
+
+        @staticmethod
+        def reset(cm):
+            cm.__exit__(None, None, None)
+    _extobj = _Extobj()
+    _QUIET = {"all": "ignore"}
+else:
+    with np.errstate(all="ignore"):
+        _QUIET = _extobj.get()
 
 
 def _snap(x):
@@ -320,6 +341,12 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
         n_head += 1
     lines[head:head] = [f"    {name} = {s}" for s, name in src.hoisted.items()]
     n_head += len(src.hoisted)
+    if any(not isinstance(n, KernelCall) and n.op in OPS and OPS[n.op].category == ELEMENTWISE
+           and not all(v.weak for v in n.inputs) for n in steps):
+        # (numpy's scalar steps -- a select's branch not taken among them: sqrt of a negative, // 0 -- under
+        # numpy's quiet error state: compiled code gives numpy's values, not its RuntimeWarnings, README)
+        lines[n_head:] = (["    _q = _quiet_set(_QUIET)", "    try:"] + ["    " + x for x in lines[n_head:]]
+                          + ["    finally:", "        _quiet_reset(_q)"])
     if pooled:  # the call's buffer set, taken for the steps and given back however they end
         lines[n_head:] = (["    _b = _pool.acquire()", "    try:"] + ["    " + x for x in lines[n_head:]]
                           + ["    finally:", "        _pool.release(_b)"])

@@ -526,3 +526,36 @@ def test_round_of_traced_scalars_is_pythons(backend):
             got, want = f(x, t), _rounded(x, t)
             assert [type(v) for v in got] == [type(v) for v in want] and got[:3] == want[:3]
             assert_like_numpy(got[3], want[3])
+
+
+def _signed_sqrt(x):
+    v = x.mean()
+    if v >= 0:
+        r = np.sqrt(v)
+    else:
+        r = -np.sqrt(-v)
+    return r
+
+
+def _safe_ratio(a, b):
+    s = b.sum()
+    if s != 0:
+        r = a.sum() // s
+    else:
+        r = a.sum()
+    return r
+
+
+def test_a_selects_branch_not_taken_gives_no_runtime_warning(backend):
+    """Both branches of a select run: the one numpy does not take (sqrt of
+    a negative, // 0 of numpy's scalars) gave numpy's RuntimeWarning, and
+    under warnings as errors the call ran in numpy with a JitWarning."""
+    f, g = jit(_signed_sqrt, backend=backend), jit(_safe_ratio, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x in ([1.0, 2.0], [4.0, 5.0], [-4.0, 1.0], [-1.0, -3.0]):
+            assert f(np.array(x)) == _signed_sqrt(np.array(x))
+        for n, d in ((4, 1), (4, 2), (5, 2), (6, 1)):
+            a, b = np.arange(n), np.arange(n) - d
+            assert g(a, b) == _safe_ratio(a, b)
+    assert f.stats()["fallbacks"] == 0 and g.stats()["fallbacks"] == 0
