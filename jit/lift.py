@@ -682,8 +682,9 @@ class IfHook:
             if not self._mergeable(a, b):
                 return None
             v = np.where(cond, a, b)
-            # (numpy scalars stay numpy scalars: x.sum() in both branches)
-            out.append(v[()] if isinstance(a.concrete, np.generic) and isinstance(b.concrete, np.generic) else v)
+            # (numpy scalars stay numpy scalars: x.sum() in both branches; Python numbers Python's: `hi = mid`)
+            out.append(v.as_python(a.dtype.kind) if a.value.weak and a.dtype.kind in "bifc" else
+                       v[()] if isinstance(a.concrete, np.generic) and isinstance(b.concrete, np.generic) else v)
             if v.ndim and not (_fresh(a, first) and _fresh(b, first)):
                 aliasing.append(v)
         if aliasing and site.returns is not None:
@@ -924,7 +925,7 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
                 and name not in site.outside_reads and uses.get(name) and all(uses[name])):
             continue
         dt = dtype_of(strong_[0])
-        if not (np.isnan(v) or dt.type(v) == v):
+        if not (np.isnan(v) or float(dt.type(v)) == v):  # (0.1 is no float16's: numpy's == rounds it first)
             continue
         params[k] = (name, kind, strong_[0], dt.type(v))
         env[name] = strong_[0]

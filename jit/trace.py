@@ -191,6 +191,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     lifter.check_containers(traceables.traced)
     guarded, changed = _still_read(lifter, fn, leaves)
 
+    if _traced_keys(result):
+        raise Fallback("returns a dict keyed by a traced value (a compiled call would hand out the trace's key)")
     out_leaves: list = []
     out_def = pytree.flatten(result, out_leaves)
     writebacks = _writebacks(ctx, concrete_of)
@@ -270,6 +272,15 @@ def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
         else:
             changed.append(str(p))
     return keep, changed
+
+
+def _traced_keys(r, depth: int = 4) -> bool:
+    """Whether r is (or holds, in lists, tuples and dicts) a dict with a key of the trace."""
+    if isinstance(r, dict):
+        return any(holds_traced(k) for k in r) or bool(depth) and any(_traced_keys(v, depth - 1) for v in r.values())
+    if isinstance(r, (list, tuple)) and depth:
+        return any(_traced_keys(v, depth - 1) for v in r)
+    return False
 
 
 def _made_by_the_trace(r, traceables) -> bool:

@@ -219,7 +219,7 @@ class TraceContext:
         weaks = [type(r) in _PY_SCALARS for r in results] if op == "scan" else [weak] * len(results)
         outs = []
         for r, shape, dt, weak in zip(results, shapes, dtypes, weaks):
-            if weak and isinstance(r, np.generic):
+            if weak and (isinstance(r, np.generic) or type(r) is np.ndarray and not r.ndim):
                 r = r.item()
             shape = self.env.simplify_shape(shape)
             got_shape, got_dtype = np.shape(r), np.asarray(r).dtype
@@ -849,18 +849,18 @@ class Tracer:
             self._data_dependent(".item(index)")
         if self.ndim == 0 and self.dtype.kind in "iu" and self.dtype != np.uint64 and not self.ctx.constant(self.value):
             return self.ctx.index_dim(self)  # (a Python int of the value: a size bound at run time, as int())
-        if self.ndim == 0 and self.dtype.kind in "bfc":  # (a Python float, bool or complex: weak, traced_float)
+        if self.ndim == 0 and self.dtype.kind == "f":  # (a Python float: weak, as traced_float's)
             return self.as_python()
         return self.ctx.decide_on(self, "item")
 
     def as_python(self, kind: str | None = None) -> "Tracer":
-        """A 0-d value as the Python number of `kind` ("b", "f" or "c";
+        """A 0-d value as the Python number of `kind` ("b", "i", "f" or "c";
         by default, the one numpy's .item() gives): the weak scalar of the
         trace that number is."""
         kind = kind or {"b": "b", "c": "c"}.get(self.dtype.kind, "f")
         if self.value.weak and self.dtype.kind == kind:
             return self
-        dtype = np.dtype({"b": np.bool_, "f": np.float64, "c": np.complex128}[kind])
+        dtype = np.dtype({"b": np.bool_, "i": np.int64, "f": np.float64, "c": np.complex128}[kind])
         return self.ctx.emit("astype", [self], {"dtype": dtype}, weak=True)
     def tolist(self):
         if self.ctx.constant(self.value):
@@ -873,7 +873,10 @@ class Tracer:
         raise ArrayOfTraced("data-dependent Python control flow: conversion to a numpy array of a traced array",
                             user_location())
 
-    __hash__ = object.__hash__
+    def __hash__(self):
+        if self.value.weak and not self.ndim:  # (a Python number of the trace as a dict key: its value's hash,
+            return hash(self.ctx.decide_on(self, "item"))  # a graph break on the value)
+        return object.__hash__(self)
 
     # ---------------------------------------------------- numpy protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):

@@ -198,7 +198,8 @@ def _has_sym(a) -> bool:
 
 
 def _item(x):
-    return x.item() if isinstance(x, np.generic) else x
+    """A weak value's Python number (numpy gives a scalar, or a 0-d array: float() of a 0-d argument)."""
+    return x.item() if isinstance(x, np.generic) or type(x) is np.ndarray and not x.ndim else x
 
 
 def rebuild_const(recipe: tuple, functions: dict):

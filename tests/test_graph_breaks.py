@@ -87,21 +87,26 @@ def test_float_and_item_of_a_traced_scalar_are_python_floats_of_the_trace(backen
     """float() and .item() of a traced real scalar are the weak float64 a
     Python float is in the trace (a loss, a norm, a mean: each value was a
     graph break and a trace of its own); float() of a size is a Python
-    float of it, no guard.  Returned, each is a Python float (or bool,
-    complex: .item()'s)."""
+    float of it, no guard.  Returned, each is a Python float.  (.item() of a
+    bool or a complex stays a graph break on the value: Python's bool adds
+    as an int, its complex has methods of its own.)"""
     def f(x):
         loss = float(np.mean(x ** 2))
         scale = float(x.shape[0])
-        big = (x > 0.5).any().item()
-        return x / loss, loss, x.sum().item(), scale, big, x[0].astype(np.complex64).item()
-    jf = jit(f, backend=backend)
+        return x / loss, loss, x.sum().item(), scale
+
+    def g(x):
+        return (x > 0.5).any().item(), x[0].astype(np.complex64).item()
+    jf, jg = jit(f, backend=backend), jit(g, backend=backend)
     for n in (5, 6, 9, 3, 12):
         x = np.random.default_rng(n).random(n).astype(np.float32)
         got, want = jf(x), f(x)
         assert [type(v) for v in got] == [type(v) for v in want]
         assert_like_numpy(got[0], want[0])
         assert got[1:] == pytest.approx(want[1:], rel=1e-6)
-        assert got[3] == n and got[4] is want[4]
+        assert got[3] == n
+        got, want = jg(x), g(x)
+        assert got == want and [type(v) for v in got] == [bool, complex]
     assert jf.stats()["traces"] == 1 and jf.stats()["graph_breaks"] == 0
 
 
@@ -559,3 +564,49 @@ def test_a_selects_branch_not_taken_gives_no_runtime_warning(backend):
             a, b = np.arange(n), np.arange(n) - d
             assert g(a, b) == _safe_ratio(a, b)
     assert f.stats()["fallbacks"] == 0 and g.stats()["fallbacks"] == 0
+
+
+def _bisect3(a, lo, hi):
+    for _ in range(5):
+        mid = (lo + hi) / 2
+        if np.sum(a * mid) > 1.0:
+            hi = mid
+        else:
+            lo = mid
+    return mid, lo, hi
+
+
+def _keyed(x):
+    s = float(x.sum())
+    return {s: 1, "n": x.shape[0] * 0.5}
+
+
+def _flags(b):
+    return b.any().item() + b.all().item()
+
+
+def test_python_numbers_of_the_trace_stay_pythons(backend):
+    """float() of a 0-d argument is a Python float (it was the 0-d array);
+    a select of two Python floats is a Python float (np.where made a 0-d
+    array of `hi = mid`); .item() of a bool is Python's bool (True + True
+    is 2); a dict keyed by a traced Python float runs in numpy (the trace's
+    key was handed out)."""
+    f = jit(lambda x: float(x), backend=backend)
+    for v in (2.5, 3.5, -1.0):
+        got = f(np.array(v))
+        assert type(got) is float and got == v
+    g = jit(_bisect3, backend=backend)
+    for n in (3, 4, 2, 5):
+        a = np.linspace(0.1, 1, n)
+        got, want = g(a, 0.0, 10.0), _bisect3(a, 0.0, 10.0)
+        assert got == want and [type(v) for v in got] == [float] * 3
+    h = jit(_flags, backend=backend)
+    for b in ([True, True], [True, True, True], [True, False], [False, False, False]):
+        assert h(np.array(b)) == _flags(np.array(b)) and type(h(np.array(b))) is int
+    k = jit(_keyed, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for n in (5, 3, 8, 6):
+            x = np.arange(float(n))
+            got = k(x)
+            assert got == _keyed(x) and all(type(key) in (float, str) for key in got)

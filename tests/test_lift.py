@@ -611,6 +611,17 @@ def running_max_scaled(x):
     return out
 
 
+def running_max_tenth(x):
+    """0.1 is no float16's: stored before a trip takes the branch, it is the Python float's 0.1."""
+    out = np.empty(x.shape[0])
+    m = 0.1
+    for i in range(x.shape[0]):
+        if x[i] > m:
+            m = x[i]
+        out[i] = m
+    return out
+
+
 def test_a_python_float_a_branch_rebinds_to_numpys_float_lifts_where_its_type_shows_nowhere(backend):
     """`m = -np.inf` then `if x[i] > m: m = x[i]` (m a Python float until a
     trip takes the branch, numpy's scalar after, by the data): typed as
@@ -627,10 +638,12 @@ def test_a_python_float_a_branch_rebinds_to_numpys_float_lifts_where_its_type_sh
             _same(f(x), running_max(x))
         assert f.stats()["traces"] == 2, f.explain()  # (a length of 1: an entry of its own)
         assert backend != "llvm" or _lifted(f) == 2
-        for fn in (running_max_kept, running_max_scaled):
+        for fn in (running_max_kept, running_max_scaled, running_max_tenth):
             g = jit(fn, backend=backend)
             for n in (4, 6, 3):
                 x = np.random.default_rng(n).standard_normal(n).astype(dt)
                 x[0] = np.nan
                 _same(g(x), fn(x))
-            assert _lifted(g) == 0
+                _same(g(np.full(n, 0.05, dt)), fn(np.full(n, 0.05, dt)))
+                _same(g(np.full(n, 0.05, np.float16)), fn(np.full(n, 0.05, np.float16)))
+            assert _lifted(g) == 0 or fn is running_max_tenth and dt == np.float64
