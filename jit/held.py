@@ -138,6 +138,8 @@ class Path:
         else:
             x = _function(fn).__closure__[self.root[1]].cell_contents
         for op, k in self.steps:
+            if op in ("global", "cell") and type(x).__name__ == "JitFunction":
+                x = x.fn  # (another jit's function, traced inline: its globals and closure, jit/trace.py)
             if op == "attr":
                 x = getattr(x, k)
             elif op == "item":
@@ -310,6 +312,10 @@ class HeldObject:
     def __getattr__(self, name):
         obj = object.__getattribute__(self, "_obj")
         v = getattr(obj, name)
+        jitted = getattr(v, "func", v)  # (a jitted method: jit/api.py binds it as partial(jf, obj))
+        if type(jitted).__name__ == "JitFunction" and (jitted is v or v.args == (obj,) and not v.keywords):
+            # (another jit's method on this object, traced inline as this view's: what it reads keyed)
+            v = jitted.fn if jitted is v else types.MethodType(jitted.fn, obj)
         if isinstance(v, types.MethodType) and v.__self__ is obj:
             # (what the method reads is keyed through it: a bound method reads as its function)
             return types.MethodType(self._lifter.traceable(v.__func__, self._path.child("attr", name)), self)

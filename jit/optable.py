@@ -80,7 +80,7 @@ def eager_call(ctx: TraceContext, fn, args, kwargs, name: str | None = None):
     # (copies: a function that writes its operands, such as np.add.at, must
     # not write the caller's arrays while tracing; it returns None, and the
     # call runs in numpy once, from the arrays as they were)
-    values = [t.concrete.copy() if isinstance(t.concrete, np.ndarray) else t.concrete for t in inputs]
+    values = [t.concrete.copy(order="K") if isinstance(t.concrete, np.ndarray) else t.concrete for t in inputs]
     args, kwargs = pytree.unflatten(treedef, iter(_fill(leaves, slots, values)))
     with np.errstate(all="ignore"):
         out = fn(*args, **kwargs)
@@ -92,7 +92,9 @@ def eager_call(ctx: TraceContext, fn, args, kwargs, name: str | None = None):
             raise Fallback(f"{name} returned a {type(r).__name__}, not an array", user_location())
         if np.asarray(r).dtype.kind in "OSUV":
             raise Fallback(f"{name} returned dtype {np.asarray(r).dtype}", user_location())
-    outs = ctx.emit_eager(call, inputs, flat, name)
+    views = [(k, j) for k, r in enumerate(flat) for j, x in enumerate(values)
+             if isinstance(r, np.ndarray) and isinstance(x, np.ndarray) and np.may_share_memory(r, x)]
+    outs = ctx.emit_eager(call, inputs, flat, name, views)
     result = pytree.unflatten(out_def, iter(outs))
     return named(*result) if named else result
 
@@ -789,8 +791,10 @@ def astype(ctx, a, dtype, order="K", casting="unsafe", subok=True, copy=True):
     dt = np.dtype(dtype)
     if dt.kind in "OSUV":
         raise Fallback(f"astype to unsupported dtype {dt}", user_location())
-    if not copy and dt == a.dtype:  # (a itself, as numpy's: writes into it reach a)
-        return a
+    laid = a.laid_out() if isinstance(a, Tracer) else None
+    if not copy and dt == a.dtype and (order in ("K", "A") or isinstance(laid, np.ndarray) and (
+            laid.flags.c_contiguous if order == "C" else laid.flags.f_contiguous)):
+        return a  # (a itself, as numpy's: writes into it reach a)
     return ctx.emit("astype", [a], {"dtype": dt})
 
 
@@ -1960,7 +1964,9 @@ METHODS.update({
     "reshape": lambda t, *s, **kw: reshape(t.ctx, t, *s, **kw),
     "transpose": lambda t, *axes: transpose(t.ctx, t, *axes),
     "astype": lambda t, dtype, **kw: astype(t.ctx, t, dtype, **kw),
-    "flatten": lambda t, order="C": reshape(t.ctx, t, -1, order=order),
+    # (a copy, always: writes into it never reach t)
+    "flatten": lambda t, order="C": reshape(t.ctx, t.ctx.emit("astype", [t], {"dtype": t.dtype}), -1)
+    if order == "C" else eager_call(t.ctx, np.ndarray.flatten, [t], {"order": order}),
     "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
     "conj": _conjugate, "conjugate": _conjugate, "sort": _sort_in_place, "fill": _fill_with,
     "partition": _partition_in_place, "put": _put_method,

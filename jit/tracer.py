@@ -116,6 +116,7 @@ class TraceContext:
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
         self.raised: str | None = None  # an error an op raised on this call's values (emit), where
+        self.eager_views: dict = {}  # id of a storage an eager call's result views, or is viewed by -> the call
         # storages of selects that stand for an array one branch only named (jit/lift.py): numpy's
         # name would alias it, so a write into one is numpy's only in numpy (by id, each compared by
         # identity: a later array may take the id of one that died)
@@ -271,6 +272,9 @@ class TraceContext:
         s = t.storage()
         if not s.writeable:
             raise ValueError("assignment destination is read-only")
+        if id(s) in self.eager_views:
+            raise Fallback(f"a write into an array that {self.eager_views[id(s)]} viewed (or into its view), "
+                           "which the trace would not carry to the other", user_location())
         if self.aliasing_selects.get(id(s)) is s:
             raise SelectAliasWritten("a write into a value an if on a traced value selected, which one branch "
                                      "named as an array it aliases", user_location())
@@ -363,8 +367,9 @@ class TraceContext:
             s = self.index_dims[t.value.id] = SymInt.wrap(self, u)
         return s
 
-    def emit_eager(self, call, inputs: list, concrete_outputs: list, what: str):
-        """An opaque node: `call(xs)` returns the list of output arrays."""
+    def emit_eager(self, call, inputs: list, concrete_outputs: list, what: str, views=()):
+        """An opaque node: `call(xs)` returns the list of output arrays;
+        `views`: (output k, input j) where numpy's call made a view."""
         ins = [self.operand(x) for x in inputs]
         outs = []
         for k, r in enumerate(concrete_outputs):
@@ -374,6 +379,10 @@ class TraceContext:
             outs.append(Tracer(self, v, r))
         self._record(Node("eager", tuple(t.value for t in ins), make_attrs(call=call),
                           tuple(t.value for t in outs), loc=user_location()))
+        # (a view numpy's call made of an operand -- np.rot90, np.hsplit, ravel(order="K"), x.view() -- is a
+        # new value of the trace: a write into it, or into the operand, would not reach the other)
+        for k, j in views:
+            self.eager_views.update({id(outs[k].storage()): what, id(ins[j].storage()): what})
         return outs
 
     def emit_effect(self, call, inputs: list) -> None:

@@ -528,3 +528,50 @@ def test_a_returned_slice_function_or_generator_of_the_trace_runs_numpy(backend)
             for n in (3, 4, 3):
                 x = np.arange(1.0, n + 1)
                 assert use(f(x)) == use(fn(x)), fn.__name__
+
+
+_W = np.eye(3)
+
+
+@jit
+def _inner_reads_global(x):
+    return x @ _W
+
+
+@jit
+def _outer_of_global(x):
+    return _inner_reads_global(x) * 2
+
+
+class _TwoMethods:
+    def __init__(self):
+        self.w = np.eye(4)
+        self.s = 1.0
+
+    @jit
+    def a(self, x):
+        return x @ self.w * self.s
+
+    @jit
+    def b(self, x):
+        return self.a(x) * 2
+
+
+def test_an_inlined_jit_reads_what_it_holds_at_every_call(backend):
+    """A jitted function inlined into another's trace reads its globals
+    (compiled calls failed: the held array was not handed in) and, a jitted
+    method calling one of its object, the object's attributes as they are
+    at each call (they were the trace's: stale after `m.w = ...`)."""
+    global _W
+    for n in (2, 3, 5):
+        assert_like_numpy(_outer_of_global(np.ones((n, 3))), np.ones((n, 3)) @ _W * 2)
+    _W = np.eye(3) * 4
+    assert_like_numpy(_outer_of_global(np.ones((2, 3))), np.ones((2, 3)) * 8)
+    assert _outer_of_global.stats()["fallbacks"] == 0
+    m = _TwoMethods()
+    x = np.ones((2, 4))
+    assert_like_numpy(m.b(x), x * 2)
+    m.w = np.eye(4) * 3
+    assert_like_numpy(m.b(x), x * 6)
+    m.s = 5.0
+    assert_like_numpy(m.b(x), x * 30)

@@ -187,3 +187,43 @@ def test_copy_or_view_follows_the_arrays_layout_as_numpys(backend):
         _copies(a)
         f(b)
         assert_like_numpy(b, a)
+
+
+def _flattened(x):
+    y = x.flatten()
+    y[0] = 99.0
+    return y
+
+
+def _ravel_k(x):
+    y = np.ravel(x, order="K")
+    y[1:] = 0.0
+    return y
+
+
+def _rotated(x):
+    r = np.rot90(x)
+    r[0, 0] = -1.0
+    return x
+
+
+def _split_then_write(x):
+    y = x + 0
+    np.hsplit(y, 2)[0][:] = 0
+    return y
+
+
+def test_writes_through_numpys_own_views_reach_their_arrays(backend):
+    """flatten copies (it was a reshape: a view, writes reached x); a view
+    numpy's call made (ravel(order="K"), np.rot90, np.hsplit: eager steps,
+    whose results the trace took for new arrays) written into, or its base
+    written, runs the function in numpy (writes through it were lost)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for fn in (_flattened, _ravel_k, _rotated, _split_then_write):
+            f = jit(fn, backend=backend)
+            for make in (lambda: np.arange(12.0).reshape(3, 4), lambda: np.asfortranarray(np.arange(12.0).reshape(3, 4)),
+                         lambda: np.arange(16.0).reshape(4, 4)):
+                a, b = make(), make()
+                assert_like_numpy(f(b), fn(a))
+                assert_like_numpy(b, a)
