@@ -925,7 +925,9 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
                 and name not in site.outside_reads and uses.get(name) and all(uses[name])):
             continue
         dt = dtype_of(strong_[0])
-        if not (np.isnan(v) or float(dt.type(v)) == v):  # (0.1 is no float16's: numpy's == rounds it first)
+        with np.errstate(over="ignore"):  # (1e300 is no float32's: inf)
+            exact = np.isnan(v) or float(dt.type(v)) == v  # (0.1 is no float16's: numpy's == rounds it first)
+        if not exact:
             continue
         params[k] = (name, kind, strong_[0], dt.type(v))
         env[name] = strong_[0]

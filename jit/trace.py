@@ -551,7 +551,13 @@ class _NumpyProxy(types.ModuleType):
             laid = a.laid_out()
             if order in ("C", "F") and isinstance(laid, np.ndarray) and not (
                     laid.flags.c_contiguous if order == "C" else laid.flags.f_contiguous):
+                if kw.get("copy") is False:
+                    raise ValueError("Unable to avoid copy while creating an array as requested.")
                 return a.astype(dtype or a.dtype)  # (numpy's copy in that order: writes never reach a)
+            if kw.get("copy") is False and dtype is not None and np.dtype(dtype) != a.dtype:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
+            if kw.get("copy") is True:
+                return a.astype(dtype or a.dtype)
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
         if not kw and order is None and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
@@ -569,6 +575,8 @@ class _NumpyProxy(types.ModuleType):
         if isinstance(a, Tracer):
             if copy is not True and (dtype is None or np.dtype(dtype) == a.dtype) and not kw:
                 return a  # (np.array(a, copy=False), copy=None: a itself, as numpy 2's)
+            if copy is False:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
             return a.astype(dtype or a.dtype)
         if not kw and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
@@ -731,6 +739,12 @@ class _Refused:
 
     def __call__(self, *args, **kwargs):
         self._refuse(f"{self._what}()")
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self._refuse(f"next() of {self._what}")
 
 
 class _RandomProxy:

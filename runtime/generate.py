@@ -36,7 +36,7 @@ def namespace(pool) -> dict:
             "_run_lifted": kernelcall.run_lifted, "_epilogue_args": kernelcall.epilogue_args,
             "_addressof": ctypes.addressof, "_item": _item, "_WARMUP": _WARMUP, "_maximum": _maximum,
             "_minimum": _minimum, "_aliased": _aliased, "_own": _own, "_slice": _slice, "_copy": _copy,
-            "_outcome": OUTCOME, "_same": _same, "_gemm_best": gemmchoice.BEST,
+            "_decided": _decided, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
             "_gemv_parts": gemv.parts, "_gemv_split": gemv.split,
@@ -74,8 +74,15 @@ OUTCOME = {"bool": bool, "float": float, "int": int, "index": operator.index,
            "item": lambda x: x.item() if isinstance(x, (np.ndarray, np.generic)) else x}
 
 
-def _same(a, b) -> bool:
-    return a == b or (a != a and b != b)  # NaN decides as NaN did
+def _decided(kind: str, x, outcome) -> bool:
+    """Whether value x decides `kind` (bool(), int()...) as the trace's did;
+    not when numpy's decision raises (int() of a NaN): numpy's call, traced
+    again, takes its own path to the error, or not."""
+    try:
+        a = OUTCOME[kind](x)
+    except (ValueError, OverflowError, TypeError):
+        return False
+    return a == outcome or (a != a and outcome != outcome)  # NaN decides as NaN did
 
 
 # CPython 3.11 specializes a function's bytecode (LOAD_GLOBAL from a dict,
@@ -284,7 +291,7 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
             checks.setdefault(o.payload[0], []).append(o.payload[1:])
 
     def check_lines(vids) -> list[str]:
-        return [f"    if not _same(_outcome[{kind!r}]({names[vid]}), {const(outcome)}): raise BreakMismatch()"
+        return [f"    if not _decided({kind!r}, {names[vid]}, {const(outcome)}): raise BreakMismatch()"
                 for vid in vids for kind, outcome in checks.get(vid, ())]
     lines += check_lines([v.id for v in graph.inputs])
     n_head = len(lines)

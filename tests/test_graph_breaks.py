@@ -610,3 +610,20 @@ def test_python_numbers_of_the_trace_stay_pythons(backend):
             x = np.arange(float(n))
             got = k(x)
             assert got == _keyed(x) and all(type(key) in (float, str) for key in got)
+
+
+def _nan_guarded(x):
+    s = x.sum()
+    return int(s) if s == s else 0
+
+
+def test_a_decision_numpy_cannot_take_is_decided_otherwise_not_a_failure(backend):
+    """int() of a NaN raises in numpy: a compiled call whose graph break
+    computes it (the branch a NaN does not take) decides otherwise and runs
+    down its own path (it failed as shapejit's error: numpy for good)."""
+    f = jit(_nan_guarded, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for x in ([1.0, 0.5], [2.0, 0.0], [np.nan, 1.0], [1.0, 2.0], [np.nan, 0.0]):
+            assert f(np.array(x)) == _nan_guarded(np.array(x))
+    assert f.stats()["fallbacks"] == 0
