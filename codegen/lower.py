@@ -103,8 +103,10 @@ _PASSABLE = ops_returning(FRESH, FRESH_C, VIEW_OF_INPUT) | {"const", "dim"}
 # speed (median 0.96) for bias, bias + GELU and bias + residual at M = 1 ..
 # 1024, (K, N) = (768, 3072) and (3072, 768) (`python -m bench.epilogue --ms
 # 1,16,64,256,1024`), with numpy's BLAS on our pool (no spinning threads
-# beside either; the product stays in its 32 MiB L3 for the pass).  AVX-512
-# hosts are unmeasured.  It changes what a trace compiles to, so it is part of a
+# beside either; the product stays in its 32 MiB L3 for the pass).  On the
+# AMD EPYC znver5 (AVX-512) the store ran 0.91-1.00x (median 0.98; bias + GELU
+# 0.91-0.99) at M = 1 .. 1024 (`--ms 1,16,64,128,256,1024`, 2026-11-27): off
+# there too.  It changes what a trace compiles to, so it is part of a
 # saved trace's key (jit/compile.py plan_switches).  FUSE_EPILOGUES, when not
 # None, overrides the variable (tests and benches compare the two).
 FUSE_EPILOGUES: bool | None = None
