@@ -864,7 +864,7 @@ def _lift(ctx, site: Site, scope: dict, fn):
                 site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved)
             break
         except _Untyped as e:
-            if not _retype(site, e.conflicts, params, env, prologue):
+            if not _retype(site, e.conflicts, params, env, prologue, arrays):
                 raise Unsupported(str(e)) from None
     else:
         raise Unsupported("its names keep no single type")
@@ -907,24 +907,27 @@ class _Untyped(Unsupported):
         self.conflicts = conflicts
 
 
-def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list) -> bool:
+def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list, arrays: dict) -> bool:
     """Retype, in place, each constant Python float the loop binds to numpy
     floats of one dtype on some paths (`m = -np.inf` then `if x[i] > m: m =
     x[i]`: a Python float until a trip takes the branch, numpy's after) as
     that dtype, where it makes no difference: its value is one of that dtype
     (-inf is every float's), nothing reads it after the loop, and the loop
-    only compares it and stores it into arrays (its type would show only in
-    arithmetic).  Whether any was."""
-    uses = _uses(site.node)
+    only compares it, stores it into arrays and takes it in arithmetic with
+    an element of an array of that dtype (`x[i] - peak`: that dtype's either
+    way, the Python float converted exactly).  Whether any was."""
     done = False
     for k, p in enumerate(params):
         name, kind, t, v = p
         types_ = conflicts.get(name, set())
         strong_ = [u for u in types_ if u.startswith("np.float")]
         if not (kind == "const" and t == "float" and types_ == {"float", *strong_} and len(strong_) == 1
-                and name not in site.outside_reads and uses.get(name) and all(uses[name])):
+                and name not in site.outside_reads):
             continue
         dt = dtype_of(strong_[0])
+        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt})
+        if not (uses.get(name) and all(uses[name])):
+            continue
         with np.errstate(over="ignore"):  # (1e300 is no float32's: inf)
             exact = np.isnan(v) or float(dt.type(v)) == v  # (0.1 is no float16's: numpy's == rounds it first)
         if not exact:
@@ -936,15 +939,22 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
     return done
 
 
-def _uses(loop) -> dict:
-    """name -> [whether each read of it is an operand of a comparison or
-    the value stored into an array element]."""
+def _uses(loop, same: set) -> dict:
+    """name -> [whether each read of it is an operand of a comparison (or
+    of Python's max or min), the value stored into an array element, or an
+    operand of arithmetic whose other is an element of an array of `same`]."""
+    def element(e) -> bool:
+        return isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and e.value.id in same \
+            and not isinstance(e.slice, (ast.Slice, ast.Tuple))
     out: dict = {}
     for node in ast.walk(loop):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
                 ok = isinstance(node, ast.Compare) or isinstance(node, ast.Assign) and child is node.value and all(
-                    isinstance(t, ast.Subscript) for t in node.targets)
+                    isinstance(t, ast.Subscript) for t in node.targets) or isinstance(node, ast.Call) and isinstance(
+                    node.func, ast.Name) and node.func.id in ("max", "min") and not node.keywords or isinstance(
+                    node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and element(
+                    node.right if child is node.left else node.left)
                 out.setdefault(child.id, []).append(ok)
     return out
 
@@ -1426,6 +1436,9 @@ class _Typer:
             raise Unsupported(f"{getattr(fn, '__name__', fn)}() of an array")
         if fn in (min, max) and len(args) >= 2:  # (min(a, b, c) is min(min(a, b), c): the first extreme one)
             if len({a[1] for a in args}) != 1:
+                for a in args:  # (a name's type against another's: a conflict _retype may settle)
+                    if a[0] == "var":
+                        self.conflicts.setdefault(a[2], set()).update(b[1] for b in args)
                 raise Unsupported(f"{fn.__name__}() of two types")
             out = args[0]
             for a in args[1:]:

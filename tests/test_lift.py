@@ -6,6 +6,7 @@ Python or numpy raise or warn (an index out of range, an overflow, a
 division by zero) the call runs eagerly and they do."""
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -611,6 +612,16 @@ def running_max_scaled(x):
     return out
 
 
+def drawdown(x):
+    """max() of the Python float and an element; arithmetic with an element."""
+    out = np.empty_like(x)
+    peak = -np.inf
+    for i in range(x.shape[0]):
+        peak = max(peak, x[i])
+        out[i] = x[i] - peak
+    return out
+
+
 def running_max_tenth(x):
     """0.1 is no float16's: stored before a trip takes the branch, it is the Python float's 0.1."""
     out = np.empty(x.shape[0])
@@ -629,13 +640,13 @@ def test_a_python_float_a_branch_rebinds_to_numpys_float_lifts_where_its_type_sh
     nowhere), so the loop lifts (it was "m has no single type here": a scan,
     or a trace per length; 20-40x slower than numpy at n = 3000); read
     after the loop or in arithmetic, it stays as it was."""
-    for dt in (np.float32, np.float64):
-        f = jit(running_max, backend=backend)
+    for dt, fn in itertools.product((np.float32, np.float64), (running_max, drawdown)):
+        f = jit(fn, backend=backend)
         for n in (5, 9, 17, 1, 33):
             x = np.random.default_rng(n).standard_normal(n).astype(dt)
             if n == 9:
                 x[:3] = np.nan  # (no trip takes the branch while x[i] is nan: m stays the Python float)
-            _same(f(x), running_max(x))
+            _same(f(x), fn(x))
         assert f.stats()["traces"] == 2, f.explain()  # (a length of 1: an entry of its own)
         assert backend != "llvm" or _lifted(f) == 2
         for fn in (running_max_kept, running_max_scaled, running_max_tenth):
