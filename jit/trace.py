@@ -558,6 +558,8 @@ class _NumpyProxy(types.ModuleType):
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
             if kw.get("copy") is True:
                 return a.astype(dtype or a.dtype)
+            if not a.ndim and not isinstance(a.concrete, np.ndarray):  # (numpy's scalar: a 0-d array of it)
+                return self._ctx.emit("zero_d", [a if dtype is None else a.astype(dtype)], {})
             return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
         if not kw and order is None and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
@@ -577,6 +579,8 @@ class _NumpyProxy(types.ModuleType):
                 return a  # (np.array(a, copy=False), copy=None: a itself, as numpy 2's)
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
+            if not a.ndim and not isinstance(a.concrete, np.ndarray):  # (numpy's scalar: a 0-d array of it)
+                return self._ctx.emit("zero_d", [a if dtype is None else a.astype(dtype)], {})
             return a.astype(dtype or a.dtype)
         if not kw and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)

@@ -596,6 +596,14 @@ def _lexsort(*keys, axis):
 register("lexsort", NUMPY, _lexsort, lambda env, i, a: [i[0].shape])
 
 
+def _zero_d(x):
+    """np.array of a 0-d value: a 0-d array (numpy's scalar, a Python number: np.asarray(x.sum()))."""
+    return np.array(x)
+
+
+register("zero_d", NUMPY, _zero_d, lambda env, i, a: [()], lambda inputs, attrs: [inputs[0].dtype])
+
+
 def _accumulate(x, ufunc, axis, dtype=None):
     return _ufunc(ufunc).accumulate(x, axis=axis, dtype=dtype)
 

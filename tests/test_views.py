@@ -227,3 +227,23 @@ def test_writes_through_numpys_own_views_reach_their_arrays(backend):
                 a, b = make(), make()
                 assert_like_numpy(f(b), fn(a))
                 assert_like_numpy(b, a)
+
+
+def _zero_ds(x, t):
+    a = np.asarray(x.sum())
+    b = np.array(x.max())
+    c = np.asarray(x.mean(), dtype=np.float32)
+    d = np.asarray(t)
+    return a, b, c, d, a.ndim
+
+
+def test_np_asarray_of_a_scalar_is_a_0d_array(backend):
+    """np.asarray and np.array of numpy's scalar (a reduction) or of a
+    Python float are 0-d arrays, as numpy's (they were the scalar)."""
+    f = jit(_zero_ds, backend=backend)
+    for n in (3, 4, 5):
+        x = np.arange(float(n))
+        got, want = f(x, n * 0.5), _zero_ds(x, n * 0.5)
+        assert [type(v) for v in got] == [type(v) for v in want]
+        for g, w in zip(got[:4], want[:4]):
+            assert_like_numpy(g, w)
