@@ -49,6 +49,8 @@ def load_entry(jf, state: KeyState, record: str, shapes, leaves) -> tuple[Compil
         dims = s.guard_set.check(shapes)
         if dims is None:
             continue
+        if jf._held_paths and list(s.held[:len(jf._held_paths)]) != jf._held_paths:
+            continue  # (it takes fewer or other held arrays than this function's calls hand its entries: traced)
         if s.held:
             held = fetch_all(s.held, jf.fn, leaves)
             if held is None or key_of(held) != s.held_key:

@@ -291,3 +291,29 @@ def test_a_held_list_or_dict_that_grows_traces_again(backend):
     assert_like_numpy(f(x), m(x))
     m.layers.pop(0)
     assert_like_numpy(f(x), m(x))
+
+
+class _MaybeBias:
+    def __init__(self):
+        self.w, self.b, self.use_bias = np.ones(3), np.full(3, 0.5), False
+
+    def fwd(self, x):
+        y = x * self.w
+        if self.use_bias:
+            y = y + self.b
+        return y
+
+
+def test_an_entry_that_holds_fewer_arrays_than_a_later_trace_is_not_handed_more(backend):
+    """A trace that read self.b (use_bias True) after one that did not:
+    the saved entry of the first (held: w) was loaded again for a call with
+    use_bias False and handed w and b (an internal error, numpy for good)."""
+    m = _MaybeBias()
+    f = jit(m.fwd, backend=backend)
+    x = np.ones((4, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for ub in (False, True, False, True, False):
+            m.use_bias = ub
+            assert_like_numpy(f(x), m.fwd(x))
+    assert f.stats()["fallbacks"] == 0
