@@ -191,6 +191,15 @@ def key_of(arrays) -> tuple:
     return tuple([(a.dtype, a.shape, a.flags.c_contiguous) for a in arrays])
 
 
+def holds_arrays(seq, depth: int = 3) -> bool:
+    """Whether a list, tuple or dict holds arrays or objects that may, a few
+    levels down (`self.blocks = [[w1], [w2, w3]]`): it is handed out as a
+    held sequence or mapping, its arrays held, its lengths keyed."""
+    items = seq.values() if type(seq) is dict else seq
+    return any(type(v) is np.ndarray or holder(v) or depth and type(v) in (list, tuple, dict) and holds_arrays(
+        v, depth - 1) for v in items)
+
+
 RANDOM_STATES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
 
 
@@ -258,9 +267,9 @@ class Lifter:
         if type(x) is np.ndarray:
             return self.lift(path, x)
         refuse_random(x, path)
-        if type(x) in (list, tuple) and any(type(v) is np.ndarray or holder(v) for v in x):
+        if type(x) in (list, tuple) and holds_arrays(x):
             return HeldSequence(self, path, x)
-        if type(x) is dict and any(type(v) is np.ndarray or holder(v) for v in x.values()):
+        if type(x) is dict and holds_arrays(x):
             return HeldMapping(self, path, x)
         if holder(x):
             return HeldObject(self, path, x)

@@ -19,8 +19,8 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.fingerprint import global_names
-from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, refuse_random, token, user_file, \
-    user_module
+from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, holds_arrays, refuse_random, token, \
+    user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
     eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -897,7 +897,7 @@ class _Traceables:
             return _UserModule(self, v, path)
         refuse_random(v, path or "a value the function reads")
         if path is not None:
-            if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and _holds(v):
+            if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and holds_arrays(v):
                 return self.lifter.wrap(path, v)
             self.lifter.guard(path, v)
         return v
@@ -983,11 +983,6 @@ class _UserModule(types.ModuleType):
 
     def __getattr__(self, name):
         return self._t.value(getattr(self._mod, name), self._path.child("attr", name) if self._path else None)
-
-
-def _holds(seq) -> bool:
-    items = seq.values() if isinstance(seq, dict) else seq
-    return any(type(x) is np.ndarray or holder(x) for x in items)
 
 
 @functools.lru_cache(maxsize=1024)

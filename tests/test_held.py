@@ -317,3 +317,30 @@ def test_an_entry_that_holds_fewer_arrays_than_a_later_trace_is_not_handed_more(
             m.use_bias = ub
             assert_like_numpy(f(x), m.fwd(x))
     assert f.stats()["fallbacks"] == 0
+
+
+class _Blocks:
+    def __init__(self):
+        self.blocks = [[np.full(2, 2.0)], [np.full(2, 3.0)]]
+
+    def __call__(self, x):
+        for block in self.blocks:
+            for w in block:
+                x = x * w
+        return x
+
+
+def test_nested_lists_of_held_arrays_are_held_and_keyed(backend):
+    """`self.blocks = [[w1], [w2, w3]]`: the inner lists' arrays are held
+    and their lengths keyed (the nested list was read once: a grown or
+    rebound one was served the first result, with only a warning)."""
+    m = _Blocks()
+    f = jit(m.__call__, backend=backend)
+    x = np.ones(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for change in (None, lambda: m.blocks[1].append(np.full(2, 5.0)), lambda: m.blocks.__setitem__(0, []),
+                       lambda: setattr(m, "blocks", []), lambda: setattr(m, "blocks", [[np.full(2, 7.0)]])):
+            if change:
+                change()
+            assert_like_numpy(f(x), m(x))
