@@ -125,8 +125,9 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn, rest: tuple | None = Non
                                      f"past {UNROLLED} counts, a call with another compiles it once as a scan)")
             return None
         ctx.loops[site] = None  # (another trip count: from now on, every trace of it makes a scan)
-        if plan is None:  # (a call that makes no trip decides otherwise: the guard)
-            assert (stop > start) if step > 0 else (stop < start)
+        if plan is None:
+            if not ((stop > start) if step > 0 else (stop < start)):  # (a guard: a call of no trip traces again)
+                raise NoScan("it makes no trip")
             return Peeled(bounds)
         return _scan(ctx, site, scope, globals_, fn, start, stop, step, where, *plan)
     except NoScan as e:
@@ -560,7 +561,7 @@ def _continues_to_returns(stmts: list, returned) -> None:
                     _continues_to_returns(inner, returned)
 
 
-def _last_exit(stmts: list, carried: list):
+def _last_exit(stmts: list):
     """The body's one exit when every statement after it renames names
     (`x = x_new`, `a, b = b, a`): it may be taken as a value (_compile_body)."""
     exits = _exits(stmts)
@@ -867,7 +868,7 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     def returned(stop: bool, where) -> ast.Return:
         values = [ast.Name(n, ast.Load()) for n in [*carried, *ys]] + ([ast.Constant(stop)] if stops else [])
         return ast.copy_location(ast.Return(ast.Tuple(values, ast.Load())), where)
-    last_exit = _last_exit(statements, carried) if stops and not stacked and isinstance(loop, ast.For) else None
+    last_exit = _last_exit(statements) if stops and not stacked and isinstance(loop, ast.For) else None
     for k, st in enumerate(statements):
         value = append_value(st)
         if value is not None and st.value.func.value.id in stacked:
