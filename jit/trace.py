@@ -727,8 +727,8 @@ class _Refused:
     """What a traced function sees in place of _impure's values: using it
     (an attribute, a call) runs the function in numpy, with the reason."""
 
-    def __init__(self, what: str, module=None):
-        self._what, self._module = what, module
+    def __init__(self, what: str):
+        self._what = what
 
     def _refuse(self, what: str):
         raise Fallback(f"{what} inside a jitted function (its value or effect would be the trace's, once)",
