@@ -210,6 +210,10 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                 raise Fallback("returned a Tracer from another trace")
             # (an argument's final value: the caller's array, which the call writes, as numpy's `x += 1; return
             # x`; another array the passes may find equal to it, `y = ...; C[:] = y; return y`, stays a value)
+            if r.value.id not in written and type(r.concrete) is np.ndarray and not r.ndim \
+                    and getattr(ctx.producers.get(r.value.id), "op", "zero_d") not in ("zero_d", "getitem"):
+                r = ctx.emit("zero_d", [r], {})  # (numpy's 0-d array, where the steps give a scalar: `a = np.array(
+                # x.max()); a += 1`, the add functionalized)
             outputs.append(OutputSpec("argument" if r.value.id in written else "value", r.value.id))
             concrete.append(written.get(r.value.id, r.concrete))
         elif isinstance(r, SymInt):

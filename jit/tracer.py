@@ -203,6 +203,13 @@ class TraceContext:
                 result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
                 if opdef.category == ELEMENTWISE:
                     self._bound_python_ints(op, opdef, ins, concrete_attrs)
+            if weak and op == "power" and all(t.value.weak and t.dtype.kind in "iuf" for t in ins) \
+                    and any(t.dtype.kind == "f" for t in ins):
+                result = operator.pow(*[t.concrete for t in ins])  # (Python's: ZeroDivisionError of 0.0 ** -1)
+                if type(result) is complex:  # (a negative base to a fractional power: a complex of no float's
+                    # rule; the compiled code's _pypow decides otherwise where it meets one, runtime/generate.py)
+                    raise Fallback("a power of Python floats that is complex (a negative base, a fractional "
+                                   "exponent)", user_location())
         except Exception as e:
             # (an error of this call's values: a trace that goes on caught it, jit/trace.py)
             self.raised = f"{type(e).__name__} at {user_location()}"

@@ -36,7 +36,7 @@ def namespace(pool) -> dict:
             "_run_lifted": kernelcall.run_lifted, "_epilogue_args": kernelcall.epilogue_args,
             "_addressof": ctypes.addressof, "_item": _item, "_WARMUP": _WARMUP, "_maximum": _maximum,
             "_minimum": _minimum, "_aliased": _aliased, "_own": _own, "_slice": _slice, "_copy": _copy,
-            "_decided": _decided, "_gemm_best": gemmchoice.BEST,
+            "_decided": _decided, "_pypow": _pypow, "_gemm_best": gemmchoice.BEST,
             "_gemm_class": gemmchoice.shape_class, "_gemm_decide": gemmchoice.decide,
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
             "_gemv_parts": gemv.parts, "_gemv_split": gemv.split,
@@ -72,6 +72,16 @@ def _snap(x):
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
 OUTCOME = {"bool": bool, "float": float, "int": int, "index": operator.index,
            "item": lambda x: x.item() if isinstance(x, (np.ndarray, np.generic)) else x}
+
+
+def _pypow(a, b):
+    """Python's a ** b of Python numbers; a call whose result is complex (a
+    negative base, a fractional exponent), where the trace's was a float,
+    decides otherwise (its trace runs the function in numpy)."""
+    r = a ** b
+    if type(r) is complex:
+        raise BreakMismatch()
+    return r
 
 
 def _decided(kind: str, x, outcome) -> bool:
@@ -131,7 +141,7 @@ _PY_OPERATORS = {"add": "{} + {}", "subtract": "{} - {}", "multiply": "{} * {}",
 # 1.0 / n, d ** -0.5 of dims), as the function's own code computes them
 _PY_FLOAT_OPERATORS = {**{op: _PY_OPERATORS[op] for op in ("add", "subtract", "multiply", "negative")},
                        "divide": "{} / {}", "floor_divide": "{} // {}", "remainder": "{} % {}",
-                       "power": "{} ** {}", "absolute": "abs({})"}
+                       "absolute": "abs({})"}
 
 
 def _index_source(items, arrays: list[str], const) -> str:
@@ -477,6 +487,11 @@ def _node_lines(n, k: int, src: Source, plan, pooled) -> list[str]:
     if n.op in _PY_OPERATORS and all(v.weak and v.dtype.kind in "iu" for v in n.inputs):
         # (Python ints: Python's own operators, as the function's own code computes them)
         return [f"    {outs} = " + _PY_OPERATORS[n.op].format(*(names[v.id] for v in n.inputs))]
+    if n.op == "power" and n.out.weak and n.out.dtype.kind == "f" and all(v.weak and v.dtype.kind in "iuf"
+                                                                         for v in n.inputs):
+        # (Python's power of Python numbers; complex of a negative base: another path)
+        a, b = (names[v.id] for v in n.inputs)
+        return [f"    {outs} = _pypow({a}, {b})"]
     if (n.op in _PY_FLOAT_OPERATORS and n.out.weak and n.out.dtype.kind == "f"
             and all(v.weak and v.dtype.kind in "iuf" for v in n.inputs)):
         return [f"    {outs} = " + _PY_FLOAT_OPERATORS[n.op].format(*(names[v.id] for v in n.inputs))]

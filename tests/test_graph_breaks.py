@@ -6,6 +6,7 @@ traced once down its own path, so each path compiles once and every later
 call runs compiled code.  explain() names each break with its file:line."""
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -627,3 +628,29 @@ def test_a_decision_numpy_cannot_take_is_decided_otherwise_not_a_failure(backend
         for x in ([1.0, 0.5], [2.0, 0.0], [np.nan, 1.0], [1.0, 2.0], [np.nan, 0.0]):
             assert f(np.array(x)) == _nan_guarded(np.array(x))
     assert f.stats()["fallbacks"] == 0
+
+
+def _python_power(x):
+    a, b = float(x[0]), float(x[1])
+    return a ** b
+
+
+def test_a_power_of_python_floats_is_pythons(backend):
+    """`a ** b` of Python floats: 0.0 ** -1 raises ZeroDivisionError and a
+    negative base to a fractional power is complex, in the trace as in the
+    compiled code (the trace gave numpy's inf and nan)."""
+    shared = jit(_python_power, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for v, f in itertools.product(([2.0, 3.0], [-2.0, 0.5], [4.0, 0.5], [0.0, -1.0], [1.5, -2.0], [-8.0, 1 / 3]),
+                                      (shared, None)):
+            f = f or jit(_python_power, backend=backend)  # (a trace of its own: the trace's value)
+            x = np.array(v)
+            try:
+                want = _python_power(x)
+            except ZeroDivisionError:
+                with pytest.raises(ZeroDivisionError):
+                    f(x)
+                continue
+            got = f(x)
+            assert type(got) is type(want) and got == want

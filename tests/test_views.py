@@ -247,3 +247,23 @@ def test_np_asarray_of_a_scalar_is_a_0d_array(backend):
         assert [type(v) for v in got] == [type(v) for v in want]
         for g, w in zip(got[:4], want[:4]):
             assert_like_numpy(g, w)
+
+
+def _zero_d_updated(x):
+    a = np.array(x.max())
+    a += 1
+    b = np.array(x.sum())
+    np.add(b, 1, out=b)
+    return a, b
+
+
+def test_a_0d_array_updated_in_place_stays_a_0d_array(backend):
+    """`a = np.array(x.max()); a += 1`: numpy's 0-d array, where the
+    functionalized add of the compiled code gave numpy's scalar."""
+    f = jit(_zero_d_updated, backend=backend)
+    for n in (3, 4, 5, 2):
+        x = np.arange(float(n))
+        got, want = f(x), _zero_d_updated(x)
+        assert [type(v) for v in got] == [np.ndarray] * 2
+        for g, w in zip(got, want):
+            assert_like_numpy(g, w)
