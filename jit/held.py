@@ -320,6 +320,9 @@ class HeldObject:
 
     def __getattr__(self, name):
         obj = object.__getattribute__(self, "_obj")
+        prop = getattr(type(obj), name, None)
+        if isinstance(prop, property) and prop.fget is not None:  # (what it reads of self is keyed through it)
+            return self._lifter.traceable(prop.fget, self._path.child("attr", name))(self)
         v = getattr(obj, name)
         jitted = getattr(v, "func", v)  # (a jitted method: jit/api.py binds it as partial(jf, obj))
         if type(jitted).__name__ == "JitFunction" and (jitted is v or v.args == (obj,) and not v.keywords):
@@ -328,8 +331,8 @@ class HeldObject:
         if isinstance(v, types.MethodType) and v.__self__ is obj:
             # (what the method reads is keyed through it: a bound method reads as its function)
             return types.MethodType(self._lifter.traceable(v.__func__, self._path.child("attr", name)), self)
-        if name in getattr(obj, "__dict__", {}):
-            return self._lifter.wrap(self._path.child("attr", name), v)
+        if name in getattr(obj, "__dict__", {}) or not callable(v):  # (a class's attribute read through self
+            return self._lifter.wrap(self._path.child("attr", name), v)  # is keyed as the instance's)
         return v
 
     def __setattr__(self, name, value):

@@ -2004,16 +2004,23 @@ def method(t: Tracer, name: str):
         raise AttributeError(name)
     if name in PROPERTIES:
         return PROPERTIES[name](t)
-    if name in METHODS:
-        return lambda *a, **kw: METHODS[name](t, *a, **kw)
     attr = getattr(np.ndarray, name, None)
+
+    def eager(*a, **kw):
+        return eager_call(t.ctx, lambda x, *a2, **kw2: getattr(x, name)(*a2, **kw2), (t,) + a, kw, f"ndarray.{name}")
+    if name in METHODS:
+        def method_(*a, **kw):
+            r = METHODS[name](t, *a, **kw)  # (None: a form it does not model, x.reshape(..., order="F"): numpy's)
+            return eager(*a, **kw) if r is None and name not in _RETURN_NONE and attr is not None else r
+        return method_
     if attr is None:
         raise AttributeError(f"'Tracer' (a traced numpy array) has no attribute {name!r}")
     if callable(attr):
-        return lambda *a, **kw: eager_call(t.ctx, lambda x, *a2, **kw2: getattr(x, name)(*a2, **kw2),
-                                           (t,) + a, kw, f"ndarray.{name}")
+        return eager
     raise Fallback(f"attribute .{name} of a traced array", user_location())
 
+
+_RETURN_NONE = frozenset({"sort", "fill", "partition", "put"})  # (numpy's in-place methods: None is their result)
 
 tracer.PROTOCOL.ufunc, tracer.PROTOCOL.function = handle_ufunc, handle_function
 tracer.PROTOCOL.getitem, tracer.PROTOCOL.setitem = getitem, setitem

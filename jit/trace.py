@@ -225,7 +225,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
             if _made_by_the_trace(r, traceables):  # (what it computes, or closes over, is the trace's)
                 raise Fallback(f"returns a {type(r).__name__} the trace made (a function or generator of its "
                                "values)")
-            if holds_traced(r):  # (an object of the user's holding arrays of the trace)
+            if holds_traced(r) or traceables.traced(r):  # (an object of the user's holding arrays of the trace,
+                # or the trace's view of one: a held object, list or dict of the caller's)
                 raise Fallback(f"returns a {type(r).__name__} holding traced values (returned as they are: tuples, "
                                "lists, dicts and namedtuples of arrays and numbers)")
             outputs.append(OutputSpec("const", r))
@@ -579,7 +580,9 @@ class _NumpyProxy(types.ModuleType):
         if isinstance(a, Stacked) and not kw:
             return a.stack(0, dtype)
         if isinstance(a, Tracer):
-            if copy is not True and (dtype is None or np.dtype(dtype) == a.dtype) and not kw:
+            if kw:  # (ndmin=, order=, subok=: numpy's own call, a new array)
+                return optable.eager_call(self._ctx, np.array, [a], {"dtype": dtype, "copy": copy, **kw})
+            if copy is not True and (dtype is None or np.dtype(dtype) == a.dtype):
                 return a  # (np.array(a, copy=False), copy=None: a itself, as numpy 2's)
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")

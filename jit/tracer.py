@@ -932,6 +932,9 @@ class Tracer:
                 return NotImplemented
             if _pythons(other, self) if reflected else _pythons(self, other):
                 args = [other, self] if reflected else [self, other]
+                if name in _ARITHMETIC:  # (a Python bool in arithmetic is its int: True + True is 2)
+                    args = [a.as_python("i") if type(a) is Tracer and a.dtype.kind == "b" else
+                            int(a) if type(a) is bool else a for a in args]
                 return self.ctx.emit(name, args, {}, weak=True)
             ufunc = getattr(np, name)
             return ufunc(other, self) if reflected else ufunc(self, other)
@@ -965,17 +968,24 @@ class Tracer:
 
     def _unary(name):
         def f(self):
-            if self.value.weak:
-                return self.ctx.emit(name, [self], {}, weak=True)
+            if self.value.weak:  # (a Python bool's -, + and abs() are its int's: -True is -1)
+                x = self.as_python("i") if self.dtype.kind == "b" else self
+                return self.ctx.emit(name, [x], {}, weak=True)
             return getattr(np, name)(self)
         return f
 
     __neg__, __pos__, __abs__ = _unary("negative"), _unary("positive"), _unary("absolute")
     del _unary
 
+    def __divmod__(self, o):  # (Python's and numpy's alike: the floor quotient and the remainder)
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        return o // self, o % self
+
     def __invert__(self):
-        if self.value.weak and self.dtype.kind == "i":  # (~ of a Python int stays a Python int)
-            return self.ctx.emit("invert", [self], {}, weak=True)
+        if self.value.weak and self.dtype.kind in "ib":  # (~ of a Python int stays a Python int; of a bool, its
+            return self.ctx.emit("invert", [self.as_python("i")], {}, weak=True)  # int's: ~True is -2)
         return np.invert(self)
 
     def _inplace(name):
@@ -1021,6 +1031,9 @@ def holds_traced(v, depth: int = 3) -> bool:
     items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset)) else \
         (v.start, v.stop, v.step) if isinstance(v, slice) else getattr(v, "__dict__", {}).values()
     return any(holds_traced(x, depth - 1) for x in items)
+
+
+_ARITHMETIC = frozenset({"add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power"})
 
 
 # Python's divisions of Python numbers (weak operands), whose divisor of 0 raises ZeroDivisionError

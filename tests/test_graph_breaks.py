@@ -654,3 +654,22 @@ def test_a_power_of_python_floats_is_pythons(backend):
                 continue
             got = f(x)
             assert type(got) is type(want) and got == want
+
+
+def _bool_arith(x):
+    c = float(x.sum()) > 0
+    d = float(x.max()) > 1
+    return ~c, abs(c), -c, c + d, c - True, divmod(float(x.sum()), 3.0)
+
+
+def test_python_bools_of_the_trace_compute_as_pythons(backend):
+    """A comparison of traced Python floats is a Python bool: ~, -, abs()
+    and arithmetic take it as its int (numpy's bool gave logical not, or
+    raised: the signature ran in numpy); divmod() of traced floats is
+    Python's."""
+    f = jit(_bool_arith, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for v in (np.ones(3), -np.ones(4), np.arange(4.0), np.zeros(5)):
+            got, want = f(v), _bool_arith(v)
+            assert got == want and [type(g) for g in got] == [type(w) for w in want]

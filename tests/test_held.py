@@ -344,3 +344,50 @@ def test_nested_lists_of_held_arrays_are_held_and_keyed(backend):
             if change:
                 change()
             assert_like_numpy(f(x), m(x))
+
+
+class _Props:
+    scale_base = 1.0
+
+    def __init__(self):
+        self.log_scale, self.on = 0.0, True
+
+    @property
+    def scale(self):
+        return np.exp(self.log_scale) * self.scale_base if self.on else 0.5
+
+    def __call__(self, x):
+        return x * self.scale
+
+
+@dataclasses.dataclass(frozen=True)
+class _Eps:
+    eps: float
+
+
+def _returns_config(x, cfg):
+    return x + cfg.eps, cfg
+
+
+def test_properties_and_class_attributes_through_self_are_keyed(backend):
+    """A property of self (what it reads of self keyed through it) and a
+    class attribute read through self were the trace's constants, stale
+    after they changed; a returned object of the caller's runs in numpy (it
+    was shapejit's proxy of it)."""
+    m = _Props()
+    f = jit(m.__call__, backend=backend)
+    x = np.ones(2)
+    for change in (None, lambda: setattr(m, "log_scale", 1.0), lambda: setattr(m, "on", False),
+                   lambda: setattr(m, "on", True), lambda: setattr(_Props, "scale_base", 3.0)):
+        if change:
+            change()
+        assert_like_numpy(f(x), m(x))
+    _Props.scale_base = 1.0
+    g = jit(_returns_config, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for eps in (1e-3, 2.0, 1e-3):
+            cfg = _Eps(eps)
+            got = g(x, cfg)
+            assert got[1] is cfg
+            assert_like_numpy(got[0], x + eps)
