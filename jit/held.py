@@ -18,6 +18,7 @@ warns once that a change to it is not seen."""
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import sys
 from functools import partial
@@ -65,9 +66,30 @@ def token(v, depth: int = 0):
     if t is dict:
         items = tuple([(token(k, depth + 1), token(x, depth + 1)) for k, x in v.items()])
         return None if any(None in kv for kv in items) else (t, items)
+    if isinstance(v, type) and depth < 4 and _users_class(v):  # (a class of the user's: itself and the
+        # plain values its body binds, `Cfg.eps`, read again at every call; an array there is not keyed)
+        names, last, tok = _CLASS_VALUES.get(v) or (None, None, None)
+        if names is None:
+            names = tuple(k for k, x in vars(v).items() if not k.startswith("__") and not callable(x)
+                          and not isinstance(x, (property, staticmethod, classmethod, np.ndarray)))
+        d = v.__dict__
+        values = [d.get(k) for k in names]
+        if last is None or not all(map(is_, values, last)):  # (the same objects as last time: the same token)
+            attrs = tuple([token(x, depth + 1) for x in values])
+            tok = ("class", v) + attrs if None not in attrs else ("is", v)
+            _CLASS_VALUES[v] = names, values, tok
+        return tok
     if isinstance(v, _BY_IDENTITY) or t.__name__ == "JitFunction":  # (jit/api.py's: another jitted function)
         return "is", v
     return None
+
+
+_CLASS_VALUES: dict = {}  # a user's class -> (the names of the plain values its body binds, those values, token)
+
+
+@functools.lru_cache(maxsize=256)
+def _users_class(c: type) -> bool:
+    return user_module(sys.modules.get(c.__module__))
 
 
 class ValueKeys:
@@ -94,7 +116,9 @@ class ValueKeys:
         last, tokens, containers = self._last  # (one read: the triple another thread stores is stored whole)
         if containers or not all(map(is_, objs, last)):
             tokens = tuple([token(x) for x in objs])
-            self._last = objs, tokens, any(type(x) in _CONTAINERS for x in objs)
+            # (a container's items, a class's attributes: read again even when it is the same object)
+            self._last = objs, tokens, any(type(x) in _CONTAINERS or isinstance(x, type) and _users_class(x)
+                                           for x in objs)
         return tokens
 
     def _read_each(self, leaves) -> tuple:

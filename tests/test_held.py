@@ -391,3 +391,26 @@ def test_properties_and_class_attributes_through_self_are_keyed(backend):
             got = g(x, cfg)
             assert got[1] is cfg
             assert_like_numpy(got[0], x + eps)
+
+
+class _Knobs:
+    k = 2
+    name = "a"
+
+
+def _scaled_by_class(x):
+    return x * _Knobs.k if _Knobs.name == "a" else -x
+
+
+def test_a_class_attribute_read_through_the_class_is_keyed(backend):
+    """`Cfg.k` of a class the function reads as a global: its plain values
+    are keyed at every call (the class was keyed as itself: stale after
+    `Cfg.k = 7`)."""
+    f = jit(_scaled_by_class, backend=backend)
+    x = np.ones(3)
+    try:
+        for k, name in ((2, "a"), (7, "a"), (7, "b"), (3, "a")):
+            _Knobs.k, _Knobs.name = k, name
+            assert_like_numpy(f(x), _scaled_by_class(x))
+    finally:
+        _Knobs.k, _Knobs.name = 2, "a"
