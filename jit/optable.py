@@ -592,6 +592,12 @@ def getitem(ctx, t, index):
         if t.ndim or any(x is Ellipsis for x in items):
             return t  # x[:] and x[...] are x
         # (z[()] of a 0-d array is its element: a numpy scalar, as numpy's)
+    if not shape and t.ndim and any(x is Ellipsis for x in items) and norm and norm[-1][0] == "int":
+        # (x[0, ...]: numpy's 0-d view of the element, not its scalar -- a write through it reaches x: the
+        # element's slice of one, reshaped to ())
+        k = max(i for i, it in enumerate(norm) if it[0] == "int")
+        one = norm[:k] + (("slice", norm[k][1], 1, 1),) + norm[k + 1:]
+        return reshape(ctx, ctx.emit("getitem", [t], {"items": one, "shape": (1,)}), ())
     return ctx.emit("getitem", [t], {"items": norm, "shape": shape})
 
 

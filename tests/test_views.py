@@ -282,3 +282,24 @@ def test_a_reshape_in_fortran_order_and_np_array_ndmin_are_numpys(backend):
         x = np.arange(float(np.prod(shape))).reshape(shape)
         for g, w in zip(f(x), _reshapes_f(x)):
             assert_like_numpy(g, w)
+
+
+def _zero_d_views(x):
+    v = x[0, ...]
+    v += 100
+    w = x[-1, ...]
+    w[...] = -1
+    return x, x[1, ...]
+
+
+def test_an_element_indexed_with_an_ellipsis_is_numpys_0d_view(backend):
+    """x[0, ...] is numpy's 0-d view of the element (it was the scalar: a
+    write through it was lost, and a read gave numpy's scalar)."""
+    f = jit(_zero_d_views, backend=backend)
+    for shape in ((3,), (4,), (5, 2)):
+        a = np.arange(float(np.prod(shape))).reshape(shape)
+        b = a.copy()
+        got, want = f(b), _zero_d_views(a)
+        assert_like_numpy(b, a)
+        assert type(got[1]) is type(want[1]) is np.ndarray
+        assert_like_numpy(got[1], want[1])
