@@ -667,6 +667,14 @@ class _ScalarTypeMeta(type):
             r = a.astype(cls.real)
         else:
             x = traced[0]
+            if type(a) is SymInt and np.dtype(cls.real).kind in "iu":  # (numpy's OverflowError for a Python int
+                # beyond the type, np.uint8(-1): the trace's own, and a guard that a call beyond traces again)
+                info, h = np.iinfo(cls.real), a.ctx.hint(a.expr)
+                if not info.min <= h <= info.max:
+                    raise OverflowError(f"Python integer {h} out of bounds for {np.dtype(cls.real).name}")
+                why = f"{user_location()}: a Python int within {np.dtype(cls.real).name}"
+                a.ctx.env.compare(">=", a.expr, int(info.min), why)
+                a.ctx.env.compare("<=", a.expr, int(info.max), why)
             r = optable.array_of(x.t.ctx if isinstance(x, SymFloat) else x.ctx, a, cls.real)
         return r[()] if r.ndim == 0 else r  # (a numpy scalar)
 

@@ -259,3 +259,24 @@ def test_divmod_of_sizes(backend):
             got, want = jf(x), fn(x)
             assert_like_numpy(got[0], want[0])
             assert got[1:] == want[1:] and type(got[1]) is int
+
+
+def _to_uint8(b):
+    return np.uint8(-int(b[0])), np.int8(int(b[1]))
+
+
+def test_numpy_integer_type_of_a_traced_int_beyond_it_raises_numpys_overflow(backend):
+    """np.uint8(-int(b[0])) of a traced integer (a size bound at run time):
+    numpy's OverflowError beyond the type (it wrapped to 255), at the trace
+    and, by a guard, in a later call."""
+    f = jit(_to_uint8, backend=backend)
+    for b in ([-5, 3], [-7, 100], [1, 3], [-2, 200], [-3, -4]):
+        b = np.array(b)
+        try:
+            want = _to_uint8(b)
+        except OverflowError:
+            with pytest.raises(OverflowError):
+                f(b)
+            continue
+        got = f(b)
+        assert got == want and [type(v) for v in got] == [type(v) for v in want]
