@@ -13,7 +13,7 @@ from jit import pytree
 from jit.binding import Parameters, with_signature
 from jit.compile import BACKENDS
 from jit.declare import check_constraints, check_dims, dim_names
-from jit.eager import DEFAULT_ERRSTATE, after_failure, errors_raise, errstate_object, run_eagerly_once, \
+from jit.eager import DEFAULT_ERRSTATE, after_failure, call_python, errors_raise, errstate_object, run_eagerly_once, \
     run_under_errstate
 from jit.held import ValueKeys
 from jit.keys import extended_key
@@ -105,7 +105,7 @@ class JitFunction:
         try:
             key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
         except ArrayOfTraced:  # (called by a function another jit traces: its Python, traced inline)
-            return self.fn(*bound)
+            return call_python(self, bound)
         full, run_inputs = key, runtime
         if self._held_paths or self._value_paths:  # what the program holds: fetched again at every call
             full, held = extended_key(self, key, leaves)

@@ -9,6 +9,7 @@ import numpy as np
 
 from jit.entries import KeyState
 from jit.errors import raises, warn
+from runtime.generate import ERRSTATE
 from runtime.runeagerly import RunEagerly
 from runtime.metrics import logger_for
 
@@ -27,15 +28,12 @@ def count_fallback(jf, category: str, text: str) -> None:
         lg.info("%s: fallback: %s", jf.__qualname__, text)
 
 
-try:  # (numpy's error state, a context variable: its default object, compared by identity per call)
-    from numpy._core._ufunc_config import _extobj_contextvar
-    errstate_object = _extobj_contextvar.get
-except ImportError:  # (another numpy: np.geterr() at every call)
-    errstate_object = np.geterr
+# (numpy's error state object, compared by identity per call; another numpy: np.geterr() at every call)
+errstate_object = ERRSTATE.get if ERRSTATE is not None else np.geterr
 DEFAULT_ERRSTATE = errstate_object()
 
 
-_last_state = [DEFAULT_ERRSTATE, False]  # (the last state object met, and whether it raises: held, never reused)
+_last_state = (DEFAULT_ERRSTATE, False)  # (the last state object met, and whether it raises: held, never reused)
 
 
 def errors_raise(state) -> bool:
@@ -43,9 +41,11 @@ def errors_raise(state) -> bool:
     or logs on a floating-point error: compiled code computes numpy's values
     (inf, nan) but raises nothing.  One state object asked again (a call in
     the same np.errstate block) is answered without asking numpy."""
-    if state is not _last_state[0]:
-        _last_state[:] = [state, raises(np.geterr().values())]
-    return _last_state[1]
+    global _last_state
+    last = _last_state  # (one read: the pair another thread stores is stored whole)
+    if state is not last[0]:
+        last = _last_state = (state, raises(np.geterr().values()))
+    return last[1]
 
 
 def run_under_errstate(jf, bound):
@@ -57,12 +57,18 @@ def run_under_errstate(jf, bound):
     return run_eagerly(jf, bound)
 
 
+def call_python(jf, bound):
+    """jf's Python function on the bound call (numpy's run of it, or, called
+    by a function another jit traces, its trace inline)."""
+    args, kwargs = jf._params.unbind(bound)
+    return jf.fn(*args, **kwargs)
+
+
 def run_eagerly(jf, bound):
     """The call run in numpy (counted as an eager call)."""
     jf.metrics.eager_calls += 1
     jf.metrics.slow_calls += 1
-    args, kwargs = jf._params.unbind(bound)
-    return jf.fn(*args, **kwargs)
+    return call_python(jf, bound)
 
 
 def mark_eager(jf, state: KeyState, category: str, reason: str) -> None:
@@ -88,9 +94,8 @@ def after_failure(jf, state: KeyState, failure: Exception, bound, stage: str = "
     raised, and the function stays as it was); if numpy runs it, the
     failure was shapejit's and this signature runs eagerly from now on."""
     error = None
-    args, kwargs = jf._params.unbind(bound)
     try:
-        result = jf.fn(*args, **kwargs)
+        result = call_python(jf, bound)
     except Exception as e:  # noqa: BLE001 - re-raised below, outside this handler
         error = e
     if error is not None:

@@ -79,9 +79,15 @@ def token(v, depth: int = 0):
             tok = ("class", v) + attrs if None not in attrs else ("is", v)
             _CLASS_VALUES[v] = names, values, tok
         return tok
-    if isinstance(v, _BY_IDENTITY) or t.__name__ == "JitFunction":  # (jit/api.py's: another jitted function)
+    if isinstance(v, _BY_IDENTITY) or jitted(v) is not None:
         return "is", v
     return None
+
+
+def jitted(v):
+    """The Python function of another jit (jit/api.py's JitFunction, which
+    this module cannot import), or None."""
+    return v.fn if type(v).__name__ == "JitFunction" else None
 
 
 _CLASS_VALUES: dict = {}  # a user's class -> (the names of the plain values its body binds, those values, token)
@@ -162,8 +168,8 @@ class Path:
         else:
             x = _function(fn).__closure__[self.root[1]].cell_contents
         for op, k in self.steps:
-            if op in ("global", "cell") and type(x).__name__ == "JitFunction":
-                x = x.fn  # (another jit's function, traced inline: its globals and closure, jit/trace.py)
+            if op in ("global", "cell") and jitted(x) is not None:
+                x = jitted(x)  # (another jit's function, traced inline: its globals and closure, jit/trace.py)
             if op == "attr":
                 x = getattr(x, k)
             elif op == "item":
@@ -348,10 +354,10 @@ class HeldObject:
         if isinstance(prop, property) and prop.fget is not None:  # (what it reads of self is keyed through it)
             return self._lifter.traceable(prop.fget, self._path.child("attr", name))(self)
         v = getattr(obj, name)
-        jitted = getattr(v, "func", v)  # (a jitted method: jit/api.py binds it as partial(jf, obj))
-        if type(jitted).__name__ == "JitFunction" and (jitted is v or v.args == (obj,) and not v.keywords):
+        inner = jitted(getattr(v, "func", v))  # (a jitted method: jit/api.py binds it as partial(jf, obj))
+        if inner is not None and (not isinstance(v, partial) or v.args == (obj,) and not v.keywords):
             # (another jit's method on this object, traced inline as this view's: what it reads keyed)
-            v = jitted.fn if jitted is v else types.MethodType(jitted.fn, obj)
+            v = types.MethodType(inner, obj) if isinstance(v, partial) else inner
         if isinstance(v, types.MethodType) and v.__self__ is obj:
             # (what the method reads is keyed through it: a bound method reads as its function)
             return types.MethodType(self._lifter.traceable(v.__func__, self._path.child("attr", name)), self)

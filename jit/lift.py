@@ -204,14 +204,14 @@ def _rewrite(fn) -> Rewritten | None:
         s.appended = [n for n in s.appended if n in local]  # (a global list's name stays the global's)
     ifs: list[IfSite] = []
     _find_ifs(fdef.body, ifs)
-    ints = _conversions(fdef, converted)
-    if not sites and not ifs and not ints:
+    conversions = _conversions(fdef, converted)
+    if not sites and not ifs and not conversions:
         return None
     in_tree = [s.node for s in sites]
     for s in sites:  # (the loop lifted is the one as written; the tree's copy, traced as written, gets the selects)
         s.node = copy.deepcopy(s.node)
-    for call in ints:  # (a traced integer scalar's int() is a size bound at run time, its float() a Python
-        # float of the trace: not a graph break on the value)
+    for call in conversions:  # (a traced integer scalar's int() is a size bound at run time, its float()
+        # a Python float of the trace: not a graph break on the value)
         call.func = ast.copy_location(ast.Name(_CONVERSIONS[call.func.id], ast.Load()), call.func)
     for k, site in enumerate(ifs):
         _replace(fdef, site.node, _selected(k, site))

@@ -16,7 +16,8 @@ import numpy as np
 
 from jit import lift, pytree, scan
 from jit.compile import build
-from jit.eager import after_failure, count_fallback, mark_eager, run_eagerly, run_eagerly_from_now, run_eagerly_once
+from jit.eager import after_failure, call_python, count_fallback, mark_eager, run_eagerly, run_eagerly_from_now, \
+    run_eagerly_once
 from jit.entries import CompiledEntry, KeyState
 from jit.errors import warn
 from jit.keys import changed_ints, changed_lists, changed_values, full_key, note_values, rekey
@@ -44,7 +45,7 @@ def serve_miss(jf, key, bound, leaves, treedef, arrays, runtime):
     """The result of a call no entry served: `key` and `runtime` as
     classify_call made them, without the held arrays' part."""
     if any(type(x) in _TRACED for x in leaves):  # (called by a function another jit traces: traced inline)
-        return jf.fn(*bound)
+        return call_python(jf, bound)
     with jf._lock:
         return _Miss(jf, key, bound, leaves, treedef, arrays, runtime).serve()
 
@@ -75,9 +76,9 @@ class _Miss:
                                         "coroutine) function: its values are made after the call returns", bound)
         reason, category = self._note_retrace()
         if self.broke is not None and state.break_retraces > MAX_BREAK_RETRACES:
+            sites = _break_sites(self.broke)
             return run_eagerly_from_now(jf, state, "graph_break_outcomes",
-                                        f"data-dependent Python decisions"
-                                        f"{' at ' + _break_sites(self.broke) if _break_sites(self.broke) else ''} "
+                                        f"data-dependent Python decisions{' at ' + sites if sites else ''} "
                                         f"took more than {MAX_BREAK_RETRACES + 1} different outcomes", bound)
         if jf.max_entries is not None and jf._n_entries >= jf.max_entries:
             return self._past_entry_limit(reason)

@@ -473,7 +473,7 @@ def squeeze(ctx, a, axis=None):
 
 def ravel(ctx, a, order="C"):
     a = ctx.operand(a)
-    if order == "C" and isinstance(a.laid_out(), np.ndarray) and not a.laid_out().flags.c_contiguous:
+    if order == "C" and not a.in_order("C"):
         a = ctx.emit("astype", [a], {"dtype": a.dtype})  # (numpy's ravel copies what is not C-contiguous,
         # where a reshape could view it: writes into the result never reach the array)
     return reshape(ctx, a, -1, order=order)
@@ -797,9 +797,7 @@ def astype(ctx, a, dtype, order="K", casting="unsafe", subok=True, copy=True):
     dt = np.dtype(dtype)
     if dt.kind in "OSUV":
         raise Fallback(f"astype to unsupported dtype {dt}", user_location())
-    laid = a.laid_out() if isinstance(a, Tracer) else None
-    if not copy and dt == a.dtype and (order in ("K", "A") or isinstance(laid, np.ndarray) and (
-            laid.flags.c_contiguous if order == "C" else laid.flags.f_contiguous)):
+    if not copy and dt == a.dtype and isinstance(a, Tracer) and a.in_order(order):
         return a  # (a itself, as numpy's: writes into it reach a)
     return ctx.emit("astype", [a], {"dtype": dt})
 

@@ -19,8 +19,8 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.fingerprint import global_names
-from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, holds_arrays, refuse_random, token, \
-    user_file, user_module
+from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, holds_arrays, jitted, refuse_random, \
+    token, user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
     eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -552,20 +552,8 @@ class _NumpyProxy(types.ModuleType):
     def asarray(self, a, dtype=None, order=None, **kw):
         if isinstance(a, Stacked) and not kw and order is None:
             return a.stack(0, dtype)
-        if isinstance(a, Tracer):
-            laid = a.laid_out()
-            if order in ("C", "F") and isinstance(laid, np.ndarray) and not (
-                    laid.flags.c_contiguous if order == "C" else laid.flags.f_contiguous):
-                if kw.get("copy") is False:
-                    raise ValueError("Unable to avoid copy while creating an array as requested.")
-                return a.astype(dtype or a.dtype)  # (numpy's copy in that order: writes never reach a)
-            if kw.get("copy") is False and dtype is not None and np.dtype(dtype) != a.dtype:
-                raise ValueError("Unable to avoid copy while creating an array as requested.")
-            if kw.get("copy") is True:
-                return a.astype(dtype or a.dtype)
-            if not a.ndim and not isinstance(a.concrete, np.ndarray):  # (numpy's scalar: a 0-d array of it)
-                return self._ctx.emit("zero_d", [a if dtype is None else a.astype(dtype)], {})
-            return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
+        if isinstance(a, Tracer):  # (numpy's copy, or the array itself, as numpy decides from its layout)
+            return self._of_traced(a, dtype, order, kw.get("copy"))
         if not kw and order is None and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
         r = np.asarray(a, dtype=dtype, order=order, **kw)
@@ -582,16 +570,26 @@ class _NumpyProxy(types.ModuleType):
         if isinstance(a, Tracer):
             if kw:  # (ndmin=, order=, subok=: numpy's own call, a new array)
                 return optable.eager_call(self._ctx, np.array, [a], {"dtype": dtype, "copy": copy, **kw})
-            if copy is not True and (dtype is None or np.dtype(dtype) == a.dtype):
-                return a  # (np.array(a, copy=False), copy=None: a itself, as numpy 2's)
-            if copy is False:
-                raise ValueError("Unable to avoid copy while creating an array as requested.")
-            if not a.ndim and not isinstance(a.concrete, np.ndarray):  # (numpy's scalar: a 0-d array of it)
-                return self._ctx.emit("zero_d", [a if dtype is None else a.astype(dtype)], {})
-            return a.astype(dtype or a.dtype)
+            return self._of_traced(a, dtype, None, copy)  # (np.array(a, copy=c) is np.asarray(a, copy=c))
         if not kw and self._has_sym(a):
             return optable.array_of(self._ctx, a, dtype)
         return self._const(np.array(a, dtype=dtype, copy=copy, **kw))
+
+    def _of_traced(self, a: Tracer, dtype, order, copy):
+        """np.asarray(a, dtype, order, copy=copy) of a traced value: a itself
+        where numpy's is (its dtype and layout, copy not True), a copy where
+        numpy copies (writes into it never reach a), numpy's ValueError where
+        copy=False forbids one; of numpy's scalar, a 0-d array of it."""
+        laid_so = a.in_order(order)
+        same = dtype is None or np.dtype(dtype) == a.dtype
+        scalar = not a.ndim and not isinstance(a.concrete, np.ndarray)
+        if copy is False and not (same and laid_so and not scalar):
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
+        if scalar:
+            return self._ctx.emit("zero_d", [a if same else a.astype(dtype)], {})
+        if copy or not laid_so:
+            return a.astype(dtype or a.dtype)
+        return a if same else a.astype(dtype)
 
     @property
     def random(self):
@@ -903,11 +901,11 @@ class _Traceables:
         what = _impure(v)
         if what is not None:
             return _Refused(what)
-        if isinstance(v, types.FunctionType) or type(v).__name__ == "JitFunction" and isinstance(
-                getattr(v, "fn", None), types.FunctionType):  # (another jit's function: traced inline)
+        fn = jitted(v) or v  # (another jit's function: traced inline)
+        if isinstance(fn, types.FunctionType):
             if path is not None:
                 self.lifter.guard(path, v)  # (rebinding a helper is a new key)
-            return self.function(getattr(v, "fn", v), path)
+            return self.function(fn, path)
         if isinstance(v, types.ModuleType) and user_module(v):
             return _UserModule(self, v, path)
         refuse_random(v, path or "a value the function reads")

@@ -412,6 +412,14 @@ def _symbolic(a) -> bool:
     return type(a) is tuple and any(_symbolic(x) for x in a)
 
 
+def _divmod(a, b):  # (Python's and numpy's alike: the floor quotient and the remainder)
+    return a // b, a % b
+
+
+def _rdivmod(a, b):
+    return b // a, b % a
+
+
 class SymInt:
     """A symbolic dim as seen by user code: arithmetic stays symbolic,
     comparisons are decided on the hint and guarded."""
@@ -537,11 +545,7 @@ class SymInt:
             return SymFloat.of(self.ctx, np.power, (self, float(o)))
         return self._specialize() ** o
 
-    def __divmod__(self, o):
-        return self // o, self % o
-
-    def __rdivmod__(self, o):
-        return o // self, o % self
+    __divmod__, __rdivmod__ = _divmod, _rdivmod
 
     def __rpow__(self, o):
         if type(o) is float:  # (2.0 ** n: a Python float of the dim)
@@ -750,12 +754,14 @@ class Tracer:
             self._storage = Storage(self, not isinstance(c, np.ndarray) or c.flags.writeable)
         return self._storage
 
-    def laid_out(self):
-        """The array whose layout (flags.c_contiguous) numpy's would have:
-        an array written into keeps the caller's layout, where the trace's
-        new value of it is a fresh array."""
+    def in_order(self, order) -> bool:
+        """Whether numpy's array is laid out in `order` ("C", "F"; any other
+        order: any layout): an array written into keeps the caller's layout,
+        where the trace's new value of it is a fresh array."""
         s = self._storage
-        return s.first if s is not None and not self._chain and isinstance(s.first, np.ndarray) else self._concrete
+        laid = s.first if s is not None and not self._chain and isinstance(s.first, np.ndarray) else self._concrete
+        return order not in ("C", "F") or not isinstance(laid, np.ndarray) or (
+            laid.flags.c_contiguous if order == "C" else laid.flags.f_contiguous)
 
     def view_of(self, base: "Tracer", step: tuple) -> None:
         self._storage = base.storage()
@@ -866,14 +872,12 @@ class Tracer:
         if self.ndim == 0 and self.dtype.kind in "iu" and self.dtype != np.uint64 and not self.ctx.constant(self.value):
             return self.ctx.index_dim(self)  # (a Python int of the value: a size bound at run time, as int())
         if self.ndim == 0 and self.dtype.kind == "f":  # (a Python float: weak, as traced_float's)
-            return self.as_python()
+            return self.as_python("f")
         return self.ctx.decide_on(self, "item")
 
-    def as_python(self, kind: str | None = None) -> "Tracer":
-        """A 0-d value as the Python number of `kind` ("b", "i", "f" or "c";
-        by default, the one numpy's .item() gives): the weak scalar of the
-        trace that number is."""
-        kind = kind or {"b": "b", "c": "c"}.get(self.dtype.kind, "f")
+    def as_python(self, kind: str) -> "Tracer":
+        """A 0-d value as the Python number of `kind` ("b", "i", "f" or "c"):
+        the weak scalar of the trace that number is."""
         if self.value.weak and self.dtype.kind == kind:
             return self
         dtype = np.dtype({"b": np.bool_, "i": np.int64, "f": np.float64, "c": np.complex128}[kind])
@@ -977,11 +981,7 @@ class Tracer:
     __neg__, __pos__, __abs__ = _unary("negative"), _unary("positive"), _unary("absolute")
     del _unary
 
-    def __divmod__(self, o):  # (Python's and numpy's alike: the floor quotient and the remainder)
-        return self // o, self % o
-
-    def __rdivmod__(self, o):
-        return o // self, o % self
+    __divmod__, __rdivmod__ = _divmod, _rdivmod
 
     def __invert__(self):
         if self.value.weak and self.dtype.kind in "ib":  # (~ of a Python int stays a Python int; of a bool, its

@@ -41,27 +41,28 @@ def namespace(pool) -> dict:
             "_ROUNDS": range(gemmchoice.ROUNDS), "_clock": time.perf_counter, "_last": {},
             "_gemv_parts": gemv.parts, "_gemv_split": gemv.split,
             "_product_chunk": kernelcall.product_chunk, "_snap": _snap, "_QUIET": _QUIET,
-            "_quiet_set": _extobj.set, "_quiet_reset": _extobj.reset}
+            "_quiet_set": _quiet_set, "_quiet_reset": _quiet_reset}
 
 
-try:  # (numpy's error state: a context variable, set and reset around the steps that would warn)
-    from numpy._core._ufunc_config import _extobj_contextvar as _extobj
+try:  # numpy's error state, a context variable (numpy 2's own): set and reset around the steps that would
+    # warn, and read at every call (jit/eager.py: an errstate that raises runs the call in numpy)
+    from numpy._core._ufunc_config import _extobj_contextvar as ERRSTATE
 except ImportError:  # (another numpy: errstate's own context manager)
-    class _Extobj:
-        @staticmethod
-        def set(state):
-            cm = np.errstate(**state)
-            cm.__enter__()
-            return cm
-
-        @staticmethod
-        def reset(cm):
-            cm.__exit__(None, None, None)
-    _extobj = _Extobj()
-    _QUIET = {"all": "ignore"}
-else:
+    ERRSTATE = None
+if ERRSTATE is not None:
     with np.errstate(all="ignore"):
-        _QUIET = _extobj.get()
+        _QUIET = ERRSTATE.get()
+    _quiet_set, _quiet_reset = ERRSTATE.set, ERRSTATE.reset
+else:
+    _QUIET = {"all": "ignore"}
+
+    def _quiet_set(state):
+        cm = np.errstate(**state)
+        cm.__enter__()
+        return cm
+
+    def _quiet_reset(cm):
+        cm.__exit__(None, None, None)
 
 
 def _snap(x):
@@ -72,6 +73,14 @@ def _snap(x):
 # how Python reads a traced value at a graph break (jit/tracer.py takes the same)
 OUTCOME = {"bool": bool, "float": float, "int": int, "index": operator.index,
            "item": lambda x: x.item() if isinstance(x, (np.ndarray, np.generic)) else x}
+
+
+# elementwise ops numpy computes without a floating-point warning (comparisons, logic, selection): an
+# executable whose numpy steps are only these takes no quiet error state (its set and reset: 0.2 us a call)
+_NEVER_WARN = frozenset({"less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "logical_and",
+                         "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+                         "invert", "isnan", "isinf", "isfinite", "signbit", "where", "absolute", "negative",
+                         "positive"})
 
 
 def _pypow(a, b):
@@ -360,7 +369,7 @@ def generate(graph, steps, symbols, outputs, dd_dims, functions, pool, pooled, d
     lines[head:head] = [f"    {name} = {s}" for s, name in src.hoisted.items()]
     n_head += len(src.hoisted)
     if any(not isinstance(n, KernelCall) and n.op in OPS and OPS[n.op].category == ELEMENTWISE
-           and not all(v.weak for v in n.inputs) for n in steps):
+           and n.op not in _NEVER_WARN and not all(v.weak for v in n.inputs) for n in steps):
         # (numpy's scalar steps -- a select's branch not taken among them: sqrt of a negative, // 0 -- under
         # numpy's quiet error state: compiled code gives numpy's values, not its RuntimeWarnings, README)
         lines[n_head:] = (["    _q = _quiet_set(_QUIET)", "    try:"] + ["    " + x for x in lines[n_head:]]

@@ -104,3 +104,19 @@ def metric(text, name, **labels):
             if line.split("{")[0].split(" ")[0] == name:
                 return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def assert_same_as_python(jitted, fn, *args):
+    """jitted(*args) gives fn(*args) -- the same values, and the same type
+    of each (a Python float, numpy's scalar) -- or raises the same
+    exception type with the same message."""
+    try:
+        want = fn(*args)
+    except Exception as e:  # noqa: BLE001 - the function's own error: the jitted call must raise it
+        with pytest.raises(type(e)) as got:
+            jitted(*args)
+        assert str(got.value) == str(e)
+        return
+    got = jitted(*args)
+    assert got == want
+    assert [type(v) for v in got] == [type(v) for v in want] if type(want) is tuple else type(got) is type(want)
