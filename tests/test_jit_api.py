@@ -575,3 +575,24 @@ def test_an_inlined_jit_reads_what_it_holds_at_every_call(backend):
     assert_like_numpy(m.b(x), x * 6)
     m.s = 5.0
     assert_like_numpy(m.b(x), x * 30)
+
+
+@jit
+def _scaled_kw(x, *, k=2.0):
+    return x * k
+
+
+@jit
+def _calls_kw(x, scale):
+    return scale(x, k=3.0) + scale(x)
+
+
+def test_an_inlined_jit_takes_its_keyword_only_arguments():
+    """A jitted function with keyword-only parameters, passed to another
+    and called by its trace, is called with them as keywords (the bound
+    tuple went in positionally: a TypeError, the caller in numpy)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (2, 5):
+            assert_like_numpy(_calls_kw(np.ones(n), _scaled_kw), np.full(n, 5.0))
+    assert _calls_kw.stats()["fallbacks"] == 0
