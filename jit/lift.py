@@ -99,6 +99,7 @@ from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
+_FLAG = "#w"  # (the hidden bool of a retyped name read after the loop: whether it is a Python number still)
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
 FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
@@ -856,15 +857,16 @@ def _lift(ctx, site: Site, scope: dict, fn):
             env[name] = t
             prologue.append(("set", name, ("const", t, v)))
     _no_aliasing(inputs, [p[1] for p in params if p[1] != "const"])
-    for _ in range(2):
+    retyped: dict = {}  # (name -> (its Python type, the numpy type it is typed: _retype))
+    for _ in range(3):
         key = (tuple((p[0], p[1], p[2], repr(p[3])) for p in params), tuple(n in scope for n in site.assigned),
-               tuple(sorted((k, id(v)) for k, v in resolved.items())))
+               tuple(sorted((k, id(v)) for k, v in resolved.items())), tuple(sorted(retyped.items())))
         try:
             if key not in site.programs:  # (a loop lifted again, in a helper called twice: one program)
-                site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved)
+                site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved, retyped)
             break
         except _Untyped as e:
-            if not _retype(site, e.conflicts, params, env, prologue, arrays):
+            if not _retype(site, e.conflicts, params, env, prologue, arrays, retyped):
                 raise Unsupported(str(e)) from None
     else:
         raise Unsupported("its names keep no single type")
@@ -896,6 +898,9 @@ def _lift(ctx, site: Site, scope: dict, fn):
     for k, new in zip(program.written, outs):
         ctx.write(inputs[k], new)
     by_name = dict(zip([o[0] for o in outputs], outs[n_written:]))
+    for name, (python, _) in retyped.items():
+        if _FLAG + name in by_name and bool(by_name.pop(_FLAG + name)):  # (a graph break: still a Python number)
+            by_name[name] = by_name[name].as_python(python[0])
     return tuple(by_name[n] if n in by_name else scope.get(n) for n in site.assigned)
 
 
@@ -907,60 +912,95 @@ class _Untyped(Unsupported):
         self.conflicts = conflicts
 
 
-def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list, arrays: dict) -> bool:
-    """Retype, in place, each constant Python float the loop binds to numpy
-    floats of one dtype on some paths (`m = -np.inf` then `if x[i] > m: m =
-    x[i]`: a Python float until a trip takes the branch, numpy's after) as
-    that dtype, where it makes no difference: its value is one of that dtype
-    (-inf is every float's), nothing reads it after the loop, and the loop
-    only compares it, stores it into arrays and takes it in arithmetic with
-    an element of an array of that dtype (`x[i] - peak`: that dtype's either
-    way, the Python float converted exactly).  Whether any was."""
+def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list, arrays: dict,
+           retyped: dict) -> bool:
+    """Type as numpy's T each name the loop binds to a constant Python
+    number on some paths and to a numpy scalar of type T on others (`m =
+    -np.inf` then `if x[i] > m: m = x[i]`; `acc = 0.0` then `acc += x[i]`,
+    with `if flags[i]: acc = 0.0` in the loop) where it makes no difference
+    to any value: each constant is a value of T (-inf is every float's, a
+    Python int one of an int type's range or a float's exactly), and the
+    loop only compares the name, stores it into arrays, takes it into
+    Python's max or min, or into arithmetic with an element of an array of
+    T (`x[i] - peak`: T's either way, the constant converted exactly), or
+    adds a T to it in place (_Typer.rebind checks the bindings).  A name the
+    function reads after the loop carries a hidden bool, whether it is still
+    a Python number there (the caller decides on it: a graph break).  Adds
+    them to `retyped` (name -> (Python type, T)); whether any was."""
     done = False
-    for k, p in enumerate(params):
-        name, kind, t, v = p
-        types_ = conflicts.get(name, set())
-        strong_ = [u for u in types_ if u.startswith("np.float")]
-        if not (kind == "const" and t == "float" and types_ == {"float", *strong_} and len(strong_) == 1
-                and name not in site.outside_reads):
+    consts = {p[0]: k for k, p in enumerate(params) if p[1] == "const"}
+    bound = {p[0] for p in params}
+    for name in sorted(conflicts):
+        types_ = conflicts[name]
+        python = [u for u in types_ if is_weak(u)]
+        numpy_ = [u for u in types_ if not is_weak(u)]
+        if name in retyped or len(python) != 1 or len(numpy_) != 1 or python[0] not in ("int", "float") \
+                or name in bound and name not in consts or name in site.outside_reads and name not in consts:
             continue
-        dt = dtype_of(strong_[0])
-        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt})
-        if not (uses.get(name) and all(uses[name])):
+        t = numpy_[0]
+        dt = dtype_of(t)
+        if dt.kind not in ("f" if python[0] == "float" else "iuf") or dt.name not in _ELEMENT_DTYPES:
             continue
-        with np.errstate(over="ignore"):  # (1e300 is no float32's: inf)
-            exact = np.isnan(v) or float(dt.type(v)) == v  # (0.1 is no float16's: numpy's == rounds it first)
-        if not exact:
+        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt}, site.outside_reads)
+        if not all(uses.get(name, ())):
             continue
-        params[k] = (name, kind, strong_[0], dt.type(v))
-        env[name] = strong_[0]
-        prologue[:] = [("set", name, ("const", strong_[0], dt.type(v))) if op[1] == name else op for op in prologue]
+        if name in consts:
+            k = consts[name]
+            v = params[k][3]
+            if _exactly(v, dt) is None:
+                continue
+            params[k] = (name, "const", t, v)  # (the loop's Python function starts from the Python number)
+            env[name] = t
+            prologue[:] = [("set", name, ("const", t, _exactly(v, dt))) if op[1] == name else op for op in prologue]
+            if name in site.outside_reads:
+                env[_FLAG + name] = "bool"
+                prologue.append(("set", _FLAG + name, ("const", "bool", True)))
+        retyped[name] = (python[0], t)
         done = True
     return done
 
 
-def _uses(loop, same: set) -> dict:
+def _exactly(v, dt: np.dtype):
+    """v as a scalar of dt when it is one of dt's values (NaN is every float's), else None."""
+    if type(v) is int and dt.kind in "iu":
+        info = np.iinfo(dt)
+        return dt.type(v) if info.min <= v <= info.max else None
+    with np.errstate(over="ignore"):  # (1e300 is no float32's: inf)
+        x = dt.type(v)
+    return x if math.isnan(v) or float(x) == v else None  # (0.1 is no float16's: numpy's == rounds it first)
+
+
+def _uses(loop, same: set, outside: set) -> dict:
     """name -> [whether each read of it is an operand of a comparison (or
     of Python's max or min), the value stored into an array element, or an
-    operand of arithmetic whose other is an element of an array of `same`]."""
+    operand of arithmetic whose other is an element of an array of `same`;
+    or a branch of a conditional expression that is the value bound to the
+    name itself (`m = x[i] if x[i] > m else m`) or stored, when nothing in
+    `outside` (read after the loop) is that name]."""
     def element(e) -> bool:
         return isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and e.value.id in same \
             and not isinstance(e.slice, (ast.Slice, ast.Tuple))
+
+    def stored(node, value, name=None) -> bool:  # (value is what node binds to name, or stores)
+        return isinstance(node, ast.Assign) and value is node.value and all(
+            isinstance(t, ast.Subscript) or isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    parents = {id(c): n for n in ast.walk(loop) for c in ast.iter_child_nodes(n)}
     out: dict = {}
     for node in ast.walk(loop):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
-                ok = isinstance(node, ast.Compare) or isinstance(node, ast.Assign) and child is node.value and all(
-                    isinstance(t, ast.Subscript) for t in node.targets) or isinstance(node, ast.Call) and isinstance(
-                    node.func, ast.Name) and node.func.id in ("max", "min") and not node.keywords or isinstance(
-                    node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and element(
-                    node.right if child is node.left else node.left)
+                ok = isinstance(node, ast.Compare) or stored(node, child) or isinstance(node, ast.Call) and \
+                    isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and not node.keywords or \
+                    isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and \
+                    element(node.right if child is node.left else node.left) or \
+                    isinstance(node, ast.IfExp) and child is not node.test and child.id not in outside and \
+                    stored(parents.get(id(node)), node, child.id)
                 out.setdefault(child.id, []).append(ok)
     return out
 
 
-def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved) -> PyLoop:
-    typer = _Typer(arrays, resolved)
+def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved, retyped: dict) -> PyLoop:
+    typer = _Typer(arrays, resolved, retyped, {n for n in retyped if _FLAG + n in env})
     try:
         body, after = typer.stmt(site.node, dict(env))
     except Unsupported as e:
@@ -978,8 +1018,32 @@ def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved) -> 
         if after is None or name not in after or after[name].startswith("view."):
             raise Unsupported(f"the type of {name} after the loop depends on the data, or it is a view")
         outputs.append((name, after[name]))
-    ref = _reference(site, fn, [p[0] for p in params], [o[0] for o in outputs], resolved)
+        if _FLAG + name in env:
+            outputs.append((_FLAG + name, "bool"))
+    ref = _reference(site, fn, [p[0] for p in params], [o[0] for o in outputs], resolved, retyped)
     return PyLoop(tuple(params), tuple(outputs), tuple(prologue) + tuple(body), ref, user_location())
+
+
+def _folded(e):
+    """The value of a typed expression of Python numbers' constants and
+    arithmetic (`-np.inf`, `2 ** 31 - 1`), as Python computes it; None for
+    anything else."""
+    if e[0] == "const" and is_weak(e[1]):
+        return e[2]
+    if e[0] == "un" and is_weak(e[1]):
+        a = _folded(e[3])
+        f = {"neg": operator.neg, "invert": operator.invert, "abs": abs}.get(e[2])
+        return None if a is None or f is None else f(a)
+    if e[0] == "bin" and is_weak(e[1]) and e[2] in _FUNCS and e[2] not in COMPARISONS:
+        a, b = _folded(e[3]), _folded(e[4])
+        try:
+            return None if a is None or b is None else _FUNCS[e[2]](a, b)
+        except (ArithmeticError, ValueError):
+            return None
+    if e[0] == "cvt" and is_weak(e[1]):  # (float(1), int(True))
+        a = _folded(e[2])
+        return None if a is None else {"int": int, "float": float, "bool": bool}[e[1]](a)
+    return None
 
 
 def _store_targets(n):
@@ -1028,21 +1092,32 @@ def _no_aliasing(inputs, kinds) -> None:
                 raise Unsupported("an array it stores into is also read through another name")
 
 
-def _reference(site: Site, fn, params: list, outputs: list, resolved: dict):
+def _reference(site: Site, fn, params: list, outputs: list, resolved: dict, retyped: dict):
     """The loop as a Python function of its parameters returning its
-    outputs: the user's own statements, compiled from their source."""
-    key = (tuple(params), tuple(outputs), id(fn.__globals__), tuple(sorted((k, id(v)) for k, v in resolved.items())))
+    outputs: the user's own statements, compiled from their source (a
+    retyped name's value as its numpy type, and its flag, _retype)."""
+    key = (tuple(params), tuple(outputs), id(fn.__globals__), tuple(sorted((k, id(v)) for k, v in resolved.items())),
+           tuple(sorted(retyped.items())))
     if key not in site.refs:
         args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params], kwonlyargs=[],
                              kw_defaults=[], defaults=[])
-        ret = ast.Return(ast.Tuple([ast.Name(o, ast.Load()) for o in outputs], ast.Load()))
+
+        def value(o: str):
+            if o.startswith(_FLAG):  # (whether it is still a Python number)
+                return ast.Call(ast.Name("__sj_python__", ast.Load()), [ast.Name(o[len(_FLAG):], ast.Load())], [])
+            if o in retyped:
+                return ast.Call(ast.Name("__sj_as__", ast.Load()), [ast.Name(o, ast.Load()),
+                                                                      ast.Constant(retyped[o][1])], [])
+            return ast.Name(o, ast.Load())
+        ret = ast.Return(ast.Tuple([value(o) for o in outputs], ast.Load()))
         fdef = ast.FunctionDef(name="lifted_loop", args=args, body=[site.node, ret], decorator_list=[],
                                returns=None, type_comment=None)
         for n in (fdef, ret):
             ast.copy_location(n, site.node)
         mod = ast.Module(body=[fdef], type_ignores=[])
         ast.fix_missing_locations(mod)
-        ns = {**fn.__globals__, **resolved}
+        ns = {**fn.__globals__, **resolved, "__sj_python__": lambda v: not isinstance(v, np.generic),
+              "__sj_as__": lambda v, t: dtype_of(t).type(v)}
         exec(compile(mod, site.filename, "exec", dont_inherit=True), ns)  # (the function's own source)
         site.refs[key] = ns["lifted_loop"]
     return site.refs[key]
@@ -1108,6 +1183,9 @@ _FUNCS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truedi
           "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
           "ne": operator.ne}
 _INTS = ("int", "bool")
+_CONSTANTS = frozenset([(np, n) for n in ("inf", "nan", "pi", "e", "euler_gamma")] +
+                       [(math, n) for n in ("inf", "nan", "pi", "e", "tau")])
+_INFO = {"iinfo": ("min", "max"), "finfo": ("min", "max", "eps", "tiny", "smallest_normal", "resolution")}
 
 
 def _is_int(t: str) -> bool:
@@ -1143,8 +1221,9 @@ class _Typer:
     """Types a loop's statements (the module docstring of shapes/pyloop.py
     says what they become); raises Unsupported for anything else."""
 
-    def __init__(self, arrays: dict, resolved: dict):
+    def __init__(self, arrays: dict, resolved: dict, retyped: dict, flagged: set):
         self.arrays, self.resolved = arrays, resolved
+        self.retyped, self.flagged = retyped, flagged  # (_retype)
         self.loops: list[_Loop] = []
         self.conflicts: dict = {}  # name -> the types two paths gave it (_join)
         self.n_hidden = 0
@@ -1176,8 +1255,11 @@ class _Typer:
             if op is None or op in COMPARISONS:
                 raise Unsupported(f"{type(s.op).__name__}=")
             if isinstance(s.target, ast.Name):
-                e = self.binop(op, self.expr(ast.Name(s.target.id, ast.Load()), env), self.expr(s.value, env))
-                return [("set", s.target.id, e)], {**env, s.target.id: e[1]}
+                value = self.expr(s.value, env)
+                if s.target.id in self.retyped and value[1] != self.retyped[s.target.id][1]:
+                    raise Unsupported(f"{s.target.id} {type(s.op).__name__}= a {value[1]}")  # (not one of its type)
+                e = self.binop(op, self.expr(ast.Name(s.target.id, ast.Load()), env), value)
+                return self.rebind(s.target.id, e, env)
             if isinstance(s.target, ast.Subscript):
                 arr, idx = self.element(s.target, env)
                 cur = ("load", strong(self.arrays[arr][0]), arr, idx)
@@ -1207,7 +1289,7 @@ class _Typer:
                 return [], {**env, target.id: f"view.{e[1][4:]}.{e[2]}.{e[3]}"}
             if _is_vec(e[1]):
                 raise Unsupported("a gathered array bound to a name")
-            return [("set", target.id, e)], {**env, target.id: e[1]}
+            return self.rebind(target.id, e, env)
         if isinstance(target, ast.Subscript):
             arr, idx = self.element(target, env)
             e = self.cvt(self.expr(value, env), strong(self.arrays[arr][0]), "store")
@@ -1232,9 +1314,29 @@ class _Typer:
             return out, env
         raise Unsupported("assignment to this target")
 
+    def rebind(self, name: str, e, env):
+        """name = e; for a retyped name (_retype), a constant Python number
+        converted to its numpy type, and its flag set."""
+        if name not in self.retyped:
+            return [("set", name, e)], {**env, name: e[1]}
+        python, t = self.retyped[name]
+        weak = e[1] == python
+        if weak:
+            v = _folded(e)
+            x = None if v is None else _exactly(v, dtype_of(t))
+            if x is None:
+                raise Unsupported(f"{name} is bound to a {python} that is not a constant of {t[3:]}")
+            e = ("const", t, x)
+        elif e[1] != t:
+            raise Unsupported(f"{name} is bound to a {e[1]}")
+        ops = [("set", name, e)]
+        if name in self.flagged:
+            ops.append(("set", _FLAG + name, ("const", "bool", weak)))
+        return ops, {**env, name: t}
+
     def for_(self, s: ast.For, env):
         var = s.target.id
-        if var in self.arrays or var in self.resolved:
+        if var in self.arrays or var in self.resolved or var in self.retyped:
             raise Unsupported(f"{var} is rebound in the loop")
         it = s.iter
         if isinstance(it, ast.Name) and it.id in self.arrays:
@@ -1318,6 +1420,8 @@ class _Typer:
         if isinstance(e, ast.Attribute) and e.attr == "size" and isinstance(e.value, ast.Name) \
                 and e.value.id in self.arrays:
             return ("size", "int", e.value.id)
+        if isinstance(e, ast.Attribute):
+            return self.constant(e)
         if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and isinstance(e.right, ast.Constant) \
                 and type(e.right.value) is int and e.right.value == 2:
             # (x ** 2: x * x, Python's and numpy's value and type for every scalar type: one rounding, as
@@ -1371,6 +1475,9 @@ class _Typer:
             c = self.truth(self.expr(e.test, env))
             a, b = self.expr(e.body, env), self.expr(e.orelse, env)
             if a[1] != b[1]:
+                for v in (a, b):  # (a name's type against another's: a conflict _retype may settle)
+                    if v[0] == "var":
+                        self.conflicts.setdefault(v[2], set()).update((a[1], b[1]))
                 raise Unsupported("a conditional expression of two types")
             return ("select", a[1], c, a, b)
         if isinstance(e, ast.Subscript):
@@ -1397,6 +1504,36 @@ class _Typer:
         if isinstance(e, ast.Call):
             return self.call(e, env)
         raise Unsupported(type(e).__name__)
+
+    def constant(self, e: ast.Attribute):
+        """np.inf, math.pi and the like; np.iinfo(T).max, np.finfo(x.dtype).eps
+        and the like (T a numpy type, x an array): constants."""
+        base = e.value
+        if isinstance(base, ast.Name) and (self.resolved.get(base.id), e.attr) in _CONSTANTS:
+            return ("const", "float", float(getattr(self.resolved[base.id], e.attr)))
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and isinstance(base.func.value, ast.Name) \
+                and self.resolved.get(base.func.value.id) is np and base.func.attr in _INFO and len(base.args) == 1 \
+                and not base.keywords and e.attr in _INFO[base.func.attr]:
+            a = base.args[0]
+            if isinstance(a, ast.Attribute) and a.attr == "dtype" and isinstance(a.value, ast.Name) \
+                    and a.value.id in self.arrays:
+                dt = self.arrays[a.value.id][0]
+            else:
+                t = self.resolved.get(a.value.id) if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) \
+                    else None
+                t = getattr(t, a.attr, None) if t is np else self.resolved.get(a.id) if isinstance(a, ast.Name) else None
+                if not (isinstance(t, type) and issubclass(t, np.generic)):
+                    raise Unsupported(f"np.{base.func.attr}() of something other than a numpy type or x.dtype")
+                dt = np.dtype(t)
+            try:
+                v = getattr(getattr(np, base.func.attr)(dt), e.attr)
+            except ValueError as err:  # (np.iinfo of a float type)
+                raise Unsupported(str(err)) from None
+            t = type_of_value(v)
+            if t is None or not is_weak(t) and dtype_of(t).name not in _ELEMENT_DTYPES:
+                raise Unsupported(f"a constant of type {type(v).__name__}")
+            return ("const", t, v)
+        raise Unsupported("Attribute")
 
     def call(self, e: ast.Call, env):
         side = _side(e)  # (searchsorted's side=, the one keyword a call may have)

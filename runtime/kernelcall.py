@@ -267,10 +267,11 @@ def run_lifted(fn, arrays: tuple, scalars: tuple, spec: tuple) -> tuple:
     return tuple(_UNPACK[t](io, f64, base + k) for k, t in enumerate(out_types))
 
 
-_FLOATS = ("float", "np.float64", "np.float32")
+_FLOATS = ("float", "np.float64", "np.float32", "np.float16")  # (float16 held in a float32: codegen/pyloop.py)
 _UNPACK = {"int": lambda i, f, k: int(i[k]), "bool": lambda i, f, k: bool(i[k]),
            "float": lambda i, f, k: float(f[k]), "np.bool": lambda i, f, k: np.bool_(i[k]),
            "np.float64": lambda i, f, k: f[k], "np.float32": lambda i, f, k: np.float32(f[k]),
+           "np.float16": lambda i, f, k: np.float16(f[k]),
            "np.uint64": lambda i, f, k: np.uint64(int(i[k]) & ((1 << 64) - 1)),
            **{"np." + d: (lambda d: lambda i, f, k: np.dtype(d).type(i[k]))(d)
               for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")}}

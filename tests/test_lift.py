@@ -639,7 +639,9 @@ def test_a_python_float_a_branch_rebinds_to_numpys_float_lifts_where_its_type_sh
     numpy's float where only comparisons and stores read it (its type shows
     nowhere), so the loop lifts (it was "m has no single type here": a scan,
     or a trace per length; 20-40x slower than numpy at n = 3000); read
-    after the loop or in arithmetic, it stays as it was."""
+    after the loop, it lifts too, and whether it is still the Python float
+    there is a graph break (an all-NaN call takes the other path); in
+    arithmetic with a Python float, it stays as it was."""
     for dt, fn in itertools.product((np.float32, np.float64), (running_max, drawdown)):
         f = jit(fn, backend=backend)
         for n in (5, 9, 17, 1, 33):
@@ -657,4 +659,167 @@ def test_a_python_float_a_branch_rebinds_to_numpys_float_lifts_where_its_type_sh
                 _same(g(x), fn(x))
                 _same(g(np.full(n, 0.05, dt)), fn(np.full(n, 0.05, dt)))
                 _same(g(np.full(n, 0.05, np.float16)), fn(np.full(n, 0.05, np.float16)))
-            assert _lifted(g) == 0 or fn is running_max_tenth and dt == np.float64
+                _same(g(np.full(n, np.nan, dt)), fn(np.full(n, np.nan, dt)))
+            assert _lifted(g) == 0 or fn is running_max_kept or fn is running_max_tenth and dt == np.float64
+
+
+def segmented_sum(x, flags):
+    """acc: a Python float, reset to one in the loop, numpy's after `+= x[i]`."""
+    out = np.empty_like(x)
+    acc = 0.0
+    for i in range(x.shape[0]):
+        if flags[i]:
+            acc = 0.0
+        acc += x[i]
+        out[i] = acc
+    return out
+
+
+def segmented_sum_kept(x, flags):
+    """Read after the loop: the Python float when the last trip reset it."""
+    out = np.empty_like(x)
+    acc = 0.0
+    for i in range(x.shape[0]):
+        if flags[i]:
+            acc = 0.0
+        else:
+            acc += x[i]
+        out[i] = acc
+    return out, acc, acc * np.ones(2, np.float32)
+
+
+def running_min_kept(x):
+    """m read after the loop, in arithmetic: a Python float's keeps float32, numpy's float64 makes float64."""
+    out = np.empty(x.shape[0])
+    m = np.inf
+    for i in range(len(x)):
+        if x[i] < m:
+            m = x[i]
+        out[i] = x[i] - m
+    return out, m * np.ones(3, np.float32)
+
+
+def running_max_select(x):
+    out = np.empty_like(x)
+    m = -math.inf
+    for i in range(x.shape[0]):
+        m = x[i] if x[i] > m else m
+        out[i] = m
+    return out
+
+
+def select_leaks(x):
+    """y takes m's type from a select bound to another name: m stays untyped (y * 2.5 tells them apart)."""
+    out = np.empty(x.shape[0])
+    m = 1.0
+    for i in range(x.shape[0]):
+        y = m if x[i] > 0 else x[i]
+        out[i] = y * 2.5
+        if x[i] > m:
+            m = x[i]
+    return out
+
+
+def reset_by_python_arithmetic(x):
+    """acc += 1.1 is Python float arithmetic until a trip makes acc numpy's: no retype."""
+    out = np.empty_like(x)
+    acc = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            acc = 0.0
+        acc += 1.1
+        acc += x[i]
+        out[i] = acc
+    return out
+
+
+def matrix_chain(dims):
+    """best: np.iinfo(np.int64).max (a Python int) bound in the loop, then numpy's int64."""
+    n = dims.shape[0] - 1
+    m = np.zeros((n, n), dtype=np.int64)
+    for length in range(2, n + 1):
+        for i in range(n - length + 1):
+            j = i + length - 1
+            best = np.iinfo(np.int64).max
+            for k in range(i, j):
+                c = m[i, k] + m[k + 1, j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if c < best:
+                    best = c
+            m[i, j] = best
+    return m
+
+
+def prefix_kept(x):
+    s = 0
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        if x[i] > 3:
+            s = 0
+        else:
+            s += x[i]
+        out[i] = s
+    return out, s
+
+
+def not_a_value_of_its_type(x):
+    """0.1 is no float32's: the loop does not lift, and the result is numpy's."""
+    out = np.empty_like(x)
+    m = -np.inf
+    for i in range(x.shape[0]):
+        if x[i] > m:
+            m = x[i]
+        if x[i] > 1:
+            m = 0.1
+        out[i] = m
+    return out
+
+
+def finfo_start(x):
+    m = np.finfo(x.dtype).max
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        m = min(m, x[i])
+        out[i] = m
+    return out
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_python_numbers_a_loop_rebinds_to_numpys_are_typed_numpys_where_no_value_changes(dt):
+    """Python numbers bound in the loop too (a segmented sum's reset `acc =
+    0.0`), constants of np and math, a select bound to the name itself, and
+    a name read after the loop (a graph break on whether it is still the
+    Python number): each lifts, once for every length (the segmented sum
+    ran as a scan, 60x numpy's time), and every result is numpy's in value
+    and type."""
+    rng = np.random.default_rng(0)
+    flags = lambda n, r: r.random(n) < 0.3
+    _check(segmented_sum, lambda n, r: (r.standard_normal(n).astype(dt), flags(n, r)), sizes=(5, 9, 17, 3))
+    f = _check(segmented_sum_kept, lambda n, r: (r.standard_normal(n).astype(dt), flags(n, r)),
+               sizes=(5, 9, 17, 3, 8, 12))
+    x = rng.standard_normal(6).astype(dt)
+    for last in (True, False):  # (the last trip resets acc: a Python float; or adds: numpy's)
+        fl = np.zeros(6, bool)
+        fl[-1] = last
+        _same(f(x, fl), segmented_sum_kept(x, fl))
+    _check(running_min_kept, lambda n, r: (r.standard_normal(n).astype(dt),), sizes=(5, 9, 17, 3))
+    g = _check(running_min_kept, lambda n, r: (np.full(n, np.nan, dt),), sizes=(4, 7))  # (m stays inf)
+    _same(g(x), running_min_kept(x))
+    f = _check(running_max_select, lambda n, r: (r.standard_normal(n).astype(dt),), sizes=(5, 9, 17, 3))
+    assert f.stats()["traces"] == 1, f.explain()
+    _check(select_leaks, lambda n, r: (r.standard_normal(n).astype(dt),), sizes=(5, 9, 17), lifted=False)
+    _check(reset_by_python_arithmetic, lambda n, r: (r.standard_normal(n).astype(dt),), sizes=(5, 9, 17),
+           lifted=False)
+    _check(not_a_value_of_its_type, lambda n, r: (r.standard_normal(n).astype(dt) * 2,), sizes=(5, 9),
+           lifted=dt == np.float64)
+    _check(finfo_start, lambda n, r: (r.standard_normal(n).astype(dt),), sizes=(5, 9, 0))
+
+
+def test_python_ints_a_loop_rebinds_to_numpys_are_typed_numpys():
+    """DP's `best = np.iinfo(np.int64).max` in the loop (13x numpy's time as
+    a scan), and a sum from 0 read after the loop, of each integer type."""
+    f = _check(matrix_chain, lambda n, r: (r.integers(1, 30, n),), sizes=(5, 9, 12, 2, 7))
+    assert f.stats()["traces"] <= 2, f.explain()  # (n = 1: no trip of the outer loop)
+    for dt in (np.uint8, np.int32, np.int64, np.float32):
+        _check(prefix_kept, lambda n, r: (r.integers(0, 6, n).astype(dt),), sizes=(5, 9, 1, 6, 2))
+    x = np.array([1, 2, 9], np.uint8)
+    _same(jit(prefix_kept)(x), prefix_kept(x))  # (a Python int after the loop)
