@@ -17,6 +17,8 @@ each code object's `co_names`, an over-approximation of what it can read.
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import dis
 import functools
 import hashlib
@@ -158,6 +160,12 @@ class _Hasher:
         elif type(v).__name__ == "JitFunction" and hasattr(v, "__wrapped__"):
             self.put("jit")
             self.value(v.__wrapped__, where)
+        elif isinstance(v, type) and _record_class(v):
+            self.record_class(v, where)
+        elif _record_class(type(v)) and dataclasses.is_dataclass(v):  # (a frozen dataclass: a static argument)
+            self.record_class(type(v), where)
+            for f in dataclasses.fields(v):
+                self.value(getattr(v, f.name), f"{where} ({t.__qualname__}.{f.name})")
         elif isinstance(v, type) or callable(v):
             self.named(v, where)
         else:
@@ -249,6 +257,30 @@ class _Hasher:
                     self.put(f"member:{name}")
                     self.value(v, f"{c.__qualname__}.{name}")
 
+    def record_class(self, cls: type, where: str) -> None:
+        """A namedtuple or dataclass of the user's program (a call's tree
+        holds the class, a static argument is an instance): its name, its
+        fields, their defaults, its other class attributes and the code of
+        its methods, the same in every process that defines it so."""
+        if self._known(cls, f"record:{cls.__module__}.{cls.__qualname__}"):
+            return
+        if dataclasses.is_dataclass(cls):
+            fields = [(f.name, f.default) for f in dataclasses.fields(cls)]
+            self.value(repr(cls.__dataclass_params__), where)
+        else:
+            fields = [(n, cls._field_defaults.get(n, None)) for n in cls._fields]
+        self.value(fields, f"the fields of {cls.__qualname__}")
+        for c in cls.__mro__:
+            if c is object or _is_library_module(c.__module__ or ""):
+                continue
+            for name, v in sorted(vars(c).items()):
+                if not (name.startswith("__") and name.endswith("__") or name in _RECORD_NAMES
+                        or isinstance(v, (staticmethod, classmethod, property, types.FunctionType, _TUPLEGETTER))):
+                    self.put(f"attr:{name}")
+                    self.value(v, f"{c.__qualname__}.{name}")
+        self.seen.discard(id(cls))  # (user_class marks it in turn)
+        self.user_class(cls, where)
+
     def code(self, c: types.CodeType, globals_: dict | None, where: str) -> None:
         """The code itself (not its file or line numbers) and, when the
         globals are known, every global its names may refer to."""
@@ -281,6 +313,16 @@ class _Hasher:
 
     def h_bytes(self, b: bytes) -> None:
         self.put(hashlib.sha256(b).hexdigest())
+
+
+_RECORD_NAMES = frozenset(("_fields", "_field_defaults"))  # (a namedtuple's own: its fields, hashed as such)
+_TUPLEGETTER = type(collections.namedtuple("_T", "a").a)  # (a namedtuple's field accessor)
+
+
+def _record_class(cls: type) -> bool:
+    """A namedtuple or dataclass class of the user's program."""
+    return (issubclass(cls, tuple) and hasattr(cls, "_fields") or dataclasses.is_dataclass(cls)) \
+        and not _is_library_module(cls.__module__ or "")
 
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "STORE_GLOBAL", "DELETE_GLOBAL"})

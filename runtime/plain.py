@@ -19,6 +19,9 @@ list whose first item is a tag:
                                 path from the numpy module ("linalg.norm",
                                 "ndarray.sum"), looked up attribute by attribute
     ["D", class, {field: value}]  a dataclass among the classes the caller names
+    ["N", module, qualname, [field...]]   a namedtuple class (a returned tree's), found among
+                                the modules this process has imported (none is imported),
+                                attribute by attribute, with those fields
 
 A value of any other type raises Unencodable: the caller does not save it.
 A record that does not decode raises Undecodable (never anything else)."""
@@ -27,6 +30,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import sys
 
 import numpy as np
 
@@ -98,6 +102,20 @@ def _resolve(path):
     return x
 
 
+def _namedtuple(module, qualname, fields):
+    """The namedtuple class `qualname` of the imported module `module`,
+    if its fields are `fields`."""
+    x = sys.modules.get(module) if isinstance(module, str) else None
+    for part in str(qualname).split("."):
+        if x is None or not part.isidentifier():
+            break
+        x = vars(x).get(part) if hasattr(x, "__dict__") else None
+    else:
+        if isinstance(x, type) and issubclass(x, tuple) and getattr(x, "_fields", None) == tuple(fields or ()):
+            return x
+    raise Undecodable(f"no namedtuple {module}.{qualname} of those fields in this process")
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -129,6 +147,8 @@ def dumps(obj, classes=()) -> bytes:
                 return ["T", x.__name__]
             if issubclass(x, np.generic):
                 return ["T", "np:" + _dtype_text(np.dtype(x))]
+            if issubclass(x, tuple) and isinstance(getattr(x, "_fields", None), tuple) and "<" not in x.__qualname__:
+                return ["N", x.__module__, x.__qualname__, list(x._fields)]
             raise Unencodable(f"the type {x.__qualname__}")
         if isinstance(x, np.dtype):
             return ["y", _dtype_text(x)]
@@ -176,6 +196,8 @@ def loads(blob: bytes, classes=()):
             if name.startswith("np:"):
                 return _dtype(name[3:]).type
             return TYPES[name]
+        if tag == "N":
+            return _namedtuple(*rest)
         if tag == "y":
             return _dtype(rest[0])
         if tag == "g":

@@ -408,3 +408,73 @@ def test_an_entry_that_prints_is_served_from_a_saved_trace_and_prints(tmp_path):
     assert report["ok"] and report["traces"] == 0 and report["cache_hits_disk"] == 1, report
     # (the driver calls the jitted function, then numpy's, for each row count)
     assert lines[:-1] == ["rows;7;cols;24", "rows;7;cols;24", "rows;9;cols;24", "rows;9;cols;24"]
+
+
+RECORDS = """
+import dataclasses
+from collections import namedtuple
+from typing import NamedTuple
+import numpy as np
+
+Pair = namedtuple("Pair", "a b")
+
+class Out(NamedTuple):
+    y: np.ndarray
+    total: np.ndarray
+    SHIFT = 1.0
+
+    def scaled(self, k):
+        return self.y * k
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    scale: float = 2.0
+    act: str = "relu"
+
+def fn(p, cfg):
+    y = (p.a + p.b) * cfg.scale + Out.SHIFT
+    y = np.maximum(y, 0.0) if cfg.act == "relu" else y
+    return Out(y, y.sum())
+"""
+
+RECORDS_DRIVER = """
+import json, sys
+import numpy as np
+from jit import jit
+import model
+
+f = jit(model.fn)
+x = np.linspace(-3.0, 3.0, int(sys.argv[1]))
+got, want = f(model.Pair(x, x * 2), model.Cfg()), model.fn(model.Pair(x, x * 2), model.Cfg())
+ok = type(got) is model.Out and all(np.array_equal(g, w) for g, w in zip(got, want))
+print(json.dumps({"ok": ok, **f.stats()}))
+"""
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m.replace("SHIFT = 1.0", "SHIFT = 3.0"),                    # a class attribute the trace read
+    lambda m: m.replace('act: str = "relu"', 'act: str = "none"'),        # a dataclass field's default
+    lambda m: m.replace("return self.y * k", "return self.y * k * 2"),     # a method's code
+], ids=["class-attribute", "field-default", "method"])
+def test_namedtuple_and_dataclass_arguments_and_results_are_served_from_saved_traces(tmp_path, edit):
+    """A namedtuple argument (the call's tree holds its class), a frozen
+    dataclass static argument and a namedtuple result have a form another
+    process recognizes (the class's name, fields, defaults, class attributes
+    and methods' code): a new process serves them without tracing (each was
+    traced in every process); an edit to the class is a miss."""
+    def go(model):
+        (tmp_path / "model.py").write_text(textwrap.dedent(model))
+        (tmp_path / "driver.py").write_text(textwrap.dedent(RECORDS_DRIVER))
+        env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"),
+                   PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]), PYTHONDONTWRITEBYTECODE="1")
+        env.pop("SHAPEJIT_TRACE_CACHE", None)
+        out = subprocess.run([sys.executable, str(tmp_path / "driver.py"), "7"], env=env, capture_output=True,
+                             text=True, timeout=120, cwd=str(tmp_path))
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    first = go(RECORDS)
+    assert first["ok"] and first["traces"] == 1
+    again = go(RECORDS)
+    assert again["ok"] and again["traces"] == 0 and again["cache_hits_disk"] >= 1
+    edited = go(edit(RECORDS))
+    assert edited["ok"] and edited["traces"] == 1
