@@ -100,6 +100,7 @@ from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, 
 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
 _FLAG = "#w"  # (the hidden bool of a retyped name read after the loop: whether it is a Python number still)
+_KNOWN = "="  # (a typing env's "=name": the infinity or NaN a name holds there, as its repr)
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
 FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
@@ -855,6 +856,8 @@ def _lift(ctx, site: Site, scope: dict, fn):
                 raise Unsupported(f"{name} = {v} does not fit 64 bits")
             params.append((name, "const", t, v))
             env[name] = t
+            if t == "float" and not math.isfinite(v):  # (what a comparison with an integer decides: _Typer.decided)
+                env[_KNOWN + name] = repr(v)
             prologue.append(("set", name, ("const", t, v)))
     _no_aliasing(inputs, [p[1] for p in params if p[1] != "const"])
     retyped: dict = {}  # (name -> (its Python type, the numpy type it is typed: _retype))
@@ -1211,7 +1214,7 @@ def _join(envs, conflicts: dict | None = None) -> dict | None:
     for e in envs[1:]:
         for k in list(out):
             if e.get(k) != out[k]:
-                if conflicts is not None and k in e:
+                if conflicts is not None and k in e and not k.startswith(_KNOWN):
                     conflicts.setdefault(k, set()).update((e[k], out[k]))
                 del out[k]
     return out
@@ -1268,8 +1271,9 @@ class _Typer:
             raise Unsupported("augmented assignment to this target")
         if isinstance(s, ast.If):
             c = self.truth(self.expr(s.test, env))
-            then, e1 = self.block(s.body, dict(env))
-            orelse, e2 = self.block(s.orelse, dict(env))
+            known = self.decided(s.test, env)  # (a branch it never takes is not typed: its names keep one type)
+            then, e1 = self.block(s.body, dict(env)) if known is not False else ([], None)
+            orelse, e2 = self.block(s.orelse, dict(env)) if known is not True else ([], None)
             return [("if", c, tuple(then), tuple(orelse))], _join([e1, e2], self.conflicts)
         if isinstance(s, ast.For):
             return self.for_(s, env)
@@ -1314,10 +1318,33 @@ class _Typer:
             return out, env
         raise Unsupported("assignment to this target")
 
+    def decided(self, test, env) -> bool | None:
+        """The outcome of a comparison of an integer with an infinity or NaN
+        a name holds (`best = -np.inf` then `if x[i] > best:` over integers,
+        at the first trip: numpy compares them as float64s, and no integer is
+        infinite), or None."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1) or _PYOPS.get(type(test.ops[0])) is None:
+            return None
+        sides = [test.left, test.comparators[0]]
+        known = [float(env[_KNOWN + x.id]) if isinstance(x, ast.Name) and _KNOWN + x.id in env else None
+                 for x in sides]
+        if (known[0] is None) == (known[1] is None):
+            return None
+        other = sides[known[0] is not None]
+        t = self.expr(other, env)[1]
+        if not (is_weak(t) or t.startswith("np.")) or dtype_of(t).kind not in "biu":
+            return None
+        a, b = [0 if k is None else k for k in known]  # (any integer compares with them as 0 does)
+        return bool(_FUNCS[_PYOPS[type(test.ops[0])]](a, b))
+
     def rebind(self, name: str, e, env):
         """name = e; for a retyped name (_retype), a constant Python number
         converted to its numpy type, and its flag set."""
         if name not in self.retyped:
+            v = _folded(e) if e[1] == "float" else None
+            env = {k: t for k, t in env.items() if k != _KNOWN + name}
+            if v is not None and not math.isfinite(v):
+                env[_KNOWN + name] = repr(v)
             return [("set", name, e)], {**env, name: e[1]}
         python, t = self.retyped[name]
         weak = e[1] == python
@@ -1363,6 +1390,7 @@ class _Typer:
         bodies, exits = [], []
         for _ in range(MAX_PEEL + 1):
             h = dict(heads[-1])
+            h.pop(_KNOWN + var, None)
             if var_t is not None:
                 h[var] = var_t
             else:
