@@ -66,6 +66,7 @@ class _Emitter:
         self.loops: list = []  # (continue block, break block) of the loops being emitted
         self.aborts: dict = {}
         self.n_loops = 0  # (names the trip counters: the module text is the compile cache's key)
+        self.fixed_axes: dict = {}  # (a 2-D array's view -> the axis its setview fixes)
 
     # ------------------------------------------------------------ driver
     def emit(self) -> None:
@@ -264,12 +265,22 @@ class _Emitter:
         return from_memory(self.b, self.b.load(ptr), dt)
 
     # ------------------------------------------------------------ vectors
-    def s_setview(self, hidden, arr, lo, hi, step):
-        """A 1-D slice's start, length and step, as Python's slice.indices."""
+    def s_setview(self, hidden, arr, lo, hi, step, fixed=None):
+        """A 1-D slice's start, length and step, as Python's slice.indices;
+        of a 2-D array's axis, its index along the other (`fixed`: (that
+        axis, the index), wrapped and checked as an element's)."""
         b = self.b
         _, dims, _, _ = self.arrays[arr]
-        n = b.load(dims)
         zero, one, m1 = ir.Constant(I64, 0), ir.Constant(I64, 1), ir.Constant(I64, -1)
+        if fixed is not None:
+            axis, ix = fixed
+            d = b.load(b.gep(dims, [ir.Constant(I64, axis)]))
+            i = self.expr(ix)
+            i = b.select(b.icmp_signed("<", i, zero), b.add(i, d), i)
+            self.abort(b.or_(b.icmp_signed("<", i, zero), b.icmp_signed(">=", i, d)), 1)
+            b.store(i, self.slot(f"{hidden}#fixed", "int"))
+            self.fixed_axes[hidden] = axis
+        n = b.load(b.gep(dims, [ir.Constant(I64, 0 if fixed is None else 1 - fixed[0])]))
         st = one if step is None else self.expr(step)
         self.abort(b.icmp_signed("==", st, zero), 6)
         neg = b.icmp_signed("<", st, zero)
@@ -302,8 +313,12 @@ class _Emitter:
         b = self.b
         if v[0] == "view":
             start, step = (b.load(self.slot(f"{v[2]}#{p}", "int")) for p in ("start", "step"))
-            dt = self.arrays[v[3]][3]
-            return self._loaded(self._address(v[3], [b.add(start, b.mul(k, step))], checked=False), dt), dt
+            data, dims, strides, dt = self.arrays[v[3]]
+            idx = [b.add(start, b.mul(k, step))]
+            if self.ndims[v[3]] == 2:  # (a row's or a column's segment: the other axis at its index)
+                fixed = b.load(self.slot(f"{v[2]}#fixed", "int"))
+                idx = [fixed] + idx if self.fixed_axes[v[2]] == 0 else idx + [fixed]
+            return self._loaded(self._address(v[3], idx, checked=False), dt), dt
         i, idt = self._velem(v[3], k)
         i = self._convert(i, "np." + idt.name, "int", "value")
         dt = self.arrays[v[2]][3]

@@ -1527,6 +1527,15 @@ class _Typer:
                         if not _is_int("np." + ix[1][4:]) or ix[1] == "vec.bool":
                             raise Unsupported("an index array that is not of integers")
                         return ("gather", "vec." + self.arrays[v.id][0].name, v.id, ix)
+            if isinstance(v, ast.Name) and v.id in self.arrays and self.arrays[v.id][1] == 2 \
+                    and isinstance(e.slice, ast.Tuple) and len(e.slice.elts) == 2 \
+                    and sum(isinstance(i, ast.Slice) for i in e.slice.elts) == 1:
+                # (a row's or a column's segment, A[i, :i] or A[lo:hi, j]: a vector at a fixed index)
+                axis = 1 - [isinstance(i, ast.Slice) for i in e.slice.elts].index(True)
+                ix = self.expr(e.slice.elts[axis], env)
+                if not _is_int(ix[1]) or _boolish(ix[1]):
+                    raise Unsupported(f"an index of type {ix[1]}")
+                return self.view(v.id, e.slice.elts[1 - axis], env, e, (axis, self.cvt(ix, "int")))
             arr, idx = self.element(e, env)
             return ("load", strong(self.arrays[arr][0]), arr, idx)
         if isinstance(e, ast.Call):
@@ -1629,9 +1638,11 @@ class _Typer:
                 return ("call", t, name, (self.cvt(a, t),), "numpy")
         raise Unsupported(f"a call of {getattr(fn, '__name__', fn)}")
 
-    def view(self, arr: str, sl: ast.Slice, env, node):
-        """arr[lo:hi:step] (1-D): its bounds set (as Python slices them) in
-        hidden variables named by the slice's place in the source."""
+    def view(self, arr: str, sl: ast.Slice, env, node, fixed=None):
+        """arr[lo:hi:step] (1-D), or a 2-D arr's slice along one axis at the
+        index `fixed` gives of the other ((axis, index)): its bounds set (as
+        Python slices them) in hidden variables named by the slice's place
+        in the source."""
         hidden = f"#v{node.lineno}_{node.col_offset}"
         bounds = []
         for b in (sl.lower, sl.upper, sl.step):
@@ -1642,7 +1653,7 @@ class _Typer:
             if not _is_int(x[1]) or _boolish(x[1]):
                 raise Unsupported("a slice bound that is not an integer")
             bounds.append(self.cvt(x, "int"))
-        self.pending.append(("setview", hidden, arr, *bounds))
+        self.pending.append(("setview", hidden, arr, *bounds) + ((fixed,) if fixed else ()))
         return ("view", "vec." + self.arrays[arr][0].name, hidden, arr)
 
     def dot(self, a, b):

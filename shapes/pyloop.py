@@ -21,7 +21,8 @@ Expressions (tuples):
     ("dot", T, v, w) | ("reduce", T, "sum" | "max" | "min", v) | ("veclen", "int", v)
                                        of 1-D vectors (type "vec." and a dtype's name), read element
                                        by element, never materialized: ("view", vec, name, array)
-                                       a slice of a 1-D array (its bounds set by a setview), or
+                                       a slice of a 1-D array or of a 2-D one's row or column (its
+                                       bounds set by a setview), or
                                        ("gather", vec, array, v) the array's elements at the
                                        integers of v (wrapped and bounds-checked)
     ("search", np.int64, v, key, side) np.searchsorted of vector v and one number (key, of the type
@@ -42,8 +43,10 @@ Statements:
                                        k = len(bodies) - 1: types settle after k trips, and the loop
                                        aborts when it would run fewer
     ("break",) | ("continue",)
-    ("setview", name, array, lo, hi, step)   a slice's start, length and step (Python's
-                                       slice.indices; a bound may be None) in name's hidden slots
+    ("setview", name, array, lo, hi, step[, (axis, i)])   a slice's start, length and step (Python's
+                                       slice.indices; a bound may be None) in name's hidden slots; of
+                                       a 2-D array, along the axis other than `axis`, at index i of it
+                                       (a row's or a column's segment: A[i, :i], A[lo:hi, j])
 
 An abort (an index out of range, an overflow Python or numpy would report,
 a division by zero, a math domain error, too few trips) ends the compiled

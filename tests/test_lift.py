@@ -873,3 +873,47 @@ def test_an_infinite_start_over_integers_is_decided_at_the_first_trip():
         with pytest.raises(ValueError, match="NaN"):
             int_never_above_nan(np.arange(n))
     _same(f(np.zeros(0, np.int64)), int_never_above_nan(np.zeros(0, np.int64)))
+
+
+def gauss_seidel(A, b, sweeps):
+    x = np.zeros_like(b)
+    n = b.shape[0]
+    for _ in range(sweeps):
+        for i in range(n):
+            s = b[i] - A[i, :i] @ x[:i] - A[i, i + 1:] @ x[i + 1:]
+            x[i] = s / A[i, i]
+    return x
+
+
+def column_segments(A):
+    out = np.zeros(A.shape[1], A.dtype)
+    for j in range(A.shape[1]):
+        out[j] = A[1:, j].sum() + A[::-2, j - 1].max() - np.dot(A[:j, j], A[-1, :j])
+    return out
+
+
+def row_past_the_end(A):
+    """A[i + 1, :i] at the last row: numpy's IndexError."""
+    t = 0.0
+    for i in range(A.shape[0]):
+        t += A[i + 1, :i].sum()
+    return t
+
+
+def test_a_row_or_column_segment_of_a_matrix_is_a_vector_of_a_lifted_loop():
+    """A[i, :i] @ x[:i] (Gauss-Seidel, forward substitution) and A[lo:hi:step,
+    j] lift: the loop compiles once for every size (Gauss-Seidel traced once
+    per size: "Slice"), its fixed index wrapped and checked as an element's."""
+    for dt in (np.float64, np.float32):
+        f = _check(gauss_seidel, lambda n, r: (r.standard_normal((n, n)).astype(dt) + n * np.eye(n, dtype=dt),
+                                               r.standard_normal(n).astype(dt), 3), sizes=(3, 5, 8, 13, 1))
+        assert f.stats()["traces"] == 2, f.explain()  # (a size of 1: a signature of its own)
+    for dt in (np.float64, np.int64, np.int32):
+        f = _check(column_segments, lambda n, r: ((r.standard_normal((n + 2, n)) * 9).astype(dt),), sizes=(3, 5, 8))
+        assert f.stats()["traces"] == 1, f.explain()
+    f = jit(row_past_the_end)
+    for n in (3, 6):
+        with pytest.raises(IndexError):
+            f(np.ones((n, n)))
+        with pytest.raises(IndexError):
+            row_past_the_end(np.ones((n, n)))
