@@ -944,7 +944,7 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
         dt = dtype_of(t)
         if dt.kind not in ("f" if python[0] == "float" else "iuf") or dt.name not in _ELEMENT_DTYPES:
             continue
-        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt}, site.outside_reads)
+        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt})
         if not all(uses.get(name, ())):
             continue
         if name in consts:
@@ -973,20 +973,21 @@ def _exactly(v, dt: np.dtype):
     return x if math.isnan(v) or float(x) == v else None  # (0.1 is no float16's: numpy's == rounds it first)
 
 
-def _uses(loop, same: set, outside: set) -> dict:
+def _uses(loop, same: set) -> dict:
     """name -> [whether each read of it is an operand of a comparison (or
-    of Python's max or min), the value stored into an array element, or an
-    operand of arithmetic whose other is an element of an array of `same`;
-    or a branch of a conditional expression that is the value bound to the
-    name itself (`m = x[i] if x[i] > m else m`) or stored, when nothing in
-    `outside` (read after the loop) is that name]."""
+    of Python's max or min: _Typer.binop checks what it is compared with),
+    the value stored into an element of an array of `same`, an operand of
+    arithmetic whose other is an element of one, or a branch of a
+    conditional expression that is the value bound to the name itself (`m =
+    x[i] if x[i] > m else m`) or stored]."""
     def element(e) -> bool:
         return isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and e.value.id in same \
             and not isinstance(e.slice, (ast.Slice, ast.Tuple))
 
-    def stored(node, value, name=None) -> bool:  # (value is what node binds to name, or stores)
+    def stored(node, value, name=None) -> bool:  # (value is what node binds to name, or stores into `same`)
         return isinstance(node, ast.Assign) and value is node.value and all(
-            isinstance(t, ast.Subscript) or isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in same
+            or isinstance(t, ast.Name) and t.id == name for t in node.targets)
     parents = {id(c): n for n in ast.walk(loop) for c in ast.iter_child_nodes(n)}
     out: dict = {}
     for node in ast.walk(loop):
@@ -996,7 +997,7 @@ def _uses(loop, same: set, outside: set) -> dict:
                     isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and not node.keywords or \
                     isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and \
                     element(node.right if child is node.left else node.left) or \
-                    isinstance(node, ast.IfExp) and child is not node.test and child.id not in outside and \
+                    isinstance(node, ast.IfExp) and child is not node.test and \
                     stored(parents.get(id(node)), node, child.id)
                 out.setdefault(child.id, []).append(ok)
     return out
@@ -1019,7 +1020,8 @@ def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved, ret
                 raise Unsupported(f"{name} is first bound in the loop and read after it")
             continue
         if after is None or name not in after or after[name].startswith("view."):
-            raise Unsupported(f"the type of {name} after the loop depends on the data, or it is a view")
+            why = f"the type of {name} after the loop depends on the data, or it is a view"
+            raise _Untyped(why, typer.conflicts) if name in typer.conflicts else Unsupported(why)
         outputs.append((name, after[name]))
         if _FLAG + name in env:
             outputs.append((_FLAG + name, "bool"))
@@ -1356,10 +1358,24 @@ class _Typer:
             e = ("const", t, x)
         elif e[1] != t:
             raise Unsupported(f"{name} is bound to a {e[1]}")
-        ops = [("set", name, e)]
-        if name in self.flagged:
-            ops.append(("set", _FLAG + name, ("const", "bool", weak)))
-        return ops, {**env, name: t}
+        ops = [("set", _FLAG + name, ("const", "bool", True) if weak else self.flag_of(name, e))] \
+            if name in self.flagged else []  # (set first: it reads the name's value before this binding)
+        return ops + [("set", name, e)], {**env, name: t}
+
+    def flag_of(self, name: str, e):
+        """Whether `name = e` leaves the name its Python number (its flag,
+        _retype): where e is the name itself (a select's branch, Python's
+        max or min keeping its first argument: `max(m, x[i])` is m unless
+        x[i] > m), the flag it had; elsewhere False."""
+        if e[0] == "var" and e[2] == name:
+            return ("var", "bool", _FLAG + name)
+        if e[0] == "select":
+            return ("select", "bool", e[2], self.flag_of(name, e[3]), self.flag_of(name, e[4]))
+        if e[0] == "bin" and e[2] in ("max", "min"):
+            first, second = e[3], e[4]
+            c = self.truth(self.binop("gt" if e[2] == "max" else "lt", second, first))
+            return ("select", "bool", c, self.flag_of(name, second), self.flag_of(name, first))
+        return ("const", "bool", False)
 
     def for_(self, s: ast.For, env):
         var = s.target.id
@@ -1695,11 +1711,24 @@ class _Typer:
         ta, tb = a[1], b[1]
         r = _ask(_FUNCS[op], ta, tb)
         if op in COMPARISONS:
+            for x, y in ((a, b), (b, a)):  # (a retyped name: compared as its Python number would be, _retype)
+                if x[0] == "var" and x[2] in self.retyped:
+                    t = self.retyped[x[2]][1]
+                    if not (y[1] == t or y[0] == "const" and is_weak(y[1]) and _exactly(y[2], dtype_of(t)) is not None):
+                        raise Unsupported(f"{x[2]} compared with a {y[1]}")
             if is_weak(ta) and is_weak(tb):
                 c = "float" if "float" in (ta, tb) else "int"
                 return ("bin", r, op, self.cvt(a, c, "exact"), self.cvt(b, c, "exact"))
             # (a Python int outside the numpy int's range: the conversion aborts)
             c = _ask(_FUNCS["add"], ta, tb) if not (_boolish(ta) and _boolish(tb)) else "np.bool"
+            kinds = {dtype_of(ta).kind, dtype_of(tb).kind}
+            if kinds == {"i", "u"} and dtype_of(c).kind == "f" and not (is_weak(ta) or is_weak(tb)):
+                # (a signed integer and a uint64: numpy compares them exactly, not as float64s)
+                signed, first = (a, True) if dtype_of(ta).kind == "i" else (b, False)
+                neg = ("bin", r, "lt", self.cvt(signed, "np.int64"), ("const", "np.int64", 0))
+                below = _FUNCS[op](-1, 0) if first else _FUNCS[op](0, -1)  # (the signed one is below the other)
+                return ("select", r, self.truth(neg), ("const", r, bool(below)),
+                        ("bin", r, op, self.cvt(a, "np.uint64"), self.cvt(b, "np.uint64")))
             return ("bin", r, op, self.cvt(a, c), self.cvt(b, c))
         if _boolish(r) and op not in ("and", "or", "xor"):
             raise Unsupported(f"{op} of bools")

@@ -917,3 +917,111 @@ def test_a_row_or_column_segment_of_a_matrix_is_a_vector_of_a_lifted_loop():
             f(np.ones((n, n)))
         with pytest.raises(IndexError):
             row_past_the_end(np.ones((n, n)))
+
+
+def max_kept(x):
+    m = -np.inf
+    for i in range(x.shape[0]):
+        m = max(m, x[i])
+    return m, m * np.ones(2, np.float16)
+
+
+def kadane(x):
+    best = 0
+    cur = 0
+    for i in range(len(x)):
+        cur = cur + x[i]
+        if cur < 0:
+            cur = 0
+        best = max(best, cur)
+    return best, best * np.ones(2, np.float16)
+
+
+def latch(x):
+    """state < 1e-50: exact while state is the Python float 0.0; float32's 0 < float32(1e-50) is False."""
+    y = np.empty_like(x)
+    state = 0.0
+    for i in range(x.shape[0]):
+        if state < 1e-50:
+            state = x[i]
+        y[i] = state
+    return y
+
+
+def threshold_of_another_dtype(x, w):
+    """thr becomes x's float64, and is compared with w's float32 elements: as a Python float, in float32."""
+    thr = 0.1
+    n = 0
+    for i in range(x.shape[0]):
+        if w[i] > thr:
+            n += 1
+        if x[i] > thr:
+            thr = x[i]
+    return n
+
+
+def forward_fill(labels):
+    out = np.empty(labels.shape[0], np.uint16)
+    last = -1
+    for i in range(labels.shape[0]):
+        if labels[i] >= 0:
+            last = labels[i]
+        out[i] = last
+    return out
+
+
+def first_above(x):
+    found = -1.0
+    for i in range(len(x)):
+        if x[i] > 0.5:
+            found = x[i]
+            break
+    return found
+
+
+def count_equal(a, b):
+    n = 0
+    for i in range(a.shape[0]):
+        if a[i] == b[i]:
+            n += 1
+        if a[i] < b[i]:
+            n += 10
+    return n
+
+
+def test_retyped_python_numbers_keep_python_semantics_in_every_use():
+    """The rule's edges (probe 9): max() and a select keep the Python
+    number when they return it (its flag follows them), a comparison with
+    what is not of its type or not exactly one of its values keeps the
+    Python number, a store into an array of another dtype keeps Python's
+    OverflowError, and the exit through a break takes the rule too."""
+    for dt in (np.float32, np.float64, np.float16):
+        f = _check(max_kept, lambda n, r: (r.standard_normal(n).astype(dt),), sizes=(5, 9, 3))
+        for x in (np.full(4, np.nan, dt), np.array([np.nan, 1, 2], dt), np.zeros(0, dt)):
+            _same(f(x), max_kept(x))
+    f = _check(kadane, lambda n, r: (r.integers(-5, 9, n),), sizes=(5, 9, 3, 12))
+    for x in (-np.arange(1, 6), np.zeros(4, np.int64), np.array([3, -9, 2])):
+        _same(f(x), kadane(x))
+    assert f.stats()["traces"] <= 2, f.explain()  # (best still Python's 0 or not: a graph break)
+    for dt in (np.float32, np.float16):
+        _check(latch, lambda n, r: (np.full(n, 5.0, dt),), sizes=(3, 4, 5), lifted=False)
+    _check(threshold_of_another_dtype, lambda n, r: (r.random(n), np.full(n, 0.1, np.float32)), sizes=(4, 5, 3),
+           lifted=False)
+    f = jit(forward_fill)
+    for labels in (np.array([-1, 5, -1, 7]), np.array([2, -1, 3])):
+        try:
+            want = forward_fill(labels)
+        except OverflowError:
+            with pytest.raises(OverflowError):
+                f(labels)
+        else:
+            _same(f(labels), want)
+    f = _check(first_above, lambda n, r: (r.random(n).astype(np.float32) * 0.4,), sizes=(10, 11, 12, 13))
+    assert f.stats()["traces"] == 1, f.explain()
+    _same(f(np.array([0.1, 0.9], np.float32)), first_above(np.array([0.1, 0.9], np.float32)))
+    big = 2 ** 62
+    a = np.array([big + 1, -1, 5, big], np.int64)
+    b = np.array([big, 2 ** 64 - 1, 5, big], np.uint64)
+    f = jit(count_equal)
+    for k in (4, 3, 2):
+        _same(f(a[:k], b[:k]), count_equal(a[:k], b[:k]))
