@@ -56,6 +56,59 @@ def emit_pyloop(module: ir.Module, node: Node, symbol: str) -> None:
     _Emitter(module, prog, symbol, pyloop_abi(node, symbol).n_arrays, ndims).emit()
 
 
+_BLOCK = 128  # (numpy's PW_BLOCKSIZE)
+
+
+def _pairwise(module: ir.Module, dt: np.dtype) -> ir.Function:
+    """`T pairwise(i8* a, i64 n, i64 stride)`: numpy's pairwise summation of
+    n floats of dt `stride` bytes apart (its @TYPE@_pairwise_sum, the order
+    np.sum adds a float array's elements in): below 8 elements in order from
+    -0.0; up to 128, eight interleaved sums, combined as a tree, then the
+    rest in order; beyond, the two halves' (the first a multiple of 8)."""
+    name = f"shapejit.pairwise.{dt.name}"
+    if name in module.globals:
+        return module.globals[name]
+    ty = LLTYPE[dt]
+    fn = ir.Function(module, ir.FunctionType(ty, [I8.as_pointer(), I64, I64]), name)
+    fn.linkage = "internal"
+    a, n, stride = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def load(i):
+        return b.load(b.bitcast(b.gep(a, [b.mul(i, stride)]), ty.as_pointer()))
+    acc, acc_mid = b.alloca(ty), b.alloca(ty)  # (in the entry block: registers, once promoted)
+    r = [b.alloca(ty) for _ in range(8)]
+    small, mid, big = (fn.append_basic_block(x) for x in ("small", "mid", "big"))
+    b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, 8)), small, mid)
+    b.position_at_end(small)
+    b.store(ir.Constant(ty, -0.0), acc)
+    with for_range(b, 0, n) as i:
+        b.store(b.fadd(b.load(acc), load(i)), acc)
+    b.ret(b.load(acc))
+    b.position_at_end(mid)
+    block = fn.append_basic_block("block")
+    b.cbranch(b.icmp_signed("<=", n, ir.Constant(I64, _BLOCK)), block, big)
+    b.position_at_end(block)
+    for j in range(8):
+        b.store(load(ir.Constant(I64, j)), r[j])
+    with for_range(b, 1, b.sdiv(n, ir.Constant(I64, 8))) as k:
+        for j in range(8):
+            b.store(b.fadd(b.load(r[j]), load(b.add(b.mul(k, ir.Constant(I64, 8)), ir.Constant(I64, j)))), r[j])
+    x = [b.load(r[j]) for j in range(8)]
+    res = b.fadd(b.fadd(b.fadd(x[0], x[1]), b.fadd(x[2], x[3])), b.fadd(b.fadd(x[4], x[5]), b.fadd(x[6], x[7])))
+    b.store(res, acc_mid)
+    with for_range(b, b.mul(b.sdiv(n, ir.Constant(I64, 8)), ir.Constant(I64, 8)), n) as i:
+        b.store(b.fadd(b.load(acc_mid), load(i)), acc_mid)
+    b.ret(b.load(acc_mid))
+    b.position_at_end(big)
+    half = b.sdiv(n, ir.Constant(I64, 2))
+    half = b.sub(half, b.srem(half, ir.Constant(I64, 8)))
+    left = b.call(fn, [a, half, stride])
+    right = b.call(fn, [b.gep(a, [b.mul(half, stride)]), b.sub(n, half), stride])
+    b.ret(b.fadd(left, right))
+    return fn
+
+
 class _Emitter:
     def __init__(self, module, prog: PyLoop, symbol: str, n_arrays: int, ndims: dict):
         self.m, self.prog, self.ndims = module, prog, ndims
@@ -324,6 +377,21 @@ class _Emitter:
         dt = self.arrays[v[2]][3]
         return self._loaded(self._address(v[2], [i]), dt), dt
 
+    def _view_base(self, v):
+        """(the address of a view's first element as an i8*, the bytes from
+        one element to the next)."""
+        b = self.b
+        start, step = (b.load(self.slot(f"{v[2]}#{p}", "int")) for p in ("start", "step"))
+        _, _, strides, _ = self.arrays[v[3]]
+        idx = [start]
+        axis = 0
+        if self.ndims[v[3]] == 2:
+            fixed = b.load(self.slot(f"{v[2]}#fixed", "int"))
+            axis = 1 - self.fixed_axes[v[2]]
+            idx = [fixed, start] if axis == 1 else [start, fixed]
+        stride = b.mul(step, b.load(b.gep(strides, [ir.Constant(I64, axis)])))
+        return b.bitcast(self._address(v[3], idx, checked=False), I8.as_pointer()), stride
+
     def _accumulate(self, t, n, step, init):
         """step(acc, k) folded over k in [0, n), in order, from init."""
         b = self.b
@@ -399,7 +467,11 @@ class _Emitter:
         def elem(k):
             u, du = self._velem(v, k)
             return self._convert(u, "np." + du.name, t, "value")
-        if op == "sum":
+        if op == "sum" and f and v[0] == "view" and dtype_of(t) == self.arrays[v[3]][3]:
+            # (numpy's order: its identity plus the pairwise sum of the elements, to the bit)
+            base, stride = self._view_base(v)
+            return b.fadd(self.e_const(t, 0), b.call(_pairwise(self.m, dtype_of(t)), [base, n, stride]))
+        if op == "sum":  # (integers: any order gives numpy's sum; a float64 gather's: in order, a few ulp)
             return self._accumulate(t, n, lambda acc, k: b.fadd(acc, elem(k)) if f else b.add(acc, elem(k)),
                                     self.e_const(t, 0))
         self.abort(b.icmp_signed("==", n, ir.Constant(I64, 0)), 7)  # (numpy: no identity)
