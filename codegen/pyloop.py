@@ -225,15 +225,13 @@ class _Emitter:
         start, stop, step = (self.expr(x) for x in bounds)
         zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
         self.abort(b.icmp_signed("==", step, zero), 6)
-        # trips: ceil((stop - start) / step) when positive, in 128 bits (no overflow)
-        w = ir.IntType(128)
-        span = b.sub(b.sext(stop, w), b.sext(start, w))
-        st = b.sext(step, w)
-        up = b.icmp_signed(">", st, ir.Constant(w, 0))
-        adj = b.select(up, b.sub(st, ir.Constant(w, 1)), b.add(st, ir.Constant(w, 1)))
-        n = b.sdiv(b.add(span, adj), st)
-        n = b.select(b.icmp_signed(">", n, ir.Constant(w, 0)), n, ir.Constant(w, 0))
-        n = b.trunc(n, I64)
+        # trips: (|stop - start| - 1) // |step| + 1 where the range goes the step's way, else 0, in unsigned
+        # 64-bit arithmetic (the distance fits; no 128-bit division, which needs a runtime library's __divti3)
+        up = b.icmp_signed(">", step, zero)
+        ahead = b.select(up, b.icmp_signed(">", stop, start), b.icmp_signed("<", stop, start))
+        span = b.select(up, b.sub(stop, start), b.sub(start, stop))
+        n = b.add(b.udiv(b.sub(span, one), b.select(up, step, b.neg(step))), one)
+        n = b.select(ahead, n, zero)
         k = len(bodies) - 1
         if k:
             self.abort(b.icmp_signed("<", n, ir.Constant(I64, k)), 5)

@@ -1061,3 +1061,28 @@ def test_float_sums_of_slices_in_a_lifted_loop_are_numpys_to_the_bit():
         x = np.full(250000, 0.1, dt)
         b = np.array([0, 250000])
         assert f(x, b).tobytes() == segment_sums(x, b).tobytes()
+
+
+def trips_of(p):
+    n = 0
+    last = 0
+    for i in range(p[0], p[1], p[2]):
+        n += 1
+        last = i
+    return n, last
+
+
+def test_a_range_of_any_bounds_and_step_runs_pythons_trips():
+    """The trip count of range(start, stop, step) for bounds and a step the
+    data gives, to the ends of int64 (it divided in 128 bits, which needs
+    __divti3: the whole function fell to the reference back end)."""
+    f = jit(trips_of)
+    big = 2 ** 63 - 1
+    cases = [(0, 10, 3), (10, 0, -3), (0, 10, -1), (5, 5, 1), (-7, 8, 5), (8, -7, -5), (0, 1, big),
+             (-big - 1, big, big), (big, -big - 1, -big - 1), (3, 4, 1), (-3, -10, -2), (0, 7, 7), (0, 8, 7)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for c in cases:
+            p = np.array(c, np.int64)
+            _same(f(p), trips_of(p))
+    assert _lifted(f) and f.stats()["fallbacks"] == 0
