@@ -203,6 +203,13 @@ class TraceContext:
                 result = opdef.ref(*[t.concrete for t in ins], **concrete_attrs)
                 if opdef.category == ELEMENTWISE:
                     self._bound_python_ints(op, opdef, ins, concrete_attrs)
+            if weak and op in _PYTHON_INT_OPS and all(t.value.weak and t.dtype.kind in "biu" for t in ins):
+                # (Python ints' arithmetic, exact, as the compiled code's: runtime/generate.py _PY_OPERATORS;
+                # numpy's int64 wrapped here, and the call that traced returned what no later call did)
+                result = _PYTHON_INT_OPS[op](*[int(t.concrete) for t in ins])
+                if not -2 ** 63 <= result < 2 ** 63:
+                    raise Fallback(f"the Python int {result} is beyond int64 (numpy decides what it becomes)",
+                                   user_location())
             if weak and op == "power" and all(t.value.weak and t.dtype.kind in "iuf" for t in ins) \
                     and any(t.dtype.kind == "f" for t in ins):
                 result = operator.pow(*[t.concrete for t in ins])  # (Python's: ZeroDivisionError of 0.0 ** -1)
@@ -1039,6 +1046,10 @@ _ARITHMETIC = frozenset({"add", "subtract", "multiply", "divide", "floor_divide"
 # Python's divisions of Python numbers (weak operands), whose divisor of 0 raises ZeroDivisionError
 # where numpy's gives inf or nan (runtime/generate.py computes them with Python's operators too)
 _PYTHON_DIVISIONS = {"divide": operator.truediv, "floor_divide": operator.floordiv, "remainder": operator.mod}
+_PYTHON_INT_OPS = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
+                   "floor_divide": operator.floordiv, "remainder": operator.mod, "bitwise_and": operator.and_,
+                   "bitwise_or": operator.or_, "bitwise_xor": operator.xor, "left_shift": operator.lshift,
+                   "right_shift": operator.rshift, "invert": operator.invert, "negative": operator.neg}
 
 
 def _pythons(a, b) -> bool:

@@ -1086,3 +1086,22 @@ def test_a_range_of_any_bounds_and_step_runs_pythons_trips():
             p = np.array(c, np.int64)
             _same(f(p), trips_of(p))
     assert _lifted(f) and f.stats()["fallbacks"] == 0
+
+
+def past_int64(x):
+    m = 2 ** 63 - 1
+    for i in range(len(x)):
+        if x[i] > 5:
+            m = 0
+    return m + 1, m // 2 - 3, -m
+
+
+def test_python_int_arithmetic_after_a_loop_is_exact_in_the_call_that_traces():
+    """A Python int a lifted loop or a scan leaves, in arithmetic: the trace
+    computes it as Python does (numpy's int64 wrapped 2**63 - 1 + 1 to
+    -2**63 in the call that traced, where later calls were right); past
+    int64, numpy decides."""
+    f = jit(past_int64)
+    for n in (3, 8, 4, 9):
+        x = np.arange(n, dtype=np.int32)
+        _same(f(x), past_int64(x))
