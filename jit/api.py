@@ -37,6 +37,11 @@ class JitFunction:
             raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
         if isinstance(fn, JitFunction):  # (jit(jit(f)): one jit of f)
             fn = fn.fn
+        # (@jit over @staticmethod / @classmethod: the function, bound as they bind it, __get__)
+        self._binding = "static" if isinstance(fn, staticmethod) else "class" if isinstance(fn, classmethod) \
+            else None
+        if self._binding:
+            fn = fn.__func__
         fn = with_signature(fn)
         self.fn = fn
         self.dynamic = dynamic
@@ -172,9 +177,20 @@ class JitFunction:
         return f"<shapejit.jit {self.__qualname__} dynamic={self.dynamic!r}>"
 
     def __get__(self, obj, objtype=None):
-        if obj is None:
+        if self._binding == "class":
+            return _Bound(self, objtype if objtype is not None else type(obj))
+        if obj is None or self._binding == "static":
             return self
-        return functools.partial(self, obj)
+        return _Bound(self, obj)
+
+
+class _Bound(functools.partial):
+    """A jitted method bound to its object (or class): called as partial
+    calls (in C), and its jit's stats(), explain() and the rest read
+    through it (`model.forward.stats()`)."""
+
+    def __getattr__(self, name):
+        return getattr(self.func, name)
 
 
 def jit(fn=None, *, dynamic=True, dims=None, constraints=(), static_argnames=(), max_entries=32,

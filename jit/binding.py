@@ -36,6 +36,11 @@ class Parameters:
         self.name = name
         params = list(self.signature.parameters.values())
         self.names = [p.name for p in params]
+        unknown = sorted(set(static_argnames) - set(self.names))
+        if unknown:  # (as dims= names one: a typo would leave the argument traced, silently)
+            raise ValueError(f"{name}: static_argnames names {', '.join(map(repr, unknown))}, which "
+                             f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} "
+                             f"(its parameters: {', '.join(self.names)})")
         self.count = len(params)
         # every parameter is passed by position and none is static: the hot path binds such calls itself
         self.positional = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) \

@@ -596,3 +596,46 @@ def test_an_inlined_jit_takes_its_keyword_only_arguments():
         for n in (2, 5):
             assert_like_numpy(_calls_kw(np.ones(n), _scaled_kw), np.full(n, 5.0))
     assert _calls_kw.stats()["fallbacks"] == 0
+
+
+class _Methods:
+    scale = 3.0
+
+    def __init__(self):
+        self.k = 2.0
+
+    @jit
+    @staticmethod
+    def shifted(x):
+        return x + 1
+
+    @jit
+    @classmethod
+    def scaled(cls, x):
+        return x * cls.scale
+
+    @jit
+    def times_k(self, x):
+        return x * self.k
+
+
+def test_jit_over_staticmethod_and_classmethod_binds_as_they_do_and_bound_methods_have_the_api():
+    """@jit over @staticmethod called through an instance took the instance
+    as its argument (TypeError: too many positional arguments); a bound
+    jitted method is its jit too (`m.times_k.stats()` raised AttributeError)."""
+    x = np.arange(3.0)
+    m = _Methods()
+    np.testing.assert_array_equal(m.shifted(x), x + 1)
+    np.testing.assert_array_equal(_Methods.shifted(x), x + 1)
+    np.testing.assert_array_equal(m.scaled(x), x * 3)
+    np.testing.assert_array_equal(_Methods.scaled(x), x * 3)
+    np.testing.assert_array_equal(m.times_k(x), x * 2)
+    assert m.times_k.stats()["calls"] >= 1 and "times_k" in m.times_k.explain()
+
+
+def test_an_unknown_static_argname_is_an_error():
+    def f(x, n):
+        return x * n
+    with pytest.raises(ValueError, match="'nn'"):
+        jit(f, static_argnames=("nn",))
+    jit(f, static_argnames=("n",))
