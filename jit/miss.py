@@ -214,6 +214,8 @@ class _Miss:
 
     def _past_entry_limit(self, reason: str | None):
         jf = self.jf
+        if not self.state.entries and self.state.eager_reason is None:
+            jf._keys.pop(self.full, None)  # (kept, a new static value per call grew the keys, and every miss's scan)
         if not jf._warned_limit:
             jf._warned_limit = True
             warn(f"shapejit: {jf.__name__} reached max_entries={jf.max_entries}; new shapes run eagerly")

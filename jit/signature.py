@@ -5,6 +5,7 @@ have changed are symbols (automatic dynamic); everything else is static and
 keyed by value."""
 from __future__ import annotations
 
+from collections.abc import Iterator as _Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,9 @@ def with_data_lists(bound: tuple, data_args) -> tuple:
     return tuple(out)
 
 
+_ITERATOR = "an iterator"
+
+
 def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
     """-> (key, arrays, runtime inputs).  The hot path: keep it lean.
     `dyn_ints`: leaf indices of int arguments that are symbols, not keys."""
@@ -103,6 +107,8 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
         elif isinstance(x, _generic):
             runtime.append(x)
             key.append(x.dtype)
+        elif isinstance(x, _Iterator):  # (one key for all: each runs in numpy, Signature.of)
+            key.append((t, _ITERATOR))
         else:
             try:
                 hash(x)
@@ -153,6 +159,9 @@ class Signature:
                                   "the trace)")
                 elif type(x) is int and not -_INT64 <= x < _INT64:
                     bad = bad or f"argument {path} is an int beyond int64 (numpy decides what it becomes)"
+                elif kind == (type(x), _ITERATOR):
+                    bad = bad or (f"argument {path} is an iterator (a {type(x).__name__}): a trace would use it "
+                                  "up, and numpy's run would find it empty")
                 elif bad is None:
                     try:
                         hash(x)

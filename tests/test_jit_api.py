@@ -639,3 +639,41 @@ def test_an_unknown_static_argname_is_an_error():
     with pytest.raises(ValueError, match="'nn'"):
         jit(f, static_argnames=("nn",))
     jit(f, static_argnames=("n",))
+
+
+def _total(x, it):
+    t = x * 0
+    for v in it:
+        t = t + v
+    return t
+
+
+def _tagged(x, tag):
+    return np.tanh(x).sum(-1), tag
+
+
+def test_an_iterator_argument_runs_in_numpy_unconsumed():
+    """A generator or zip passed in: a trace would use it up, and numpy's run
+    of the same call found it empty (0.0 where numpy gives 6.0)."""
+    f = jit(_total)
+    x = np.ones(3)
+    for _ in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            np.testing.assert_array_equal(f(x, (float(v) for v in range(4))), _total(x, (float(v) for v in range(4))))
+            np.testing.assert_array_equal(f(x, iter([1.0, 2.0])), _total(x, iter([1.0, 2.0])))
+    assert len(f._keys) == 2  # (one per iterator type, not one per iterator)
+
+
+def test_static_values_past_the_entry_limit_are_not_kept():
+    """A new static value per call (a request id) past max_entries runs in
+    numpy and leaves no key behind (every one was kept, and each miss scanned
+    them all: 0.5 ms a call growing to 10 ms after 20 000 calls)."""
+    f = jit(_tagged, max_entries=4)
+    x = np.ones((2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(40):
+            out, tag = f(x, f"req-{i}")
+            assert tag == f"req-{i}"
+    assert len(f._keys) <= 4 and f.stats()["eager_calls"] == 36
