@@ -71,17 +71,34 @@ def token(v, depth: int = 0):
         names, last, tok = _CLASS_VALUES.get(v) or (None, None, None)
         if names is None:
             names = tuple(k for k, x in vars(v).items() if not k.startswith("__") and not callable(x)
-                          and not isinstance(x, (property, staticmethod, classmethod, np.ndarray)))
+                          and not isinstance(x, (property, staticmethod, classmethod)))
         d = v.__dict__
         values = [d.get(k) for k in names]
         if last is None or not all(map(is_, values, last)):  # (the same objects as last time: the same token)
-            attrs = tuple([token(x, depth + 1) for x in values])
+            # (an array by its identity: the trace reads its contents at every call, but one bound in its place
+            # is another array)
+            attrs = tuple([("array", _Same(x)) if type(x) is np.ndarray else token(x, depth + 1) for x in values])
             tok = ("class", v) + attrs if None not in attrs else ("is", v)
             _CLASS_VALUES[v] = names, values, tok
         return tok
     if isinstance(v, _BY_IDENTITY) or jitted(v) is not None:
         return "is", v
     return None
+
+
+class _Same:
+    """A token part equal only for the same object (an array: unhashable)."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __hash__(self):
+        return id(self.x)
+
+    def __eq__(self, other):
+        return type(other) is _Same and other.x is self.x
 
 
 def jitted(v):
@@ -244,8 +261,8 @@ def refuse_random(x, where) -> None:
 def holder(x) -> bool:
     """An object whose attributes may hold arrays: an instance of a class the
     user's program defines (not numpy's, a library's or the standard library's)."""
-    if isinstance(x, _PLAIN) or not hasattr(x, "__dict__"):
-        return False
+    if isinstance(x, _PLAIN) or not (hasattr(x, "__dict__") or hasattr(type(x), "__slots__")):
+        return False  # (an object of slots holds arrays as one of a __dict__ does)
     return user_module(sys.modules.get(type(x).__module__))
 
 

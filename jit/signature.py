@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jit.held import RANDOM_STATES
+from jit.held import RANDOM_STATES, holder
 from jit.trace import InputSpec
 from shapes.env import SYMBOLIC_FROM
 
@@ -68,6 +68,7 @@ def with_data_lists(bound: tuple, data_args) -> tuple:
 
 
 _ITERATOR = "an iterator"
+_OBJECT = "an object"
 
 
 def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
@@ -109,6 +110,8 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
             key.append(x.dtype)
         elif isinstance(x, _Iterator):  # (one key for all: each runs in numpy, Signature.of)
             key.append((t, _ITERATOR))
+        elif holder(x):  # (an object of the user's: what traces read of it is keyed at its paths, jit/held.py;
+            key.append((t, _OBJECT))  # by identity, each new instance traced again and was kept for good)
         else:
             try:
                 hash(x)

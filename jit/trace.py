@@ -111,9 +111,13 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         return Tracer(ctx, v, array)
     n_arrays = 0
     lifter = Lifter(ctx, held_input)
+    traceables = _Traceables(_NumpyProxy(ctx), lifter)
     for k, (leaf, spec) in enumerate(zip(leaves, specs)):
         if spec.kind == "static":
-            traced_leaves.append(HeldObject(lifter, Path(("arg", k)), leaf) if holder(leaf) else leaf)
+            # (an object, a function, a class or a module passed in: what the trace reads through it is
+            # keyed at its paths, as through a global; by its identity alone, a change to it was not seen)
+            traced_leaves.append(HeldObject(lifter, Path(("arg", k)), leaf) if holder(leaf) else
+                                 traceables.value(leaf, Path(("arg", k))) if _reads_through(leaf) else leaf)
             continue
         if spec.kind == "int":  # a dynamic int: a symbol bound from its value, not a graph input
             # no range (nor sympy sign assumption, which would make the sign guard vanish)
@@ -179,7 +183,6 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
 
     bound = pytree.unflatten(arg_treedef, iter(traced_leaves))
     args, kwargs = rebind(bound) if rebind is not None else (bound, {})
-    traceables = _Traceables(_NumpyProxy(ctx), lifter)
     result = traceables.root(fn)(*args, **kwargs)
     if ctx.raised is not None:  # (`try: ... except LinAlgError:` took this call's values' error: another call's
         # values, which raise nothing, would be served the except clause's result)
@@ -791,6 +794,14 @@ def _traced(v, copies: set, depth: int = 3) -> bool:
     return False
 
 
+def _reads_through(x) -> bool:
+    """A static argument the trace may read values through: a function,
+    a bound method, a partial, a user's class or module."""
+    return isinstance(x, (types.FunctionType, types.MethodType, functools.partial)) or jitted(x) is not None \
+        or isinstance(x, type) and user_module(sys.modules.get(x.__module__)) \
+        or isinstance(x, types.ModuleType) and user_module(x)
+
+
 class _Traceables:
     """Copies of the user's functions whose globals and closures see the
     numpy proxy (creation functions keep symbolic sizes) and traced views of
@@ -889,6 +900,7 @@ class _Traceables:
             new = types.FunctionType(fn.__code__, {**g, **hits}, fn.__name__, fn.__defaults__,
                                      tuple(new_cells) or None)
             new.__kwdefaults__ = fn.__kwdefaults__
+        new.__dict__.update(fn.__dict__)  # (its own attributes, `f.scale`: keyed where value() finds it)
         self.copies.append((g, new.__globals__, dict(new.__globals__)))
         self.done[fn] = new
         return new
@@ -898,6 +910,18 @@ class _Traceables:
         variable) v found at `path` (None: not a path a call can read)."""
         if v is np:
             return self.proxy
+        if path is not None and isinstance(v, types.MethodType) and holder(v.__self__) \
+                and isinstance(v.__func__, types.FunctionType):  # (a bound method passed in: self.alpha keyed)
+            return types.MethodType(self.function(v.__func__, path.child("attr", "__func__")),
+                                    HeldObject(self.lifter, path.child("attr", "__self__"), v.__self__))
+        if path is not None and type(v) is functools.partial:  # (its function, arguments and keywords keyed)
+            self.lifter.guard(path.child("attr", "args").child("len", 0), len(v.args))
+            self.lifter.guard(path.child("attr", "keywords").child("keys", 0), tuple(v.keywords))
+            return functools.partial(self.value(v.func, path.child("attr", "func")),
+                                     *[self.value(a, path.child("attr", "args").child("item", i))
+                                       for i, a in enumerate(v.args)],
+                                     **{k: self.value(a, path.child("attr", "keywords").child("item", k))
+                                        for k, a in v.keywords.items()})
         what = _impure(v)
         if what is not None:
             return _Refused(what)
@@ -905,6 +929,8 @@ class _Traceables:
         if isinstance(fn, types.FunctionType):
             if path is not None:
                 self.lifter.guard(path, v)  # (rebinding a helper is a new key)
+                for k, x in fn.__dict__.items():  # (and so is a change to an attribute of its own, `f.scale`)
+                    self.lifter.guard(path.child("attr", k), x)
             return self.function(fn, path)
         if isinstance(v, types.ModuleType) and user_module(v):
             return _UserModule(self, v, path)

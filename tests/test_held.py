@@ -414,3 +414,130 @@ def test_a_class_attribute_read_through_the_class_is_keyed(backend):
             assert_like_numpy(f(x), _scaled_by_class(x))
     finally:
         _Knobs.k, _Knobs.name = 2, "a"
+
+
+# ---------------------------------------------------------------- what arguments reach (probe 10)
+
+SHIFT = 1.0
+
+
+class Consts:
+    k = 2.0
+    W = np.ones(3)
+
+    @classmethod
+    def scaled(cls, x):
+        return x * cls.k + cls.W
+
+
+class Slotted:
+    __slots__ = ("W", "k")
+
+    def __init__(self):
+        self.W, self.k = np.ones(3), 2.0
+
+
+class Activation:
+    def __init__(self):
+        self.alpha = 0.2
+
+    def leaky(self, x):
+        return np.where(x > 0, x, self.alpha * x)
+
+
+def _shifted(x):
+    return x + SHIFT
+
+
+def _with_class(x, c):
+    return x * c.k + c.W
+
+
+def _with_module(x, m):
+    return x * m.pi
+
+
+def _with_object(x, o):
+    return x * o.k + o.W
+
+
+def _apply(x, f):
+    return f(x) * 2
+
+
+def _attr(x):
+    return x * _attr.scale
+
+
+_attr.scale = 2.0
+
+
+def test_what_the_trace_reads_through_an_argument_is_keyed():
+    """A class, a module, an object of slots, a function, a bound method and
+    a closure passed in, and a function's own attribute: what the trace reads
+    through them is keyed at their paths, so a change is a new key, never a
+    stale result (each was frozen into the trace, with no warning)."""
+    global SHIFT
+    import math
+    x = np.arange(3.0)
+    f = jit(Consts.scaled.__func__)
+    g = jit(_with_class)
+    for k, w in ((2.0, np.ones(3)), (5.0, np.ones(3)), (5.0, np.full(3, 10.0))):
+        Consts.k, Consts.W = k, w
+        np.testing.assert_array_equal(f(Consts, x), x * k + w)
+        np.testing.assert_array_equal(g(x, Consts), x * k + w)
+        np.testing.assert_array_equal(g(x, {"c": Consts}["c"]), x * k + w)
+    Consts.k, Consts.W = 2.0, np.ones(3)
+    np.testing.assert_array_equal(jit(_with_module)(x, math), x * math.pi)
+    h, s = jit(_with_object), Slotted()
+    np.testing.assert_array_equal(h(x, s), x * 2 + 1)
+    s.k, s.W = 3.0, np.zeros(3)
+    np.testing.assert_array_equal(h(x, s), x * 3)
+    a = jit(_apply)
+    np.testing.assert_array_equal(a(x, _shifted), (x + 1) * 2)
+    SHIFT = 4.0
+    try:
+        np.testing.assert_array_equal(a(x, _shifted), (x + 4) * 2)
+    finally:
+        SHIFT = 1.0
+    act, y = Activation(), np.array([-1.0, 2.0])
+    np.testing.assert_array_equal(a(y, act.leaky), act.leaky(y) * 2)
+    act.alpha = 1.0
+    np.testing.assert_array_equal(a(y, act.leaky), act.leaky(y) * 2)
+    scale = [3.0]
+    np.testing.assert_array_equal(a(x, lambda v: v * scale[0]), x * 6)
+    b = jit(_attr)
+    np.testing.assert_array_equal(b(x), x * 2)
+    _attr.scale = 5.0
+    try:
+        np.testing.assert_array_equal(b(x), x * 5)
+    finally:
+        _attr.scale = 2.0
+
+
+class Request:
+    def __init__(self, scale):
+        self.scale = scale
+        self.payload = np.ones(1 << 12)
+
+    @jit
+    def run(self, x):
+        return (x * self.scale).sum(-1)
+
+
+def test_a_new_object_of_the_same_class_is_served_by_the_same_entries_and_not_kept():
+    """Objects of a user's class are keyed by their class and what the trace
+    reads of them (each new instance was a key of its own: a trace each, up to
+    max_entries, then numpy; and every instance was kept alive for good)."""
+    import gc
+    import weakref
+    x = np.ones((4, 8))
+    refs = []
+    for i in range(40):
+        q = Request(2.0 if i % 2 else 3.0)
+        assert q.run(x).tolist() == [(16.0 if i % 2 else 24.0)] * 4
+        refs.append(weakref.ref(q))
+        del q
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+    assert Request.run.stats()["traces"] <= 2 and Request.run.stats()["eager_calls"] == 0
