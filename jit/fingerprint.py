@@ -162,6 +162,9 @@ class _Hasher:
             self.value(v.__wrapped__, where)
         elif isinstance(v, type) and _record_class(v):
             self.record_class(v, where)
+        elif isinstance(v, type) and not _is_library_module(v.__module__ or ""):
+            self.user_class(v, where)  # (a user's class: by name and its methods' code; what a trace reads of
+            # its attributes is keyed by the entry's values, jit/persist.py)
         elif _record_class(type(v)) and dataclasses.is_dataclass(v):  # (a frozen dataclass: a static argument)
             self.record_class(type(v), where)
             for f in dataclasses.fields(v):

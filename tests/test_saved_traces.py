@@ -478,3 +478,52 @@ def test_namedtuple_and_dataclass_arguments_and_results_are_served_from_saved_tr
     assert again["ok"] and again["traces"] == 0 and again["cache_hits_disk"] >= 1
     edited = go(edit(RECORDS))
     assert edited["ok"] and edited["traces"] == 1
+
+
+METHODS = """
+import numpy as np
+from jit import jit
+
+class M:
+    def __init__(self, k):
+        self.k = k
+
+    @jit
+    def f(self, x):
+        return np.tanh(x * self.k)
+
+@jit
+def takes_model(model, x):
+    return np.tanh(x * model.k) + 1
+"""
+
+METHODS_DRIVER = """
+import json, sys
+import numpy as np
+import model
+
+m = model.M(float(sys.argv[1]))
+x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+ok = np.allclose(m.f(x), np.tanh(x * m.k)) and np.allclose(model.takes_model(m, x), np.tanh(x * m.k) + 1)
+print(json.dumps({"ok": bool(ok), "traces": model.M.f.stats()["traces"] + model.takes_model.stats()["traces"]}))
+"""
+
+
+def test_a_jitted_method_and_a_function_taking_an_object_are_served_from_saved_traces(tmp_path):
+    """An object of the user's class is keyed by its class (by name and its
+    methods' code) and what the trace read of it: a new process serves a
+    jitted method without tracing (it traced in every process), and only
+    while what it read (self.k) is the same."""
+    def go(k):
+        (tmp_path / "model.py").write_text(textwrap.dedent(METHODS))
+        (tmp_path / "driver.py").write_text(textwrap.dedent(METHODS_DRIVER))
+        env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"),
+                   PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]), PYTHONDONTWRITEBYTECODE="1")
+        env.pop("SHAPEJIT_TRACE_CACHE", None)
+        out = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(k)], env=env, capture_output=True,
+                             text=True, timeout=120, cwd=str(tmp_path))
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    assert go(2.0) == {"ok": True, "traces": 2}
+    assert go(2.0) == {"ok": True, "traces": 0}
+    assert go(3.0) == {"ok": True, "traces": 2}
