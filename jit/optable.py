@@ -1260,8 +1260,9 @@ def _outer(ctx, op, rows, cols):
 
 
 def tri(ctx, N, M=None, k=0, dtype=float, *, like=None):
-    """numpy's definition: m[i, j] = i >= j - k."""
-    if like is not None or not _concrete_int(k):
+    """numpy's definition: m[i, j] = i >= j - k (k a size too: a KV cache's causal mask `np.tri(T, S, S - T)`
+    was traced once per shape)."""
+    if like is not None or not (_concrete_int(k) or type(k) is SymInt):
         return None
     M = N if M is None else M
     rows, cols = arange(ctx, N), arange(ctx, -k, M - k)
@@ -1273,7 +1274,7 @@ def tri(ctx, N, M=None, k=0, dtype=float, *, like=None):
 def _triangle(lower):
     def handler(ctx, m, k=0):
         m = ctx.operand(m)
-        if m.ndim < 2 or not _concrete_int(k):
+        if m.ndim < 2 or not (_concrete_int(k) or type(k) is SymInt):
             return None
         # numpy: where(tri(..., k) , m, 0) for tril; where(tri(..., k - 1), 0, m) for triu
         mask = tri(ctx, m.shape[-2], m.shape[-1], k if lower else k - 1, bool)
@@ -1284,15 +1285,15 @@ def _triangle(lower):
 
 def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
     """m[i, j] = (i + k == j)."""
-    if order != "C" or like is not None or device not in (None, "cpu") or not _concrete_int(k):
+    if order != "C" or like is not None or device not in (None, "cpu") or not (_concrete_int(k) or type(k) is SymInt):
         return None
     if isinstance(N, (int, np.integer, SymInt)) and isinstance(M, (int, np.integer, SymInt, type(None))):
         _sizes(ctx, (N,) if M is None else (N, M))
     rows, cols = arange(ctx, N), arange(ctx, N if M is None else M)
     if rows is None or cols is None:
         return None
-    if k:
-        rows = ctx.emit("add", [rows, int(k)], {})
+    if type(k) is SymInt or k:
+        rows = ctx.emit("add", [rows, k if type(k) is SymInt else int(k)], {})
     return astype(ctx, _outer(ctx, "equal", rows, cols), dtype)
 
 

@@ -461,6 +461,8 @@ class SymInt:
     def _arith(self, o, f, ufunc=None, reflected=False):
         if ufunc is not None and isinstance(o, np.integer):
             return self._of_numpy_int(ufunc, o, reflected)
+        if ufunc is not None and type(o) is np.ndarray:  # (`pos + np.arange(3)`: numpy's op of the size, traced;
+            return ufunc(o, self) if reflected else ufunc(self, o)  # it took the size as a Python number)
         e = self._e(o)
         if e is None:
             if isinstance(o, (Tracer, SymFloat)):

@@ -200,3 +200,27 @@ def test_a_negative_size_raises_numpys_value_error():
         with pytest.raises(ValueError, match="negative dimensions"):
             jf(*bad)
         assert_like_numpy(jf(*good), fn(*good))
+
+
+def test_a_size_as_the_diagonal_offset(backend):
+    """np.tri(T, S, S - T) (a KV cache's causal mask), np.tril(m, S - T) and
+    np.eye(T, S, k) with k a size: one trace for every shape (each shape
+    traced again: the offset was taken as a Python number)."""
+    def f(x):
+        T, S = x.shape
+        return np.tri(T, S, S - T, dtype=bool), np.tril(np.ones((T, S)), S - T), np.eye(T, S, S - T - 1, dtype=int)
+    check(f, backend)
+
+
+def test_a_size_in_arithmetic_with_a_constant_array(backend):
+    """`pos + np.arange(T)` with T = 1 (a decode step: a constant array), in
+    either order: the size stays a symbol (it was taken as a Python number,
+    a trace per step)."""
+    def f(x, pos):
+        return x[:1] + (pos + np.arange(1)), x[:3] * (np.array([1.0, 2.0, 3.0]) * pos), np.arange(3) - pos
+    jf = jit(f, backend=backend)
+    x = np.ones(4)
+    for pos in range(8):
+        for g, w in zip(jf(x, pos), f(x, pos)):
+            assert_like_numpy(g, w, ulps=0)
+    assert jf.stats()["traces"] <= 2, jf.explain()  # (the first value, then the int a symbol)
