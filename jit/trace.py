@@ -40,7 +40,7 @@ class TraceResult:
     dd_dims: list[DataDependentDim]
     concrete: object  # the first call's result, computed while tracing
     eager_nodes: list[str] = field(default_factory=list)
-    writes: list = field(default_factory=list)  # (caller's array, contents) the traced call writes
+    writes: list = field(default_factory=list)  # (caller's array, contents, contents before) the traced call writes
     held: list = field(default_factory=list)  # paths of the held arrays, graph inputs after the arguments
     breaks: list = field(default_factory=list)  # graph breaks (jit/tracer.py Break), checked at run time
     dd_checks: list = field(default_factory=list)  # (condition, reason) on data-dependent sizes, checked at run time
@@ -54,9 +54,16 @@ class TraceResult:
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects: on the arguments it wrote
-        into, and on stdout (what it printed)."""
-        for leaf, contents in self.writes:
-            np.copyto(leaf, contents)
+        into (the elements its writes changed: another thread's writes into
+        the others, meanwhile, stay), and on stdout (what it printed)."""
+        for leaf, contents, before in self.writes:
+            if before is None or before.shape != contents.shape:
+                np.copyto(leaf, contents)
+                continue
+            n = contents.dtype.itemsize
+            bits = [np.ascontiguousarray(a).view(np.uint8).reshape(a.shape + (n,)) for a in (contents, before)]
+            changed = (bits[0] != bits[1]).any(-1)
+            leaf[changed] = contents[changed]
         self.writes = []
         for text in self.printed:
             sys.stdout.write(text)
@@ -200,7 +207,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     out_def = pytree.flatten(result, out_leaves)
     writebacks = _writebacks(ctx, concrete_of)
     outputs, concrete = [], []
-    written = {final.id: caller for final, (caller, _) in writebacks.values()}
+    written = {final.id: caller for final, (caller, *_) in writebacks.values()}
     for r in out_leaves:
         if isinstance(r, SymFloat):  # (a Python float of sizes, `n / 2`: the weak scalar of the trace it is)
             r = r.t
@@ -312,7 +319,7 @@ def _writebacks(ctx: TraceContext, by_id: dict) -> dict:
     out = {}
     for s in ctx.mutated.values():
         if s.origin.id in by_id and s.root.value.id != s.origin.id:
-            out[s.origin.id] = (s.root.value, (by_id[s.origin.id], s.root.concrete))
+            out[s.origin.id] = (s.root.value, (by_id[s.origin.id], s.root.concrete, ctx.before.get(id(s))))
     return out
 
 

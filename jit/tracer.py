@@ -115,6 +115,7 @@ class TraceContext:
         self._next = 0
         self._consts: dict[Any, Value] = {}
         self.mutated: dict[int, Storage] = {}  # storages written during the trace, by id
+        self.before: dict[int, np.ndarray] = {}  # their contents before the first write, by the storage's id
         self.raised: str | None = None  # an error an op raised on this call's values (emit), where
         self.eager_views: dict = {}  # id of a storage an eager call's result views, or is viewed by -> the call
         # storages of selects that stand for an array one branch only named (jit/lift.py): numpy's
@@ -312,6 +313,8 @@ class TraceContext:
                 new = self.emit("complex_of", [new, other] if op == "real" else [other, new], {})
             else:
                 raise TraceError(f"a write through a {op} view")
+        if id(s) not in self.mutated:  # (what the traced call's writes change is told from these: TraceResult)
+            self.before[id(s)] = np.array(s.root.concrete, copy=True)
         s.root._set(new)
         s.version += 1
         if t is not s.root:
