@@ -1272,7 +1272,7 @@ class _Typer:
                 return [("store", arr, idx, self.cvt(e, strong(self.arrays[arr][0]), "store"))], env
             raise Unsupported("augmented assignment to this target")
         if isinstance(s, ast.If):
-            c = self.truth(self.expr(s.test, env))
+            c = self.test(s.test, env)
             known = self.decided(s.test, env)  # (a branch it never takes is not typed: its names keep one type)
             then, e1 = self.block(s.body, dict(env)) if known is not False else ([], None)
             orelse, e2 = self.block(s.orelse, dict(env)) if known is not True else ([], None)
@@ -1516,7 +1516,7 @@ class _Typer:
                 out = ("and" if isinstance(e.op, ast.And) else "or", out[1], out, v)
             return out
         if isinstance(e, ast.IfExp):
-            c = self.truth(self.expr(e.test, env))
+            c = self.test(e.test, env)
             a, b = self.expr(e.body, env), self.expr(e.orelse, env)
             if a[1] != b[1]:
                 for v in (a, b):  # (a name's type against another's: a conflict _retype may settle)
@@ -1706,6 +1706,21 @@ class _Typer:
         if common[3:] not in _ELEMENT_DTYPES:
             raise Unsupported(f"searchsorted() comparing as {common[3:]}")
         return ("search", "np.int64", v, self.cvt(key, common), side)
+
+    def test(self, e, env):
+        """The truth of e where nothing but its truth is read (an if's test):
+        `and`, `or` and `not` of operands of any types, each's truth (`i > 0
+        and x[i] > x[i - 1]`, a Python bool and numpy's: as a value, of the
+        type the data picks, but only its truth is read)."""
+        if isinstance(e, ast.BoolOp):
+            out = None
+            for v in e.values:
+                c = self.test(v, env)
+                out = c if out is None else ("and" if isinstance(e.op, ast.And) else "or", "bool", out, c)
+            return out
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            return ("not", "bool", self.test(e.operand, env))
+        return self.truth(self.expr(e, env))
 
     def truth(self, e):
         if _is_vec(e[1]):

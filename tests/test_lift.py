@@ -1105,3 +1105,25 @@ def test_python_int_arithmetic_after_a_loop_is_exact_in_the_call_that_traces():
     for n in (3, 8, 4, 9):
         x = np.arange(n, dtype=np.int32)
         _same(f(x), past_int64(x))
+
+
+def count_rises(x):
+    n = 0
+    for i in range(x.shape[0]):
+        if i > 0 and x[i] > x[i - 1]:
+            n += 1
+        if not (x[i] < 0 or i == 0) and (x[i] == x[i - 1] or i % 2):
+            n += 100
+        m = 1 if i > 1 and x[i] else 2
+        n += m
+    return n
+
+
+def test_and_or_not_of_python_and_numpy_bools_in_a_test():
+    """`i > 0 and x[i] > x[i - 1]` (a Python bool and numpy's) where only
+    its truth is read (an if's or a conditional expression's test) lifts:
+    it was "and/or of values that are not all bools of one type", a trace
+    per length, 64x numpy's time."""
+    for dt in (np.float64, np.int32, np.bool_):
+        f = _check(count_rises, lambda n, r: (r.integers(-2, 3, n).astype(dt),), sizes=(5, 9, 17, 3))
+        assert f.stats()["traces"] == 1, f.explain()
