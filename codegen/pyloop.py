@@ -266,6 +266,40 @@ class _Emitter:
         b.branch(head)
         b.position_at_end(end)
 
+    def s_while(self, tests, bodies):
+        """Trip t runs tests[min(t, k)] (the views it slices set, then the
+        test) and, while it holds, bodies[min(t, k)] (k = len(bodies) - 1:
+        the first k trips typed apart)."""
+        b = self.b
+        end = self.fn.append_basic_block("while.end")
+        k = len(bodies) - 1
+
+        def test(t):
+            pre, c = tests[t]
+            self.block(pre)
+            return self.expr(c)
+        for t in range(k):  # (the trips whose types differ: peeled)
+            body, nxt = self.fn.append_basic_block(f"wpeel{t}"), self.fn.append_basic_block(f"wpeel{t}.next")
+            b.cbranch(test(t), body, end)
+            b.position_at_end(body)
+            self.loops.append((nxt, end))
+            self.block(bodies[t])
+            self.loops.pop()
+            if not b.block.is_terminated:
+                b.branch(nxt)
+            b.position_at_end(nxt)
+        head, body = self.fn.append_basic_block("while.head"), self.fn.append_basic_block("while.body")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(test(k), body, end)
+        b.position_at_end(body)
+        self.loops.append((head, end))
+        self.block(bodies[k])
+        self.loops.pop()
+        if not b.block.is_terminated:
+            b.branch(head)
+        b.position_at_end(end)
+
     # -------------------------------------------------------- expressions
     def expr(self, e):
         v = getattr(self, "e_" + e[0])(*e[1:])

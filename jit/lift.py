@@ -269,7 +269,7 @@ def _same_code(a, b) -> bool:
     return True
 
 
-_STMTS = (ast.Assign, ast.AugAssign, ast.If, ast.For, ast.Break, ast.Continue, ast.Pass)
+_STMTS = (ast.Assign, ast.AugAssign, ast.If, ast.For, ast.While, ast.Break, ast.Continue, ast.Pass)
 _EXPRS = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Subscript,
           ast.Call, ast.Attribute, ast.Tuple, ast.Slice, ast.Load, ast.Store, ast.operator, ast.unaryop, ast.boolop,
           ast.cmpop, ast.expr_context, ast.keyword)
@@ -280,7 +280,8 @@ def _candidate(loop: ast.For) -> bool:
     refuse: types are known only in the trace)."""
     for n in ast.walk(loop):
         if isinstance(n, ast.stmt):
-            if not isinstance(n, _STMTS) or isinstance(n, ast.For) and (n.orelse or not isinstance(n.target, ast.Name)):
+            if not isinstance(n, _STMTS) or isinstance(n, (ast.For, ast.While)) and n.orelse \
+                    or isinstance(n, ast.For) and not isinstance(n.target, ast.Name):
                 return False
         elif not isinstance(n, _EXPRS):
             return False
@@ -306,8 +307,8 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
         if isinstance(s, ast.For) and not in_loop and (_candidate(s) or _over_range(s)):
             sites.append(Site(s, _reads_outside(fdef, s), filename, _candidate(s)))
             continue
-        if isinstance(s, ast.While) and not in_loop and not s.orelse:  # (it may only be a scan: jit/scan.py)
-            sites.append(Site(s, _reads_outside(fdef, s), filename, False))
+        if isinstance(s, ast.While) and not in_loop and not s.orelse:  # (lifted, or a scan: jit/scan.py)
+            sites.append(Site(s, _reads_outside(fdef, s), filename, _candidate(s)))
             continue
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
@@ -815,7 +816,8 @@ def _lift(ctx, site: Site, scope: dict, fn):
                       if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)}
     params, inputs, arrays, env, prologue, resolved = [], [], {}, {}, [], {}
     # (its variable's value before the loop is read neither in it, each trip binds it first, nor after it)
-    target = loop.target.id if isinstance(loop.target, ast.Name) and loop.target.id not in site.outside_reads \
+    target = loop.target.id if isinstance(getattr(loop, "target", None), ast.Name) \
+        and loop.target.id not in site.outside_reads \
         else None
     for name in sorted(names):
         if name in scope and name != target:
@@ -1279,6 +1281,8 @@ class _Typer:
             return [("if", c, tuple(then), tuple(orelse))], _join([e1, e2], self.conflicts)
         if isinstance(s, ast.For):
             return self.for_(s, env)
+        if isinstance(s, ast.While):
+            return self.while_(s, env)
         if isinstance(s, (ast.Break, ast.Continue)):
             if not self.loops:
                 raise Unsupported("break outside a loop")
@@ -1376,6 +1380,34 @@ class _Typer:
             c = self.truth(self.binop("gt" if e[2] == "max" else "lt", second, first))
             return ("select", "bool", c, self.flag_of(name, second), self.flag_of(name, first))
         return ("const", "bool", False)
+
+    def while_(self, s: ast.While, env):
+        """A while loop: its test and body typed at each trip's head until
+        the types settle (as a for loop's), its names after it those of
+        every trip the test may end it at and of its breaks."""
+        heads = [dict(env)]
+        tests, bodies, exits = [], [], []
+        for _ in range(MAX_PEEL + 1):
+            h = dict(heads[-1])
+            saved, self.pending = self.pending, []
+            c = self.test(s.test, h)
+            tests.append((tuple(self.pending), c))  # (the views its test slices, set before it)
+            self.pending = saved
+            self.loops.append(_Loop())
+            ops, out = self.block(list(s.body), h)
+            lp = self.loops.pop()
+            back = _join([out] + lp.continues, self.conflicts)
+            bodies.append(tuple(ops))
+            exits += lp.breaks + [heads[-1]]  # (its test false at this trip's head, or a break)
+            nxt = {k: t for k, t in (back or {}).items() if k in env}
+            if back is None:
+                nxt = heads[-1]  # (every trip breaks: it runs at most one)
+            if nxt == heads[-1]:
+                break
+            heads.append(nxt)
+        else:
+            raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
+        return [("while", tuple(tests), tuple(bodies))], _join(exits, self.conflicts)
 
     def for_(self, s: ast.For, env):
         var = s.target.id

@@ -42,6 +42,8 @@ Statements:
     ("for", name, (start, stop, step), bodies)   range semantics; trip t runs bodies[min(t, k)],
                                        k = len(bodies) - 1: types settle after k trips, and the loop
                                        aborts when it would run fewer
+    ("while", ((pre, test), ...), bodies)   trip t runs tests[min(t, k)] (the setviews `pre`, then
+                                       the test: a bool) and, while it holds, bodies[min(t, k)]
     ("break",) | ("continue",)
     ("setview", name, array, lo, hi, step[, (axis, i)])   a slice's start, length and step (Python's
                                        slice.indices; a bound may be None) in name's hidden slots; of
