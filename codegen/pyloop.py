@@ -240,11 +240,7 @@ class _Emitter:
         for t in range(k):  # (the trips whose types differ: peeled)
             nxt = self.fn.append_basic_block(f"peel{t}.next")
             b.store(b.add(start, b.mul(ir.Constant(I64, t), step)), var)
-            self.loops.append((nxt, end))
-            self.block(bodies[t])
-            self.loops.pop()
-            if not b.block.is_terminated:
-                b.branch(nxt)
+            self._trip(bodies[t], nxt, end)
             b.position_at_end(nxt)
         head, body, latch = (self.fn.append_basic_block(x) for x in ("for.head", "for.body", "for.latch"))
         self.n_loops += 1
@@ -256,11 +252,7 @@ class _Emitter:
         b.cbranch(b.icmp_signed("<", i, n), body, end)
         b.position_at_end(body)
         b.store(b.add(start, b.mul(i, step)), var)
-        self.loops.append((latch, end))
-        self.block(bodies[k])
-        self.loops.pop()
-        if not b.block.is_terminated:
-            b.branch(latch)
+        self._trip(bodies[k], latch, end)
         b.position_at_end(latch)
         b.store(b.add(b.load(i_slot), one), i_slot)
         b.branch(head)
@@ -282,23 +274,24 @@ class _Emitter:
             body, nxt = self.fn.append_basic_block(f"wpeel{t}"), self.fn.append_basic_block(f"wpeel{t}.next")
             b.cbranch(test(t), body, end)
             b.position_at_end(body)
-            self.loops.append((nxt, end))
-            self.block(bodies[t])
-            self.loops.pop()
-            if not b.block.is_terminated:
-                b.branch(nxt)
+            self._trip(bodies[t], nxt, end)
             b.position_at_end(nxt)
         head, body = self.fn.append_basic_block("while.head"), self.fn.append_basic_block("while.body")
         b.branch(head)
         b.position_at_end(head)
         b.cbranch(test(k), body, end)
         b.position_at_end(body)
-        self.loops.append((head, end))
-        self.block(bodies[k])
-        self.loops.pop()
-        if not b.block.is_terminated:
-            b.branch(head)
+        self._trip(bodies[k], head, end)
         b.position_at_end(end)
+
+    def _trip(self, body, cont, brk) -> None:
+        """A trip's statements, `continue` going to block `cont` (and the
+        trip's end, falling through), `break` to `brk`."""
+        self.loops.append((cont, brk))
+        self.block(body)
+        self.loops.pop()
+        if not self.b.block.is_terminated:
+            self.b.branch(cont)
 
     # -------------------------------------------------------- expressions
     def expr(self, e):
