@@ -928,41 +928,57 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
     loop only compares the name, stores it into arrays, takes it into
     Python's max or min, or into arithmetic with an element of an array of
     T (`x[i] - peak`: T's either way, the constant converted exactly), or
-    adds a T to it in place (_Typer.rebind checks the bindings).  A name the
-    function reads after the loop carries a hidden bool, whether it is still
-    a Python number there (the caller decides on it: a graph break).  Adds
-    them to `retyped` (name -> (Python type, T)); whether any was."""
-    done = False
+    adds a T to it in place (_Typer.rebind checks the bindings), or is bound
+    to another name retyped alike (`tot = acc`).  Each carries a hidden
+    bool, whether it is still a Python number: a name bound to it takes it,
+    and where the function reads it after the loop, the caller decides on
+    it (a graph break).  Adds them to `retyped` (name -> (Python type, T));
+    whether any was."""
     consts = {p[0]: k for k, p in enumerate(params) if p[1] == "const"}
     bound = {p[0] for p in params}
-    for name in sorted(conflicts):
-        types_ = conflicts[name]
-        python = [u for u in types_ if is_weak(u)]
-        numpy_ = [u for u in types_ if not is_weak(u)]
-        if name in retyped or len(python) != 1 or len(numpy_) != 1 or python[0] not in ("int", "float") \
-                or name in bound and name not in consts or name in site.outside_reads and name not in consts:
-            continue
-        t = numpy_[0]
+    found, copies = {}, {}
+
+    def candidate(name: str, python: str, t: str) -> None:
         dt = dtype_of(t)
-        if dt.kind not in ("f" if python[0] == "float" else "iuf") or dt.name not in _ELEMENT_DTYPES:
-            continue
-        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt})
-        if not all(uses.get(name, ())):
-            continue
+        if name in retyped or name in found or python not in ("int", "float") or name in bound and name not in consts \
+                or name in site.outside_reads and name not in consts or dt.name not in _ELEMENT_DTYPES \
+                or dt.kind not in ("f" if python == "float" else "iuf"):
+            return
+        if name in consts and (type_of_value(params[consts[name]][3]) != python
+                               or _exactly(params[consts[name]][3], dt) is None):
+            return
+        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt}).get(name, ())
+        if all(uses):
+            found[name] = (python, t)
+            copies[name] = {u for u in uses if type(u) is str}
+    for name in sorted(conflicts):
+        python = [u for u in conflicts[name] if is_weak(u)]
+        numpy_ = [u for u in conflicts[name] if not is_weak(u)]
+        if len(python) == 1 and len(numpy_) == 1:
+            candidate(name, python[0], numpy_[0])
+    for _ in range(len(found) + 1):  # (a name bound to another, `tot = acc`: that one retyped alike too, though
+        for n, to in list(copies.items()):  # its own conflict was not met yet; the flag carried: _Typer.flag_of)
+            for m in to:
+                candidate(m, *found[n])
+    while True:
+        gone = [n for n, to in copies.items() if n in found and any({**retyped, **found}.get(m) != found[n]
+                                                                    for m in to)]
+        if not gone:
+            break
+        for n in gone:
+            del found[n]
+    for name, (python, t) in found.items():
         if name in consts:
             k = consts[name]
             v = params[k][3]
-            if _exactly(v, dt) is None:
-                continue
             params[k] = (name, "const", t, v)  # (the loop's Python function starts from the Python number)
             env[name] = t
-            prologue[:] = [("set", name, ("const", t, _exactly(v, dt))) if op[1] == name else op for op in prologue]
-            if name in site.outside_reads:
-                env[_FLAG + name] = "bool"
-                prologue.append(("set", _FLAG + name, ("const", "bool", True)))
-        retyped[name] = (python[0], t)
-        done = True
-    return done
+            prologue[:] = [("set", name, ("const", t, _exactly(v, dtype_of(t)))) if op[1] == name else op
+                           for op in prologue]
+            env[_FLAG + name] = "bool"
+            prologue.append(("set", _FLAG + name, ("const", "bool", True)))
+        retyped[name] = (python, t)
+    return bool(found)
 
 
 def _exactly(v, dt: np.dtype):
@@ -981,7 +997,8 @@ def _uses(loop, same: set) -> dict:
     the value stored into an element of an array of `same`, an operand of
     arithmetic whose other is an element of one, or a branch of a
     conditional expression that is the value bound to the name itself (`m =
-    x[i] if x[i] > m else m`) or stored]."""
+    x[i] if x[i] > m else m`) or stored; or, for a name bound to it, that
+    name (`tot = acc`: _retype checks it)]."""
     def element(e) -> bool:
         return isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and e.value.id in same \
             and not isinstance(e.slice, (ast.Slice, ast.Tuple))
@@ -990,6 +1007,12 @@ def _uses(loop, same: set) -> dict:
         return isinstance(node, ast.Assign) and value is node.value and all(
             isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in same
             or isinstance(t, ast.Name) and t.id == name for t in node.targets)
+
+    def copied(node, value):  # (`tot = acc`: the name bound to another: ok where that one is retyped alike)
+        if isinstance(node, ast.Assign) and value is node.value and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id != value.id:
+            return node.targets[0].id
+        return False
     parents = {id(c): n for n in ast.walk(loop) for c in ast.iter_child_nodes(n)}
     out: dict = {}
     for node in ast.walk(loop):
@@ -1000,13 +1023,13 @@ def _uses(loop, same: set) -> dict:
                     isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and \
                     element(node.right if child is node.left else node.left) or \
                     isinstance(node, ast.IfExp) and child is not node.test and \
-                    stored(parents.get(id(node)), node, child.id)
+                    stored(parents.get(id(node)), node, child.id) or copied(node, child)
                 out.setdefault(child.id, []).append(ok)
     return out
 
 
 def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved, retyped: dict) -> PyLoop:
-    typer = _Typer(arrays, resolved, retyped, {n for n in retyped if _FLAG + n in env})
+    typer = _Typer(arrays, resolved, retyped)
     try:
         body, after = typer.stmt(site.node, dict(env))
     except Unsupported as e:
@@ -1228,9 +1251,9 @@ class _Typer:
     """Types a loop's statements (the module docstring of shapes/pyloop.py
     says what they become); raises Unsupported for anything else."""
 
-    def __init__(self, arrays: dict, resolved: dict, retyped: dict, flagged: set):
+    def __init__(self, arrays: dict, resolved: dict, retyped: dict):
         self.arrays, self.resolved = arrays, resolved
-        self.retyped, self.flagged = retyped, flagged  # (_retype)
+        self.retyped = retyped  # (_retype)
         self.loops: list[_Loop] = []
         self.conflicts: dict = {}  # name -> the types two paths gave it (_join)
         self.n_hidden = 0
@@ -1362,17 +1385,16 @@ class _Typer:
             e = ("const", t, x)
         elif e[1] != t:
             raise Unsupported(f"{name} is bound to a {e[1]}")
-        ops = [("set", _FLAG + name, ("const", "bool", True) if weak else self.flag_of(name, e))] \
-            if name in self.flagged else []  # (set first: it reads the name's value before this binding)
-        return ops + [("set", name, e)], {**env, name: t}
+        flag = ("set", _FLAG + name, ("const", "bool", True) if weak else self.flag_of(name, e))
+        return [flag, ("set", name, e)], {**env, name: t}  # (the flag first: it reads the value before this one)
 
     def flag_of(self, name: str, e):
         """Whether `name = e` leaves the name its Python number (its flag,
         _retype): where e is the name itself (a select's branch, Python's
         max or min keeping its first argument: `max(m, x[i])` is m unless
         x[i] > m), the flag it had; elsewhere False."""
-        if e[0] == "var" and e[2] == name:
-            return ("var", "bool", _FLAG + name)
+        if e[0] == "var" and e[2] in self.retyped:  # (itself, or another it is bound to: `tot = acc`)
+            return ("var", "bool", _FLAG + e[2])
         if e[0] == "select":
             return ("select", "bool", e[2], self.flag_of(name, e[3]), self.flag_of(name, e[4]))
         if e[0] == "bin" and e[2] in ("max", "min"):
