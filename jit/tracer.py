@@ -7,6 +7,7 @@ each symbolic shape rule agrees with numpy on the hints.
 """
 from __future__ import annotations
 
+import math
 import operator
 import os
 import sys
@@ -568,10 +569,18 @@ class SymInt:
 
     def _cmp(self, o, rel, name):
         e = self._e(o)
+        if e is None and type(o) is float:  # (a size and a Python float: `max(-2.0, i)`, `n > 2.5`)
+            if not math.isfinite(o):  # (no size is NaN or infinite: decided by the float alone)
+                return _COMPARE[name](0, o)
+            if o != math.floor(o):  # (against a fraction: as against the int below it, `n > 2.5` is `n > 2`)
+                if name in ("__eq__", "__ne__"):
+                    return name == "__ne__"
+                rel, name = (sympy.Le, "__le__") if name in ("__lt__", "__le__") else (sympy.Gt, "__gt__")
+            e = sympy.Integer(math.floor(o))  # (decided with a guard, as against an int)
         if e is None:
             if isinstance(o, Tracer):
                 return NotImplemented
-            return getattr(self._specialize(), name)(o)
+            return _COMPARE[name](self._specialize(), o)
         sym = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__eq__": "==", "__ne__": "!="}
         out = self.ctx.env.decide(rel(self.expr, e), f"{user_location()}: {self.expr} {sym[name]} {o}")
         self.ctx.count_decisions()
@@ -621,6 +630,8 @@ class SymInt:
         return PROTOCOL.ufunc(self.ctx, ufunc, method, inputs, kwargs)
 
 
+_COMPARE = {"__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge,
+            "__eq__": operator.eq, "__ne__": operator.ne}
 _PYTHON_OP = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
               np.true_divide: operator.truediv, np.power: operator.pow, np.negative: operator.neg,
               np.absolute: abs}

@@ -272,3 +272,24 @@ def test_numpy_integer_type_of_a_traced_int_beyond_it_raises_numpys_overflow(bac
     f = jit(_to_uint8, backend=backend)
     for b in ([-5, 3], [-7, 100], [1, 3], [-2, 200], [-3, -4]):
         assert_same_as_python(f, _to_uint8, np.array(b))
+
+
+def _size_and_floats(x):
+    n = x.shape[0]
+    return max(-2.0, n), min(n, 7.5), n > 2.5, n < float("inf"), n == float("nan"), n != float("nan"), x * (n >= 3.0)
+
+
+def test_a_size_compares_with_a_python_float():
+    """A size against a Python float (`max(-2.0, i)` of a scan's loop
+    variable, `n > 2.5`): decided on its value with a guard, as against an
+    int (it raised TypeError inside shapejit: '>' not supported between
+    'SymInt' and 'float', and the signature ran in numpy)."""
+    f = jit(_size_and_floats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (4, 5, 9, 2, 3):
+            x = np.arange(float(n))
+            got, want = f(x), _size_and_floats(x)
+            for g, w in zip(got, want):
+                assert type(g) is type(w) and np.array_equal(g, w), (n, got, want)
+    assert f.stats()["traces"] <= 4, f.explain()
