@@ -220,7 +220,7 @@ class _Emitter:
     def s_continue(self):
         self.b.branch(self.loops[-1][0])
 
-    def s_for(self, counter, bounds, bodies):
+    def s_for(self, counter, bounds, bodies, settle=None):
         b = self.b
         start, stop, step = (self.expr(x) for x in bounds)
         zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
@@ -233,12 +233,17 @@ class _Emitter:
         n = b.add(b.udiv(b.sub(span, one), b.select(up, step, b.neg(step))), one)
         n = b.select(ahead, n, zero)
         k = len(bodies) - 1
-        if k:
-            self.abort(b.icmp_signed("<", n, ir.Constant(I64, k)), 5)
+        settle = k if settle is None else settle
+        if settle:
+            self.abort(b.icmp_signed("<", n, ir.Constant(I64, settle)), 5)
         end = self.fn.append_basic_block("for.end")
         var = self.slot(counter, "int")
-        for t in range(k):  # (the trips whose types differ: peeled)
+        for t in range(k):  # (the trips typed apart: peeled; those past `settle` run only where the range has them)
             nxt = self.fn.append_basic_block(f"peel{t}.next")
+            if t >= settle:
+                trip = self.fn.append_basic_block(f"peel{t}")
+                b.cbranch(b.icmp_signed("<", ir.Constant(I64, t), n), trip, end)
+                b.position_at_end(trip)
             b.store(b.add(start, b.mul(ir.Constant(I64, t), step)), var)
             self._trip(bodies[t], nxt, end)
             b.position_at_end(nxt)

@@ -100,7 +100,10 @@ from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, 
 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
 _FLAG = "#w"  # (the hidden bool of a retyped name read after the loop: whether it is a Python number still)
-_KNOWN = "="  # (a typing env's "=name": the infinity or NaN a name holds there, as its repr)
+_KNOWN = "="  # (a typing env's "=name": the Python int, infinity or NaN a name holds there, as its repr)
+_known = lambda text: float(text) if text in ("inf", "-inf", "nan") else int(text)  # (an env's "=name" value)
+_INT_RANGE = {"i": lambda dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)),
+              "u": lambda dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)), "b": lambda dt: (0, 1)}
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
 FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
@@ -858,8 +861,8 @@ def _lift(ctx, site: Site, scope: dict, fn):
                 raise Unsupported(f"{name} = {v} does not fit 64 bits")
             params.append((name, "const", t, v))
             env[name] = t
-            if t == "float" and not math.isfinite(v):  # (what a comparison with an integer decides: _Typer.decided)
-                env[_KNOWN + name] = repr(v)
+            if t == "int" or t == "float" and not math.isfinite(v):  # (what a comparison with an integer decides:
+                env[_KNOWN + name] = repr(v)  # _Typer.decided)
             prologue.append(("set", name, ("const", t, v)))
     _no_aliasing(inputs, [p[1] for p in params if p[1] != "const"])
     retyped: dict = {}  # (name -> (its Python type, the numpy type it is typed: _retype))
@@ -1297,10 +1300,15 @@ class _Typer:
                 return [("store", arr, idx, self.cvt(e, strong(self.arrays[arr][0]), "store"))], env
             raise Unsupported("augmented assignment to this target")
         if isinstance(s, ast.If):
+            known = self.decided(s.test, env)
+            if known is not None:  # (the branch it takes, alone: the names of the other keep no type of theirs;
+                outcome, other = known  # the other operand still read, its index checked)
+                self.n_hidden += 1
+                ops, out = self.block(s.body if outcome else s.orelse, dict(env))
+                return [("set", f"#d{self.n_hidden}", other)] + ops, out
             c = self.test(s.test, env)
-            known = self.decided(s.test, env)  # (a branch it never takes is not typed: its names keep one type)
-            then, e1 = self.block(s.body, dict(env)) if known is not False else ([], None)
-            orelse, e2 = self.block(s.orelse, dict(env)) if known is not True else ([], None)
+            then, e1 = self.block(s.body, dict(env))
+            orelse, e2 = self.block(s.orelse, dict(env))
             return [("if", c, tuple(then), tuple(orelse))], _join([e1, e2], self.conflicts)
         if isinstance(s, ast.For):
             return self.for_(s, env)
@@ -1347,32 +1355,40 @@ class _Typer:
             return out, env
         raise Unsupported("assignment to this target")
 
-    def decided(self, test, env) -> bool | None:
-        """The outcome of a comparison of an integer with an infinity or NaN
-        a name holds (`best = -np.inf` then `if x[i] > best:` over integers,
-        at the first trip: numpy compares them as float64s, and no integer is
-        infinite), or None."""
+    def decided(self, test, env):
+        """(the outcome, the other operand typed) of a comparison of an
+        integer with an infinity or NaN a name holds (`best = -np.inf` then
+        `if x[i] > best:` over integers, at the first trip: numpy compares
+        them as float64s, and no integer is infinite), or with a Python int
+        past the range of its dtype (`best = np.iinfo(np.int64).max` over
+        int32s: numpy 2 compares them exactly); or None."""
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1) or _PYOPS.get(type(test.ops[0])) is None:
             return None
         sides = [test.left, test.comparators[0]]
-        known = [float(env[_KNOWN + x.id]) if isinstance(x, ast.Name) and _KNOWN + x.id in env else None
+        known = [_known(env[_KNOWN + x.id]) if isinstance(x, ast.Name) and _KNOWN + x.id in env else None
                  for x in sides]
         if (known[0] is None) == (known[1] is None):
             return None
-        other = sides[known[0] is not None]
-        t = self.expr(other, env)[1]
+        other = self.expr(sides[known[0] is not None], env)
+        t = other[1]
         if not (is_weak(t) or t.startswith("np.")) or dtype_of(t).kind not in "biu":
             return None
-        a, b = [0 if k is None else k for k in known]  # (any integer compares with them as 0 does)
-        return bool(_FUNCS[_PYOPS[type(test.ops[0])]](a, b))
+        k = known[0] if known[0] is not None else known[1]
+        if type(k) is int:  # (past the dtype's range: as 0 compares with 1, or with -1)
+            if is_weak(t) or _INT_RANGE[dtype_of(t).kind](dtype_of(t))[0] <= k <= _INT_RANGE[dtype_of(t).kind](
+                    dtype_of(t))[1]:
+                return None
+            k = 1 if k > 0 else -1
+        a, b = [0 if x is None else k for x in known]  # (any integer compares with them as 0 does)
+        return bool(_FUNCS[_PYOPS[type(test.ops[0])]](a, b)), other
 
     def rebind(self, name: str, e, env):
         """name = e; for a retyped name (_retype), a constant Python number
         converted to its numpy type, and its flag set."""
         if name not in self.retyped:
-            v = _folded(e) if e[1] == "float" else None
+            v = _folded(e) if e[1] in ("float", "int") else None
             env = {k: t for k, t in env.items() if k != _KNOWN + name}
-            if v is not None and not math.isfinite(v):
+            if type(v) is int or v is not None and not math.isfinite(v):
                 env[_KNOWN + name] = repr(v)
             return [("set", name, e)], {**env, name: e[1]}
         python, t = self.retyped[name]
@@ -1480,7 +1496,11 @@ class _Typer:
         else:
             raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
         after = _join([heads[-1]] + exits, self.conflicts)
-        return [("for", counter, bounds, tuple(bodies[:len(heads)]))], after
+        # (the trips its types take to settle, fewer than the trips typed apart where only a known value
+        # changed, `n = 0` then `n += 1`: a call of fewer trips than these aborts, its names of other types)
+        types = [{k: t for k, t in h.items() if not k.startswith(_KNOWN)} for h in heads]
+        settle = next(t for t in range(len(heads)) if types[t] == types[-1])
+        return [("for", counter, bounds, tuple(bodies[:len(heads)]), settle)], after
 
     def element(self, target: ast.Subscript, env):
         if not isinstance(target.value, ast.Name) or target.value.id not in self.arrays:

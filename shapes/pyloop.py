@@ -39,9 +39,10 @@ Statements:
     ("set", name, e)                   the slot (name, e's type)
     ("store", array, (i, ...), e)      e already of the array's dtype
     ("if", c, then, orelse)
-    ("for", name, (start, stop, step), bodies)   range semantics; trip t runs bodies[min(t, k)],
-                                       k = len(bodies) - 1: types settle after k trips, and the loop
-                                       aborts when it would run fewer
+    ("for", name, (start, stop, step), bodies[, settle])   range semantics; trip t runs
+                                       bodies[min(t, k)], k = len(bodies) - 1; types settle after
+                                       `settle` trips (k if not given), and the loop aborts when it
+                                       would run fewer
     ("while", ((pre, test), ...), bodies)   trip t runs tests[min(t, k)] (the setviews `pre`, then
                                        the test: a bool) and, while it holds, bodies[min(t, k)]
     ("break",) | ("continue",)

@@ -1273,3 +1273,22 @@ def test_a_retyped_name_bound_to_another_carries_whether_it_is_a_python_number()
                       (np.array([1.0, 2.0, 3.0], dt), np.array([False, False, False])),
                       (np.array([-1.0, -2.0], dt), np.array([True, False]))):
             _same(g(x, fl), copy_kept(x, fl))
+
+
+def running_min_past_range(cost):
+    best = np.iinfo(np.int64).max
+    for i in range(len(cost)):
+        if cost[i] < best:
+            best = cost[i]
+    return best
+
+
+def test_a_python_int_past_the_dtype_compares_as_decided():
+    """`best = np.iinfo(np.int64).max` over int32 data: numpy 2 compares an
+    int32 and a Python int past its range exactly, so the first trip's
+    branch is decided when typed (the comparison's conversion aborted: a
+    trace per length)."""
+    for dt in (np.int32, np.uint8, np.int16):
+        f = _check(running_min_past_range, lambda n, r: (r.integers(0, 100, n).astype(dt),), sizes=(10, 11, 12, 13))
+        assert f.stats()["traces"] == 1, f.explain()
+        _same(f(np.zeros(0, dt)), running_min_past_range(np.zeros(0, dt)))
