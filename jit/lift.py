@@ -1805,10 +1805,11 @@ class _Typer:
         ta, tb = a[1], b[1]
         r = _ask(_FUNCS[op], ta, tb)
         if op in COMPARISONS:
-            for x, y in ((a, b), (b, a)):  # (a retyped name: compared as its Python number would be, _retype)
-                if x[0] == "var" and x[2] in self.retyped:
-                    t = self.retyped[x[2]][1]
-                    if not (y[1] == t or y[0] == "const" and is_weak(y[1]) and _exactly(y[2], dtype_of(t)) is not None):
+            for x, y in ((a, b), (b, a)):  # (a retyped name: compared as its Python number would be, _retype:
+                if x[0] == "var" and x[2] in self.retyped:  # with one of its type, a constant exactly of it, or
+                    t = self.retyped[x[2]][1]  # a Python number of that very type: a Python float, a float64)
+                    if not (y[1] == t or y[0] == "const" and is_weak(y[1]) and _exactly(y[2], dtype_of(t)) is not None
+                            or is_weak(y[1]) and y[1] != "bool" and dtype_of(y[1]) == dtype_of(t)):
                         raise Unsupported(f"{x[2]} compared with a {y[1]}")
             if is_weak(ta) and is_weak(tb):
                 c = "float" if "float" in (ta, tb) else "int"

@@ -1292,3 +1292,21 @@ def test_a_python_int_past_the_dtype_compares_as_decided():
         f = _check(running_min_past_range, lambda n, r: (r.integers(0, 100, n).astype(dt),), sizes=(10, 11, 12, 13))
         assert f.stats()["traces"] == 1, f.explain()
         _same(f(np.zeros(0, dt)), running_min_past_range(np.zeros(0, dt)))
+
+
+def sum_until(x, t):
+    s = 0
+    i = 0
+    while i < x.shape[0] and s < t:
+        s += x[i]
+        i += 1
+    return s, i
+
+
+def test_a_retyped_name_compares_with_a_python_number_of_its_very_type():
+    """s (a Python int, then numpy's float64) against t, a Python float: a
+    Python float is a float64, so the comparison is the same either way and
+    the loop lifts (probe 11: a trace per length)."""
+    f = _check(sum_until, lambda n, r: (r.random(n), 2.5), sizes=(3, 5, 9, 17, 0))
+    assert f.stats()["traces"] <= 2, f.explain()  # (s still the Python 0, for no trip, or not: a graph break)
+    _check(sum_until, lambda n, r: (r.random(n).astype(np.float32), 2.5), sizes=(3, 5), lifted=False)
