@@ -917,6 +917,9 @@ class _Traceables:
         variable) v found at `path` (None: not a path a call can read)."""
         if v is np:
             return self.proxy
+        if isinstance(v, functools.partial) and type(v) is not functools.partial and jitted(v.func) is not None \
+                and len(v.args) == 1 and not v.keywords:  # (a jitted method bound to its object, jit/api.py _Bound:
+            v = types.MethodType(jitted(v.func), v.args[0])  # its function, traced inline, on the object)
         if path is not None and isinstance(v, types.MethodType) and holder(v.__self__) \
                 and isinstance(v.__func__, types.FunctionType):  # (a bound method passed in: self.alpha keyed)
             return types.MethodType(self.function(v.__func__, path.child("attr", "__func__")),

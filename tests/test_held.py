@@ -541,3 +541,28 @@ def test_a_new_object_of_the_same_class_is_served_by_the_same_entries_and_not_ke
     gc.collect()
     assert sum(r() is not None for r in refs) == 0
     assert Request.run.stats()["traces"] <= 2 and Request.run.stats()["eager_calls"] == 0
+
+
+class _Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    @jit
+    def forward(self, x):
+        return x * self.k
+
+
+def _twice(x, f):
+    return f(f(x))
+
+
+def test_a_jitted_method_passed_in_is_traced_inline_and_keyed():
+    """`m.forward` of a jitted method passed as an argument: traced inline on
+    its object, what it reads of it keyed (no warning that it cannot be)."""
+    g, m, x = jit(_twice), _Scaler(2.0), np.arange(3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        np.testing.assert_array_equal(g(x, m.forward), x * 4)
+        m.k = 3.0
+        np.testing.assert_array_equal(g(x, m.forward), x * 9)
+        np.testing.assert_array_equal(g(x, _Scaler(5.0).forward), x * 25)
