@@ -52,6 +52,8 @@ def token(v, depth: int = 0):
     t = type(v)
     if t is float:
         return float, v.hex()
+    if t is _Same:  # (an object's identity, read where the trace compared or hashed it: Path step "is")
+        return v
     if t in _VALUES:
         return t, v
     if t is complex:
@@ -69,11 +71,11 @@ def token(v, depth: int = 0):
     if isinstance(v, type) and depth < 4 and _users_class(v):  # (a class of the user's: itself and the
         # plain values its body binds, `Cfg.eps`, read again at every call; an array there is not keyed)
         names, last, tok = _CLASS_VALUES.get(v) or (None, None, None)
-        if names is None:
-            names = tuple(k for k, x in vars(v).items() if not k.startswith("__") and not callable(x)
-                          and not isinstance(x, (property, staticmethod, classmethod)))
-        d = v.__dict__
-        values = [d.get(k) for k in names]
+        if names is None:  # (its own and those it inherits from the user's classes: `class B(A)`, A.SCALE)
+            names = tuple(dict.fromkeys(k for c in v.__mro__ if c is not object and _users_class(c)
+                                        for k, x in vars(c).items() if not k.startswith("__") and not callable(x)
+                                        and not isinstance(x, (property, staticmethod, classmethod))))
+        values = [getattr(v, k, None) for k in names]
         if last is None or not all(map(is_, values, last)):  # (the same objects as last time: the same token)
             # (an array by its identity: the trace reads its contents at every call, but one bound in its place
             # is another array)
@@ -170,7 +172,8 @@ class Path:
     """root: ("self",) | ("arg", leaf index) | ("global", name) | ("cell", index);
     steps: ("attr", name) | ("item", index) | ("global", name) (a global of
     the function reached so far, a helper) | ("cell", index) (its closure
-    variable), applied in order."""
+    variable) | ("len", 0) | ("keys", 0) | ("type", 0) (its class) | ("is", 0)
+    (its identity, as a token: compared or hashed), applied in order."""
     root: tuple
     steps: tuple = ()
 
@@ -197,6 +200,10 @@ class Path:
                 x = len(x)
             elif op == "keys":
                 x = tuple(x)
+            elif op == "is":
+                x = _Same(x)
+            elif op == "type":
+                x = type(x)
             else:
                 x = x.__closure__[k].cell_contents
         return x
@@ -212,7 +219,7 @@ class Path:
 
 
 _STEP_TEXT = {"attr": ".{}", "item": "[{!r}]", "global": ".__globals__[{!r}]", "cell": ".__closure__[{}]",
-              "len": ".__len__()", "keys": ".keys()"}
+              "len": ".__len__()", "keys": ".keys()", "is": " (its identity)", "type": ".__class__"}
 
 
 def _function(fn):
@@ -368,9 +375,14 @@ class HeldObject:
     def __getattr__(self, name):
         obj = object.__getattribute__(self, "_obj")
         prop = getattr(type(obj), name, None)
-        if isinstance(prop, property) and prop.fget is not None:  # (what it reads of self is keyed through it)
-            return self._lifter.traceable(prop.fget, self._path.child("attr", name))(self)
-        v = getattr(obj, name)
+        if isinstance(prop, property) and prop.fget is not None:  # (what it reads, of self and its globals, is
+            getter = self._path.child("type", 0).child("attr", name).child("attr", "fget")  # keyed through it)
+            return self._lifter.traceable(prop.fget, getter)(self)
+        try:
+            v = getattr(obj, name)
+        except AttributeError:  # (`hasattr(o, "extra")`, `getattr(o, "extra", 1.0)`: keyed as missing)
+            self._lifter.guarded.setdefault(self._path.child("attr", name), MISSING)
+            raise
         inner = jitted(getattr(v, "func", v))  # (a jitted method: jit/api.py binds it as partial(jf, obj))
         if inner is not None and (not isinstance(v, partial) or v.args == (obj,) and not v.keywords):
             # (another jit's method on this object, traced inline as this view's: what it reads keyed)
@@ -378,6 +390,12 @@ class HeldObject:
         if isinstance(v, types.MethodType) and v.__self__ is obj:
             # (what the method reads is keyed through it: a bound method reads as its function)
             return types.MethodType(self._lifter.traceable(v.__func__, self._path.child("attr", name)), self)
+        if isinstance(v, types.MethodType) and v.__self__ is type(obj):  # (a classmethod: its class's values and
+            self._lifter.guard(self._path.child("type", 0), v.__self__)  # its function's globals keyed)
+            return types.MethodType(self._lifter.traceable(v.__func__, self._path.child("attr", name).child(
+                "attr", "__func__")), v.__self__)
+        if isinstance(v, types.FunctionType) and name not in getattr(obj, "__dict__", {}):  # (a staticmethod)
+            return self._lifter.traceable(v, self._path.child("attr", name))
         if name in getattr(obj, "__dict__", {}) or not callable(v):  # (a class's attribute read through self
             return self._lifter.wrap(self._path.child("attr", name), v)  # is keyed as the instance's)
         return v
@@ -395,14 +413,16 @@ class HeldObject:
     # (isinstance() and == see the object itself: `isinstance(cfg, Config)`, `cfg == DEFAULT`)
     __class__ = property(lambda self: type(object.__getattribute__(self, "_obj")))
 
+    # (==, != and hash() read the object's identity -- object's own -- or what a user's __eq__ reads: its
+    # identity keyed, and the other's, as a new instance of the class would otherwise be served the same answer)
     def __eq__(self, other):
-        return object.__getattribute__(self, "_obj") == _unheld(other)
+        return _identity(self) == _identity(other)
 
     def __ne__(self, other):
-        return object.__getattribute__(self, "_obj") != _unheld(other)
+        return _identity(self) != _identity(other)
 
     def __hash__(self):
-        return hash(object.__getattribute__(self, "_obj"))
+        return hash(_identity(self))
 
     def __repr__(self):
         return f"HeldObject({self._path})"
@@ -410,6 +430,15 @@ class HeldObject:
 
 def _unheld(x):
     return object.__getattribute__(x, "_obj") if type(x) is HeldObject else x
+
+
+def _identity(x):
+    """The object a HeldObject views, its identity keyed at its path; anything else as it is."""
+    if type(x) is not HeldObject:
+        return x
+    obj, path = object.__getattribute__(x, "_obj"), object.__getattribute__(x, "_path")
+    object.__getattribute__(x, "_lifter").guarded.setdefault(path.child("is", 0), _Same(obj))
+    return obj
 
 
 class HeldSequence:

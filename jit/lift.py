@@ -1638,17 +1638,16 @@ class _Typer:
         base = e.value
         if isinstance(base, ast.Name) and (self.resolved.get(base.id), e.attr) in _CONSTANTS:
             return ("const", "float", float(getattr(self.resolved[base.id], e.attr)))
-        if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and isinstance(base.func.value, ast.Name) \
-                and self.resolved.get(base.func.value.id) is np and base.func.attr in _INFO and len(base.args) == 1 \
-                and not base.keywords and e.attr in _INFO[base.func.attr]:
+        f = base.func if isinstance(base, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and self.resolved.get(f.value.id) is np \
+                and f.attr in _INFO and len(base.args) == 1 and not base.keywords and e.attr in _INFO[f.attr]:
             a = base.args[0]
-            if isinstance(a, ast.Attribute) and a.attr == "dtype" and isinstance(a.value, ast.Name) \
-                    and a.value.id in self.arrays:
+            named = isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
+            if named and a.attr == "dtype" and a.value.id in self.arrays:
                 dt = self.arrays[a.value.id][0]
             else:
-                t = self.resolved.get(a.value.id) if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) \
-                    else None
-                t = getattr(t, a.attr, None) if t is np else self.resolved.get(a.id) if isinstance(a, ast.Name) else None
+                t = getattr(np, a.attr, None) if named and self.resolved.get(a.value.id) is np else \
+                    self.resolved.get(a.id) if isinstance(a, ast.Name) else None
                 if not (isinstance(t, type) and issubclass(t, np.generic)):
                     raise Unsupported(f"np.{base.func.attr}() of something other than a numpy type or x.dtype")
                 dt = np.dtype(t)

@@ -111,7 +111,9 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
         elif isinstance(x, _Iterator):  # (one key for all: each runs in numpy, Signature.of)
             key.append((t, _ITERATOR))
         elif holder(x):  # (an object of the user's: what traces read of it is keyed at its paths, jit/held.py;
-            key.append((t, _OBJECT))  # by identity, each new instance traced again and was kept for good)
+            # by identity, each new instance traced again and was kept for good), and which leaf before is it
+            same = next((j for j, y in enumerate(leaves[:k]) if y is x), -1)  # (`a is b`)
+            key.append((t, _OBJECT, same))
         else:
             try:
                 hash(x)

@@ -19,8 +19,8 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.fingerprint import global_names
-from jit.held import HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, holds_arrays, jitted, refuse_random, \
-    token, user_file, user_module
+from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, holds_arrays, jitted, \
+    refuse_random, token, user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
     eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -119,12 +119,15 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     n_arrays = 0
     lifter = Lifter(ctx, held_input)
     traceables = _Traceables(_NumpyProxy(ctx), lifter)
+    objects: dict = {}  # (one view of an object passed twice: `a is b`, its key says so)
     for k, (leaf, spec) in enumerate(zip(leaves, specs)):
         if spec.kind == "static":
             # (an object, a function, a class or a module passed in: what the trace reads through it is
             # keyed at its paths, as through a global; by its identity alone, a change to it was not seen)
-            traced_leaves.append(HeldObject(lifter, Path(("arg", k)), leaf) if holder(leaf) else
-                                 traceables.value(leaf, Path(("arg", k))) if _reads_through(leaf) else leaf)
+            if holder(leaf):
+                traced_leaves.append(objects.setdefault(id(leaf), HeldObject(lifter, Path(("arg", k)), leaf)))
+            else:
+                traced_leaves.append(traceables.value(leaf, Path(("arg", k))) if _reads_through(leaf) else leaf)
             continue
         if spec.kind == "int":  # a dynamic int: a symbol bound from its value, not a graph input
             # no range (nor sympy sign assumption, which would make the sign guard vanish)
@@ -281,7 +284,7 @@ def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
         try:
             now = token(p.fetch(fn, leaves))
         except (AttributeError, IndexError, KeyError, TypeError, ValueError):
-            now = None
+            now = MISSING  # (a missing attribute it read, `hasattr(o, "extra")`, is so still: keyed as missing)
         if now == t:
             keep[p] = t
         else:

@@ -566,3 +566,72 @@ def test_a_jitted_method_passed_in_is_traced_inline_and_keyed():
         m.k = 3.0
         np.testing.assert_array_equal(g(x, m.forward), x * 9)
         np.testing.assert_array_equal(g(x, _Scaler(5.0).forward), x * 25)
+
+
+G_FACTOR = 2.0
+
+
+class Tagged:
+    SCALE = 3.0
+
+    def __init__(self, a=1.0):
+        self.a = a
+
+    @classmethod
+    def scaled(cls, x):
+        return x * cls.SCALE
+
+    @staticmethod
+    def shifted(x):
+        return x + G_FACTOR
+
+    @property
+    def twice(self):
+        return self.a * G_FACTOR
+
+
+class TaggedChild(Tagged):
+    pass
+
+
+def _through_object(o, x):
+    return o.scaled(x) + o.shifted(x) + o.twice + getattr(o, "extra", 0.5)
+
+
+def _same_objects(a, b, items, x):
+    return x * (2 if a is b else 1) + x * (3 if a in items else 0)
+
+
+def _inherited(c, x):
+    return x * c.SCALE
+
+
+def test_what_an_object_reads_through_its_class_and_its_identity_are_keyed():
+    """A classmethod and a staticmethod called through an object, a property
+    reading a global, an attribute read as missing (`getattr(o, "extra",
+    0.5)`), a class attribute inherited by a subclass passed in, and the
+    identity an object's `is`, `in` and `==` read: each is keyed, so a
+    change or another object is never served a stale answer (probe 12)."""
+    global G_FACTOR
+    x = np.arange(3.0)
+    f = jit(_through_object)
+    o = Tagged()
+    np.testing.assert_array_equal(f(o, x), _through_object(o, x))
+    try:
+        Tagged.SCALE, G_FACTOR = 4.0, 3.0
+        np.testing.assert_array_equal(f(o, x), _through_object(o, x))
+        o2 = Tagged(5.0)
+        o2.extra = 7.0
+        np.testing.assert_array_equal(f(o2, x), _through_object(o2, x))
+    finally:
+        Tagged.SCALE, G_FACTOR = 3.0, 2.0
+    g, a, b = jit(_same_objects), Tagged(), Tagged()
+    for args in ((a, a, [a], x), (a, b, [b], x), (b, b, [a], x), (a, b, [a, b], x)):
+        np.testing.assert_array_equal(g(*args), _same_objects(*args))
+    h = jit(_inherited)
+    np.testing.assert_array_equal(h(TaggedChild, x), x * 3)
+    try:
+        Tagged.SCALE = 6.0
+        np.testing.assert_array_equal(h(TaggedChild, x), x * 6)
+    finally:
+        Tagged.SCALE = 3.0
