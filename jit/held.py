@@ -268,9 +268,15 @@ def refuse_random(x, where) -> None:
 def holder(x) -> bool:
     """An object whose attributes may hold arrays: an instance of a class the
     user's program defines (not numpy's, a library's or the standard library's)."""
-    if isinstance(x, _PLAIN) or not (hasattr(x, "__dict__") or hasattr(type(x), "__slots__")):
-        return False  # (an object of slots holds arrays as one of a __dict__ does)
-    return user_module(sys.modules.get(type(x).__module__))
+    return holder_type(type(x))
+
+
+@functools.lru_cache(maxsize=512)
+def holder_type(t: type) -> bool:
+    """Whether t's objects are held (holder): a user's class whose instances have a __dict__ or slots (an
+    object of slots holds arrays as one of a __dict__ does)."""
+    return not issubclass(t, _PLAIN) and (t.__dictoffset__ != 0 or hasattr(t, "__slots__")) \
+        and user_module(sys.modules.get(t.__module__))
 
 
 _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), os.path.dirname(np.__file__).rsplit(os.sep, 1)[0]})

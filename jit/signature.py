@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jit.held import RANDOM_STATES, holder
+from jit.held import RANDOM_STATES, holder_type
 from jit.trace import InputSpec
 from shapes.env import SYMBOLIC_FROM
 
@@ -108,12 +108,16 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
         elif isinstance(x, _generic):
             runtime.append(x)
             key.append(x.dtype)
+        elif holder_type(t):  # (an object of the user's: what traces read of it is keyed at its paths, jit/held.py;
+            # by identity, each new instance traced again and was kept for good), and which leaf before is the
+            same = -1  # same object (`a is b`)
+            for j in range(k):
+                if leaves[j] is x:
+                    same = j
+                    break
+            key.append((t, _OBJECT, same))
         elif isinstance(x, _Iterator):  # (one key for all: each runs in numpy, Signature.of)
             key.append((t, _ITERATOR))
-        elif holder(x):  # (an object of the user's: what traces read of it is keyed at its paths, jit/held.py;
-            # by identity, each new instance traced again and was kept for good), and which leaf before is it
-            same = next((j for j, y in enumerate(leaves[:k]) if y is x), -1)  # (`a is b`)
-            key.append((t, _OBJECT, same))
         else:
             try:
                 hash(x)
