@@ -1259,10 +1259,15 @@ def _outer(ctx, op, rows, cols):
     return ctx.emit(op, [expand_dims(ctx, rows, 1), expand_dims(ctx, cols, 0)], {})
 
 
+def _offset(k) -> bool:
+    """A diagonal offset these build over the sizes: an int, or a size."""
+    return _concrete_int(k) or type(k) is SymInt
+
+
 def tri(ctx, N, M=None, k=0, dtype=float, *, like=None):
     """numpy's definition: m[i, j] = i >= j - k (k a size too: a KV cache's causal mask `np.tri(T, S, S - T)`
     was traced once per shape)."""
-    if like is not None or not (_concrete_int(k) or type(k) is SymInt):
+    if like is not None or not _offset(k):
         return None
     M = N if M is None else M
     rows, cols = arange(ctx, N), arange(ctx, -k, M - k)
@@ -1274,7 +1279,7 @@ def tri(ctx, N, M=None, k=0, dtype=float, *, like=None):
 def _triangle(lower):
     def handler(ctx, m, k=0):
         m = ctx.operand(m)
-        if m.ndim < 2 or not (_concrete_int(k) or type(k) is SymInt):
+        if m.ndim < 2 or not _offset(k):
             return None
         # numpy: where(tri(..., k) , m, 0) for tril; where(tri(..., k - 1), 0, m) for triu
         mask = tri(ctx, m.shape[-2], m.shape[-1], k if lower else k - 1, bool)
@@ -1285,7 +1290,7 @@ def _triangle(lower):
 
 def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
     """m[i, j] = (i + k == j)."""
-    if order != "C" or like is not None or device not in (None, "cpu") or not (_concrete_int(k) or type(k) is SymInt):
+    if order != "C" or like is not None or device not in (None, "cpu") or not _offset(k):
         return None
     if isinstance(N, (int, np.integer, SymInt)) and isinstance(M, (int, np.integer, SymInt, type(None))):
         _sizes(ctx, (N,) if M is None else (N, M))
