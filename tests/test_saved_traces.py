@@ -49,11 +49,11 @@ def fn(x):
 """
 
 
-def run(tmp_path, rows, model=MODEL, extra=None, env_extra=None):
+def run(tmp_path, rows, model=MODEL, extra=None, env_extra=None, driver=DRIVER):
     (tmp_path / "model.py").write_text(textwrap.dedent(model))
     for name, text in (extra or {}).items():
         (tmp_path / name).write_text(textwrap.dedent(text))
-    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "driver.py").write_text(textwrap.dedent(driver))
     env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]), PYTHONDONTWRITEBYTECODE="1")
     env.pop("SHAPEJIT_TRACE_CACHE", None)
@@ -463,15 +463,7 @@ def test_namedtuple_and_dataclass_arguments_and_results_are_served_from_saved_tr
     and methods' code): a new process serves them without tracing (each was
     traced in every process); an edit to the class is a miss."""
     def go(model):
-        (tmp_path / "model.py").write_text(textwrap.dedent(model))
-        (tmp_path / "driver.py").write_text(textwrap.dedent(RECORDS_DRIVER))
-        env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"),
-                   PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]), PYTHONDONTWRITEBYTECODE="1")
-        env.pop("SHAPEJIT_TRACE_CACHE", None)
-        out = subprocess.run([sys.executable, str(tmp_path / "driver.py"), "7"], env=env, capture_output=True,
-                             text=True, timeout=120, cwd=str(tmp_path))
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return run(tmp_path, [7], model=model, driver=RECORDS_DRIVER)
     first = go(RECORDS)
     assert first["ok"] and first["traces"] == 1
     again = go(RECORDS)
@@ -515,15 +507,7 @@ def test_a_jitted_method_and_a_function_taking_an_object_are_served_from_saved_t
     jitted method without tracing (it traced in every process), and only
     while what it read (self.k) is the same."""
     def go(k):
-        (tmp_path / "model.py").write_text(textwrap.dedent(METHODS))
-        (tmp_path / "driver.py").write_text(textwrap.dedent(METHODS_DRIVER))
-        env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path / "cache"),
-                   PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]), PYTHONDONTWRITEBYTECODE="1")
-        env.pop("SHAPEJIT_TRACE_CACHE", None)
-        out = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(k)], env=env, capture_output=True,
-                             text=True, timeout=120, cwd=str(tmp_path))
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return run(tmp_path, [k], model=METHODS, driver=METHODS_DRIVER)
     assert go(2.0) == {"ok": True, "traces": 2}
     assert go(2.0) == {"ok": True, "traces": 0}
     assert go(3.0) == {"ok": True, "traces": 2}
