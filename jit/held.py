@@ -434,6 +434,21 @@ class HeldObject:
         return f"HeldObject({self._path})"
 
 
+def traced_type(x):
+    """type(x) as a traced function sees it (jit/lift.py rewrites the call):
+    of an object the trace views (HeldObject), its own class, whose values
+    are keyed (`type(o) is P`, `type(o).K`); of a held list or dict, list,
+    tuple or dict; anything else's type."""
+    t = type(x)
+    if t is HeldObject:
+        obj, path = object.__getattribute__(x, "_obj"), object.__getattribute__(x, "_path")
+        object.__getattribute__(x, "_lifter").guard(path.child("type", 0), type(obj))
+        return type(obj)
+    if t in (HeldSequence, HeldMapping):
+        return type(object.__getattribute__(x, "_seq" if t is HeldSequence else "_map"))
+    return t
+
+
 def _unheld(x):
     return object.__getattribute__(x, "_obj") if type(x) is HeldObject else x
 

@@ -90,6 +90,7 @@ import warnings
 import numpy as np
 
 from jit import scan
+from jit.held import traced_type
 from jit.errors import warn
 from jit.tracer import (Fallback, SymInt, Tracer, traced_float, traced_int, traced_len, traced_max, traced_min,
                         user_location)
@@ -107,7 +108,8 @@ _INT_RANGE = {"i": lambda dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)),
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
 FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
-_CONVERSIONS = {"int": INT_HOOK, "float": FLOAT_HOOK}
+TYPE_HOOK = "__sj_type__"  # (`type(x)`: jit/held.py traced_type)
+_CONVERSIONS = {"int": INT_HOOK, "float": FLOAT_HOOK, "type": TYPE_HOOK}
 MAX_PEEL = 3  # trips a loop's types may take to settle
 STRICT = False  # an internal error while lifting raises (tests) instead of leaving the loop to the trace
 ENABLED = True  # (tests of the re-roll pass turn lifting off: their loops would lift)
@@ -227,9 +229,9 @@ def _rewrite(fn) -> Rewritten | None:
 
 
 def _conversions(fdef, names: list) -> list:
-    """The calls `int(x)` (`float(x)`: the names) of one argument in fdef's
-    own body (not a nested function's or class's, whose `int` may be
-    another)."""
+    """The calls `int(x)` (`float(x)`, `type(x)`: the names) of one argument
+    in fdef's own body (not a nested function's or class's, whose `int` may
+    be another)."""
     out = []
 
     def visit(node):
@@ -640,7 +642,8 @@ def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
     new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn), IF_HOOK: IfHook(ctx, r),
-                                      INT_HOOK: traced_int, FLOAT_HOOK: traced_float}, fn.__name__,
+                                      INT_HOOK: traced_int, FLOAT_HOOK: traced_float, TYPE_HOOK: traced_type},
+                             fn.__name__,
                              fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new

@@ -635,3 +635,23 @@ def test_what_an_object_reads_through_its_class_and_its_identity_are_keyed():
         np.testing.assert_array_equal(h(TaggedChild, x), x * 6)
     finally:
         Tagged.SCALE = 3.0
+
+
+def _typed(o, x):
+    return x * (2 if type(o) is Tagged else 1) * type(o).SCALE
+
+
+def test_type_of_an_object_argument_is_its_class():
+    """type(o) inside the function is the object's own class, its values
+    keyed (it was shapejit's view class: `type(o) is P` False, `type(o).K`
+    an AttributeError and the signature in numpy)."""
+    f, x = jit(_typed), np.arange(3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for o in (Tagged(), TaggedChild(), Tagged()):
+            np.testing.assert_array_equal(f(o, x), _typed(o, x))
+        try:
+            Tagged.SCALE = 5.0
+            np.testing.assert_array_equal(f(Tagged(), x), _typed(Tagged(), x))
+        finally:
+            Tagged.SCALE = 3.0
