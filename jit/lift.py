@@ -100,11 +100,8 @@ from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
 from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, type_of_value
 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
-_FLAG = "#w"  # (the hidden bool of a retyped name read after the loop: whether it is a Python number still)
+_FLAG = "#w"  # (a retyped name's hidden bool: whether it is still a Python number, _retype)
 _KNOWN = "="  # (a typing env's "=name": the Python int, infinity or NaN a name holds there, as its repr)
-_known = lambda text: float(text) if text in ("inf", "-inf", "nan") else int(text)  # (an env's "=name" value)
-_INT_RANGE = {"i": lambda dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)),
-              "u": lambda dt: (int(np.iinfo(dt).min), int(np.iinfo(dt).max)), "b": lambda dt: (0, 1)}
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
 FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
@@ -643,8 +640,7 @@ def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
     new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn), IF_HOOK: IfHook(ctx, r),
                                       INT_HOOK: traced_int, FLOAT_HOOK: traced_float, TYPE_HOOK: traced_type},
-                             fn.__name__,
-                             fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
+                             fn.__name__, fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
 
@@ -992,8 +988,11 @@ def _exactly(v, dt: np.dtype):
     if type(v) is int and dt.kind in "iu":
         info = np.iinfo(dt)
         return dt.type(v) if info.min <= v <= info.max else None
-    with np.errstate(over="ignore"):  # (1e300 is no float32's: inf)
-        x = dt.type(v)
+    try:
+        with np.errstate(over="ignore"):  # (1e300 is no float32's: inf)
+            x = dt.type(v)
+    except OverflowError:  # (an int past every float: 10 ** 400)
+        return None
     return x if math.isnan(v) or float(x) == v else None  # (0.1 is no float16's: numpy's == rounds it first)
 
 
@@ -1076,9 +1075,12 @@ def _folded(e):
             return None if a is None or b is None else _FUNCS[e[2]](a, b)
         except (ArithmeticError, ValueError):
             return None
-    if e[0] == "cvt" and is_weak(e[1]):  # (float(1), int(True))
+    if e[0] == "cvt" and is_weak(e[1]):  # (float(1), int(True); int() of inf or NaN raises: none)
         a = _folded(e[2])
-        return None if a is None else {"int": int, "float": float, "bool": bool}[e[1]](a)
+        try:
+            return None if a is None else {"int": int, "float": float, "bool": bool}[e[1]](a)
+        except (ArithmeticError, ValueError):
+            return None
     return None
 
 
@@ -1368,8 +1370,8 @@ class _Typer:
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1) or _PYOPS.get(type(test.ops[0])) is None:
             return None
         sides = [test.left, test.comparators[0]]
-        known = [_known(env[_KNOWN + x.id]) if isinstance(x, ast.Name) and _KNOWN + x.id in env else None
-                 for x in sides]
+        known = [env.get(_KNOWN + x.id) if isinstance(x, ast.Name) else None for x in sides]
+        known = [None if k is None else float(k) if k in ("inf", "-inf", "nan") else int(k) for k in known]
         if (known[0] is None) == (known[1] is None):
             return None
         other = self.expr(sides[known[0] is not None], env)
@@ -1378,8 +1380,9 @@ class _Typer:
             return None
         k = known[0] if known[0] is not None else known[1]
         if type(k) is int:  # (past the dtype's range: as 0 compares with 1, or with -1)
-            if is_weak(t) or _INT_RANGE[dtype_of(t).kind](dtype_of(t))[0] <= k <= _INT_RANGE[dtype_of(t).kind](
-                    dtype_of(t))[1]:
+            dt = dtype_of(t)
+            lo, hi = (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+            if is_weak(t) or lo <= k <= hi:
                 return None
             k = 1 if k > 0 else -1
         a, b = [0 if x is None else k for x in known]  # (any integer compares with them as 0 does)
@@ -1426,29 +1429,35 @@ class _Typer:
         """A while loop: its test and body typed at each trip's head until
         the types settle (as a for loop's), its names after it those of
         every trip the test may end it at and of its breaks."""
-        heads = [dict(env)]
-        tests, bodies, exits = [], [], []
-        for _ in range(MAX_PEEL + 1):
-            h = dict(heads[-1])
+        tests = []
+
+        def trip(h):
             saved, self.pending = self.pending, []
             c = self.test(s.test, h)
             tests.append((tuple(self.pending), c))  # (the views its test slices, set before it)
             self.pending = saved
+            return self.block(list(s.body), h)
+        heads, bodies, breaks = self.trips(env, trip)
+        return [("while", tuple(tests), bodies)], _join(breaks + heads, self.conflicts)  # (its test false at a head)
+
+    def trips(self, env, trip):
+        """(the env at the head of each trip typed apart, their statements,
+        the envs of their breaks): trip(h) types one trip from head h, until
+        a trip leaves the types it started from (names first bound in the
+        loop are its own: their types do not carry over)."""
+        heads, bodies, breaks = [dict(env)], [], []
+        for _ in range(MAX_PEEL + 1):
             self.loops.append(_Loop())
-            ops, out = self.block(list(s.body), h)
+            ops, out = trip(dict(heads[-1]))
             lp = self.loops.pop()
             back = _join([out] + lp.continues, self.conflicts)
             bodies.append(tuple(ops))
-            exits += lp.breaks + [heads[-1]]  # (its test false at this trip's head, or a break)
-            nxt = {k: t for k, t in (back or {}).items() if k in env}
-            if back is None:
-                nxt = heads[-1]  # (every trip breaks: it runs at most one)
-            if nxt == heads[-1]:
-                break
+            breaks += lp.breaks
+            nxt = heads[-1] if back is None else {k: t for k, t in back.items() if k in env}  # (None: every trip
+            if nxt == heads[-1]:  # breaks, the loop runs at most one)
+                return heads, tuple(bodies), breaks
             heads.append(nxt)
-        else:
-            raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
-        return [("while", tuple(tests), tuple(bodies))], _join(exits, self.conflicts)
+        raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
 
     def for_(self, s: ast.For, env):
         var = s.target.id
@@ -1475,35 +1484,18 @@ class _Typer:
             head, var_t, counter = [], "int", var
         else:
             raise Unsupported("a loop over something other than range() or a 1-D array")
-        heads = [dict(env)]  # (names first bound in the loop are its own: their types do not carry over)
-        bodies, exits = [], []
-        for _ in range(MAX_PEEL + 1):
-            h = dict(heads[-1])
+
+        def trip(h):
             h.pop(_KNOWN + var, None)
-            if var_t is not None:
-                h[var] = var_t
-            else:
-                h[counter] = "int"
-            self.loops.append(_Loop())
-            ops, out = self.block(head + list(s.body), h)
-            lp = self.loops.pop()
-            back = _join([out] + lp.continues, self.conflicts)
-            bodies.append(tuple(ops))
-            exits += lp.breaks
-            nxt = {k: t for k, t in (back or {}).items() if k in env}
-            if back is None:
-                nxt = heads[-1]  # (every trip breaks: the loop runs at most one)
-            if nxt == heads[-1]:
-                break
-            heads.append(nxt)
-        else:
-            raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
+            h[var if var_t is not None else counter] = var_t or "int"
+            return self.block(head + list(s.body), h)
+        heads, bodies, exits = self.trips(env, trip)
         after = _join([heads[-1]] + exits, self.conflicts)
         # (the trips its types take to settle, fewer than the trips typed apart where only a known value
         # changed, `n = 0` then `n += 1`: a call of fewer trips than these aborts, its names of other types)
         types = [{k: t for k, t in h.items() if not k.startswith(_KNOWN)} for h in heads]
         settle = next(t for t in range(len(heads)) if types[t] == types[-1])
-        return [("for", counter, bounds, tuple(bodies[:len(heads)]), settle)], after
+        return [("for", counter, bounds, bodies, settle)], after
 
     def element(self, target: ast.Subscript, env):
         if not isinstance(target.value, ast.Name) or target.value.id not in self.arrays:

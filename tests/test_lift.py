@@ -1310,3 +1310,14 @@ def test_a_retyped_name_compares_with_a_python_number_of_its_very_type():
     f = _check(sum_until, lambda n, r: (r.random(n), 2.5), sizes=(3, 5, 9, 17, 0))
     assert f.stats()["traces"] <= 2, f.explain()  # (s still the Python 0, for no trip, or not: a graph break)
     _check(sum_until, lambda n, r: (r.random(n).astype(np.float32), 2.5), sizes=(3, 5), lifted=False)
+
+
+def test_constants_no_type_holds_are_refused_not_raised():
+    """An int past every float (10 ** 400) as a value of a float type, and
+    int() of an infinity folded: no value, so the rule refuses them (they
+    raised OverflowError inside the lifter: an internal error's warning)."""
+    from jit.lift import _exactly, _folded
+    assert _exactly(10 ** 400, np.dtype(np.float32)) is None
+    assert _exactly(2 ** 24, np.dtype(np.float32)) == 2 ** 24
+    assert _folded(("cvt", "int", ("const", "float", math.inf), "value")) is None
+    assert _folded(("cvt", "int", ("const", "float", math.nan), "value")) is None
