@@ -304,7 +304,25 @@ def cpu_description() -> str:
     avx512 = llvm.get_host_cpu_features().get("avx512f", False)
     from shapes import host
     forced = f", SHAPEJIT_ISA={host.forced()} forced" if host.forced() else ""
-    return f"{model} (LLVM: {llvm.get_host_cpu_name()}, {'with' if avx512 else 'no'} AVX-512{forced})"
+    return f"{model} (LLVM: {llvm.get_host_cpu_name()}, {'with' if avx512 else 'no'} AVX-512{forced}){blas_kernels()}"
+
+
+def blas_kernels() -> str:
+    """Which kernels numpy's OpenBLAS runs: its own choice for the host, or
+    the one OPENBLAS_CORETYPE forces (`Haswell`: the AVX2 kernels even on an
+    AVX-512 host, 1.5x slower there; some machines set it in the
+    environment).  "" when neither is known."""
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    try:
+        import threadpoolctl  # (bench's extra: the kernels OpenBLAS actually loaded)
+        arch = ",".join(str(i.get("architecture")) for i in threadpoolctl.threadpool_info()
+                        if i.get("internal_api") == "openblas")
+    except ImportError:
+        arch = ""
+    if not arch and not forced:
+        return ""
+    return (f"; numpy's OpenBLAS on its {arch or '?'} kernels"
+            + (f" (OPENBLAS_CORETYPE={forced})" if forced else " (its own choice)"))
 
 
 def machine_meta(mode, elapsed, versions, foreign_load):

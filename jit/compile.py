@@ -242,9 +242,12 @@ def library_spec(symbol: str) -> tuple:
 
 def _dispatch_key(dtype) -> str:
     """The cache key of the dispatch calibrated for `dtype` on this CPU (its
-    name and features, a forced ISA included), these threads and this build."""
+    name and features, a forced ISA included), these threads, this build and
+    the numpy whose BLAS it timed (its version, and the kernels
+    OPENBLAS_CORETYPE chose: 1.5x apart on one host)."""
+    blas = f"numpy {np.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}"
     return content_key("gemm-dispatch", np.dtype(dtype).char, target_description(), build_id(),
-                       str(threadpool.num_threads()))
+                       str(threadpool.num_threads()), blas)
 
 
 def _load_dispatch(dtype, start: bool = True) -> bool:
