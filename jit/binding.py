@@ -4,6 +4,7 @@ argument named in static_argnames wrapped as Static, keyed by value); and
 that tuple back to (args, kwargs), to run the function in numpy."""
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -32,6 +33,9 @@ class Parameters:
 
     def __init__(self, fn, static_argnames: frozenset, name: str):
         self.signature = inspect.signature(fn)
+        # (a partial's keywords are its signature's defaults, which the user may change after: read again then)
+        self._partial = fn if isinstance(fn, functools.partial) else None
+        self._keywords = dict(fn.keywords) if self._partial is not None else None
         self.static_argnames = static_argnames
         self.name = name
         params = list(self.signature.parameters.values())
@@ -44,7 +48,7 @@ class Parameters:
         self.count = len(params)
         # every parameter is passed by position and none is static: the hot path binds such calls itself
         self.positional = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) \
-            and not static_argnames
+            and not static_argnames and self._partial is None
         # the trailing defaults a positional call may leave out
         defaults = tuple(p.default for p in params if p.default is not p.empty) if self.positional else ()
         if any(p.default is p.empty for p in params[self.count - len(defaults):]):
@@ -52,6 +56,8 @@ class Parameters:
         self.defaults = defaults
 
     def bind(self, args, kwargs) -> tuple:
+        if self._partial is not None and not _same_items(self._partial.keywords, self._keywords):
+            self.__init__(self._partial, self.static_argnames, self.name)
         try:
             ba = self.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -93,6 +99,11 @@ class Parameters:
         for name, sub in zip(self.names, treedef[1]):
             out += pytree.leaf_paths(sub, name)
         return out
+
+
+def _same_items(a: dict, b: dict) -> bool:
+    """Whether two dicts hold the same objects under the same keys (an array compared by identity)."""
+    return len(a) == len(b) and all(k in b and v is b[k] for k, v in a.items())
 
 
 def with_signature(fn):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import dis
 import functools
 import hashlib
 import os
@@ -29,7 +28,7 @@ import types
 
 import numpy as np
 
-from jit.held import holder
+from jit.held import code_names, holder
 from jit.errors import PKG_DIRS
 
 # shapejit's own packages count as a library (an editable install is not under
@@ -297,7 +296,7 @@ class _Hasher:
                 self.value(k, f"a constant of {where}")
         if globals_ is None:
             return
-        names, read = _names(c)  # (names: a user module's attributes read, `cfg.SCALE`)
+        names, read = code_names(c)  # (names: a user module's attributes read, `cfg.SCALE`)
         builtins = globals_.get("__builtins__", __builtins__)
         builtins = builtins if isinstance(builtins, dict) else vars(builtins)
         for name in sorted(read):
@@ -326,28 +325,3 @@ def _record_class(cls: type) -> bool:
     """A namedtuple or dataclass class of the user's program."""
     return (issubclass(cls, tuple) and hasattr(cls, "_fields") or dataclasses.is_dataclass(cls)) \
         and not _is_library_module(cls.__module__ or "")
-
-
-_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "STORE_GLOBAL", "DELETE_GLOBAL"})
-
-
-@functools.lru_cache(maxsize=1024)
-def _names(c: types.CodeType) -> tuple[frozenset, frozenset]:
-    """(every name a code object and the code nested in it holds: its
-    attributes' too, the global names it reads or assigns)."""
-    names = set(c.co_names)
-    globals_ = {i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_OPS}
-    for k in c.co_consts:
-        if isinstance(k, types.CodeType):
-            more, more_globals = _names(k)
-            names |= more
-            globals_ |= more_globals
-    return frozenset(names), frozenset(globals_)
-
-
-def global_names(c: types.CodeType) -> frozenset:
-    """The global names a code object (and the code nested in it) reads or
-    assigns: its co_names hold its attributes' names too, and `x.shape`
-    taken for a global `shape` that a script's loop rebinds keyed every
-    trace on it."""
-    return _names(c)[1]

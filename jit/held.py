@@ -17,6 +17,7 @@ library's class, a list of a thousand numbers) is listed, and the function
 warns once that a change to it is not seen."""
 from __future__ import annotations
 
+import dis
 import enum
 import functools
 import os
@@ -68,20 +69,21 @@ def token(v, depth: int = 0):
     if t is dict:
         items = tuple([(token(k, depth + 1), token(x, depth + 1)) for k, x in v.items()])
         return None if any(None in kv for kv in items) else (t, items)
-    if isinstance(v, type) and depth < 4 and _users_class(v):  # (a class of the user's: itself and the
-        # plain values its body binds, `Cfg.eps`, read again at every call; an array there is not keyed)
-        names, last, tok = _CLASS_VALUES.get(v) or (None, None, None)
-        if names is None:  # (its own and those it inherits from the user's classes: `class B(A)`, A.SCALE)
-            names = tuple(dict.fromkeys(k for c in v.__mro__ if c is not object and _users_class(c)
-                                        for k, x in vars(c).items() if not k.startswith("__") and not callable(x)
-                                        and not isinstance(x, (property, staticmethod, classmethod))))
-        values = [getattr(v, k, None) for k in names]
+    if isinstance(v, type) and depth < 4 and users_class(v):  # (a class of the user's: itself, the plain
+        # values its body binds, `Cfg.eps`, its methods and the globals they read, read again at every call)
+        names, reads, last, tok = _CLASS_VALUES.get(v) or (None, None, None, None)
+        values = None
+        if names is not None:
+            values = [getattr(v, k, None) for k in names] + [g.get(k, MISSING) for g, k in reads]
         if last is None or not all(map(is_, values, last)):  # (the same objects as last time: the same token)
+            names, reads = _class_sources(v)
+            values = [getattr(v, k, None) for k in names] + [g.get(k, MISSING) for g, k in reads]
             # (an array by its identity: the trace reads its contents at every call, but one bound in its place
-            # is another array)
-            attrs = tuple([("array", _Same(x)) if type(x) is np.ndarray else token(x, depth + 1) for x in values])
+            # is another array; so too an object a method reads that no token describes)
+            attrs = tuple([("array", _Same(x)) if type(x) is np.ndarray else token(x, depth + 1) for x in
+                           values[:len(names)]] + [token(x, depth + 1) or _Same(x) for x in values[len(names):]])
             tok = ("class", v) + attrs if None not in attrs else ("is", v)
-            _CLASS_VALUES[v] = names, values, tok
+            _CLASS_VALUES[v] = names, reads, values, tok
         return tok
     if isinstance(v, _BY_IDENTITY) or jitted(v) is not None:
         return "is", v
@@ -109,11 +111,74 @@ def jitted(v):
     return v.fn if type(v).__name__ == "JitFunction" else None
 
 
-_CLASS_VALUES: dict = {}  # a user's class -> (the names of the plain values its body binds, those values, token)
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+@functools.lru_cache(maxsize=1024)
+def code_names(c: types.CodeType) -> tuple[frozenset, frozenset]:
+    """(every name a code object and the code nested in it holds: its
+    attributes' too, the global names it reads or assigns)."""
+    names = set(c.co_names)
+    globals_ = {i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_OPS}
+    for k in c.co_consts:
+        if isinstance(k, types.CodeType):
+            more, more_globals = code_names(k)
+            names |= more
+            globals_ |= more_globals
+    return frozenset(names), frozenset(globals_)
+
+
+def global_names(c: types.CodeType) -> frozenset:
+    """The global names a code object (and the code nested in it) reads or
+    assigns: its co_names hold its attributes' names too, and `x.shape`
+    taken for a global `shape` that a script's loop rebinds keyed every
+    trace on it."""
+    return code_names(c)[1]
+
+
+# a user's class -> (the names of the plain values its body binds, (mapping, key) of its methods and the
+# globals they read, those values, its token)
+_CLASS_VALUES: dict = {}
+_READS_DEPTH = 3  # (the helpers deep a class's methods' reads are followed: _class_sources)
+
+
+def _class_sources(cls: type) -> tuple:
+    """(the names of the plain values a user's class binds, its own and
+    those it inherits from the user's classes: `class B(A)`, A.SCALE; the
+    (mapping, key) of each of its methods, as its class's body binds it,
+    and of each global they read, through the user's functions they call:
+    `Cfg.f(x)` runs the class's own function, not a traced copy, so what
+    it reads is keyed with the class)."""
+    mro = [c for c in cls.__mro__ if c is not object and users_class(c)]
+    names = tuple(dict.fromkeys(k for c in mro for k, x in vars(c).items() if not k.startswith("__")
+                                and not callable(x) and not isinstance(x, (property, staticmethod, classmethod))))
+    reads, seen = {}, set()
+
+    def walk(fn, depth):
+        if fn in seen or depth > _READS_DEPTH or not user_file(fn.__code__.co_filename):
+            return
+        seen.add(fn)
+        g = fn.__globals__
+        for k in global_names(fn.__code__):
+            x = g.get(k, MISSING)
+            if isinstance(x, types.ModuleType) or x in mro:  # (a module is rebound by no one; the class, itself)
+                continue
+            reads.setdefault((id(g), k), (g, k))
+            if isinstance(x, types.FunctionType):
+                walk(x, depth + 1)
+    for c in mro:
+        d = vars(c)
+        for k, x in d.items():
+            fn = x.__func__ if isinstance(x, (classmethod, staticmethod)) else x.fget if isinstance(x, property) \
+                else x
+            if isinstance(fn, types.FunctionType) and (not k.startswith("__") or k in ("__init__", "__call__")):
+                reads.setdefault((id(d), k), (d, k))
+                walk(fn, 0)
+    return names, tuple(reads.values())
 
 
 @functools.lru_cache(maxsize=256)
-def _users_class(c: type) -> bool:
+def users_class(c: type) -> bool:
     return user_module(sys.modules.get(c.__module__))
 
 
@@ -142,7 +207,7 @@ class ValueKeys:
         if containers or not all(map(is_, objs, last)):
             tokens = tuple([token(x) for x in objs])
             # (a container's items, a class's attributes: read again even when it is the same object)
-            self._last = objs, tokens, any(type(x) in _CONTAINERS or isinstance(x, type) and _users_class(x)
+            self._last = objs, tokens, any(type(x) in _CONTAINERS or isinstance(x, type) and users_class(x)
                                            for x in objs)
         return tokens
 
@@ -169,7 +234,8 @@ def _getter(p: Path, fn):
 
 @dataclass(frozen=True)
 class Path:
-    """root: ("self",) | ("arg", leaf index) | ("global", name) | ("cell", index);
+    """root: ("self",) | ("arg", leaf index) | ("global", name) | ("cell", index) | ("root",) (the
+    callable jitted itself: a partial);
     steps: ("attr", name) | ("item", index) | ("global", name) (a global of
     the function reached so far, a helper) | ("cell", index) (its closure
     variable) | ("len", 0) | ("keys", 0) | ("type", 0) (its class) | ("is", 0)
@@ -181,6 +247,8 @@ class Path:
         kind = self.root[0]
         if kind == "self":
             x = fn.__self__
+        elif kind == "root":
+            x = fn
         elif kind == "arg":
             x = leaves[self.root[1]]
         elif kind == "global":
@@ -214,7 +282,8 @@ class Path:
     def __str__(self):
         kind = self.root[0]
         head = "self" if kind == "self" else f"<argument {self.root[1]}>" if kind == "arg" else \
-            self.root[1] if kind == "global" else f"<closure {self.root[1]}>"
+            self.root[1] if kind == "global" else "<the partial jitted>" if kind == "root" else \
+            f"<closure {self.root[1]}>"
         return head + "".join(_STEP_TEXT[op].format(k) for op, k in self.steps)
 
 

@@ -18,9 +18,8 @@ from clustering.passes import data_dependent_sizes, dce
 from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
-from jit.fingerprint import global_names
-from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, holder, holds_arrays, jitted, \
-    refuse_random, token, user_file, user_module
+from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, global_names, holder, \
+    holds_arrays, jitted, refuse_random, token, user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
     eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -840,6 +839,8 @@ class _Traceables:
         if isinstance(fn, types.MethodType) and holder(fn.__self__):
             return types.MethodType(self.function(fn.__func__, root=True),
                                     HeldObject(self.lifter, Path(("self",)), fn.__self__))
+        if type(fn) is functools.partial:  # (`jit(partial(f, a=2.0))`: its arguments and f's globals keyed; its
+            return self._partial(fn, Path(("root",)), keywords=False)  # keywords are parameters: jit/binding.py)
         return self.function(fn, root=True)
 
     def _ours(self) -> set:
@@ -927,14 +928,8 @@ class _Traceables:
                 and isinstance(v.__func__, types.FunctionType):  # (a bound method passed in: self.alpha keyed)
             return types.MethodType(self.function(v.__func__, path.child("attr", "__func__")),
                                     HeldObject(self.lifter, path.child("attr", "__self__"), v.__self__))
-        if path is not None and type(v) is functools.partial:  # (its function, arguments and keywords keyed)
-            self.lifter.guard(path.child("attr", "args").child("len", 0), len(v.args))
-            self.lifter.guard(path.child("attr", "keywords").child("keys", 0), tuple(v.keywords))
-            return functools.partial(self.value(v.func, path.child("attr", "func")),
-                                     *[self.value(a, path.child("attr", "args").child("item", i))
-                                       for i, a in enumerate(v.args)],
-                                     **{k: self.value(a, path.child("attr", "keywords").child("item", k))
-                                        for k, a in v.keywords.items()})
+        if path is not None and type(v) is functools.partial:
+            return self._partial(v, path)
         what = _impure(v)
         if what is not None:
             return _Refused(what)
@@ -953,6 +948,18 @@ class _Traceables:
                 return self.lifter.wrap(path, v)
             self.lifter.guard(path, v)
         return v
+
+    def _partial(self, v: functools.partial, path: Path, keywords: bool = True) -> functools.partial:
+        """A partial at `path` as the trace calls it: its function, arguments
+        and (unless the call passes them) keywords keyed there."""
+        self.lifter.guard(path.child("attr", "args").child("len", 0), len(v.args))
+        if keywords:
+            self.lifter.guard(path.child("attr", "keywords").child("keys", 0), tuple(v.keywords))
+        return functools.partial(self.value(v.func, path.child("attr", "func")),
+                                 *[self.value(a, path.child("attr", "args").child("item", i))
+                                   for i, a in enumerate(v.args)],
+                                 **{k: self.value(a, path.child("attr", "keywords").child("item", k))
+                                    for k, a in v.keywords.items() if keywords})
 
 
 class _Print:

@@ -515,6 +515,59 @@ def test_what_the_trace_reads_through_an_argument_is_keyed():
         _attr.scale = 2.0
 
 
+class Scaler:
+    @classmethod
+    def by_class(cls, x):
+        return x * SHIFT
+
+    @staticmethod
+    def by_static(x):
+        return _shifted(x)
+
+    def by_function(self, x):
+        return x - SHIFT
+
+
+def _through_class(x, c):
+    return c.by_class(x) + c.by_static(x) + Scaler.by_function(None, x)
+
+
+def _partial_target(x, a=1.0):
+    return x * a + SHIFT
+
+
+def test_what_a_class_s_methods_and_a_partial_read_is_keyed():
+    """A classmethod, a staticmethod and a function called through a class
+    (an argument or a global) run the class's own functions: the globals
+    they read (and their helpers read) are keyed through the class.  A
+    partial jitted: its function's globals are keyed, and its keywords,
+    changed after, are the call's (both were frozen into the trace)."""
+    global SHIFT
+    import functools
+    x = np.arange(3.0)
+    f = jit(_through_class)
+    np.testing.assert_array_equal(f(x, Scaler), _through_class(x, Scaler))
+    p = functools.partial(_partial_target, a=2.0)
+    jp = jit(p)
+    np.testing.assert_array_equal(jp(x), x * 2 + 1)
+    SHIFT = 4.0
+    try:
+        np.testing.assert_array_equal(f(x, Scaler), _through_class(x, Scaler))
+        np.testing.assert_array_equal(jp(x), x * 2 + 4)
+        p.keywords["a"] = 5.0
+        np.testing.assert_array_equal(jp(x), x * 5 + 4)
+        np.testing.assert_array_equal(jp(x, a=3.0), x * 3 + 4)
+        before = Scaler.__dict__["by_static"]
+        Scaler.by_static = staticmethod(lambda v: v * 10)  # (a method bound anew)
+        try:
+            np.testing.assert_array_equal(f(x, Scaler), _through_class(x, Scaler))
+        finally:
+            Scaler.by_static = before
+    finally:
+        SHIFT = 1.0
+    assert jp.stats()["traces"] == 2  # (SHIFT's two values; the keyword is an argument of the call)
+
+
 class Request:
     def __init__(self, scale):
         self.scale = scale
