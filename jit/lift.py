@@ -101,6 +101,9 @@ from shapes.pyloop import COMPARISONS, MATH, PyLoop, dtype_of, is_weak, strong, 
 
 HOOK, RESULT = "__sj_lift__", "__sj_o__"
 _FLAG = "#w"  # (a retyped name's hidden bool: whether it is still a Python number, _retype)
+_BOUND = "#b"  # (a name first bound in the loop: its hidden bool, whether a trip bound it, _Unbound)
+UNBOUND = type("Unbound", (), {"__repr__": lambda self: "<unbound>"})()  # (the function's copy deletes such a name)
+UNBOUND_NAME = "__sj_unbound__"
 _KNOWN = "="  # (a typing env's "=name": the Python int, infinity or NaN a name holds there, as its repr)
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
@@ -570,10 +573,14 @@ def _lifted(k: int, s: Site, loc: ast.For) -> list:
 
     def unpack():
         if not (s.assigned or s.appended):
-            return ast.Pass()
+            return [ast.Pass()]
         names = s.assigned + s.appended
-        return ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())],
-                          value=ast.Name(RESULT, ast.Load()))
+        out = ast.Assign(targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())],
+                         value=ast.Name(RESULT, ast.Load()))
+        # (a name read after the loop that no trip bound: unbound again, as without the loop: _Unbound)
+        return [out] + [ast.If(test=ast.Compare(ast.Name(n, ast.Load()), [ast.Is()], [ast.Name(UNBOUND_NAME,
+                        ast.Load())]), body=[ast.Delete([ast.Name(n, ast.Del())])], orelse=[])
+                        for n in s.assigned if n in s.outside_reads]
 
     def test(op, value):
         return ast.Compare(ast.Name(RESULT, ast.Load()), [op], [value])
@@ -587,9 +594,9 @@ def _lifted(k: int, s: Site, loc: ast.For) -> list:
     if _peelable(s):  # (module docstring: its first trip as written, then the rest)
         first = trips("first")
         first.orelse = [hook(ast.Constant(True)),
-                        ast.If(test=test(ast.Is(), ast.Constant(None)), body=[trips("rest")], orelse=[unpack()])]
-        done = ast.If(test=test(ast.Is(), ast.Name(HOOK, ast.Load())), body=[first], orelse=[done])
-    branch = ast.If(test=test(ast.Is(), ast.Constant(None)), body=[loc], orelse=[done])
+                        ast.If(test=test(ast.Is(), ast.Constant(None)), body=[trips("rest")], orelse=unpack())]
+        done = [ast.If(test=test(ast.Is(), ast.Name(HOOK, ast.Load())), body=[first], orelse=done)]
+    branch = ast.If(test=test(ast.Is(), ast.Constant(None)), body=[loc], orelse=done)
     out = [hook(), branch]
     for n in out:
         for m in ast.walk(n):
@@ -639,7 +646,8 @@ def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
     new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn), IF_HOOK: IfHook(ctx, r),
-                                      INT_HOOK: traced_int, FLOAT_HOOK: traced_float, TYPE_HOOK: traced_type},
+                                      INT_HOOK: traced_int, FLOAT_HOOK: traced_float, TYPE_HOOK: traced_type,
+                                      UNBOUND_NAME: UNBOUND},
                              fn.__name__, fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
@@ -865,16 +873,26 @@ def _lift(ctx, site: Site, scope: dict, fn):
             prologue.append(("set", name, ("const", t, v)))
     _no_aliasing(inputs, [p[1] for p in params if p[1] != "const"])
     retyped: dict = {}  # (name -> (its Python type, the numpy type it is typed: _retype))
-    for _ in range(3):
+    rounded: dict = {}  # (name -> the Python float it starts from, which its float type rounds: _retype)
+    seeded: dict = {}  # (name first bound in the loop -> its type: _Unbound)
+    for _ in range(6):
         key = (tuple((p[0], p[1], p[2], repr(p[3])) for p in params), tuple(n in scope for n in site.assigned),
-               tuple(sorted((k, id(v)) for k, v in resolved.items())), tuple(sorted(retyped.items())))
+               tuple(sorted((k, id(v)) for k, v in resolved.items())), tuple(sorted(retyped.items())),
+               tuple(sorted(seeded.items())))
         try:
             if key not in site.programs:  # (a loop lifted again, in a helper called twice: one program)
-                site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved, retyped)
+                site.programs[key] = _program(site, fn, scope, params, arrays, env, prologue, resolved, retyped,
+                                              rounded, seeded)
             break
         except _Untyped as e:
-            if not _retype(site, e.conflicts, params, env, prologue, arrays, retyped):
+            if not _retype(site, e.conflicts, params, env, prologue, arrays, retyped, rounded):
                 raise Unsupported(str(e)) from None
+        except _Unbound as e:
+            seeded[e.name] = e.type
+            env[e.name], env[_BOUND + e.name] = e.type, "bool"
+            prologue += [("set", e.name, ("const", e.type, dtype_of(e.type).type(0).item() if is_weak(e.type)
+                                          else dtype_of(e.type).type(0))),
+                         ("set", _BOUND + e.name, ("const", "bool", False))]
     else:
         raise Unsupported("its names keep no single type")
     program = site.programs[key]
@@ -907,8 +925,23 @@ def _lift(ctx, site: Site, scope: dict, fn):
     by_name = dict(zip([o[0] for o in outputs], outs[n_written:]))
     for name, (python, _) in retyped.items():
         if _FLAG + name in by_name and bool(by_name.pop(_FLAG + name)):  # (a graph break: still a Python number)
-            by_name[name] = by_name[name].as_python(python[0])
+            by_name[name] = rounded[name] if name in rounded else by_name[name].as_python(python[0])
+    for name in seeded:
+        if _BOUND + name in by_name and not bool(by_name.pop(_BOUND + name)):  # (a graph break: no trip bound it)
+            by_name[name] = UNBOUND
     return tuple(by_name[n] if n in by_name else scope.get(n) for n in site.assigned)
+
+
+class _Unbound(Unsupported):
+    """A name first bound in the loop and read after it, of one type
+    wherever the loop binds it: lifted again with the name set to a zero of
+    that type before the loop and a hidden bool, whether a trip bound it
+    (`last = x[i]` then `return last`; the function's copy deletes it where
+    none did: Python's UnboundLocalError when read)."""
+
+    def __init__(self, name: str, t: str):
+        super().__init__(f"{name} is first bound in the loop and read after it")
+        self.name, self.type = name, t
 
 
 class _Untyped(Unsupported):
@@ -920,7 +953,7 @@ class _Untyped(Unsupported):
 
 
 def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list, arrays: dict,
-           retyped: dict) -> bool:
+           retyped: dict, rounded: dict) -> bool:
     """Type as numpy's T each name the loop binds to a constant Python
     number on some paths and to a numpy scalar of type T on others (`m =
     -np.inf` then `if x[i] > m: m = x[i]`; `acc = 0.0` then `acc += x[i]`,
@@ -934,8 +967,12 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
     to another name retyped alike (`tot = acc`).  Each carries a hidden
     bool, whether it is still a Python number: a name bound to it takes it,
     and where the function reads it after the loop, the caller decides on
-    it (a graph break).  Adds them to `retyped` (name -> (Python type, T));
-    whether any was."""
+    it (a graph break).  A Python float T does not hold exactly (`m = 1e18`
+    over float32s) is retyped too, as T rounds it, where it is the only
+    Python number the name is bound to and no other name is bound to it or
+    it to another: numpy rounds it so wherever it meets a T, and the name
+    still that number after the loop is that float (`rounded`).  Adds them
+    to `retyped` (name -> (Python type, T)); whether any was."""
     consts = {p[0]: k for k, p in enumerate(params) if p[1] == "const"}
     bound = {p[0] for p in params}
     found, copies = {}, {}
@@ -947,7 +984,8 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
                 or dt.kind not in ("f" if python == "float" else "iuf"):
             return
         if name in consts and (type_of_value(params[consts[name]][3]) != python
-                               or _exactly(params[consts[name]][3], dt) is None):
+                               or _exactly(params[consts[name]][3], dt) is None and (
+                                   python != "float" or _rounding(params[consts[name]][3], dt) is None)):
             return
         uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt}).get(name, ())
         if all(uses):
@@ -969,18 +1007,73 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
             break
         for n in gone:
             del found[n]
+    bound_to = {m for to in copies.values() for m in to}
+    added = False
     for name, (python, t) in found.items():
         if name in consts:
             k = consts[name]
             v = params[k][3]
+            x = _exactly(v, dtype_of(t))
+            if x is None:  # (a float T rounds: no name bound to it, nor it to another: _Typer.rebind)
+                if copies.get(name) or name in bound_to:
+                    continue
+                x, rounded[name] = _rounding(v, dtype_of(t)), v
             params[k] = (name, "const", t, v)  # (the loop's Python function starts from the Python number)
             env[name] = t
-            prologue[:] = [("set", name, ("const", t, _exactly(v, dtype_of(t)))) if op[1] == name else op
-                           for op in prologue]
+            prologue[:] = [("set", name, ("const", t, x)) if op[1] == name else op for op in prologue]
             env[_FLAG + name] = "bool"
             prologue.append(("set", _FLAG + name, ("const", "bool", True)))
-        retyped[name] = (python, t)
-    return bool(found)
+        retyped[name], added = (python, t), True
+    return added
+
+
+def _rounding(v: float, dt: np.dtype):
+    """A finite Python float v as float type dt rounds it (numpy's
+    conversion wherever v meets a dt), or None where dt has no finite value
+    for it (numpy warns of the overflow)."""
+    if dt.kind != "f" or not math.isfinite(v):
+        return None
+    with np.errstate(over="ignore"):
+        x = dt.type(v)
+    return x if math.isfinite(x) else None
+
+
+def _bound_value(get, t: str, flag: bool):
+    """Of a name first bound in the loop (`get` reads it), whether a trip
+    bound it (`flag`), else its value, or the zero of its type t where none
+    did (_Unbound)."""
+    try:
+        v = get()
+    except NameError:
+        return False if flag else (dtype_of(t).type(0).item() if is_weak(t) else dtype_of(t).type(0))
+    return True if flag else v
+
+
+def _bound_before_read(loop, name: str) -> bool:
+    """Whether every trip of `loop` binds `name` before anything reads it:
+    the first of its statements to name it is `name = <what does not read
+    it>` (a tuple's too), its test and else clause do not name it, and every
+    other binding of it is such an assignment (no loop variable, `+=` or
+    walrus: _Typer.rebind sets its hidden bool)."""
+    def names(node) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+    def assigns(st) -> bool:
+        return isinstance(st, ast.Assign) and len(st.targets) == 1 and not names(st.value) and any(
+            isinstance(t, ast.Name) and t.id == name for t in ast.walk(st.targets[0]))
+    if isinstance(loop, ast.While) and names(loop.test) or any(names(st) for st in loop.orelse):
+        return False
+    if isinstance(loop, ast.For) and names(loop.target):
+        return False
+    first = next((st for st in loop.body if names(st)), None)
+    if first is None or not assigns(first):
+        return False
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load):
+            if not any(isinstance(st, ast.Assign) and any(t is n or isinstance(t, ast.Tuple) and any(
+                    e is n for e in t.elts) for t in st.targets) for st in ast.walk(loop)):
+                return False
+    return True
 
 
 def _exactly(v, dt: np.dtype):
@@ -1033,8 +1126,9 @@ def _uses(loop, same: set) -> dict:
     return out
 
 
-def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved, retyped: dict) -> PyLoop:
-    typer = _Typer(arrays, resolved, retyped)
+def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved, retyped: dict,
+             rounded: dict, seeded: dict) -> PyLoop:
+    typer = _Typer(arrays, resolved, retyped, rounded, seeded)
     try:
         body, after = typer.stmt(site.node, dict(env))
     except Unsupported as e:
@@ -1045,8 +1139,14 @@ def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved, ret
     for name in site.assigned:
         if name not in site.outside_reads:
             continue  # (nothing reads it after the loop)
+        if name in seeded:
+            outputs += [(name, seeded[name]), (_BOUND + name, "bool")]
+            continue
         if name not in scope or name in arrays:
             if name not in arrays:
+                types_ = typer.bound_types.get(name, set())
+                if len(types_) == 1 and not _is_vec(next(iter(types_))) and _bound_before_read(site.node, name):
+                    raise _Unbound(name, next(iter(types_)))
                 raise Unsupported(f"{name} is first bound in the loop and read after it")
             continue
         if after is None or name not in after or after[name].startswith("view."):
@@ -1055,7 +1155,7 @@ def _program(site: Site, fn, scope, params, arrays, env, prologue, resolved, ret
         outputs.append((name, after[name]))
         if _FLAG + name in env:
             outputs.append((_FLAG + name, "bool"))
-    ref = _reference(site, fn, [p[0] for p in params], [o[0] for o in outputs], resolved, retyped)
+    ref = _reference(site, fn, [p[0] for p in params], [o[0] for o in outputs], resolved, retyped, seeded)
     return PyLoop(tuple(params), tuple(outputs), tuple(prologue) + tuple(body), ref, user_location())
 
 
@@ -1130,17 +1230,25 @@ def _no_aliasing(inputs, kinds) -> None:
                 raise Unsupported("an array it stores into is also read through another name")
 
 
-def _reference(site: Site, fn, params: list, outputs: list, resolved: dict, retyped: dict):
+def _reference(site: Site, fn, params: list, outputs: list, resolved: dict, retyped: dict, seeded: dict):
     """The loop as a Python function of its parameters returning its
     outputs: the user's own statements, compiled from their source (a
-    retyped name's value as its numpy type, and its flag, _retype)."""
+    retyped name's value as its numpy type, and its flag, _retype; a name
+    first bound in the loop, or its zero, and whether a trip bound it,
+    _Unbound)."""
     key = (tuple(params), tuple(outputs), id(fn.__globals__), tuple(sorted((k, id(v)) for k, v in resolved.items())),
-           tuple(sorted(retyped.items())))
+           tuple(sorted(retyped.items())), tuple(sorted(seeded.items())))
     if key not in site.refs:
         args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params], kwonlyargs=[],
                              kw_defaults=[], defaults=[])
 
         def value(o: str):
+            if o.startswith(_BOUND) or o in seeded:  # (read through a closure: NameError while unbound)
+                n = o[len(_BOUND):] if o.startswith(_BOUND) else o
+                get = ast.Lambda(ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                                 ast.Name(n, ast.Load()))
+                return ast.Call(ast.Name("__sj_bound__", ast.Load()), [get, ast.Constant(seeded[n]),
+                                                                         ast.Constant(o.startswith(_BOUND))], [])
             if o.startswith(_FLAG):  # (whether it is still a Python number)
                 return ast.Call(ast.Name("__sj_python__", ast.Load()), [ast.Name(o[len(_FLAG):], ast.Load())], [])
             if o in retyped:
@@ -1155,7 +1263,7 @@ def _reference(site: Site, fn, params: list, outputs: list, resolved: dict, rety
         mod = ast.Module(body=[fdef], type_ignores=[])
         ast.fix_missing_locations(mod)
         ns = {**fn.__globals__, **resolved, "__sj_python__": lambda v: not isinstance(v, np.generic),
-              "__sj_as__": lambda v, t: dtype_of(t).type(v)}
+              "__sj_as__": lambda v, t: dtype_of(t).type(v), "__sj_bound__": _bound_value}
         exec(compile(mod, site.filename, "exec", dont_inherit=True), ns)  # (the function's own source)
         site.refs[key] = ns["lifted_loop"]
     return site.refs[key]
@@ -1259,9 +1367,11 @@ class _Typer:
     """Types a loop's statements (the module docstring of shapes/pyloop.py
     says what they become); raises Unsupported for anything else."""
 
-    def __init__(self, arrays: dict, resolved: dict, retyped: dict):
+    def __init__(self, arrays: dict, resolved: dict, retyped: dict, rounded: dict, seeded: dict):
         self.arrays, self.resolved = arrays, resolved
-        self.retyped = retyped  # (_retype)
+        self.retyped, self.rounded = retyped, rounded  # (_retype)
+        self.seeded = seeded  # (_Unbound)
+        self.bound_types: dict = {}  # name -> the types it is bound to
         self.loops: list[_Loop] = []
         self.conflicts: dict = {}  # name -> the types two paths gave it (_join)
         self.n_hidden = 0
@@ -1330,6 +1440,9 @@ class _Typer:
         if isinstance(target, ast.Name):
             if target.id in self.arrays or target.id in self.resolved:
                 raise Unsupported(f"{target.id} is rebound in the loop")
+            mixed = self.mixed(target.id, value, env)
+            if mixed is not None:
+                return self.rebind(target.id, mixed[0], env, mixed[1])
             e = self.expr(value, env)
             if e[0] == "view":  # (a name for a view: reads see the array's contents when they read)
                 return [], {**env, target.id: f"view.{e[1][4:]}.{e[2]}.{e[3]}"}
@@ -1388,26 +1501,70 @@ class _Typer:
         a, b = [0 if x is None else k for x in known]  # (any integer compares with them as 0 does)
         return bool(_FUNCS[_PYOPS[type(test.ops[0])]](a, b)), other
 
-    def rebind(self, name: str, e, env):
+    def mixed(self, name: str, value, env):
+        """(the value, its flag) of `name = max(c, x)` (or min, or `x if t
+        else c`) of a Python number c and a numpy scalar x of type T, where
+        name is retyped as T (_retype): c converted exactly, the flag set
+        where c is taken; a conflict for _retype where name is not retyped
+        yet; None for any other value (`max() of two types` stays refused
+        where it is not bound to a name)."""
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("max", "min") \
+                and self.resolved.get(value.func.id, getattr(builtins, value.func.id)) in (max, min) \
+                and len(value.args) == 2 and not value.keywords:
+            first, second = [self.expr(a, env) for a in value.args]
+        elif isinstance(value, ast.IfExp):
+            c = self.test(value.test, env)
+            first, second = self.expr(value.body, env), self.expr(value.orelse, env)
+        else:
+            return None
+        if first[1] == second[1] or is_weak(first[1]) == is_weak(second[1]):
+            return None
+        weak, strong_ = (first, second) if is_weak(first[1]) else (second, first)
+        v, t = _folded(weak), strong_[1]
+        if v is None or not t.startswith("np.") or _exactly(v, dtype_of(t)) is None:
+            return None
+        if self.retyped.get(name, (weak[1], t)) != (weak[1], t):
+            return None
+        if name not in self.retyped:
+            self.conflicts.setdefault(name, set()).update((weak[1], t))
+            raise Unsupported(f"{name} is bound to a {weak[1]} or a {t}")
+        const = ("const", t, _exactly(v, dtype_of(t)))
+        a, b = [const if x is weak else x for x in (first, second)]
+        fa, fb = [("const", "bool", True) if x is weak else self.flag_of(name, x) for x in (first, second)]
+        if isinstance(value, ast.IfExp):
+            return ("select", t, c, a, b), ("select", "bool", c, fa, fb)
+        op = value.func.id  # (Python's max(a, b) is a unless b > a; min's, unless b < a)
+        c = self.truth(self.binop("gt" if op == "max" else "lt", b, a))
+        return ("bin", t, op, a, b), ("select", "bool", c, fb, fa)
+
+    def rebind(self, name: str, e, env, flag=None):
         """name = e; for a retyped name (_retype), a constant Python number
-        converted to its numpy type, and its flag set."""
+        converted to its numpy type, and its flag set (`flag`, where the
+        caller knows it: mixed)."""
+        self.bound_types.setdefault(name, set()).add(e[1])
         if name not in self.retyped:
             v = _folded(e) if e[1] in ("float", "int") else None
             env = {k: t for k, t in env.items() if k != _KNOWN + name}
             if type(v) is int or v is not None and not math.isfinite(v):
                 env[_KNOWN + name] = repr(v)
+            if name in self.seeded:  # (a trip bound it: _Unbound)
+                if e[1] != self.seeded[name]:
+                    raise Unsupported(f"{name} is bound to a {e[1]} and a {self.seeded[name]}")
+                return [("set", name, e), ("set", _BOUND + name, ("const", "bool", True))], {**env, name: e[1]}
             return [("set", name, e)], {**env, name: e[1]}
         python, t = self.retyped[name]
         weak = e[1] == python
         if weak:
             v = _folded(e)
             x = None if v is None else _exactly(v, dtype_of(t))
+            if x is None and v is not None and v == self.rounded.get(name):  # (the float it starts from, rounded)
+                x = _rounding(v, dtype_of(t))
             if x is None:
                 raise Unsupported(f"{name} is bound to a {python} that is not a constant of {t[3:]}")
             e = ("const", t, x)
         elif e[1] != t:
             raise Unsupported(f"{name} is bound to a {e[1]}")
-        flag = ("set", _FLAG + name, ("const", "bool", True) if weak else self.flag_of(name, e))
+        flag = ("set", _FLAG + name, ("const", "bool", True) if weak else flag or self.flag_of(name, e))
         return [flag, ("set", name, e)], {**env, name: t}  # (the flag first: it reads the value before this one)
 
     def flag_of(self, name: str, e):

@@ -285,8 +285,10 @@ def _last(a):
     return last
 
 
-def test_a_name_first_bound_in_the_loop_and_read_after_is_left_to_the_trace():
-    _check(_last, lambda n, rng: (rng.random(n),), lifted=False)
+def test_a_name_first_bound_in_the_loop_and_read_after_lifts_and_is_unbound_after_no_trip():
+    f = _check(_last, lambda n, rng: (rng.random(n),))
+    with pytest.raises(UnboundLocalError):
+        f(np.zeros(0))
 
 
 def _csr(indptr, indices, data, x):
@@ -1310,6 +1312,156 @@ def test_a_retyped_name_compares_with_a_python_number_of_its_very_type():
     f = _check(sum_until, lambda n, r: (r.random(n), 2.5), sizes=(3, 5, 9, 17, 0))
     assert f.stats()["traces"] <= 2, f.explain()  # (s still the Python 0, for no trip, or not: a graph break)
     _check(sum_until, lambda n, r: (r.random(n).astype(np.float32), 2.5), sizes=(3, 5), lifted=False)
+
+
+def floor_of_last(vals):
+    hi = 0.0
+    for k in range(vals.shape[0]):
+        hi = max(1.0, vals[k])
+    return hi
+
+
+def ceiling_of_last(vals):
+    lo = 0
+    for k in range(vals.shape[0]):
+        lo = min(vals[k], 2)
+    return lo
+
+
+def clipped_running_max(vals):
+    m = -1.0
+    for k in range(vals.shape[0]):
+        m = vals[k] if vals[k] > m else -1.0
+    return m
+
+
+def test_a_python_number_or_a_numpy_scalar_bound_by_max_or_a_select_is_retyped():
+    """`hi = max(1.0, vals[k])` (Python's max keeps its first argument
+    unless the second is greater: a Python float or numpy's float64, as the
+    data says) and `m = vals[k] if ... else -1.0`: the name retyped, its
+    flag set where the Python number is taken (each refused as "max() of
+    two types": a trace per length).  NaN, ints and lengths 0 and 1 too."""
+    for fn, make in ((floor_of_last, lambda n, r: (np.where(r.random(n) < 0.2, np.nan, r.standard_normal(n) * 2),)),
+                     (floor_of_last, lambda n, r: (r.standard_normal(n).astype(np.float32),)),
+                     (ceiling_of_last, lambda n, r: (r.integers(-5, 5, n),)),
+                     (ceiling_of_last, lambda n, r: (r.integers(-5, 5, n).astype(np.int16),)),
+                     (clipped_running_max, lambda n, r: (r.standard_normal(n),))):
+        f = _check(fn, make, sizes=(9, 10, 11, 12))
+        assert f.stats()["traces"] <= 2, f.explain()  # (the flag's two outcomes after the loop: a graph break)
+        dt = make(1, np.random.default_rng(0))[0].dtype
+        for x in (np.array([0.5]), np.array([3.0]), np.array([np.nan] if dt.kind == "f" else []), np.zeros(0)):
+            _same(f(x.astype(dt)), fn(x.astype(dt)))
+
+
+def running_min_from(x):
+    m = 1e18
+    for i in range(x.shape[0]):
+        if x[i] < m:
+            m = x[i]
+    return m
+
+
+def running_min_reset(x, flags):
+    m = 1e18
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        if flags[i]:
+            m = 1e18
+        if x[i] < m:
+            m = x[i]
+        out[i] = m
+    return m, out
+
+
+def running_min_other_reset(x, flags):
+    m = 1e18
+    for i in range(x.shape[0]):
+        if flags[i]:
+            m = 3e18
+        if x[i] < m:
+            m = x[i]
+    return m
+
+
+def test_a_python_float_the_loop_s_float_type_rounds_is_retyped_as_rounded():
+    """`m = 1e18` over float32s: numpy rounds it to a float32 wherever it
+    meets one, so m is typed float32 from that rounding, and a loop that
+    took none of the data's values leaves the Python float itself (it
+    traced once per length).  Another float it is bound to (3e18), or a
+    float16 past 1e18's range (numpy warns of the overflow), leave the loop
+    traced."""
+    for dt in (np.float32, np.float64):
+        f = _check(running_min_from, lambda n, r: (r.standard_normal(n).astype(dt),), sizes=(9, 10, 11, 12))
+        assert f.stats()["traces"] <= 2, f.explain()
+        for x in (np.zeros(0, dt), np.array([np.float32(1e18)], dt), np.array([np.inf, np.nan], dt)):
+            _same(f(x), running_min_from(x))
+    f = _check(running_min_reset, lambda n, r: (r.standard_normal(n).astype(np.float32), r.random(n) < 0.3),
+               sizes=(9, 10, 11, 12))
+    assert f.stats()["traces"] <= 2, f.explain()
+    _check(running_min_other_reset, lambda n, r: (r.standard_normal(n).astype(np.float32), r.random(n) < 0.3),
+           sizes=(9, 10), lifted=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (numpy's: 1e18 overflows a float16)
+        _check(running_min_from, lambda n, r: (r.standard_normal(n).astype(np.float16),), sizes=(9, 10),
+               lifted=False)
+
+
+def last_doubled_while(x):
+    i = 0
+    while i < x.shape[0]:
+        last = x[i] * 2
+        i += 1
+    return last
+
+
+def newton_sqrt(a, tol):
+    x = a
+    err = tol + 1.0
+    while err > tol:
+        x_new = 0.5 * (x + a / x)
+        err = abs(x_new - x)
+        x = x_new
+    return x_new
+
+
+def last_positive_pair(x):
+    for i in range(x.shape[0]):
+        j, v = i, x[i]
+        if v > 0:
+            break
+    return j, v
+
+
+def last_if_positive(x):
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            last = x[i]
+    return last
+
+
+def test_a_name_first_bound_in_the_loop_and_read_after_it_lifts():
+    """`last = x[i] * 2` in a while loop, then `return last` (and Newton's
+    `x_new`, a tuple's names in a for loop): the name starts as a zero of
+    its type, with a hidden bool of whether a trip bound it; where none did,
+    it is unbound after the loop, as in Python (a trace per length: a while
+    loop has no first trip to peel).  A name a trip may leave unbound
+    (bound under an if) stays traced."""
+    f = _check(last_doubled_while, lambda n, r: (r.standard_normal(n),), sizes=(9, 10, 11, 12))
+    assert f.stats()["traces"] == 1, f.explain()
+    with pytest.raises(UnboundLocalError):
+        last_doubled_while(np.zeros(0))
+    with pytest.raises(UnboundLocalError):
+        f(np.zeros(0))
+    _same(f(np.ones(13)), last_doubled_while(np.ones(13)))
+    g = jit(newton_sqrt)
+    for a in (2.0, 9.0, 1e6, np.float32(3.0)):
+        _same(g(a, 1e-6), newton_sqrt(a, 1e-6))
+    _same(g(4.0, 10.0), newton_sqrt(4.0, 10.0))
+    with pytest.raises(UnboundLocalError):  # (no trip: x_new unbound)
+        g(4.0, np.inf)
+    h = _check(last_positive_pair, lambda n, r: (r.standard_normal(n),), sizes=(9, 10, 11, 12))
+    assert h.stats()["traces"] <= 2, h.explain()
+    _check(last_if_positive, lambda n, r: (np.abs(r.standard_normal(n)) + 1,), sizes=(9, 10), lifted=False)
 
 
 def test_constants_no_type_holds_are_refused_not_raised():
