@@ -890,9 +890,8 @@ def _lift(ctx, site: Site, scope: dict, fn):
         except _Unbound as e:
             seeded[e.name] = e.type
             env[e.name], env[_BOUND + e.name] = e.type, "bool"
-            prologue += [("set", e.name, ("const", e.type, dtype_of(e.type).type(0).item() if is_weak(e.type)
-                                          else dtype_of(e.type).type(0))),
-                         ("set", _BOUND + e.name, ("const", "bool", False))]
+            prologue += [("set", e.name, ("const", e.type, _zero(e.type))), ("set", _BOUND + e.name,
+                                                                                ("const", "bool", False))]
     else:
         raise Unsupported("its names keep no single type")
     program = site.programs[key]
@@ -1045,8 +1044,14 @@ def _bound_value(get, t: str, flag: bool):
     try:
         v = get()
     except NameError:
-        return False if flag else (dtype_of(t).type(0).item() if is_weak(t) else dtype_of(t).type(0))
+        return False if flag else _zero(t)
     return True if flag else v
+
+
+def _zero(t: str):
+    """The zero of type t: a Python number for a weak type, numpy's scalar else."""
+    z = dtype_of(t).type(0)
+    return z.item() if is_weak(t) else z
 
 
 def _bound_before_read(loop, name: str) -> bool:
@@ -1063,7 +1068,7 @@ def _bound_before_read(loop, name: str) -> bool:
             isinstance(t, ast.Name) and t.id == name for t in ast.walk(st.targets[0]))
     if isinstance(loop, ast.While) and names(loop.test) or any(names(st) for st in loop.orelse):
         return False
-    if isinstance(loop, ast.For) and names(loop.target):
+    if isinstance(loop, ast.For) and (names(loop.target) or names(loop.iter)):
         return False
     first = next((st for st in loop.body if names(st)), None)
     if first is None or not assigns(first):

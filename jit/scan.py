@@ -1013,6 +1013,14 @@ class ScanCall:
             t = trips[i]
             i += 1
             out = None
+            if run is not None and not steady and layout != run[2] and tries < MAX_PINS:
+                # (the carried values' layout changed -- a Python number a trip made numpy's, `err = np.inf`
+                # then `err = np.max(...)`: the entry of the new one, when there is one, runs this trip)
+                tries += 1
+                found = body._entry_for((t, *carried, *free), flat=True)
+                if found is not None:
+                    e, held = found
+                    run = (e.guards.check, e.run, layout, e.out_treedef == flat, rest + held, e.out_treedef)
             if run is not None and (steady or layout == run[2]):
                 # (the entry the last trips took, its guards checked for this t: jit's own lookup of
                 # it per trip would cost more than a small body's kernels)
