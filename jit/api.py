@@ -143,6 +143,17 @@ class JitFunction:
         caller that runs one entry over and over while what the program
         holds stays as it is (jit/scan.py's trips).  `flat`: no arg is a
         tuple, list or dict (its leaves are the args)."""
+        found = self._entries_for(args, flat)
+        if found is None:
+            return None
+        entries, held, shapes = found
+        e = next((e for e in entries if e.guards.check(shapes) is not None), None)
+        return None if e is None else (e, held)
+
+    def _entries_for(self, args: tuple, flat: bool = False):
+        """(the entries of the key of positional `args` -- the list itself,
+        which a trace of that key extends --, the held arrays they take,
+        the shapes their guards check), or None (_entry_for)."""
         if not (self._simple and len(args) == self._n_params):
             return None
         if flat:
@@ -157,9 +168,7 @@ class JitFunction:
         state = self._keys.get(key) if key is not None else None
         if state is None or state.eager_reason is not None:
             return None
-        shapes = tuple([a.shape for a in arrays])
-        e = next((e for e in state.entries if e.guards.check(shapes) is not None), None)
-        return None if e is None else (e, held)
+        return state.entries, held, tuple([a.shape for a in arrays])
 
     def stats(self) -> dict:
         """The same figures the Prometheus metrics report, as a dict."""

@@ -579,6 +579,7 @@ def _last_exit(stmts: list):
 
 
 STOP = "__sj_stop__"  # (the body's name for its last exit's test: _compile_body)
+NOT = "__sj_not__"  # (numpy's logical_not, in the body of a while loop tested last: _compile_body)
 
 
 def append_value(st):
@@ -822,7 +823,8 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
     `consts`; one per layout and closure values (a retrace of the function
     reuses it, and its compiled entries).  `loops` and `scan_jit` are the
     jit's (jit/api.py)."""
-    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds, tuple(stacked))
+    last = _tested_last(site.node, carried, carried_kinds, free[len(free) - n_ints:], stacked)
+    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds, tuple(stacked), last)
     values = tuple(consts[n] for n in sorted(consts))
     bodies = loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
     for k, vals, body in bodies:
@@ -830,7 +832,7 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
                                                          and a == b for a, b in zip(vals, values)):
             return body
     if key not in site.scan_codes:
-        site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked)
+        site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked, last)
     factory = types.FunctionType(site.scan_codes[key], fn.__globals__, "__sj_scan__")
     where = f"{site.filename.rpartition('/')[2]}:{site.node.lineno}"
     body = scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
@@ -842,14 +844,39 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
     return body
 
 
-def _compile_body(site, fn, target: str, carried: list, free: list, closure: list, stacked=()) -> types.CodeType:
+def _tested_last(loop, carried, carried_kinds: tuple, ints, stacked) -> bool:
+    """Whether a while loop's body tests at the end of each trip, as a value
+    (_compile_body): a loop of no exit and no list it appends to, whose test
+    reads a value of the data (`while err > tol`: a graph break at the start
+    of each trip, the last deciding otherwise, through the body's own jit
+    call); not one whose test reads only ints and shapes (`while k <
+    x.shape[0]`: guards decide it, with no break, and trip 0 would take an
+    entry of its own)."""
+    if not isinstance(loop, ast.While) or stacked or _exits(loop.body):
+        return False
+    ints = set(ints) | {n for n, k in zip(carried, carried_kinds) if k == "int"}
+    parents = {id(c): p for p in ast.walk(loop.test) for c in ast.iter_child_nodes(p)}
+    for n in ast.walk(loop.test):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in ints:
+            up = parents.get(id(n))
+            if not (isinstance(up, ast.Attribute) and up.attr == "shape" or isinstance(up, ast.Call)
+                    and isinstance(up.func, ast.Name) and up.func.id == "len" or n.id == "len"):
+                return True
+    return False
+
+
+def _compile_body(site, fn, target: str, carried: list, free: list, closure: list, stacked=(),
+                  tested_last: bool = False) -> types.CodeType:
     """The code of `def __sj_scan__(*closure): def body(target, *carried, *free):
     <the loop's body>; return (*carried,); return body`, compiled from the
     loop's own statements (their lines kept: tracebacks and explain() point
     into the user's file).  A body with exits returns one more value, whether
     the loop stops after this trip: each `if <test>: break` becomes
     `if <test>: return (*carried, True)`, and the end `return (*carried, False)`.
-    Each `<list>.append(<value>)` of a list of `stacked` becomes
+    A while loop's body starts `if not <test>: return (*carried, True)`; one
+    `tested_last` (_tested_last) starts `if <trip> == 0 and not <test>: ...`
+    and ends `return (*carried, logical_not(<test>))`.  Each
+    `<list>.append(<value>)` of a list of `stacked` becomes
     `__sj_y<k> = <value>`, returned after the carried values."""
     loop = site.node
 
@@ -864,9 +891,14 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     exits, stops = {id(x) for x in _exits(statements)}, _stops(loop)
 
     ys = [f"__sj_y{k}" for k in range(len(stacked))]
+    # (`tested_last`: a while loop tests at the end of each trip, as a value, whether the next one runs, and
+    # first at trip 0 only: its last trip takes the compiled entry the others took, not a graph break)
 
     def returned(stop: bool, where) -> ast.Return:
-        values = [ast.Name(n, ast.Load()) for n in [*carried, *ys]] + ([ast.Constant(stop)] if stops else [])
+        flag = ast.Constant(stop)
+        if tested_last and not stop:
+            flag = ast.Call(ast.Name(NOT, ast.Load()), [copy.deepcopy(loop.test)], [])
+        values = [ast.Name(n, ast.Load()) for n in [*carried, *ys]] + ([flag] if stops else [])
         return ast.copy_location(ast.Return(ast.Tuple(values, ast.Load())), where)
     last_exit = _last_exit(statements) if stops and not stacked and isinstance(loop, ast.For) else None
     for k, st in enumerate(statements):
@@ -893,16 +925,22 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
             statements.append(ast.copy_location(ast.If(ast.Name(STOP, ast.Load()), undo, []), last_exit))
     _continues_to_returns(statements, lambda st: returned(False, st))
     statements[:0] = _prelude(loop)
-    if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`)
+    if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`;
+        # tested last, only the first: `if <trip> == 0 and not <test>`)
         test = ast.copy_location(ast.UnaryOp(ast.Not(), copy.deepcopy(loop.test)), loop.test)
+        if tested_last:
+            first = ast.Compare(ast.Name(WHILE_TRIP, ast.Load()), [ast.Eq()], [ast.Constant(0)])
+            test = ast.copy_location(ast.BoolOp(ast.And(), [first, test]), loop.test)
         statements.insert(0, ast.copy_location(ast.If(test, [returned(True, loop.test)], []), loop.test))
     ret = returned(False, loop)
     if last_exit is not None:
         ret.value.elts[-1] = ast.Name(STOP, ast.Load())
     name = f"{fn.__name__}_loop_body"
     inner = function(name, [target, *carried, *free], statements + [ret])
-    outer = function("__sj_scan__", closure, [inner, ast.Return(ast.Name(name, ast.Load()))])
-    for n in (ret.value, inner, outer, outer.body[1], outer.body[1].value):
+    # (numpy's logical_not, by a name of the body's own: a traced bool's, or a Python one's)
+    negation = ast.ImportFrom(module="numpy", names=[ast.alias(name="logical_not", asname=NOT)], level=0)
+    outer = function("__sj_scan__", closure, [negation, inner, ast.Return(ast.Name(name, ast.Load()))])
+    for n in (ret.value, inner, outer, negation, outer.body[2], outer.body[2].value):
         ast.copy_location(n, loop)
     module = ast.Module([outer], type_ignores=[])
     ast.fix_missing_locations(module)
@@ -1001,6 +1039,7 @@ class ScanCall:
         if ny and not trips:  # (numpy's np.stack of no array raises; its np.array gives float64: numpy decides)
             raise ScanMismatch(f"the loop at {self.where} ran no trip: the lists it appends to hold no row")
         rows = [None] * ny  # (the stacked outputs, made at the first trip: a row of each per trip)
+        keys: dict = {}  # (carried layout -> the body's entries of it, _entries_for)
         i = 0
         while i < len(trips):
             if steady and run[3]:  # (the pinned entry took and gave this layout: trips run here until one
@@ -1013,25 +1052,41 @@ class ScanCall:
             t = trips[i]
             i += 1
             out = None
-            if run is not None and not steady and layout != run[2] and tries < MAX_PINS:
-                # (the carried values' layout changed -- a Python number a trip made numpy's, `err = np.inf`
-                # then `err = np.max(...)`: the entry of the new one, when there is one, runs this trip)
-                tries += 1
-                found = body._entry_for((t, *carried, *free), flat=True)
-                if found is not None:
-                    e, held = found
+            for attempt in range(2):
+                if attempt:  # (the pinned entry's guards failed -- trip 0's own, `if <trip> == 0 and not test`,
+                    # or a slice of the trip's index that is empty or of one element at the first trips and the
+                    # last -- or the carried values' layout changed, `err = 1.0` then numpy's float64: the
+                    # entry of this trip, when the body has one, not jit's own call)
+                    if tries >= MAX_PINS:
+                        break
+                    tries += 1
+                    if layout not in keys:  # (the entries of this layout's key: looked up once a call, their
+                        # guards checked per trip; the list grows as the body traces; a key not traced yet,
+                        # looked up again after jit's own call has traced it)
+                        found = body._entries_for((t, *carried, *free), flat=True)
+                        if found is None:
+                            break
+                        keys[layout] = found
+                    entries, held, _ = keys[layout]
+                    shapes = ((t,),) + _shapes(carried, self.carried_kinds) + fixed
+                    e = next((e for e in entries if e.guards.check(shapes) is not None), None)
+                    if e is None:
+                        break
                     run = (e.guards.check, e.run, layout, e.out_treedef == flat, rest + held, e.out_treedef)
-            if run is not None and (steady or layout == run[2]):
+                if run is None or not (steady or layout == run[2]):
+                    continue
                 # (the entry the last trips took, its guards checked for this t: jit's own lookup of
                 # it per trip would cost more than a small body's kernels)
                 dims = run[0](((t,),) + _shapes(carried, self.carried_kinds) + fixed)
-                if dims is not None:
-                    try:
-                        res = run[1](_inputs(carried, self.carried_kinds) + run[4], dims)
-                        # (the carried values first, then what the entry writes back or checks)
-                        out = res[:nc + ny + exits] if run[3] else list(pytree.unflatten(run[5], iter(res)))
-                    except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
-                        out = None
+                if dims is None:
+                    continue
+                try:
+                    res = run[1](_inputs(carried, self.carried_kinds) + run[4], dims)
+                    # (the carried values first, then what the entry writes back or checks)
+                    out = res[:nc + ny + exits] if run[3] else list(pytree.unflatten(run[5], iter(res)))
+                except Exception:  # noqa: BLE001 - jit's own call decides (a break, numpy's error...)
+                    pass
+                break
             pinned = out is not None
             if not pinned:
                 steady = False
@@ -1040,15 +1095,6 @@ class ScanCall:
             if ny:
                 _put_rows(rows, out[nc:nc + ny], i - 1, len(trips), self)
             out = out[:nc]
-            if not pinned and tries < MAX_PINS and i < len(trips):
-                # (the entry the next trip takes: the pinned one's guards failed -- a slice of the trip's
-                # index that is empty or of one element at the first trips and the last, each an entry
-                # of its own -- or its layout changed; each failed trip went through jit's own call)
-                tries += 1
-                found = body._entry_for((trips[i], *out, *free), flat=True)
-                if found is not None:  # (what the body holds: the same arrays every trip, its own pure)
-                    e, held = found
-                    run = (e.guards.check, e.run, _layout(out), e.out_treedef == flat, rest + held, e.out_treedef)
             _check_trip(out, want, t, self.where)
             carried = out
             if stopped:

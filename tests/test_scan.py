@@ -217,6 +217,29 @@ def test_loops_that_stop_on_a_traced_value_compile_once(backend, fn, make, trace
     assert ("(a scan)" in f.explain()) == (fn is not doubles)
 
 
+@pytest.mark.parametrize("fn, make", [
+    (halvings, lambda n, r: (r.random(n) * 4 ** r.integers(1, 12),)),
+    (jacobi, lambda n, r: (r.random((n, n)) + n * np.eye(n), r.random(n), 1e-10)),
+])
+def test_every_trip_of_a_while_scan_runs_a_compiled_entry(fn, make):
+    """A while loop's test, taken at the end of each trip as a value
+    (whether the next runs), lets its last trip run the entry the others
+    ran (its test was a graph break at the start of every trip: the last,
+    deciding otherwise, went through the body's own jit call), and a trip
+    whose carried number became numpy's (`err = 1.0`, then a float64) runs
+    the entry of that layout: once warm, no trip calls the body's jit."""
+    rng = np.random.default_rng(3)
+    f = jit(fn)
+    for n in (5, 9, 5, 9):
+        args = make(n, rng)
+        assert_like_numpy(f(*args), fn(*args), ulps=64)
+    calls = _body(f).stats()["calls"]
+    for n in (5, 9, 7, 9):
+        args = make(n, rng)
+        assert_like_numpy(f(*args), fn(*args), ulps=64)
+    assert _body(f).stats()["calls"] == calls, _body(f).explain()
+
+
 def weighted_by_count(x):
     k = 0
     s = np.zeros(x.shape[1])
