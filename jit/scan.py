@@ -405,7 +405,36 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     written &= set(carried)
     for n in written:
         _check_private(ctx, n, scope)
+    rebound = _rebound(loop.body)
+    for n in sorted(written & rebound):
+        if not _rebinds_first(loop, n):
+            raise NoScan(f"it writes into {n}'s array and rebinds {n}: a trip may write into the array it held "
+                         "before the loop")
     return target, carried, written, stacked, last
+
+
+def _rebound(stmts: list) -> set:
+    """Names the statements bind anew (`x = ...`, a loop's variable), not
+    in place (`x += ...`, `x[i] = ...`)."""
+    inplace = {id(n.target) for s in stmts for n in ast.walk(s) if isinstance(n, ast.AugAssign)}
+    return {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            and id(n) not in inplace}
+
+
+def _rebinds_first(loop, name: str) -> bool:
+    """Whether every trip binds `name` anew before anything writes into its
+    array: the first of the body's statements to write into it or bind it
+    is `name = ...` at its top level (reading the array is no write), and
+    no call before it is handed the name (a helper may write into it)."""
+    for st in loop.body:
+        passed = any(isinstance(c, ast.Call) and any(isinstance(a, ast.Name) and a.id == name
+                                                     for a in [*c.args, *(k.value for k in c.keywords)])
+                     for c in ast.walk(st))
+        if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets):
+            return name not in _written([st])
+        if name in _written([st]) or name in _rebound([st]) or passed:
+            return False
+    return False
 
 
 def _check_stacked(ctx, site, scope: dict, globals_: dict, written: set) -> list:
@@ -514,8 +543,11 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     new = dict(zip(carried, outs))
     if last is not False:
         new[target] = last
-    for n in set(carried) - set(site.assigned):  # (written into, never rebound: the same array, its values new)
+    # (written into, never bound anew -- `back[t] = ...`, `w -= lr * g`: the same array, its values new, as
+    # numpy's in-place writes leave it, for the caller's argument and every holder of it)
+    for n in sorted(set(carried) - set(site.assigned) | set(written) - _rebound(loop.body)):
         ctx.write(scope[n], new[n])
+        new[n] = scope[n]
     lists = [Stacked(list(scope[n]), y, site) for n, y in zip(stacked, ys)]
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned) + tuple(lists)
 

@@ -814,3 +814,100 @@ def test_a_write_with_out_into_a_carried_array_is_a_scan(backend):
         assert_like_numpy(B, A)
     assert f.stats()["traces"] == UNROLLED + 1 and "(a scan)" in f.explain()
     assert g.stats()["traces"] == UNROLLED + 1 and "(a scan)" in g.explain()
+
+
+# ------------------------------------------------ in-place updates of the carried arrays (probe 13)
+
+def _sgd_for(X, y, w, b, epochs, lr):
+    for _ in range(epochs):
+        err = X @ w + b - y
+        w -= lr * X.T @ err / len(y)
+        b -= lr * err.mean()
+    return w
+
+
+def _sgd_while(X, y, w, lr, tol):
+    it = 0
+    g = X.T @ (X @ w - y) / len(y)
+    while np.linalg.norm(g) > tol and it < 200:
+        w -= lr * g
+        g = X.T @ (X @ w - y) / len(y)
+        it += 1
+    return it
+
+
+def _ema_in_dict(G):
+    state = {"m": np.zeros(G.shape[1])}
+    m = state["m"]
+    for i in range(G.shape[0]):
+        m *= 0.9
+        m += G[i]
+    return state["m"]
+
+
+class _Params:
+    def __init__(self, n):
+        self.W = np.zeros(n)
+
+
+def _decay_held(p, X):
+    W = p.W
+    for i in range(X.shape[0]):
+        W -= 0.1 * X[i]
+    return W
+
+
+def _rebound_then_written(x, n):
+    for _ in range(n):
+        x = x * 0.5  # (each trip binds a new array before writing into it: the caller's is never written)
+        x += 1.0
+    return x
+
+
+def _written_then_rebound(x, n):
+    for _ in range(n):
+        x += 1.0  # (the first trip writes into the caller's array, later ones into the trip's own)
+        x = x * 0.5
+    return x
+
+
+def test_in_place_updates_of_a_carried_array_reach_its_array_and_every_holder():
+    """`w -= lr * g` in a scan (a for loop from its third trip count, a while
+    loop from the first call) on an argument, a name for an array a dict or
+    an object holds: numpy writes into that array, so the caller's argument,
+    the dict and the object see the new values and `return w` is the
+    argument itself (the scan bound the name to a new array: the argument,
+    the dict's array and the object's kept their old values, silently).  A
+    name each trip binds anew before writing into it writes no one else's
+    array; one written and then bound anew runs as written."""
+    rng = np.random.default_rng(0)
+    f, g = jit(_sgd_for), jit(_sgd_while)
+    for n, epochs in ((20, 10), (30, 20), (40, 30), (24, 40), (33, 7)):
+        X = rng.standard_normal((n, 3))
+        y = X @ np.array([1.0, -2.0, 0.5]) + 0.3
+        w1, b1, w2, b2 = np.zeros(3), np.zeros(1), np.zeros(3), np.zeros(1)
+        out = f(X, y, w2, b2, epochs, 0.1)
+        assert out is w2
+        _sgd_for(X, y, w1, b1, epochs, 0.1)
+        assert_like_numpy(w2, w1, ulps=64)
+        assert_like_numpy(b2, b1, ulps=64)
+        w1, w2 = np.zeros(3), np.zeros(3)
+        assert g(X, y, w2, 0.1, 1e-6) == _sgd_while(X, y, w1, 0.1, 1e-6)
+        assert_like_numpy(w2, w1, ulps=64)
+    assert "(a scan)" in f.explain() and "(a scan)" in g.explain()
+    h = jit(_ema_in_dict)
+    k = jit(_decay_held)
+    for n in (3, 4, 5, 6, 9):
+        G = rng.standard_normal((n, 2))
+        assert_like_numpy(h(G), _ema_in_dict(G))
+        p1, p2, X = _Params(3), _Params(3), rng.standard_normal((n, 3))
+        out = k(p2, X)
+        assert out is p2.W
+        _decay_held(p1, X)
+        assert_like_numpy(p2.W, p1.W)
+    for fn in (_rebound_then_written, _written_then_rebound):
+        j = jit(fn)
+        for n in (3, 4, 5, 6):
+            x1, x2 = np.arange(4.0), np.arange(4.0)
+            assert_like_numpy(j(x2, n), fn(x1, n))
+            assert_like_numpy(x2, x1)
