@@ -606,6 +606,13 @@ def setitem(ctx, t: Tracer, index, value):
     takes a new value.  numpy's errors (bounds, broadcasting, casting) come
     from running the update on the concrete values first."""
     items = _index_items(ctx, index)
+    if t.dtype.kind in "iub" and (isinstance(value, (list, tuple, int, float, complex, SymInt))
+                                  and not isinstance(value, bool)):
+        # (numpy converts a Python number, or a list of them, into t's dtype as Python numbers: `a[:2] = [300,
+        # 1]` of an int8 a is its OverflowError, not 300 wrapped; a list of numbers, an array of t's dtype)
+        _numbers_into(ctx, value, t.dtype)
+        if isinstance(value, (list, tuple)) and not holds_traced(value):
+            value = np.array(value, dtype=t.dtype)
     if isinstance(value, SymInt):
         value = ctx.operand(value)
     if all(_is_basic_item(x) for x in items):
@@ -786,6 +793,15 @@ def clip(ctx, a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kw):
     a_max = a_max if max is None else max
     if a_min is None and a_max is None:
         return None
+    a = ctx.operand(a)
+    if a.dtype.kind in "iu":  # (a Python int past the dtype's range: numpy's clip compares exactly, so a bound
+        # below it (above, for the upper) bounds nothing, and one the other way is numpy's OverflowError)
+        a_min = None if _python_int_past(ctx, a_min, a.dtype, -1) else a_min
+        a_max = None if _python_int_past(ctx, a_max, a.dtype, 1) else a_max
+        for bound in (a_min, a_max):
+            python_int_into(ctx, bound, a.dtype)
+        if a_min is None and a_max is None:
+            return ctx.emit("astype", [a], {"dtype": a.dtype})  # (a new array, its values a's)
     if a_min is None:
         return ctx.emit("minimum", [a, a_max], {})
     if a_max is None:
@@ -802,6 +818,28 @@ def astype(ctx, a, dtype, order="K", casting="unsafe", subok=True, copy=True):
     return ctx.emit("astype", [a], {"dtype": dt})
 
 
+def _python_int_past(ctx, v, dtype: np.dtype, side: int) -> bool:
+    """Whether v, a Python int (or a dim), is below integer dtype's range
+    (side -1) or above it (side 1); a dim's decided with a guard."""
+    if not (type(v) is int or isinstance(v, SymInt)):
+        return False
+    info = np.iinfo(dtype)
+    e = v.expr if isinstance(v, SymInt) else v
+    where = f"{user_location()}: against the range of {dtype}"
+    return ctx.env.compare("<", e, int(info.min), where) if side < 0 else ctx.env.compare(">", e, int(info.max), where)
+
+
+def python_int_into(ctx, v, dtype) -> None:
+    """numpy's OverflowError for a Python int (a dim's too) put into an
+    integer dtype that cannot hold it (np.full(n, 300, np.int8), `a[0] =
+    n` of an int8 a, a bound of np.clip): a dim's decided with a guard,
+    where the wrapped value went through before."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iu" and (_python_int_past(ctx, v, dt, -1) or _python_int_past(ctx, v, dt, 1)):
+        raise OverflowError(f"Python integer {ctx.hint(v.expr) if isinstance(v, SymInt) else v} out of bounds "
+                            f"for {dt}")
+
+
 def _filled(fill):
     def handler(ctx, a, *args, dtype=None, order="K", subok=True, shape=None):
         value = fill if fill is not None else args[0]
@@ -813,6 +851,7 @@ def _filled(fill):
         shp = a.value.shape if shape is None else tuple(_dim_expr(d) for d in _shape_arg(shape))
         dt = np.dtype(dtype) if dtype is not None else a.dtype
         if isinstance(value, (Tracer, SymInt, SymFloat)):  # (a traced fill: np.full's)
+            python_int_into(ctx, value, dt)
             return full(ctx, shp, value, dt)
         return ctx.emit("full", [], {"shape": tuple(ctx.env.simplify(d) for d in shp), "fill": value,
                                      "dtype": dt})
@@ -842,6 +881,8 @@ def full(ctx, shape, fill_value, dtype=None):
     (the fill's own: a Python float's is float64), cast as numpy casts it."""
     shp = _sizes(ctx, _shape_arg(shape))
     if isinstance(fill_value, (Tracer, SymInt, SymFloat)):
+        if dtype is not None:
+            python_int_into(ctx, fill_value, dtype)
         v = ctx.operand(fill_value)
         if v.ndim:
             return None
@@ -1351,7 +1392,13 @@ def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
 
 
 def array_of(ctx, a, dtype=None):
-    """np.array of (nested) lists and tuples holding traced values: stacked."""
+    """np.array of (nested) lists and tuples holding traced values: stacked.
+    Into an integer dtype, numpy converts each number as a Python one, its
+    OverflowError where the dtype cannot hold it: a Python int or a dim
+    checked here (a dim with a guard), a traced number the dtype may not
+    hold runs the call in numpy (its value decides)."""
+    if dtype is not None and np.dtype(dtype).kind in "iub" and not isinstance(a, Stacked):
+        _numbers_into(ctx, a, np.dtype(dtype))
     if isinstance(a, Stacked):  # (a list of a symbolic length: its array)
         out = a._array()
     elif isinstance(a, (list, tuple)):
@@ -1365,6 +1412,22 @@ def array_of(ctx, a, dtype=None):
         if out.value.weak:  # a Python scalar or a dim: numpy's default dtype for it
             out = astype(ctx, out, np.asarray(out.concrete).dtype)
     return out if dtype is None or np.dtype(dtype) == out.dtype else astype(ctx, out, dtype)
+
+
+def _numbers_into(ctx, a, dt: np.dtype) -> None:
+    """The checks numpy's conversion of the numbers of (nested) lists `a`
+    into integer or bool dtype dt makes (array_of)."""
+    if isinstance(a, (list, tuple)):
+        for x in a:
+            _numbers_into(ctx, x, dt)
+    elif isinstance(a, SymInt):
+        python_int_into(ctx, a, dt)
+    elif isinstance(a, Tracer):
+        if not a.value.weak and a.ndim == 0 and not np.can_cast(a.dtype, dt, "safe"):
+            raise Fallback(f"a traced {a.dtype} put into {dt} through a list (numpy checks its value's range)",
+                           user_location())
+    elif isinstance(a, (int, float, complex, np.generic)):
+        np.array(a, dtype=dt)  # (numpy's OverflowError, ValueError or TypeError)
 
 
 def atleast_nd(n):

@@ -224,3 +224,67 @@ def test_a_size_in_arithmetic_with_a_constant_array(backend):
         for g, w in zip(jf(x, pos), f(x, pos)):
             assert_like_numpy(g, w, ulps=0)
     assert jf.stats()["traces"] <= 2, jf.explain()  # (the first value, then the int a symbol)
+
+
+def _clip_u8(a):
+    return np.clip(a, -1, 5), np.clip(a, 2, 300), np.clip(a, -300, None)
+
+
+def _clip_by_size(a):
+    return np.clip(a, 0, a.shape[0] * 100)
+
+
+def _full_by_size(a):
+    return np.full(2, a.shape[0] * 100, dtype=np.int8)
+
+
+def _array_by_size(a):
+    return np.array([a.shape[0] * 100, 1], dtype=np.int8)
+
+
+def _full_like_size(a):
+    return np.full_like(a, a.shape[0] * 50)
+
+
+def _set_list(a):
+    a[:2] = [300, 1]
+    return a
+
+
+def _set_floats(a):
+    a[:2] = [1.9, -1.9]
+    return a
+
+
+def _set_size(a):
+    a[0] = a.shape[0] * 50
+    return a
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - numpy's error is the expected outcome
+        return type(e), str(e)
+
+
+@pytest.mark.parametrize("fn, dtype", [(_clip_u8, np.uint8), (_clip_by_size, np.int8), (_full_by_size, np.int8),
+                                       (_array_by_size, np.int8), (_full_like_size, np.int8),
+                                       (_set_list, np.int8), (_set_floats, np.int8), (_set_floats, np.uint8),
+                                       (_set_size, np.int8)])
+def test_a_python_int_an_integer_dtype_cannot_hold_is_numpys_error_or_bound(fn, dtype):
+    """numpy converts a Python int (a dim's too) into an integer dtype
+    exactly: np.clip's bound past the range bounds nothing (-1 for a uint8
+    became 255 and clipped every value to it), and np.full, np.array,
+    np.full_like and an assignment of one (or of a list of Python numbers)
+    it cannot hold raise numpy's OverflowError (they wrapped: 300 became 44
+    and was written into the argument)."""
+    f = jit(fn)
+    for n in (2, 3, 7, 3, 9):
+        a1, a2 = np.arange(n).astype(dtype), np.arange(n).astype(dtype)
+        want, got = _outcome(fn, a1), _outcome(f, a2)
+        if isinstance(want, tuple) and isinstance(want[0], type):
+            assert got == want
+        else:
+            assert_like_numpy(got, want)
+        np.testing.assert_array_equal(a2, a1)
