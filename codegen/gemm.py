@@ -103,7 +103,7 @@ def _tile(dtype: np.dtype, wide: bool) -> Tile:
 
 def variant(dtype) -> str:
     """What the library kernel of `dtype` is built with (part of its cache key)."""
-    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_KB,
+    return repr((tile_for(dtype), SMALL_M, ALIAS_BYTES, STREAM_PREFETCH_BYTES, STREAM_K, STREAM_KB, WHOLE_K,
                  STREAM_DEEP_M, ONE_TILE_BYTES, ROW_STREAM_M, ROW_STREAM_K, STREAM_BLOCK, EPILOGUE_ROWS, MC,
                  DEEP_KC, DEEP_ROWS, accumulators()))
 
@@ -161,6 +161,10 @@ STREAM_KB = 16
 # 1.14-1.43x for (3072, 768) with B in cache; with AVX-512 1.05-1.07x at M =
 # 4, 6 (256 bytes), while all of K stays up to 1.07x faster at M = 2 (768 bytes).
 ONE_TILE_BYTES = 512
+# "All of K" for such a tile is at most this many rows of B a block: each
+# block is summed from zero and added to C, as a BLAS's blocks of K are (one
+# sequential sum of K = 100000 products was 20-50x numpy's error).
+WHOLE_K = 256
 # A streamed micro-kernel prefetches at least this many bytes of B's row
 # PREFETCH ahead (from its strip's first column): with B from memory, a
 # strip's one line a row (AVX2, float32), a page apart, left the DRAM's
@@ -360,7 +364,8 @@ class GemmEmitter:
         # tile whose strips span ONE_TILE_BYTES of B's row streams all of K at once)
         whole_k = [b.icmp_signed("==", M, c(rows)) for rows in (t.mr,) + TAIL_ROWS
                    if self._strips_at_once(rows) * t.nr * self.dtype.itemsize >= ONE_TILE_BYTES]
-        kb = b.select(functools.reduce(b.or_, whole_k, ir.Constant(I1, 0)), K, c(STREAM_KB))
+        kb = b.select(functools.reduce(b.or_, whole_k, ir.Constant(I1, 0)), self._min(b, K, c(WHOLE_K)),
+                      c(STREAM_KB))
         f = b.select(small, f, c(0))
         with b.if_then(b.icmp_signed(">", f, c(0))):
             col0 = b.mul(s0, c(t.nr))
@@ -725,16 +730,10 @@ class GemmEmitter:
 
         c_rows = [b.gep(C, [b.mul(ldc, ir.Constant(I64, r))]) for r in range(mr)]
         a_rows = [b.gep(A, [b.mul(lda, ir.Constant(I64, r))]) for r in range(mr)]
-        entry = b.block
-        load_bb = fn.append_basic_block("load")
-        init_bb = fn.append_basic_block("init")
-        b.cbranch(acc, load_bb, init_bb)
-        b.position_at_end(load_bb)
-        loaded = [[vload(c_rows[r], v) for v in range(t.nv)] for r in range(mr)]
-        b.branch(init_bb)
-        b.position_at_end(init_bb)
-        zeros = [[zero] * t.nv for _ in range(mr)]
-        start = self._phis(b, mr, (loaded, load_bb), (zeros, entry))
+        # (the block's products are summed from zero and then added to C, as a BLAS's blocks of K are: summed
+        # on from C's value, a product of K = 100000 rows was one sequential sum, 20-50x numpy's error)
+        init_bb = b.block
+        start = [[zero] * t.nv for _ in range(mr)]
         loop_bb = fn.append_basic_block("loop")
         done_bb = fn.append_basic_block("done")
         b.cbranch(b.icmp_signed(">", kc, ir.Constant(I64, 0)), loop_bb, done_bb)
@@ -763,9 +762,17 @@ class GemmEmitter:
 
         b.position_at_end(done_bb)
         final = self._phis(b, mr, (start, init_bb), (new, loop_bb))
+        add_bb, store_bb = fn.append_basic_block("add"), fn.append_basic_block("store")
+        summed_bb = b.block
+        b.cbranch(acc, add_bb, store_bb)
+        b.position_at_end(add_bb)
+        added = [[b.fadd(vload(c_rows[r], v), final[r][v]) for v in range(t.nv)] for r in range(mr)]
+        b.branch(store_bb)
+        b.position_at_end(store_bb)
+        out = self._phis(b, mr, (added, add_bb), (final, summed_bb))
         for r in range(mr):
             for v in range(t.nv):
-                vstore(final[r][v], c_rows[r], v)
+                vstore(out[r][v], c_rows[r], v)
         b.ret_void()
         self.micros[mr, nv, streamed] = fn
         return fn
