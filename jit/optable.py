@@ -117,7 +117,7 @@ _REDUCE_UFUNC = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": 
 
 
 def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
-    kwargs = dict(kwargs)
+    kwargs = {k: v for k, v in kwargs.items() if v is not np._NoValue}  # (numpy's "not given", as handle_function)
     out = kwargs.pop("out", None)
     if out is not None and not (isinstance(out, tuple) and all(o is None for o in out)):
         out = out if isinstance(out, tuple) else (out,)
@@ -1591,11 +1591,15 @@ def _sort_in_place(t, axis=-1, kind=None, order=None, *, stable=None):
 def around(ctx, a, decimals=0, out=None):
     """np.round: numpy's own steps -- rint(a * 10**d) / 10**d, or rint(a /
     10**-d) * 10**-d for negative d (the power a Python float, weak); an
-    integer array with d >= 0 is a copy."""
+    integer array with d >= 0 is a copy; a bool array's (numpy's rint of
+    it, float16) only with d = 0 (numpy raises for another)."""
     a = ctx.operand(a)
     decimals = operator.index(decimals)
-    if out is not None or a.dtype.kind not in "fiub" or (a.dtype.kind != "f" and decimals < 0):
+    if out is not None or a.dtype.kind not in "fiub" or (a.dtype.kind != "f" and decimals < 0) \
+            or a.dtype.kind == "b" and decimals:
         return None
+    if a.dtype.kind == "b":
+        return np.rint(a)
     if a.dtype.kind != "f":
         return ctx.emit("astype", [a], {"dtype": a.dtype})
     if decimals == 0:
@@ -2004,6 +2008,8 @@ for _name in (*NUMPY_UPDATES, *NUMPY_SAME_SHAPE):
 
 
 def handle_function(ctx, func, args, kwargs):
+    if any(v is np._NoValue for v in (*args, *kwargs.values())):  # (numpy's "not given": `keepdims=np._NoValue`
+        args, kwargs = _given(func, args, kwargs)  # passed on by a wrapper, or by jit(np.ptp), is no keepdims)
     if kwargs.get("out") is not None:
         return _into(ctx, func, args, kwargs)
     handler = FUNCTIONS.get(func)
@@ -2019,6 +2025,24 @@ def handle_function(ctx, func, args, kwargs):
         if result is not None:
             return result
     return eager_call(ctx, func, args, kwargs)
+
+
+def _given(func, args: tuple, kwargs: dict) -> tuple:
+    """(args, kwargs) of a call of numpy's `func` without those numpy's
+    np._NoValue stands for as not given: the positional ones from the first
+    of them on passed by their names (as numpy's own signature names them)."""
+    first = next((k for k, a in enumerate(args) if a is np._NoValue), len(args))
+    named = {}
+    if first < len(args):
+        try:
+            params = list(inspect.signature(func).parameters.values())
+        except (TypeError, ValueError):
+            return args, kwargs
+        if first >= len(params) or any(p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                                       for p in params[first:len(args)]):
+            return args, kwargs
+        named = {p.name: a for p, a in zip(params[first:], args[first:])}
+    return args[:first], {k: v for k, v in {**named, **kwargs}.items() if v is not np._NoValue}
 
 
 # ----------------------------------------------------------------- methods

@@ -876,8 +876,12 @@ class Tracer:
     def __float__(self): return self.ctx.decide_on(self, "float")
 
     def __round__(self, ndigits=None):
-        if self.ndim:
+        if self.ndim or isinstance(self.concrete, np.ndarray):  # (a 0-d array's too)
             raise TypeError("type numpy.ndarray doesn't define __round__ method")
+        if self.dtype.kind in "bc" and not (self.value.weak and self.dtype.kind == "b"):  # (numpy's bool and
+            # complex scalars, and a Python complex, have no __round__; a Python bool is an int)
+            name = "complex" if self.value.weak else f"numpy.{np.dtype(self.dtype).type.__name__}"
+            raise TypeError(f"type {name} doesn't define __round__ method")
         if ndigits is None:  # (an int: Python's round half to even, decided as int() is)
             return int(np.rint(self))
         if self.value.weak:  # (a Python float: Python's correctly rounded decimal, not numpy's scaling)
@@ -977,8 +981,9 @@ class Tracer:
     _pow = _bin("power")
 
     def __pow__(self, other):
-        # ndarray.__pow__ turns `x ** 2` into np.square (a faster kernel, same values)
-        if type(other) in (int, float) and other == 2 and not self.value.weak:
+        # ndarray.__pow__ turns `x ** 2` into np.square (a faster kernel, same values); numpy's scalar's does not
+        # (np.True_ ** 2 is an int64, a bool array's square int8)
+        if type(other) in (int, float) and other == 2 and not self.value.weak and isinstance(self.concrete, np.ndarray):
             return np.square(self)
         return self._pow(other)
 

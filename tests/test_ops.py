@@ -1681,3 +1681,44 @@ def test_ufunc_reduce_with_initial_or_where_keeps_its_axis(backend):
     for n in (3, 5, 8):
         m = np.arange(n * 4, dtype=float).reshape(n, 4)
         assert_like_numpy(jf(m), fn(m), ulps=0)
+
+
+def _argmax_passing_novalue(a, keepdims=np._NoValue):
+    return np.argmax(a, keepdims=keepdims)
+
+
+def _round_first(a):
+    return round(a[0])
+
+
+def _round_0d(a):
+    return round(a.sum(keepdims=True).reshape(()))
+
+
+def test_numpys_scalar_and_sentinel_semantics():
+    """np._NoValue (numpy's "not given") passed on by a wrapper, or by
+    jit(np.ptp)'s own defaults, is no keepdims (it kept the dims: [8], not
+    8); np.round of a bool array is numpy's rint (float16; with decimals,
+    numpy's error); numpy's bool scalar ** 2 is an int64 (an array's
+    square is int8); round() of numpy's bool or complex scalar, or of a
+    0-d array, is numpy's TypeError (probe 14)."""
+    x = np.array([3, -1, 7])
+    for fn, args in ((_argmax_passing_novalue, (x,)), (np.ptp, (x,)), (np.average, (x,)),
+                     (np.around, (np.array([True, False]),)), (lambda a: a[0] ** 2, (np.array([True, False]),)),
+                     (lambda a: a ** 2, (np.array([True, False]),))):
+        f = jit(fn)
+        for _ in range(2):
+            got, want = f(*args), fn(*args)
+            assert type(got) is type(want) and np.asarray(got).dtype == np.asarray(want).dtype, (fn, got, want)
+            np.testing.assert_array_equal(got, want)
+    g = jit(lambda a: np.round(a, 1))
+    for _ in range(2):
+        with pytest.raises(TypeError):
+            g(np.array([True, False]))
+    for fn, a in ((_round_first, np.array([True, False])), (_round_first, np.array([3 + 0j, 1j])),
+                  (_round_0d, np.array([2.5, 1.0]))):
+        f = jit(fn)
+        for _ in range(2):
+            with pytest.raises(TypeError, match="doesn't define __round__"):
+                f(a)
+    np.testing.assert_array_equal(jit(_round_first)(np.array([2.5, 1.0])), 2)
