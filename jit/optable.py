@@ -317,6 +317,11 @@ def reduce(ctx, name, a, axis=None, keepdims=False, dtype=None, ddof=0):
         attrs["ddof"] = ddof.expr
     elif ddof:
         attrs["ddof"] = ddof
+    if name in ("mean", "var", "std"):  # (numpy's warning of a count the shapes decide, at every call)
+        reduced = range(nd) if attrs["axis"] is None else attrs["axis"]
+        count = sympy.Mul(*[a.value.shape[k] for k in reduced]) - (ddof.expr if isinstance(ddof, SymInt) else ddof)
+        if ctx.env.compare("<=", count, 0, f"{user_location()}: the count of np.{name}'s slice"):
+            ctx.warn_every_call("Mean of empty slice" if name == "mean" else "Degrees of freedom <= 0 for slice")
     if a.dtype.kind == "c" and name in ("sum", "mean") and dtype is None:
         # a complex sum is its parts' sums (numpy's adds the parts apart too,
         # in another order: a few ulp), so both are kernels' reductions

@@ -411,10 +411,30 @@ class TraceContext:
         self._record(Node("effect", tuple(t.value for t in ins), make_attrs(call=call), (token,),
                           loc=user_location()))
 
+    def warn_every_call(self, message: str) -> None:
+        """numpy's RuntimeWarning `message`, which the shapes this trace
+        serves decide (`Mean of empty slice`): numpy gave it while tracing,
+        and an effect gives it at every later call."""
+        self.emit_effect(WarnCall(message), [])
+
     def _record(self, n: Node) -> None:
         self.nodes.append(n)
         for o in n.outputs:
             self.producers[o.id] = n
+
+
+@dataclass(frozen=True)
+class WarnCall:
+    """An effect node's call: numpy's RuntimeWarning `message` (TraceContext.warn_every_call)."""
+    message: str
+
+    def __call__(self, xs):
+        import warnings
+        warnings.warn(self.message, RuntimeWarning, stacklevel=2)
+        return [np.True_]  # (the effect node's token)
+
+    def __repr__(self) -> str:
+        return f"warn({self.message!r})"
 
 
 def _symbolic(a) -> bool:

@@ -1722,3 +1722,26 @@ def test_numpys_scalar_and_sentinel_semantics():
             with pytest.raises(TypeError, match="doesn't define __round__"):
                 f(a)
     np.testing.assert_array_equal(jit(_round_first)(np.array([2.5, 1.0])), 2)
+
+
+def test_numpys_warnings_the_shapes_decide_come_at_every_call():
+    """"Mean of empty slice" and "Degrees of freedom <= 0 for slice" depend
+    on the shapes alone: numpy gives them at every call, and so does every
+    compiled call of the entry the shapes decide (they came from the trace
+    only: the first call)."""
+    cases = ((lambda a: a.mean(-1), np.zeros((3, 0)), "Mean of empty slice"),
+             (lambda a: np.var(a, ddof=5), np.ones(3), "Degrees of freedom <= 0 for slice"),
+             (lambda a: a.std(), np.zeros(0), "Degrees of freedom <= 0 for slice"))
+    for fn, x, message in cases:
+        f = jit(fn)
+        for call in range(3):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                assert_like_numpy(f(x), fn(x))
+            said = [str(m.message) for m in w if m.category is RuntimeWarning and "encountered" not in str(m.message)]
+            assert said.count(message) == 2, (call, said)  # (numpy's own call's, and the jitted call's)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = jit(lambda a: (a.mean(-1), a.var(ddof=1)))
+        for n in (3, 5, 2):
+            g(np.ones((2, n)))
