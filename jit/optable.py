@@ -317,10 +317,12 @@ def reduce(ctx, name, a, axis=None, keepdims=False, dtype=None, ddof=0):
         attrs["ddof"] = ddof.expr
     elif ddof:
         attrs["ddof"] = ddof
-    if name in ("mean", "var", "std"):  # (numpy's warning of a count the shapes decide, at every call)
+    if name in ("mean", "var", "std"):  # (numpy's warning of a count the shapes decide, at every call; one the
+        # data decides, x[m].mean()'s, at the trace's only: deciding it would keep the mask read's size)
         reduced = range(nd) if attrs["axis"] is None else attrs["axis"]
         count = sympy.Mul(*[a.value.shape[k] for k in reduced]) - (ddof.expr if isinstance(ddof, SymInt) else ddof)
-        if ctx.env.compare("<=", count, 0, f"{user_location()}: the count of np.{name}'s slice"):
+        dd = any(ctx.env.symbols[x].data_dependent for x in getattr(count, "free_symbols", ()))
+        if not dd and ctx.env.compare("<=", count, 0, f"{user_location()}: the count of np.{name}'s slice"):
             ctx.warn_every_call("Mean of empty slice" if name == "mean" else "Degrees of freedom <= 0 for slice")
     if a.dtype.kind == "c" and name in ("sum", "mean") and dtype is None:
         # a complex sum is its parts' sums (numpy's adds the parts apart too,
@@ -762,6 +764,10 @@ def split(ctx, a, indices_or_sections, axis=0):
     a = ctx.operand(a)
     axis = _norm_axis(axis, a.ndim)
     n = a.value.shape[axis]
+    if isinstance(indices_or_sections, SymInt):  # (a count of parts that changes: the list's length, a guard)
+        indices_or_sections = operator.index(indices_or_sections)
+    if isinstance(indices_or_sections, Tracer):  # (split points of the data: numpy's call, its sizes)
+        return None
     if _concrete_int(indices_or_sections):
         k = int(indices_or_sections)
         if k <= 0:

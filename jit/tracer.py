@@ -752,6 +752,18 @@ class SymFloat:
         return PROTOCOL.ufunc(self.t.ctx, ufunc, method, inputs, kwargs)
 
 
+def _writeable(a: np.ndarray) -> bool:
+    """a.flags.writeable, without numpy's FutureWarning for an output of
+    np.broadcast_arrays (asking is warned of; only its read-only buffer
+    interface says it is not writeable without a warning)."""
+    if not a.__array_interface__["data"][1]:
+        return True
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return a.flags.writeable
+
+
 class Storage:
     """The memory a traced array and its views share.  `root` holds the
     current value; `version` counts writes, so a view built before a write
@@ -794,7 +806,7 @@ class Tracer:
     def storage(self) -> Storage:
         if self._storage is None:
             c = self._concrete
-            self._storage = Storage(self, not isinstance(c, np.ndarray) or c.flags.writeable)
+            self._storage = Storage(self, not isinstance(c, np.ndarray) or _writeable(c))
         return self._storage
 
     def in_order(self, order) -> bool:

@@ -172,6 +172,13 @@ def broadcast_shapes(env: ShapeEnv, shapes, what: str = "operands") -> tuple:
                 continue
             if env.simplify(dim) != env.simplify(d):
                 if env.hint(dim) != env.hint(d):
+                    # (a size only the data decides -- an output of numpy's own call, np.ix_'s (n, 1) -- that is 1
+                    # here stretches, as numpy's: decided so, and checked where it is bound)
+                    if env.hint(d) == 1 and env.compare("==", d, 1, f"broadcast of {what} at axis {ax - nd}"):
+                        continue
+                    if env.hint(dim) == 1 and env.compare("==", dim, 1, f"broadcast of {what} at axis {ax - nd}"):
+                        dim = d
+                        continue
                     raise ValueError(
                         "operands could not be broadcast together with shapes "
                         + " ".join(str(tuple(env.hint(x) for x in s)) for s in shapes))

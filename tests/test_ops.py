@@ -1745,3 +1745,39 @@ def test_numpys_warnings_the_shapes_decide_come_at_every_call():
         g = jit(lambda a: (a.mean(-1), a.var(ddof=1)))
         for n in (3, 5, 2):
             g(np.ones((2, n)))
+
+
+def _chunk_sums(x, k):
+    return [c.sum() for c in np.split(x, k)]
+
+
+def _submatrix(K, idx):
+    return K[np.ix_(idx, idx)]
+
+
+def _broadcast_pair(x):
+    a, b = np.broadcast_arrays(x, x[0])
+    return b + 0
+
+
+def test_split_by_a_changing_count_ix_and_broadcast_arrays_trace_without_internal_errors():
+    """np.split by an int argument that changed (a symbol: its parts
+    counted with a guard, not `'SymInt' object is not iterable`), np.ix_'s
+    index arrays (numpy's call: their 1-dims stretch, not "operands could
+    not be broadcast together with shapes (2, 1) (1, 2)") and an output of
+    np.broadcast_arrays (no FutureWarning numpy does not give): compiled,
+    no JitWarning (probe 13)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = jit(_chunk_sums)
+        for k in (2, 3, 4, 3):
+            assert_like_numpy(f(np.arange(12.0), k), _chunk_sums(np.arange(12.0), k))
+        g = jit(_submatrix)
+        for n in (3, 4, 5, 6):
+            K, idx = np.arange(n * n, dtype=float).reshape(n, n), np.array([0, n - 1])
+            assert_like_numpy(g(K, idx), _submatrix(K, idx))
+        h = jit(_broadcast_pair)
+        for n in (3, 4, 5):
+            x = np.arange(n * 2.0).reshape(n, 2)
+            assert_like_numpy(h(x), _broadcast_pair(x))
+    assert g.stats()["eager_calls"] == 0 and h.stats()["eager_calls"] == 0
