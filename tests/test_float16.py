@@ -166,3 +166,19 @@ def test_a_float16_sum_over_several_axes_rounds_once_as_numpy(backend):
     for k in range(40):
         x = (rng.standard_normal((3 + k % 7, 8, 2)) * 3).astype(np.float16)
         assert_like_numpy(f(x), (x.sum(), x.sum(axis=(0, 2)), x.prod(), x.max()), ulps=0)
+
+
+def test_a_float16_vector_dot_is_numpys():
+    """numpy's float16 dot adds the products in float32 (rounding once at
+    the end): x @ y of two float16 vectors stays numpy's call, not a product
+    rounded to float16 per element and then summed (16.0 for 12.59 below;
+    1-6 float16 ulps on random data: probe 14)."""
+    f = jit(lambda x, y: (x @ y, np.dot(x, y)))
+    x = np.array([100.3125, -100.0, 0.0], np.float16)
+    y = np.array([100.3125, 100.5, 0.0], np.float16)
+    rng = np.random.default_rng(0)
+    for a, b in [(x, y)] + [(rng.standard_normal(n).astype(np.float16), rng.standard_normal(n).astype(np.float16))
+                            for n in (5, 100, 4097)]:
+        for got, want in zip(f(a, b), (a @ b, np.dot(a, b))):
+            assert type(got) is type(want) and got.dtype == want.dtype
+            assert got.tobytes() == want.tobytes(), (got, want)
