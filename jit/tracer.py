@@ -1013,10 +1013,18 @@ class Tracer:
     _pow = _bin("power")
 
     def __pow__(self, other):
-        # ndarray.__pow__ turns `x ** 2` into np.square (a faster kernel, same values); numpy's scalar's does not
-        # (np.True_ ** 2 is an int64, a bool array's square int8)
-        if type(other) in (int, float) and other == 2 and not self.value.weak and isinstance(self.concrete, np.ndarray):
-            return np.square(self)
+        # ndarray.__pow__'s own steps for a Python number (numpy's fast_scalar_power): `x ** 2` is np.square
+        # (an integer array's by an int 2 only: int ** 2.0 is a float64 power), and an inexact array's `** 0.5`
+        # np.sqrt and `** -1` np.reciprocal (sqrt(-0.0) is -0.0, and sqrt of a float16 or a complex with an
+        # infinite part is not power's); numpy's scalar's take none (np.True_ ** 2 is an int64)
+        if type(other) in (int, float) and not self.value.weak and isinstance(self.concrete, np.ndarray):
+            inexact = self.dtype.kind in "fc"
+            if other == 2 and (inexact or type(other) is int):
+                return np.square(self)
+            if inexact and other == 0.5:
+                return np.sqrt(self)
+            if inexact and type(other) is int and other == -1:
+                return np.reciprocal(self)
         return self._pow(other)
 
     __matmul__, __rmatmul__ = _bin("matmul"), _bin("matmul", True)

@@ -1781,3 +1781,25 @@ def test_split_by_a_changing_count_ix_and_broadcast_arrays_trace_without_interna
             x = np.arange(n * 2.0).reshape(n, 2)
             assert_like_numpy(h(x), _broadcast_pair(x))
     assert g.stats()["eager_calls"] == 0 and h.stats()["eager_calls"] == 0
+
+
+@pytest.mark.parametrize("e", [-1, 0.5, 2, 2.0])
+def test_an_arrays_power_by_a_python_number_takes_numpys_own_steps(e):
+    """ndarray ** e takes numpy's fast_scalar_power: ** 2 is np.square (an
+    integer array's by an int 2 only: int ** 2.0 is a float64 power, not an
+    int square), an inexact array's ** 0.5 np.sqrt (sqrt(-0.0) is -0.0; a
+    float16's and a complex's with an infinite part are not power's) and
+    ** -1 np.reciprocal (probe 14: inf+nanj for inf+0j, +0.0 for -0.0)."""
+    f = jit((lambda k: (lambda a: a ** k))(e))
+    cases = [np.array([-0.0, -np.inf, np.inf, np.nan, 4.0]), np.array([-0.0, -np.inf, 4], np.float16),
+             np.array([-0.0], np.float16), np.array([np.inf + 0j, np.inf - 1j, -np.inf + 1j, 1 + 1j * np.inf]),
+             np.array([2, 3, 0]), np.array([True, False])]
+    with np.errstate(all="ignore"):
+        for a in cases:
+            if e == -1 and a.dtype.kind in "ib":
+                continue  # (numpy's ValueError: integers to negative integer powers)
+            for _ in range(2):
+                got, want = f(a), a ** e
+                assert got.dtype == want.dtype, (a, got, want)
+                np.testing.assert_array_equal(got, want)
+                np.testing.assert_array_equal(np.signbit(got.real), np.signbit(want.real))
