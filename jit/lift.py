@@ -1055,30 +1055,22 @@ def _zero(t: str):
 
 
 def _bound_before_read(loop, name: str) -> bool:
-    """Whether every trip of `loop` binds `name` before anything reads it:
-    the first of its statements to name it is `name = <what does not read
-    it>` (a tuple's too), its test and else clause do not name it, and every
-    other binding of it is such an assignment (no loop variable, `+=` or
+    """Whether no trip of `loop` reads `name` before binding it (jit/scan.py
+    read_before_bound: its test, its statements, an if's branches), its
+    else clause and for-loop header do not name it, and every binding of
+    it is an assignment (`name = ...`, a tuple's: no loop variable, `+=` or
     walrus: _Typer.rebind sets its hidden bool)."""
     def names(node) -> bool:
         return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
-
-    def assigns(st) -> bool:
-        return isinstance(st, ast.Assign) and len(st.targets) == 1 and not names(st.value) and any(
-            isinstance(t, ast.Name) and t.id == name for t in ast.walk(st.targets[0]))
-    if isinstance(loop, ast.While) and names(loop.test) or any(names(st) for st in loop.orelse):
+    if any(names(st) for st in loop.orelse) or isinstance(loop, ast.For) and (names(loop.target) or names(loop.iter)):
         return False
-    if isinstance(loop, ast.For) and (names(loop.target) or names(loop.iter)):
+    tests = [ast.Expr(loop.test)] if isinstance(loop, ast.While) else []
+    if scan.read_before_bound(tests + loop.body, {name}):
         return False
-    first = next((st for st in loop.body if names(st)), None)
-    if first is None or not assigns(first):
-        return False
-    for n in ast.walk(loop):
-        if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load):
-            if not any(isinstance(st, ast.Assign) and any(t is n or isinstance(t, ast.Tuple) and any(
-                    e is n for e in t.elts) for t in st.targets) for st in ast.walk(loop)):
-                return False
-    return True
+    targets = {id(e) for st in ast.walk(loop) if isinstance(st, ast.Assign) for t in st.targets
+               for e in ([t] if isinstance(t, ast.Name) else t.elts if isinstance(t, ast.Tuple) else [])}
+    return all(id(n) in targets for n in ast.walk(loop)
+               if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load))
 
 
 def _exactly(v, dt: np.dtype):

@@ -377,7 +377,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     # (a name each trip binds before it reads it, and nothing reads after the loop, is the trip's own,
     # whatever it held before: an outer loop's earlier trip left it bound)
     own = {n for n in assigned - written if n in scope and n not in site.outside_reads}
-    own -= _read_before_bound(_tested(loop) + _prelude(loop) + loop.body, own)
+    own -= read_before_bound(_tested(loop) + _prelude(loop) + loop.body, own)
     carried = sorted(n for n in assigned | written if n in scope and n not in own)
     # (its variable read after it, `return x, it` of a solver's `for it in range(...)`: the scan gives
     # the last trip's, as the loop leaves it)
@@ -391,7 +391,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     if live:  # (bound before no trip: its first trip, as written, binds them; jit/lift.py _peelable)
         raise (_Peel if isinstance(loop, ast.For) and not over_rows(loop) else NoScan)(
             f"{', '.join(sorted(live))} is read outside it, and not carried")
-    early = _read_before_bound(_tested(loop) + _prelude(loop) + loop.body, temps)
+    early = read_before_bound(_tested(loop) + _prelude(loop) + loop.body, temps)
     if early:
         raise NoScan(f"{', '.join(sorted(early))} may be read before the trip binds it (a value from a trip "
                      "before)")
@@ -785,7 +785,7 @@ def _new_array(e, scope: dict, globals_: dict) -> bool:
     return f.attr in _CREATORS or f.attr in _FRESH or isinstance(getattr(np, f.attr, None), np.ufunc)
 
 
-def _read_before_bound(stmts: list, temps: set, bound: set | None = None) -> set:
+def read_before_bound(stmts: list, temps: set, bound: set | None = None) -> set:
     """The temps a trip may read before it binds them: bound by a plain
     assignment in an earlier statement (in both branches of an if), or as
     an inner loop's variable within that loop's body (after an inner loop,
@@ -796,12 +796,12 @@ def _read_before_bound(stmts: list, temps: set, bound: set | None = None) -> set
     for st in stmts:
         if isinstance(st, ast.For) and isinstance(st.target, ast.Name):
             early |= (_read([ast.Expr(st.iter)]) & temps) - bound
-            early |= _read_before_bound(st.body, temps, bound | {st.target.id})
+            early |= read_before_bound(st.body, temps, bound | {st.target.id})
             early |= (_read(st.orelse) & temps) - bound
         elif isinstance(st, ast.If):
             early |= (_read([ast.Expr(st.test)]) & temps) - bound
             a, b = set(bound), set(bound)
-            early |= _read_before_bound(st.body, temps, a) | _read_before_bound(st.orelse, temps, b)
+            early |= read_before_bound(st.body, temps, a) | read_before_bound(st.orelse, temps, b)
             bound |= a & b
         else:
             early |= (_read([st]) & temps) - bound

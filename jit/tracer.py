@@ -12,6 +12,7 @@ import operator
 import os
 import sys
 import types
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -429,7 +430,6 @@ class WarnCall:
     message: str
 
     def __call__(self, xs):
-        import warnings
         warnings.warn(self.message, RuntimeWarning, stacklevel=2)
         return [np.True_]  # (the effect node's token)
 
@@ -758,7 +758,6 @@ def _writeable(a: np.ndarray) -> bool:
     interface says it is not writeable without a warning)."""
     if not a.__array_interface__["data"][1]:
         return True
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return a.flags.writeable

@@ -1444,8 +1444,8 @@ def test_a_name_first_bound_in_the_loop_and_read_after_it_lifts():
     `x_new`, a tuple's names in a for loop): the name starts as a zero of
     its type, with a hidden bool of whether a trip bound it; where none did,
     it is unbound after the loop, as in Python (a trace per length: a while
-    loop has no first trip to peel).  A name a trip may leave unbound
-    (bound under an if) stays traced."""
+    loop has no first trip to peel).  One a trip may leave unbound (bound
+    under an if) lifts too: the last trip that bound it gives its value."""
     f = _check(last_doubled_while, lambda n, r: (r.standard_normal(n),), sizes=(9, 10, 11, 12))
     assert f.stats()["traces"] == 1, f.explain()
     with pytest.raises(UnboundLocalError):
@@ -1461,7 +1461,11 @@ def test_a_name_first_bound_in_the_loop_and_read_after_it_lifts():
         g(4.0, np.inf)
     h = _check(last_positive_pair, lambda n, r: (r.standard_normal(n),), sizes=(9, 10, 11, 12))
     assert h.stats()["traces"] <= 2, h.explain()
-    _check(last_if_positive, lambda n, r: (np.abs(r.standard_normal(n)) + 1,), sizes=(9, 10), lifted=False)
+    k = _check(last_if_positive, lambda n, r: (r.standard_normal(n),), sizes=(9, 10, 11, 12))
+    assert k.stats()["traces"] <= 2, k.explain()
+    with pytest.raises(UnboundLocalError):
+        k(-np.ones(13))
+    _same(k(np.array([-1.0, 2.0, -3.0, 4.0, -5.0])), last_if_positive(np.array([-1.0, 2.0, -3.0, 4.0, -5.0])))
 
 
 def test_constants_no_type_holds_are_refused_not_raised():
