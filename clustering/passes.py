@@ -320,6 +320,8 @@ def unit_dims(g: Graph) -> Graph:
             v = b.add(n.op, [v], {"axis": reduced, "keepdims": True}, n.out.dtype, shape, n.loc)
         else:  # (x itself, as a fresh array in the reduction's dtype)
             v = b.add("astype", [v], {"dtype": n.out.dtype}, n.out.dtype, v.shape, n.loc)
+            if n.op == "sum" and n.out.dtype.kind in "fc":  # (numpy's sum starts from +0.0: -0.0 gives +0.0)
+                v = b.add("add", [v, _scalar(b, 0.0, n.loc)], {}, n.out.dtype, v.shape, n.loc)
         if v.shape != n.out.shape:
             v = b.add("reshape", [v], {"shape": n.out.shape}, v.dtype, n.out.shape, n.loc)
         b.subst[n.out.id] = v

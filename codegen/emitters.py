@@ -89,15 +89,35 @@ def _fmod(b, m, x, y):
     return b.select(special, zero, b.srem(x, b.select(special, ir.Constant(x.type, 1), y)))
 
 
-def _max(b, m, x, y):
-    if _is_int(x):
-        return b.select(b.icmp_signed(">=", x, y), x, y)
-    return b.call(intrinsic(m, "llvm.maximum", x.type, 2), [x, y])  # (NaN propagates, as numpy's)
+def _pick(pred: str):
+    """numpy's maximum (pred ">") or minimum ("<"): ints by compare; floats
+    x where x beats y, else y (a tie, +0.0 and -0.0, gives y, as numpy's
+    float32 and float64 loops do: maximum(+0.0, -0.0) is -0.0; x86's maxps),
+    then a NaN x kept (a NaN propagates).  With the operands swapped, a tie
+    keeps x: TIE_FIRST."""
+    def pick(b, m, x, y):
+        if _is_int(x):
+            return b.select(b.icmp_signed(pred + "=", x, y), x, y)
+        picked = b.select(b.fcmp_ordered(pred, x, y), x, y)
+        return b.select(b.fcmp_unordered("uno", x, x), x, picked)
+    return pick
 
 
-def _min(b, m, x, y):
+_max, _min = _pick(">"), _pick("<")
+
+
+def _max_reduced(b, m, x, y):
+    """A maximum reduction's step: llvm.maximum (NaN propagates, as numpy's),
+    as before.  Which of two equal zeros numpy's max reduction returns
+    follows its SIMD order; that is not matched."""
     if _is_int(x):
-        return b.select(b.icmp_signed("<=", x, y), x, y)
+        return b.select(b.icmp_signed(">", y, x), y, x)
+    return b.call(intrinsic(m, "llvm.maximum", x.type, 2), [x, y])
+
+
+def _min_reduced(b, m, x, y):
+    if _is_int(x):
+        return b.select(b.icmp_signed("<", y, x), y, x)
     return b.call(intrinsic(m, "llvm.minimum", x.type, 2), [x, y])
 
 
@@ -249,6 +269,14 @@ EMITTERS = {
 }
 
 
+# float ops whose tie (+0.0 against -0.0) keeps the first operand: in numpy's
+# float16 loops, and in its clip where both bounds are one value (tie="first")
+# (the pick of y and x: a tie gives x; a NaN y is kept first, then a NaN x, as numpy's)
+TIE_FIRST = {
+    "maximum": lambda b, m, x, y: _max(b, m, y, x), "minimum": lambda b, m, x, y: _min(b, m, y, x),
+    "clip": lambda b, m, x, lo, hi: _min(b, m, hi, _max(b, m, lo, x)),
+}
+
 # unsigned integers (uint8..uint64): the ops whose signed emitter differs;
 # values.py takes these when the op computes in an unsigned dtype
 def _udiv(b, x, y, want_remainder: bool):
@@ -310,10 +338,8 @@ def _replaces(pred: str):
 REDUCERS = {
     "sum": _reducer("add", "fadd"), "prod": _reducer("mul", "fmul"),
     "argmax": _replaces(">"), "argmin": _replaces("<"),
-    "max": lambda b, m, acc, x, flags: (b.select(b.icmp_signed(">", x, acc), x, acc) if _is_int(x)
-                                        else _max(b, m, acc, x)),
-    "min": lambda b, m, acc, x, flags: (b.select(b.icmp_signed("<", x, acc), x, acc) if _is_int(x)
-                                        else _min(b, m, acc, x)),
+    "max": lambda b, m, acc, x, flags: _max_reduced(b, m, acc, x),
+    "min": lambda b, m, acc, x, flags: _min_reduced(b, m, acc, x),
 }
 UNSIGNED_REDUCERS = {
     "max": lambda b, m, acc, x, flags: _umax(b, m, x, acc),

@@ -23,9 +23,9 @@ from llvmlite import ir
 
 from clustering.reroll import UPDATES, is_scalar_const
 from shapes.loop import LoopBody, leaves, symbolic_rest
-from codegen.emitters import EMITTERS, REDUCERS
+from codegen.emitters import REDUCERS
 from codegen.abi import DATA_OFFSET, F64, I8, I64, LLTYPE, STRIDES_OFFSET, KernelABI, array_field
-from codegen.values import REASSOC, cast, const, const_dtype, identity, operand_dtypes
+from codegen.values import REASSOC, cast, const, const_dtype, emitter, identity, operand_dtypes
 from codegen.llvm import for_range, smax
 from shapes.ir import Node
 from shapes.kernelargs import GEMV
@@ -329,13 +329,14 @@ class _LoopEmitter:
     def _elementwise(self, n: Node, ops, shape):
         b = self.b
         types = operand_dtypes(n)
+        emit = emitter(n, types)
         if not shape:
-            return EMITTERS[n.op](b, self.m, *(cast(b, x, dt, t) for (x, dt), t in zip(ops, types))), n.out.dtype
+            return emit(b, self.m, *(cast(b, x, dt, t) for (x, dt), t in zip(ops, types))), n.out.dtype
 
         def at(j):
             xs = [cast(b, x.at(j), x.dtype, t) if isinstance(x, _Vec) else cast(b, x[0], x[1], t)
                   for x, t in zip(ops, types)]
-            return EMITTERS[n.op](b, self.m, *xs)
+            return emit(b, self.m, *xs)
         return _Vec(self._i64(shape[0]), at, n.out.dtype)
 
     def _fold(self, length, init, step):

@@ -25,7 +25,7 @@ from llvmlite import ir
 from clustering.partition import ARG_REDUCTIONS, ROW_REDUCTIONS, Kernel, is_column_reduction, reduced_axes
 from codegen.abi import F64, HALF, I1, I64, LLTYPE, KernelABI, KernelArgs
 from codegen.access import Arrays
-from codegen.emitters import EMITTERS, MATH, REDUCERS
+from codegen.emitters import MATH, REDUCERS
 from codegen.llvm import for_range, smin
 from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum, round_half
 from shapes.ir import Node, Value
@@ -383,7 +383,7 @@ class KernelEmitter:
         t = self._acc_dtype(n)
         start = ir.Constant(LLTYPE[t], identity(n.op, t))
         best, (at, block) = self.accs[n.out.id], self.places[n.out.id]
-        extreme = EMITTERS["maximum" if n.op == "argmax" else "minimum"]
+        extreme = REDUCERS["max" if n.op == "argmax" else "min"]
         b.store(start, best)
         b.store(ir.Constant(I64, 0), at)
 
@@ -394,7 +394,7 @@ class KernelEmitter:
             je = smin(b, j1, b.add(jb, ir.Constant(I64, ARG_BLOCK)))
             b.store(start, block)
             with for_range(b, jb, je) as j:
-                b.store(extreme(b, m, b.load(block), x_at(j)), block)
+                b.store(extreme(b, m, b.load(block), x_at(j), ()), block)
             top = b.load(block)
             with b.if_then(REDUCERS[n.op](b, m, b.load(best), top, ())):
                 # the block's first element equal to its extreme (a NaN: its first NaN)

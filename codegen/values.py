@@ -21,7 +21,7 @@ from codegen import complexval
 from codegen.abi import F16, F32, F64, HALF, I1, I32, I64, LLTYPE
 from codegen.access import Arrays
 from codegen.complexval import CValue
-from codegen.emitters import EMITTERS, REDUCERS, UNSIGNED, UNSIGNED_REDUCERS, intrinsic
+from codegen.emitters import EMITTERS, REDUCERS, TIE_FIRST, UNSIGNED, UNSIGNED_REDUCERS, intrinsic
 from shapes.ir import Node, Value
 from shapes.ops import OPS
 
@@ -173,6 +173,20 @@ def add_block(b: ir.IRBuilder, m: ir.Module, n: Node, acc, total_cell, comp_cell
     b.store(t, total_cell)
 
 
+
+def emitter(n: Node, types: list):
+    """The emitter (codegen/emitters.py) of elementwise node n whose operands
+    compute in `types` (operand_dtypes): complex, unsigned or float16 and
+    clip-by-constant-bounds ties where numpy's loop differs."""
+    op, out = n.op, n.out.dtype
+    if any(t.kind == "c" for t in types) or out.kind == "c":
+        return complexval.EMITTERS[op]
+    if op in UNSIGNED and any(t.kind == "u" for t in types):
+        return UNSIGNED[op]
+    if op in TIE_FIRST and out.kind == "f" and (out == HALF or ("tie", "first") in n.attrs):
+        return TIE_FIRST[op]
+    return EMITTERS[op]
+
 class ValueEmitter:
     """Values of one kernel's members.  `members` (output id -> node),
     `consts` (value id -> folded scalar), `ints` and `floats` (value id ->
@@ -243,12 +257,10 @@ class ValueEmitter:
         types = operand_dtypes(n)
         if op == "divide" and n.out.id in self.recip and out != HALF:  # (x * (1 / d) would round twice)
             return self.b.fmul(self._operand(n.inputs[0], types[0], j, memo), self.recip[n.out.id])
-        table = complexval.EMITTERS if any(t.kind == "c" for t in types) or out.kind == "c" else \
-            UNSIGNED if op in UNSIGNED and any(t.kind == "u" for t in types) else EMITTERS
+        emit = emitter(n, types)
         if op == "power":  # (the exponent: the constant the partition checked)
-            return table[op](self.b, self.m, self._operand(n.inputs[0], out, j, memo),
-                             self.consts.get(n.inputs[1].id))
-        return table[op](self.b, self.m, *(self._operand(v, t, j, memo) for v, t in zip(n.inputs, types)))
+            return emit(self.b, self.m, self._operand(n.inputs[0], out, j, memo), self.consts.get(n.inputs[1].id))
+        return emit(self.b, self.m, *(self._operand(v, t, j, memo) for v, t in zip(n.inputs, types)))
 
     def _operand(self, v: Value, dtype: np.dtype, j, memo) -> ir.Value:
         return cast(self.b, self.value(v, j, memo), self.dtype(v), dtype)

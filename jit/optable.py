@@ -817,7 +817,11 @@ def clip(ctx, a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kw):
         return ctx.emit("minimum", [a, a_max], {})
     if a_max is None:
         return ctx.emit("maximum", [a, a_min], {})
-    return ctx.emit("clip", [a, a_min, a_max], {})
+    a_min, a_max = ctx.operand(a_min), ctx.operand(a_max)
+    # numpy's clip by bounds that are one value each (its loop's constant path) keeps a on a tie
+    # (+0.0 against -0.0), by arrays of bounds takes the bound (codegen/emitters.py TIE_FIRST)
+    one_value = all(d == 1 for v in (a_min, a_max) for d in v.shape)
+    return ctx.emit("clip", [a, a_min, a_max], {"tie": "first"} if one_value else {})
 
 
 def astype(ctx, a, dtype, order="K", casting="unsafe", subok=True, copy=True):

@@ -234,7 +234,9 @@ def _where(c, a, b):
     return np.where(c, a, b)
 
 
-def _clip(x, lo, hi):
+def _clip(x, lo, hi, tie=None):
+    """np.clip (tie="first": the bounds are one value each, where numpy keeps
+    x on a tie with a bound; its own loop does that here)."""
     return np.clip(x, lo, hi)
 
 

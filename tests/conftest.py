@@ -53,7 +53,8 @@ def backend(request):
 
 def assert_like_numpy(got, want, ulps: int = 4, atol: float = 0.0):
     """Same type structure, dtypes and shapes exactly; values to a few ulp
-    (plus `atol` where a computation cancels: a few ulp of its terms)."""
+    (plus `atol` where a computation cancels: a few ulp of its terms), and
+    the sign of each zero numpy's result has."""
     from jit import pytree
     gl, wl = [], []
     gd, wd = pytree.flatten(got, gl), pytree.flatten(want, wl)
@@ -70,6 +71,12 @@ def assert_like_numpy(got, want, ulps: int = 4, atol: float = 0.0):
             eps = np.finfo(w.dtype).eps
             tiny = np.finfo(w.dtype).tiny
             np.testing.assert_allclose(g, w, rtol=ulps * eps, atol=max(atol, ulps * tiny * 16), equal_nan=True)
+            # the sign of every zero numpy gives, where both are exactly zero (not where a tolerance for
+            # cancellation is given: a sum that cancels to a zero has the sign its order of terms gives)
+            for gp, wp in ((g.real, w.real), (g.imag, w.imag)) if w.dtype.kind == "c" else ((g, w),):
+                flipped = (wp == 0) & (gp == 0) & (np.signbit(gp) != np.signbit(wp))
+                if not atol and flipped.any():
+                    raise AssertionError(f"signed zeros differ from numpy's at {np.argwhere(flipped)[:5].tolist()}")
         else:
             np.testing.assert_array_equal(g, w)
 

@@ -552,6 +552,23 @@ def test_maximum_minimum_clip_special_values(dtype, backend):
     check(fn, [(a, b), (a[:40], b[:40])], backend)
 
 
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_maximum_minimum_clip_signed_zero_ties(dtype, backend):
+    """A tie of +0.0 and -0.0 gives numpy's zero: maximum and minimum its
+    second operand in float32 and float64 (maximum(+0.0, -0.0) is -0.0) and
+    its first in float16; clip keeps x by bounds that are one value each and
+    takes the bound by arrays of bounds (float16: keeps x); and a sum over an
+    axis of length 1 starts from +0.0 (assert_like_numpy compares the sign
+    of every zero)."""
+    def fn(a, b):
+        return (np.maximum(a, b), np.maximum(b, a), np.minimum(a, b), np.minimum(b, a), np.clip(a, 0.0, 1.0),
+                np.clip(b, -1.0, -0.0), np.clip(b, a, a + 1), np.clip(a, b - 1, b), np.maximum(0.0, b),
+                np.minimum(a, -0.0), b[:, None].sum(-1), b[:, None].mean(-1))
+    zeros = lambda n, z: np.full(n, z, dtype)  # noqa: E731
+    check(fn, [(zeros(n, 0.0), zeros(n, -0.0)) for n in (1, 3, 64, 1000)], backend)
+
+
 CASTS = [np.float32, np.float64, np.int8, np.int32, np.int64, np.bool_]
 
 
