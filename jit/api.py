@@ -16,7 +16,7 @@ from jit.declare import check_constraints, check_dims, dim_names
 from jit.eager import DEFAULT_ERRSTATE, after_failure, call_python, errors_raise, errstate_object, run_eagerly_once, \
     run_under_errstate
 from jit.held import ValueKeys
-from jit.keys import extended_key
+from jit.keys import extended_key, held_int_dims
 from jit.miss import serve_miss
 from jit.signature import classify_call, with_data_lists
 from jit.tracer import ArrayOfTraced
@@ -82,6 +82,7 @@ class JitFunction:
         self._value_paths: list = []  # where the other values traces read are: their tokens are keyed
         self._values = ValueKeys((), fn)  # reads them
         self._last_values: dict = {}  # path -> the token its value had at the last trace
+        self._held_ints: list = []  # paths of held ints that changed once: symbols (jit/keys.py held_int_dims)
         self._unguarded: list = []  # values traces read that no token describes (warned once)
         self._changed: list = []  # values a traced run changed itself (not keyed)
         self._int_changes: str | None = None
@@ -118,7 +119,10 @@ class JitFunction:
         state = self._keys.get(full)
         if state is not None and state.eager_reason is None:
             shapes = tuple([a.shape for a in arrays])
-            for e in state.entries:
+            if self._held_ints:
+                ints = held_int_dims(self, leaves)
+                shapes = None if ints is None else shapes + tuple([d.shape for d in ints])
+            for e in state.entries if shapes is not None else ():
                 dims = e.guards.check(shapes)
                 if dims is not None:
                     try:
@@ -168,6 +172,11 @@ class JitFunction:
         state = self._keys.get(key) if key is not None else None
         if state is None or state.eager_reason is not None:
             return None
+        if self._held_ints:
+            ints = held_int_dims(self, leaves)
+            if ints is None:
+                return None
+            arrays = arrays + ints
         return state.entries, held, tuple([a.shape for a in arrays])
 
     def stats(self) -> dict:

@@ -90,6 +90,32 @@ def token(v, depth: int = 0):
     return None
 
 
+INT = ("int",)  # the token of an int that is a symbol (below): keyed by its type, its value bound by the guards
+_INT64 = 2 ** 63
+
+
+def key_token(v, symbol: bool):
+    """v's token, or INT where `symbol` (the path is one of a held int that
+    changed once, now a symbol of the traces: Lifter.lift_int) and v is an
+    int64."""
+    if symbol and type(v) is int and -_INT64 <= v < _INT64:
+        return INT
+    return token(v)
+
+
+def changed_int(before, now) -> bool:
+    """Whether two tokens are of ints that differ (a held int that changed)."""
+    return type(before) is tuple and type(now) is tuple and len(before) == len(now) == 2 \
+        and before[0] is int and now[0] is int and before != now
+
+
+def read_as_value(p) -> bool:
+    """Whether the trace reads the value at Path p itself (a variable, an
+    attribute, an item: Lifter.wrap), not a fact of it (its length, keys,
+    class or identity): only such an int can be a symbol."""
+    return not p.steps or p.steps[-1][0] in ("attr", "item", "global", "cell")
+
+
 class _Same:
     """A token part equal only for the same object (an array: unhashable)."""
 
@@ -190,8 +216,9 @@ class ValueKeys:
 
     _FETCH_ERRORS = (AttributeError, IndexError, KeyError, TypeError, ValueError)
 
-    def __init__(self, paths, fn):
+    def __init__(self, paths, fn, ints=()):
         self.paths = list(paths)
+        self._ints = [p in ints for p in self.paths]  # (the held ints that are symbols: keyed as INT)
         self._get = [_getter(p, fn) for p in self.paths]
         self._fixed = all(isinstance(g, partial) for g in self._get)  # (each reads no argument: called bare)
         # (values, their tokens, whether one is a container: read again even when the same object)
@@ -205,7 +232,7 @@ class ValueKeys:
             return self._read_each(leaves)
         last, tokens, containers = self._last  # (one read: the triple another thread stores is stored whole)
         if containers or not all(map(is_, objs, last)):
-            tokens = tuple([token(x) for x in objs])
+            tokens = tuple(map(key_token, objs, self._ints))
             # (a container's items, a class's attributes: read again even when it is the same object)
             self._last = objs, tokens, any(type(x) in _CONTAINERS or isinstance(x, type) and users_class(x)
                                            for x in objs)
@@ -213,9 +240,9 @@ class ValueKeys:
 
     def _read_each(self, leaves) -> tuple:
         out = []
-        for get in self._get:
+        for get, symbol in zip(self._get, self._ints):
             try:
-                out.append(token(get() if isinstance(get, partial) else get(leaves)))
+                out.append(key_token(get() if isinstance(get, partial) else get(leaves), symbol))
             except self._FETCH_ERRORS:
                 out.append(MISSING)
         return tuple(out)
@@ -366,8 +393,11 @@ class Lifter:
     """Hands out traced arrays for the held arrays a trace reaches.
     `lift(path, array)` returns the same Tracer for the same path."""
 
-    def __init__(self, ctx, make_input):
+    def __init__(self, ctx, make_input, ints=(), make_int=None):
         self.ctx = ctx
+        self.ints = ints  # paths of held ints that are symbols (changed once: a trace per value otherwise)
+        self.symbols: dict[Path, object] = {}  # their SymInts
+        self._make_int = make_int  # (path, value) -> SymInt (a symbol bound from the value at every call)
         self.paths: list[Path] = []
         self.tracers: dict[Path, Tracer] = {}
         self.guarded: dict[Path, tuple] = {}   # values read along paths -> their tokens
@@ -391,10 +421,20 @@ class Lifter:
         held array at `path` (an assignment of it there binds nothing new)."""
         return isinstance(value, Tracer) and self.tracers.get(path) is value
 
+    def lift_int(self, path: Path, x: int):
+        """The symbol of the held int at `path` (its key token INT)."""
+        s = self.symbols.get(path)
+        if s is None:
+            s = self.symbols[path] = self._make_int(path, x)
+            self.guarded[path] = INT
+        return s
+
     def wrap(self, path: Path, x):
         """What the traced code sees in place of `x` (found along `path`)."""
         if type(x) is np.ndarray:
             return self.lift(path, x)
+        if path in self.ints and key_token(x, True) is INT:
+            return self.lift_int(path, x)
         refuse_random(x, path)
         if type(x) in (list, tuple) and holds_arrays(x):
             return HeldSequence(self, path, x)
@@ -426,6 +466,8 @@ class Lifter:
         global is rebound by no one)."""
         if path in self.guarded or isinstance(x, types.ModuleType):
             return
+        if path in self.ints and key_token(x, True) is INT:  # (its key says INT: a read of it as a constant would
+            raise Fallback(f"{path}, an int that is a symbol, read as a constant", user_location())  # serve all)
         if type(x) in (list, dict, set) and all(c is not x for c, _ in self.containers):
             self.containers.append((x, type(x)(x)))
         t = token(x)

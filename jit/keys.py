@@ -3,14 +3,15 @@ the held arrays and of the other values its traces read) and one call's
 leaves; out: the call's specialization key (jit/signature.py) extended by the
 held arrays' dtypes, shapes and layouts and the tokens of those values
 (jit/held.py), and the held arrays, passed after the runtime inputs.  A trace
-that reaches more of them rekeys the function; an int argument whose value
-changed becomes a symbol (automatic dynamic)."""
+that reaches more of them rekeys the function; an int argument, or a held
+int (`self.step`), whose value changed becomes a symbol (automatic dynamic):
+a held one is keyed by its type, its value bound by the guards."""
 from __future__ import annotations
 
 from jit.entries import KeyState
 from jit.errors import warn
-from jit.held import MAX_ITEMS, ValueKeys, fetch_all, key_of
-from jit.signature import number_array
+from jit.held import INT, MAX_ITEMS, ValueKeys, changed_int, fetch_all, key_of, key_token, read_as_value
+from jit.signature import IntDim, number_array
 from jit.trace import TraceResult
 
 
@@ -38,6 +39,36 @@ def full_key(jf, key, leaves):
     return full, held
 
 
+def held_int_dims(jf, leaves) -> list | None:
+    """The IntDims of the held ints that are symbols (jf._held_ints), put
+    after the arguments' arrays for the guards to bind, or None when one no
+    longer reaches an int (the key said it did: another thread rebound it)."""
+    out = []
+    for p in jf._held_ints:
+        try:
+            v = p.fetch(jf.fn, leaves)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+            return None
+        if key_token(v, True) is not INT:
+            return None
+        out.append(IntDim(v))
+    return out
+
+
+def held_ints_to_symbols(jf, leaves) -> list:
+    """The held ints the traces read whose value differs now from the last
+    trace's, made symbols from now on (torch's automatic dynamic, as an int
+    argument's; dynamic=False: none): keyed by their type."""
+    if jf.dynamic is False:
+        return []
+    changed = [p for p, t in zip(jf._value_paths, jf._values.tokens(leaves))
+               if p not in jf._held_ints and changed_int(jf._last_values.get(p), t) and read_as_value(p)]
+    if changed:
+        jf._held_ints = jf._held_ints + changed
+        jf._values = ValueKeys(jf._value_paths, jf.fn, jf._held_ints)
+    return changed
+
+
 def rekey(jf, state: KeyState, full, key, leaves, base_runtime, paths, values=()):
     """After a trace (or a saved entry) reached more held arrays, or
     read more values, than were known: key them too.  -> (state, full
@@ -48,7 +79,7 @@ def rekey(jf, state: KeyState, full, key, leaves, base_runtime, paths, values=()
     if len(paths) > len(jf._held_paths):
         jf._held_paths = list(paths)
     jf._value_paths = jf._value_paths + new_values
-    jf._values = ValueKeys(jf._value_paths, jf.fn)
+    jf._values = ValueKeys(jf._value_paths, jf.fn, jf._held_ints)
     if not state.entries:
         del jf._keys[full]
     full, held = full_key(jf, key, leaves)

@@ -20,7 +20,8 @@ from jit.eager import after_failure, call_python, count_fallback, mark_eager, ru
     run_eagerly_once
 from jit.entries import CompiledEntry, KeyState
 from jit.errors import warn
-from jit.keys import changed_ints, changed_lists, changed_values, full_key, note_values, rekey
+from jit.keys import changed_ints, changed_lists, changed_values, full_key, held_int_dims, \
+    held_ints_to_symbols, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call, with_data_lists
 from jit.trace import DeclarationError, TraceResult, trace
@@ -124,7 +125,13 @@ class _Miss:
                                                                      jf._dyn_ints)
             full, held = full_key(jf, self.key, self.leaves)
             paths = jf._params.leaf_paths(self.treedef)
-            jf._int_changes = ", ".join(paths[k] for k in sorted(changed))
+            jf._int_changes = "int argument " + ", ".join(paths[k] for k in sorted(changed))
+        held_ints = held_ints_to_symbols(jf, self.leaves) if full not in jf._keys and jf._value_paths else []
+        if held_ints:
+            full, held = full_key(jf, self.key, self.leaves)
+            jf._int_changes = "int " + ", ".join(map(str, held_ints))
+        ints = held_int_dims(jf, self.leaves) if jf._held_ints else []
+        self.arrays = self.arrays + (ints or [])
         self.full, self.runtime = full, self.base_runtime + held
         self.state = jf._keys.setdefault(full, KeyState())
         return self.state
@@ -193,7 +200,7 @@ class _Miss:
         if changed:
             reason, category = f"{', '.join(changed)} changed (read by the trace)", "value_changed"
         if jf._int_changes:
-            reason, category = f"int argument {jf._int_changes} changed: now a symbol", "auto_dynamic"
+            reason, category = f"{jf._int_changes} changed: now a symbol", "auto_dynamic"
             jf._int_changes = None
         if jf._list_note:
             reason, category = jf._list_note, "auto_dynamic"
@@ -246,6 +253,7 @@ class _Miss:
             return trace(jf.fn, self.treedef, self.leaves, self.sig.specs, dynamic=jf.dynamic,
                          dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
                          constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()),
+                         held_ints=jf._held_ints,
                          scan_jit=jf._scan_jit, loops=jf._loops, trace_consts=jf._trace_consts)
         while True:  # (each retry turns one switch for good: at most three traces)
             try:

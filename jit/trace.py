@@ -19,7 +19,7 @@ from jit import lift, optable, pytree
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, global_names, holder, \
-    holds_arrays, jitted, refuse_random, token, user_file, user_module
+    holds_arrays, jitted, key_token, refuse_random, user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
     eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -92,14 +92,17 @@ class InputSpec:
 
 
 def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_dims=frozenset(),
-          user_dims=None, constraints=(), rebind=None, held=((), ()), scan_jit=None, loops=None,
+          user_dims=None, constraints=(), rebind=None, held=((), ()), held_ints=(), scan_jit=None, loops=None,
           trace_consts=False) -> TraceResult:
     """Trace fn on `leaves` (the flattened bound arguments).  `rebind` maps
     the bound tuple back to (args, kwargs).  `held`: (paths, arrays) of the
     held arrays earlier traces found (jit/held.py), graph inputs after the
     arguments' in that order; arrays this trace reaches are added after them.
     `scan_jit(fn, name)` jits a loop's body, `loops` is what the jit knows of
-    its loops' trip counts (jit/scan.py; without them no loop is a scan)."""
+    its loops' trip counts (jit/scan.py; without them no loop is a scan).
+    `held_ints`: paths of held ints that are symbols, bound from their
+    values, which the caller puts after the arguments' arrays (jit/keys.py
+    held_int_dims)."""
     env = ShapeEnv(reserved=dim_names(user_dims or {}))
     ctx = TraceContext(env)
     ctx.scan_jit, ctx.loops = scan_jit, loops if loops is not None else {}
@@ -115,8 +118,17 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         inputs.append(v)
         concrete_of[v.id] = array
         return Tracer(ctx, v, array)
-    n_arrays = 0
-    lifter = Lifter(ctx, held_input)
+    def int_symbol(value: int, src: str, index: int) -> SymInt:
+        """A dynamic int's symbol, bound from `shape[0]` of the index-th
+        array of the call (an IntDim, jit/signature.py): no range (nor sympy
+        sign assumption, which would make the sign guard vanish)."""
+        sym = env.new_symbol(value, src, lo=None)
+        env.guards.append(Guard(sympy.Ge(sym, 0) if value >= 0 else sympy.Lt(sym, 0), f"sign of int {src}"))
+        input_dims.append(InputDim(index, 0, sym, src))
+        return SymInt.wrap(ctx, sym)
+    n_arrays = 0  # (the held ints' IntDims come after the arguments')
+    lifter = Lifter(ctx, held_input, held_ints,
+                    lambda path, value: int_symbol(value, str(path), n_arrays + held_ints.index(path)))
     traceables = _Traceables(_NumpyProxy(ctx), lifter)
     objects: dict = {}  # (one view of an object passed twice: `a is b`, its key says so)
     for k, (leaf, spec) in enumerate(zip(leaves, specs)):
@@ -129,13 +141,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                 traced_leaves.append(traceables.value(leaf, Path(("arg", k))) if _reads_through(leaf) else leaf)
             continue
         if spec.kind == "int":  # a dynamic int: a symbol bound from its value, not a graph input
-            # no range (nor sympy sign assumption, which would make the sign guard vanish)
-            sym = env.new_symbol(leaf, spec.path, lo=None)
-            env.guards.append(Guard(sympy.Ge(sym, 0) if leaf >= 0 else sympy.Lt(sym, 0),
-                                    f"sign of int argument {spec.path}"))
-            input_dims.append(InputDim(n_arrays, 0, sym, spec.path))
+            traced_leaves.append(int_symbol(leaf, f"argument {spec.path}", n_arrays))
             n_arrays += 1
-            traced_leaves.append(SymInt.wrap(ctx, sym))
             continue
         if spec.kind == "scalar":
             # only a Python float or complex is weak: np.float64 (a float subclass) is a strong scalar
@@ -281,7 +288,7 @@ def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
     keep, changed = {}, []
     for p, t in lifter.guarded.items():
         try:
-            now = token(p.fetch(fn, leaves))
+            now = key_token(p.fetch(fn, leaves), p in lifter.ints)
         except (AttributeError, IndexError, KeyError, TypeError, ValueError):
             now = MISSING  # (a missing attribute it read, `hasattr(o, "extra")`, is so still: keyed as missing)
         if now == t:
@@ -944,7 +951,8 @@ class _Traceables:
             return _UserModule(self, v, path)
         refuse_random(v, path or "a value the function reads")
         if path is not None:
-            if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and holds_arrays(v):
+            if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and holds_arrays(v) \
+                    or path in self.lifter.ints:  # (a held int that is a symbol: Lifter.lift_int)
                 return self.lifter.wrap(path, v)
             self.lifter.guard(path, v)
         return v

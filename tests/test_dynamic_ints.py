@@ -293,3 +293,117 @@ def test_a_size_compares_with_a_python_float():
             for g, w in zip(got, want):
                 assert type(g) is type(w) and np.array_equal(g, w), (n, got, want)
     assert f.stats()["traces"] <= 4, f.explain()
+
+
+# ------------------------------------------- held ints that change: symbols
+
+class Adam:
+    """An optimizer as written in plain numpy: its step count an attribute
+    the caller increments before each update."""
+
+    def __init__(self, shape, lr=1e-2):
+        self.m, self.v, self.t, self.lr = np.zeros(shape), np.zeros(shape), 0, lr
+
+    def update(self, w, g):
+        self.m *= 0.9
+        self.m += 0.1 * g
+        self.v *= 0.999
+        self.v += 0.001 * g * g
+        m_hat = self.m / (1 - 0.9 ** self.t)
+        v_hat = self.v / (1 - 0.999 ** self.t)
+        w -= self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+
+
+def test_a_held_int_that_changes_becomes_a_symbol(backend):
+    """self.t, read by the trace, changes every step: it traces once for its
+    first value and once more as a symbol (before: a trace per step, then
+    eager past max_entries); every step matches numpy's, m, v and w too."""
+    rng = np.random.default_rng(0)
+    got, want = Adam((6, 5)), Adam((6, 5))
+    update = jit(Adam.update, backend=backend)
+    w_got, w_want = np.zeros((6, 5)), np.zeros((6, 5))
+    for _ in range(12):
+        g = rng.standard_normal((6, 5))
+        got.t += 1
+        want.t += 1
+        update(got, w_got, g)
+        want.update(w_want, g)
+        for a, b in ((w_got, w_want), (got.m, want.m), (got.v, want.v)):
+            assert_like_numpy(a, b)
+    s = update.stats()
+    assert s["traces"] == 2 and s["eager_calls"] == 0 and s["fallbacks"] == 0, update.explain()
+    assert "int <argument 0>.t changed: now a symbol" in update.explain()
+    other = Adam((3, 3))  # (another object of the class, its own count: the symbol's value)
+    other.t = 7
+    w = np.ones((3, 3))
+    want_w, ref = w.copy(), Adam((3, 3))
+    ref.t = 7
+    update(other, w, np.ones((3, 3)))
+    ref.update(want_w, np.ones((3, 3)))
+    assert_like_numpy(w, want_w)
+    assert update.stats()["traces"] == 3  # (a new shape of m and v: held arrays' shapes are keyed)
+
+
+class KVCache:
+    def __init__(self, n, d):
+        self.k = np.zeros((n, d))
+        self.pos = 0
+
+    def attend(self, q, k_new):
+        n = k_new.shape[0]
+        self.k[self.pos:self.pos + n] = k_new
+        keys = self.k[:self.pos + n]
+        return (keys @ q.T).max(0) + self.pos
+
+
+def test_a_held_int_bounding_slices_serves_every_value(backend):
+    """A decode loop's position kept on self (the cache written at it and
+    read up to it): every position after the second is served by one entry,
+    the cache as numpy leaves it."""
+    rng = np.random.default_rng(1)
+    got, want = KVCache(40, 4), KVCache(40, 4)
+    attend = jit(KVCache.attend, backend=backend)
+    for step in range(20):
+        q, k = rng.standard_normal((1, 4)), rng.standard_normal((1 if step else 5, 4))
+        assert_like_numpy(attend(got, q, k), want.attend(q, k))
+        assert_like_numpy(got.k, want.k)
+        got.pos = want.pos = want.pos + k.shape[0]
+    assert attend.stats()["traces"] <= 4 and attend.stats()["eager_calls"] == 0, attend.explain()
+
+
+STEP = 0
+
+
+def scaled_by_step(x):
+    return x * (STEP + 1) + x[:STEP % 4].sum()
+
+
+def test_a_global_int_that_changes_becomes_a_symbol_and_a_float_in_its_place_traces_again(backend):
+    global STEP
+    f = jit(scaled_by_step, backend=backend)
+    x = np.arange(5.0)
+    try:
+        for STEP in range(10):
+            assert_like_numpy(f(x), scaled_by_step(x))
+        traces = f.stats()["traces"]
+        assert traces <= 4, f.explain()  # (the first value, then one per outcome of STEP % 4's clamp)
+        STEP = 2.5  # (a float where the int was: keyed by type, so traced again, its value a constant)
+        with pytest.raises(TypeError):
+            scaled_by_step(x)
+        with pytest.raises(TypeError):
+            f(x)
+        STEP = 3
+        assert_like_numpy(f(x), scaled_by_step(x))
+        assert f.stats()["traces"] <= traces + 1
+    finally:
+        STEP = 0
+
+
+def test_held_ints_stay_static_with_dynamic_false(backend):
+    opt = Adam((2, 2))
+    update = jit(Adam.update, backend=backend, dynamic=False)
+    w = np.zeros((2, 2))
+    for _ in range(3):
+        opt.t += 1
+        update(opt, w, np.ones((2, 2)))
+    assert update.stats()["traces"] == 3

@@ -511,3 +511,42 @@ def test_a_jitted_method_and_a_function_taking_an_object_are_served_from_saved_t
     assert go(2.0) == {"ok": True, "traces": 2}
     assert go(2.0) == {"ok": True, "traces": 0}
     assert go(3.0) == {"ok": True, "traces": 2}
+
+
+STEP_DRIVER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from jit import jit
+    import model
+
+    f = jit(model.fn)
+    report = {"ok": True}
+    x = np.arange(6.0)
+    for step in map(int, sys.argv[1:]):
+        model.STEP = step
+        report["ok"] &= bool(np.array_equal(f(x), model.fn(x)))
+    report.update(f.stats())
+    report["explain"] = f.explain()
+    print(json.dumps(report))
+""")
+
+STEP_MODEL = """
+import numpy as np
+STEP = 0
+
+def fn(x):
+    return x * STEP + 1.0
+"""
+
+
+def test_a_trace_saved_for_one_value_of_an_int_is_not_served_once_it_is_a_symbol(tmp_path):
+    """A global int that changes becomes a symbol (its key: its type); a
+    trace another process saved for one of its values must not be loaded
+    under that key (it would serve every value), and a trace made with the
+    symbol is not saved (its value is bound per process)."""
+    first = run(tmp_path, [1], model=STEP_MODEL, driver=STEP_DRIVER)
+    assert first["ok"] and first["traces"] == 1
+    second = run(tmp_path, [2, 1, 3, 1, 5], model=STEP_MODEL, driver=STEP_DRIVER)
+    assert second["ok"], second["explain"]
+    assert second["traces"] == 2 and "int STEP changed: now a symbol" in second["explain"]
+    assert "trace not saved: held ints that are symbols" in second["explain"]
