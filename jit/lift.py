@@ -294,36 +294,45 @@ def _candidate(loop: ast.For) -> bool:
 
 
 def _over_range(loop: ast.For) -> bool:
-    """`for <name> in range(...)` or over the rows of arrays (`for x in
-    xs`, `for v in x[1:]`, zip and enumerate of them: jit/scan.py
-    over_rows) with no else: a loop that may be a scan
+    """`for <name> in range(...)` (or reversed(range(...))) or over the
+    rows of arrays (`for x in xs`, `for v in x[1:]`, zip and enumerate of
+    them: jit/scan.py over_rows) with no else: a loop that may be a scan
     (jit/scan.py) whatever its body holds (a list display, a call the typer
     does not know: `A[[i, p]] = A[[p, i]]`)."""
     it = loop.iter
-    return not loop.orelse and (scan.over_rows(loop) or isinstance(loop.target, ast.Name) and isinstance(
-        it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range")
+    return not loop.orelse and (scan.over_rows(loop) or isinstance(loop.target, ast.Name)
+                                and scan.range_call(it)[0] is not None)
 
 
-def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = False) -> None:
-    """The candidate loops of stmts not inside another loop: a loop inside
-    a loop the trace unrolls would become a node per outer trip (the
-    re-roll pass, clustering/reroll.py, serves those)."""
+def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = False,
+                enclosing: frozenset = frozenset()) -> None:
+    """The candidate loops of stmts not inside another loop, and the loops
+    over range() inside one whose bounds read no name the loops around them
+    bind (`for ep in range(epochs): for s in range(0, n, bs)`: a scan per
+    outer trip the trace unrolls, its count symbolic).  One whose bounds
+    do, `for j in range(i + 1, n)`, is unrolled with the loop around it (the
+    re-roll pass, clustering/reroll.py, serves those triangular nests)."""
     for s in stmts:
-        if isinstance(s, ast.For) and not in_loop and (_candidate(s) or _over_range(s)):
+        if isinstance(s, ast.For) and (not in_loop and (_candidate(s) or _over_range(s)) or in_loop and _over_range(
+                s) and not scan.over_rows(s) and not {n.id for n in ast.walk(s.iter) if isinstance(n, ast.Name)}
+                & enclosing):
             sites.append(Site(s, _reads_outside(fdef, s), filename, _candidate(s)))
-            continue
-        if isinstance(s, ast.While) and not in_loop and not s.orelse:  # (lifted, or a scan: jit/scan.py)
+            if in_loop:
+                continue
+        elif isinstance(s, ast.While) and not in_loop and not s.orelse:  # (lifted, or a scan: jit/scan.py)
             sites.append(Site(s, _reads_outside(fdef, s), filename, _candidate(s)))
-            continue
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        inner_loop = in_loop or isinstance(s, (ast.For, ast.While, ast.AsyncFor))
+        inner_loop, bound = in_loop, enclosing
+        if isinstance(s, (ast.For, ast.While, ast.AsyncFor)):  # (and what each of its trips may bind anew)
+            inner_loop = True
+            bound = enclosing | {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         for field in ("body", "orelse", "finalbody"):
             inner = getattr(s, field, None)
             if isinstance(inner, list):
-                _find_sites(fdef, inner, sites, filename, inner_loop)
+                _find_sites(fdef, inner, sites, filename, inner_loop, bound)
         for h in getattr(s, "handlers", ()):
-            _find_sites(fdef, h.body, sites, filename, inner_loop)
+            _find_sites(fdef, h.body, sites, filename, inner_loop, bound)
 
 
 def _returns_to_breaks(stmts: list, counter: list) -> None:
@@ -610,9 +619,7 @@ def _peelable(s: Site) -> bool:
     over range() binding names the function reads after it (`r_new` of
     `for _ in range(n): r_new = ...; if done: break; r = r_new` then
     `return r_new`), which no trip before the first bound."""
-    loop = s.node
-    return isinstance(loop, ast.For) and not scan.over_rows(loop) and _over_range(loop) and \
-        bool((set(s.assigned) - {loop.target.id}) & s.outside_reads)
+    return scan.peelable(s) and _over_range(s.node)
 
 
 def _replace(root, old, new: list) -> None:

@@ -125,15 +125,30 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn, rest: tuple | None = Non
                                      f"past {UNROLLED} counts, a call with another compiles it once as a scan)")
             return None
         ctx.loops[site] = None  # (another trip count: from now on, every trace of it makes a scan)
-        if plan is None:
-            if not ((stop > start) if step > 0 else (stop < start)):  # (a guard: a call of no trip traces again)
-                raise NoScan("it makes no trip")
-            return Peeled(bounds)
-        return _scan(ctx, site, scope, globals_, fn, start, stop, step, where, *plan)
+        if plan is not None:
+            try:
+                return _scan(ctx, site, scope, globals_, fn, start, stop, step, where, *plan)
+            except _Peel:
+                if rest is not None or not peelable(site):
+                    raise
+        if not ((stop > start) if step > 0 else (stop < start)):  # (a guard: a call of no trip traces again)
+            raise NoScan("it makes no trip")
+        return Peeled(bounds)
     except NoScan as e:
         unrolled = f"loop unrolled for {trips} trips" if isinstance(loop, ast.For) else "while loop traced as written"
         ctx.lift_refusals.append(f"{where}: {unrolled}, not a scan: {e}")
         return None
+
+
+def peelable(site) -> bool:
+    """Whether the loop's first trip can run as written before the rest
+    runs as a scan (jit/lift.py rewrites such a loop so): a for loop, not
+    over an array's rows, that binds names (those the function reads after
+    it, which no trip before the first bound; or carried ones the first
+    trip makes arrays, `total = 0`)."""
+    loop = site.node
+    return isinstance(loop, ast.For) and not loop.orelse and not over_rows(loop) and \
+        bool(set(site.assigned) - {_target(loop)})
 
 
 def scan_unrolled(loops: dict) -> bool:
@@ -288,11 +303,11 @@ def _range_bounds(loop: ast.For, scope: dict, globals_: dict):
     if over_rows(loop):  # (the rows of traced arrays: as many trips as their first dim)
         n = _rows(loop, scope, globals_) if not loop.orelse else None
         return None if n is None else (0, n, 1)
-    it = loop.iter
-    if not (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
-            and it.func.id == "range" and not it.keywords and 1 <= len(it.args) <= 3):
+    it, backwards = range_call(loop.iter)
+    if not (isinstance(loop.target, ast.Name) and it is not None and not it.keywords and 1 <= len(it.args) <= 3):
         return None
-    if _lookup("range", scope, globals_) is not builtins.range:
+    if _lookup("range", scope, globals_) is not builtins.range or \
+            backwards and _lookup("reversed", scope, globals_) is not builtins.reversed:
         return None
     values = []
     for a in it.args:
@@ -303,7 +318,20 @@ def _range_bounds(loop: ast.For, scope: dict, globals_: dict):
     start, stop, step = (0, values[0], 1) if len(values) == 1 else (values + [1])[:3]
     if type(step) is not int or step == 0:
         return None
+    if backwards:  # (reversed(range(start, stop, step)): from its last value down, by -step)
+        last = start + (stop - start - (1 if step > 0 else -1)) // step * step
+        return last, start - step, -step
     return start, stop, step
+
+
+def range_call(it) -> tuple:
+    """(the range(...) call, whether reversed) of a loop's iterable
+    `range(...)` or `reversed(range(...))`, else (None, False)."""
+    def is_call(e, name):
+        return isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == name
+    if is_call(it, "reversed") and len(it.args) == 1 and not it.keywords and is_call(it.args[0], "range"):
+        return it.args[0], True
+    return (it, False) if is_call(it, "range") else (None, False)
 
 
 _NOT = object()  # (an expression _evaluate does not take)
@@ -365,7 +393,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     _check_body(loop.body, appended=site.appended, helpers={id(c) for c in calls})
     assigned = set(site.assigned) - {target}
     written = _written(loop.body)
-    for n in _passed(calls, scope) - written:  # (a helper may write into what it is handed:
+    for n in _passed(calls, scope, globals_) - written:  # (a helper may write into what it is handed:
         try:                                                # carried, if it may be, else read-only as before)
             _check_private(ctx, n, scope)
             written.add(n)
@@ -524,6 +552,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
         outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
     except ScanMismatch as e:
         ctx.raised = raised
+        if getattr(e, "trip", None) == 0 and carried_kinds[e.carried] != "array":  # (`total = 0` then an array:
+            raise _Peel(str(e)) from None  # its first trip, as written, makes it one, the rest a scan carries it)
         raise NoScan(str(e)) from None
     except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
         ctx.raised = raised
@@ -696,10 +726,95 @@ def _user_calls(stmts: list, scope: dict, globals_: dict) -> list:
             if isinstance(c, ast.Call) and _users_function(_callee(c, scope, globals_))]
 
 
-def _passed(calls: list, scope: dict) -> set:
-    """Names of traced arrays of the frame the calls hand over."""
+def _passed(calls: list, scope: dict, globals_: dict) -> set:
+    """Names of traced arrays of the frame the calls hand over to a helper
+    that may write into them (not one whose source writes into no array:
+    _writes_nothing)."""
     return {a.id for c in calls for a in list(c.args) + [k.value for k in c.keywords]
-            if isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer and not scope[a.id].value.weak}
+            if isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer and not scope[a.id].value.weak
+            and not _writes_nothing(_callee(c, scope, globals_))}
+
+
+# methods and numpy functions that write into an array they are handed without out= (np.add.at: "at")
+_WRITERS = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle", "at",
+                      "setfield", "itemset", "resize", "sort", "partition", "fill", "setflags", "byteswap"})
+_PURE: dict = {}  # code -> whether the function writes into no array (_writes_nothing)
+
+
+def _writes_nothing(f, depth: int = 0) -> bool:
+    """Whether user function f provably writes into no array it is handed,
+    read from its source: no subscript, attribute or augmented assignment,
+    no out=, no method or numpy function that writes (_WRITERS), no method
+    call on a name of its own (a parameter, or a local that may be one), no
+    nested function, global or nonlocal, and every user function it calls
+    (a few levels down) the same.  `cell = lambda..`, `def cell(x, h, W):
+    return np.tanh(x @ W + h)`: its arguments are only read."""
+    if type(f) is not types.FunctionType or depth > 3:
+        return False
+    code = f.__code__
+    if code not in _PURE:
+        _PURE[code] = False  # (a recursive call: not shown pure)
+        _PURE[code] = _source_writes_nothing(f, depth)
+    return _PURE[code]
+
+
+def _source_writes_nothing(f, depth: int) -> bool:
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return False
+    fdef = tree.body[0] if tree.body else None
+    if not isinstance(fdef, ast.FunctionDef) or fdef.decorator_list:
+        return False
+    own = set(f.__code__.co_varnames) | set(f.__code__.co_cellvars)
+    for n in ast.walk(fdef):
+        if n is not fdef and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+                                             ast.Global, ast.Nonlocal, ast.AugAssign)):
+            return False
+        if isinstance(n, (ast.Subscript, ast.Attribute, ast.Starred)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            return False
+        if isinstance(n, ast.Call) and not _reads_only(n, f, own, depth):
+            return False
+    return True
+
+
+# methods of an array that write into no array (called on a name of the helper's own: a parameter)
+_READERS = frozenset({"sum", "mean", "max", "min", "std", "var", "prod", "any", "all", "argmax", "argmin",
+                      "reshape", "transpose", "swapaxes", "squeeze", "ravel", "flatten", "astype", "copy", "dot",
+                      "cumsum", "cumprod", "round", "conj", "item", "tolist", "nonzero", "take", "repeat"})
+
+
+def _reads_only(n: ast.Call, f, own: set, depth: int) -> bool:
+    """Whether call n in helper f writes into no array: a method of _READERS
+    on an array of its own; a builtin or numpy function (not one of
+    _WRITERS), or a user function shown so (_writes_nothing), by name or
+    through a module (`np.tanh`, `layers.cell`); no out=, nor **kwargs."""
+    if any(k.arg in (None, "out") for k in n.keywords):
+        return False
+    fn, path = n.func, []
+    while isinstance(fn, ast.Attribute):
+        path.insert(0, fn.attr)
+        fn = fn.value
+    if not isinstance(fn, ast.Name) or fn.id in own:  # (`x.sum(-1)`, `abs(x).max()`: a method of an array)
+        return len(path) == 1 and path[0] in _READERS
+    callee = f.__globals__.get(fn.id, getattr(builtins, fn.id, None))
+    for attr in path:
+        if not isinstance(callee, (types.ModuleType, np.ufunc)) and not (
+                isinstance(callee, type) and is_numpy(sys.modules.get(callee.__module__))):
+            return False  # (a method of an object the helper reads: unknown)
+        callee = getattr(callee, attr, None)
+    name = getattr(callee, "__name__", None)
+    if name in _WRITERS or callee in (setattr, delattr, exec, eval, getattr(builtins, "__import__")):
+        return False
+    if _users_function(callee):
+        return _writes_nothing(callee, depth + 1)
+    if isinstance(callee, np.ufunc) or isinstance(callee, types.BuiltinFunctionType) and callee.__module__ in (
+            "builtins", "math", "cmath"):
+        return True
+    return callable(callee) and not isinstance(callee, type) and is_numpy(
+        sys.modules.get(getattr(callee, "__module__", None) or ""))
 
 
 def _callee(c: ast.Call, scope: dict, globals_: dict):
@@ -1248,8 +1363,9 @@ def _check_trip(out: list, want: list, t: int, where: str) -> None:
             if type(x) in (bool, int, float) and not shape and np.asarray(x).dtype == dtype:
                 continue  # (a carried Python number)
             got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
-            raise ScanMismatch(f"the loop at {where}: trip {t} made carried value {k} a {got}, "
-                               f"not {dtype}{list(shape)}")
+            e = ScanMismatch(f"the loop at {where}: trip {t} made carried value {k} a {got}, not {dtype}{list(shape)}")
+            e.trip, e.carried = t, k
+            raise e
 
 
 def _layout(values) -> tuple:

@@ -911,3 +911,132 @@ def test_in_place_updates_of_a_carried_array_reach_its_array_and_every_holder():
             x1, x2 = np.arange(4.0), np.arange(4.0)
             assert_like_numpy(j(x2, n), fn(x1, n))
             assert_like_numpy(x2, x1)
+
+
+def total_from_zero(xs, W):
+    total = 0
+    for t in range(xs.shape[0]):
+        total = total + xs[t] @ W
+    return total
+
+
+def total_from_zero_read_in_the_loop(xs):
+    total = 0.0
+    out = []
+    for t in range(xs.shape[0]):
+        total = total * 0.5 + xs[t]
+        out.append(total * 2)
+    return np.stack(out)
+
+
+def backward_rnn(xs, h, W):
+    for t in reversed(range(xs.shape[0])):
+        h = np.tanh(xs[t] @ W + h)
+    return h
+
+
+def backward_stepped(xs, h):
+    outs = []
+    for t in reversed(range(1, xs.shape[0], 3)):
+        h = h * 0.5 + xs[t]
+        outs.append(h * t)
+    return h, np.stack(outs)
+
+
+def backward_by_minus_two(xs, h):
+    for t in reversed(range(xs.shape[0] - 1, 0, -2)):
+        h = h * 0.5 + xs[t] * t
+    return h
+
+
+def rnn_cell(x, h, W):
+    return np.tanh(x @ W + h - h.mean(-1, keepdims=True))
+
+
+def rnn_by_a_helper(xs, h, W):
+    outs = []
+    for t in range(xs.shape[0]):
+        h = rnn_cell(xs[t], h, W)
+        outs.append(h)
+    return np.stack(outs)
+
+
+def scale_in_place(v):
+    v *= 0.5
+    return v
+
+
+def rnn_by_a_writing_helper(xs, h):
+    outs = []
+    for t in range(xs.shape[0]):
+        h = scale_in_place(h) + xs[t]
+        outs.append(h)
+    return np.stack(outs)
+
+
+def epochs_of_minibatches(X, Y, W, epochs, bs):
+    for ep in range(epochs):
+        for s in range(0, X.shape[0], bs):
+            xb, yb = X[s:s + bs], Y[s:s + bs]
+            W = W - 0.01 * xb.T @ (xb @ W - yb) / xb.shape[0]
+    return W
+
+
+def triangular(x):
+    out = np.zeros((x.shape[0], x.shape[0]))
+    for i in range(x.shape[0]):
+        for j in range(i + 1, x.shape[0]):
+            out[i, j] = x[i] * x[j]
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (total_from_zero, lambda r, T: (r.standard_normal((T, 4, 3)), r.standard_normal((3, 5)))),
+    (total_from_zero_read_in_the_loop, lambda r, T: (r.standard_normal((T, 3)),)),
+    (backward_rnn, lambda r, T: (r.standard_normal((T, 4, 3)), np.zeros((4, 3)), r.standard_normal((3, 3)) * .3)),
+    (backward_stepped, lambda r, T: (r.standard_normal((T, 3)), np.zeros(3))),
+    (backward_by_minus_two, lambda r, T: (r.standard_normal((T, 3)), np.zeros(3))),
+    (rnn_by_a_helper, lambda r, T: (r.standard_normal((T, 4, 3)), np.zeros((4, 3)), r.standard_normal((3, 3)))),
+])
+def test_loops_people_write_are_scans(backend, fn, make):
+    """Probe 13's loops that traced once per length: an accumulator that
+    starts as a Python 0 (its first trip runs as written, making it an
+    array; the rest is a scan), reversed(range(...)) (a backward pass),
+    a step of the RNN factored into a helper that writes into nothing."""
+    rng = np.random.default_rng(5)
+    f = jit(fn, backend=backend)
+    for T in (3, 4, 5, 6, 7, 8, 11, 13, 20, 2):
+        args = make(rng, T)
+        assert_like_numpy(f(*args), fn(*args), ulps=16, atol=1e-12)  # (tanh(x @ W + h - mean): cancels)
+    assert "(a scan)" in f.explain() and f.stats()["fallbacks"] == 0, f.explain()
+    # (the stepped ranges' trip counts are floor divisions: their guards may split a few entries)
+    assert f.stats()["traces"] <= (UNROLLED + 1 if fn not in (backward_stepped, backward_by_minus_two) else 6)
+
+
+def test_a_helper_that_writes_into_what_the_loop_hands_it_keeps_numpys_aliasing(backend):
+    rng = np.random.default_rng(6)
+    f = jit(rnn_by_a_writing_helper, backend=backend)
+    for T in (3, 4, 5, 6):
+        xs, h = rng.standard_normal((T, 3)), np.ones(3)
+        mine = h.copy()
+        assert_like_numpy(f(xs, mine), rnn_by_a_writing_helper(xs, h))
+        assert_like_numpy(mine, h)  # (the helper halves the caller's h in place on the first trip)
+
+
+def test_a_loop_inside_an_unrolled_loop_is_a_scan_and_a_triangular_nest_stays_unrolled(backend):
+    """The minibatch loop inside an epoch loop over a Python int: a scan per
+    epoch (it traced once per data size); `for j in range(i + 1, n)` reads
+    the outer loop's variable in its bounds, so it is unrolled with it as
+    before (the re-roll pass serves it)."""
+    rng = np.random.default_rng(7)
+    f = jit(epochs_of_minibatches, backend=backend)
+    for n in (64, 96, 128, 160, 192, 100):
+        X, Y = rng.standard_normal((n, 8)), rng.standard_normal((n, 2))
+        assert_like_numpy(f(X, Y, np.zeros((8, 2)), 3, 16), epochs_of_minibatches(X, Y, np.zeros((8, 2)), 3, 16),
+                          atol=1e-12)  # (a gradient: differences of products)
+    assert f.stats()["traces"] <= UNROLLED + 2 and "(a scan)" in f.explain(), f.explain()
+    g = jit(triangular, backend=backend)
+    for n in (5, 6):
+        x = rng.standard_normal(n)
+        assert_like_numpy(g(x), triangular(x))
+    assert "range(...) compiled once" not in g.explain().split("entry 0")[1].split("entry 1")[0]
