@@ -552,8 +552,9 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
         outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
     except ScanMismatch as e:
         ctx.raised = raised
-        if getattr(e, "trip", None) == 0 and carried_kinds[e.carried] != "array":  # (`total = 0` then an array:
-            raise _Peel(str(e)) from None  # its first trip, as written, makes it one, the rest a scan carries it)
+        if getattr(e, "trip", None) == 0 and carried_kinds[e.carried] != "array" and e.array:  # (`total = 0`
+            raise _Peel(str(e)) from None  # then an array: its first trip, as written, makes it one, the rest a
+            # scan carries it; a number made numpy's scalar, `m = inf` then `m = x[i]`, is the lifter's)
         raise NoScan(str(e)) from None
     except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
         ctx.raised = raised
@@ -1364,7 +1365,7 @@ def _check_trip(out: list, want: list, t: int, where: str) -> None:
                 continue  # (a carried Python number)
             got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
             e = ScanMismatch(f"the loop at {where}: trip {t} made carried value {k} a {got}, not {dtype}{list(shape)}")
-            e.trip, e.carried = t, k
+            e.trip, e.carried, e.array = t, k, isinstance(x, np.ndarray) and x.ndim > 0
             raise e
 
 
