@@ -27,7 +27,7 @@ from jit.signature import Signature, classify_call, with_data_lists
 from jit.trace import DeclarationError, TraceResult, trace
 from jit.tracer import ArrayOfTraced, DataArg, Fallback, SelectAliasWritten, StackedUse, SymFloat, SymInt, \
     TooManyDecisions, Tracer
-from runtime.runeagerly import BreakMismatch, RunEagerly
+from runtime.runeagerly import BreakMismatch, RowsOfOtherLengths, RunEagerly
 from runtime.metrics import logger_for
 from shapes.guards import GuardSet
 from shapes.verify import verify
@@ -59,6 +59,7 @@ class _Miss:
         self.key, self.arrays, self.base_runtime = key, arrays, runtime
         self.full = self.state = self.runtime = self.shapes = self.sig = None
         self.broke: CompiledEntry | None = None  # an entry whose graph break decided otherwise
+        self.joined: RowsOfOtherLengths | None = None  # (or whose scan met rows of other lengths)
 
     def serve(self):
         jf, bound = self.jf, self.bound
@@ -169,8 +170,8 @@ class _Miss:
             if dims is not None:
                 try:
                     out = self._run(e, dims)
-                except BreakMismatch:
-                    self.broke = e
+                except BreakMismatch as err:
+                    self.broke, self.joined = e, err if isinstance(err, RowsOfOtherLengths) else None
                     continue
                 m = self.jf.metrics
                 m.slow_calls += 1
@@ -208,7 +209,8 @@ class _Miss:
         if self.broke is not None:
             state.break_retraces += 1
             sites = _break_sites(self.broke)
-            reason = f"a graph break at {sites} decided otherwise" if sites else \
+            reason = str(self.joined) if self.joined is not None else \
+                f"a graph break at {sites} decided otherwise" if sites else \
                 "a decision on a traced index (its sign, a bound) went otherwise"
             category = "graph_break"
         elif state.entries:

@@ -60,7 +60,7 @@ import sympy
 from jit import pytree
 from jit.held import user_file
 from jit.tracer import PYTHON_TYPES, Stacked, SymInt, Tracer, holds_traced, traced_len
-from runtime.runeagerly import ScanMismatch
+from runtime.runeagerly import RowsOfOtherLengths, ScanMismatch
 
 _STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Pass)
 
@@ -542,11 +542,17 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     try:
         if stacked:  # (the stacked arrays' shapes are known once the trips ran: run them now, the node takes
             # the result; a row's dims that are no carried array's are data-dependent sizes, bound at run time)
-            got = call([x.concrete if isinstance(x, Tracer) else ctx.hint(x.expr) if isinstance(x, SymInt) else x
-                        for x in inputs])
+            call.tracing = True  # (a list whose trips append rows of other lengths is joined: _Joined)
+            try:
+                got = call([x.concrete if isinstance(x, Tracer) else ctx.hint(x.expr) if isinstance(x, SymInt)
+                            else x for x in inputs])
+            finally:
+                call.tracing = False
             appends = appended_values(loop)
-            call.stacked_shapes = tuple(_stacked_shape(ctx, y, start, stop, step, appends[name], scope, where, name)
-                                        for y, name in zip(got[len(carried):], stacked))
+            call.stacked_shapes = tuple(_joined_shape(ctx, y, where, name) if joined else
+                                        _stacked_shape(ctx, y, start, stop, step, appends[name], scope, where, name)
+                                        for y, name, joined in zip(got[len(carried):], stacked,
+                                                                   call.joined or (False,) * len(stacked)))
             call.stacked_dtypes = tuple(y.dtype.str for y in got[len(carried):])
             call.served = got
         outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
@@ -579,7 +585,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     for n in sorted(set(carried) - set(site.assigned) | set(written) - _rebound(loop.body)):
         ctx.write(scope[n], new[n])
         new[n] = scope[n]
-    lists = [Stacked(list(scope[n]), y, site) for n, y in zip(stacked, ys)]
+    lists = [Stacked(list(scope[n]), y, site, joined) for n, y, joined in zip(stacked, ys, call.joined or
+                                                                                 (False,) * len(stacked))]
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned) + tuple(lists)
 
 
@@ -603,6 +610,13 @@ def _stacked_shape(ctx, y, start, stop, step: int, value, scope: dict, where: st
         row = tuple(ctx.env.new_symbol(d, f"{where}: dim {j} of what the loop appends to {name}", lo=0,
                                        data_dependent=True) for j, d in enumerate(y.shape[1:]))
     return (ctx.env.simplify(trips),) + tuple(row)
+
+
+def _joined_shape(ctx, y, where: str, name: str) -> tuple:
+    """The symbolic shape of a joined list's rows (_Joined): all its dims
+    data-dependent sizes, bound when the scan has run."""
+    return tuple(ctx.env.new_symbol(d, f"{where}: dim {j} of the rows the loop appends to {name}, joined", lo=0,
+                                    data_dependent=True) for j, d in enumerate(y.shape))
 
 
 def _exits(stmts: list) -> list:
@@ -1131,9 +1145,13 @@ class ScanCall:
     stacked_dtypes: tuple = ()  # (their dtypes, as the trace's trips made them)
     consts: tuple = ()  # ((name, value) the body reads of its frame as they are: plain numbers and strings)
     last: bool = False  # (the node's last output: the index of the last trip run, the loop variable after it)
+    joined: tuple = ()  # (per stacked list: its rows joined along their first axis, _Joined, not stacked)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
+        # (the trace's own run: rows of other lengths join their list; a later call's, where the trace's stacked
+        # them: `ragged`, this entry serves no call again, and a trace that joins them serves them all)
+        self.tracing = self.ragged = False
         self.served = None  # (the trace's run of the trips, made before its node: what the node's first run gives)
         self.stacked_shapes = ()  # (the stacked outputs' symbolic shapes, for the trace's node: not kept)
 
@@ -1162,6 +1180,9 @@ class ScanCall:
         if self.served is not None:  # (the trace ran the trips before making the node: jit/scan.py _scan)
             out, self.served = self.served, None
             return out
+        if self.ragged:
+            raise RowsOfOtherLengths(f"the loop at {self.where} appended rows of other lengths: traced again, "
+                                     "its lists joined")
         nc, exits, ny = self.n_carried, self.exits, len(self.stacked)
         start, stop = int(xs[0]), int(xs[1])
         carried = [np.array(x) if c and isinstance(x, np.ndarray) else x for x, c in zip(xs[2:2 + nc], self.copied)]
@@ -1193,7 +1214,7 @@ class ScanCall:
             if steady and run[3]:  # (the pinned entry took and gave this layout: trips run here until one
                 # fails its guards or raises, with nothing redone per trip)
                 i, carried, stopped = _steady_trips(trips, i, carried, self.carried_kinds, run, fixed, want,
-                                                    self.where, exits, rows)
+                                                    self, exits, rows)
                 if i == len(trips) or stopped:
                     break
                 steady = False  # (trip i failed the guards or raised: it runs below, as any other)
@@ -1261,10 +1282,11 @@ class ScanCall:
         # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
         # the executable may reuse an input's buffer once the node has run)
         return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
-                for x in carried] + rows + ([trips[i - 1]] if self.last else [])
+                for x in carried] + [r.joined() if type(r) is _Joined else r for r in rows] \
+            + ([trips[i - 1]] if self.last else [])
 
 
-def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, where: str,
+def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, call,
                   exits: bool, rows: list):
     """(the next trip, the carried values, whether the last trip ran was the
     loop's last) after running trips[i:] through the pinned entry `run`
@@ -1274,7 +1296,7 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
     from trip to trip, but a carried int's: a symbol's value); `rows`, the
     stacked outputs, take each trip's appended values."""
     check, entry, held = run[0], run[1], run[4]
-    nc, ny = len(carried), len(rows)
+    nc, ny, where = len(carried), len(rows), call.where
     # (what the guards and the entry take of the carried values, laid out once: an array's shape, a
     # Python int's value where the body takes it as a symbol; the arrays' shapes stay the trace's, checked)
     ints = [k for k in range(nc) if kinds[k] == "int" and type(carried[k]) is int]
@@ -1302,8 +1324,9 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
         out = res[:nc]
         if ny:
             for row, y in zip(rows, res[nc:nc + ny]):
-                if not isinstance(y, _ROWS) or y.dtype is not row.dtype or y.shape != row.shape[1:]:
-                    _put_rows(rows, res[nc:nc + ny], i, len(trips), None, where)
+                if not isinstance(y, _ROWS) or type(row) is _Joined or y.dtype is not row.dtype \
+                        or y.shape != row.shape[1:]:
+                    _put_rows(rows, res[nc:nc + ny], i, len(trips), call)
                     break
                 row[i] = y
         for k, dtype, shape in checked:
@@ -1322,22 +1345,66 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
     return len(trips), carried, False
 
 
-def _put_rows(rows: list, ys, i: int, trips: int, call=None, where: str = "") -> None:
+class _Joined:
+    """A stacked output whose trips appended rows of other lengths (the last
+    batch of `for s in range(0, n, bs): out.append(f(X[s:s + bs]))`): the
+    rows, each with the dtype and trailing dims of the first, joined along
+    their first axis when the trips are done (np.concatenate's result; the
+    list after the loop is only that: tracer.py Stacked)."""
+
+    __slots__ = ("parts", "dtype", "trailing")
+
+    def __init__(self, parts: list, dtype, trailing: tuple):
+        self.parts, self.dtype, self.trailing = parts, dtype, trailing
+
+    def add(self, y) -> bool:
+        """Append row y (a copy: a trip's buffer may be the next trip's); False
+        for one of another dtype, rank or trailing dims."""
+        if type(y) is not np.ndarray or y.dtype != self.dtype or y.shape[1:] != self.trailing \
+                or y.ndim != len(self.trailing) + 1:
+            return False
+        self.parts.append(np.array(y))
+        return True
+
+    def joined(self) -> np.ndarray:
+        return np.concatenate(self.parts)
+
+
+def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
     """Trip i's appended values into the stacked outputs `rows` (made at
     the first trip, of `trips` rows and the dtype the trace's trips gave,
-    `call`'s); ScanMismatch for a value of another dtype or shape than the
-    first trip's (numpy's np.stack would raise, or promote)."""
+    `call`'s, or joined: _Joined); ScanMismatch for a value of another
+    dtype or shape than the first trip's (numpy's np.stack would raise, or
+    promote).  A row of another length than the first, in the trace's own
+    run, makes its list joined; in a later call of a scan that stacks it,
+    the call's entry serves no call again (ScanCall.ragged: RowsOfOtherLengths,
+    and the trace made then joins it)."""
     for k, y in enumerate(ys):
         y = np.asarray(y) if isinstance(y, np.generic) else y
-        want = call.stacked_dtypes[k] if call is not None and call.stacked_dtypes else None
+        want = call.stacked_dtypes[k] if call.stacked_dtypes else None
         if rows[k] is None and i == 0 and type(y) is np.ndarray and want in (None, y.dtype.str):
-            rows[k] = np.empty((trips,) + y.shape, y.dtype)
+            rows[k] = _Joined([], y.dtype, y.shape[1:]) if call.joined and call.joined[k] and y.ndim else \
+                np.empty((trips,) + y.shape, y.dtype)
         row = rows[k]
+        if type(row) is _Joined and row.add(y):
+            continue
+        if type(row) is np.ndarray and type(y) is np.ndarray and y.dtype == row.dtype and y.ndim == row.ndim - 1 \
+                and y.ndim and y.shape[1:] == row.shape[2:] and y.shape != row.shape[1:]:  # (a row of another length)
+            if call.tracing:
+                rows[k] = _Joined([np.array(r) for r in row[:i]], row.dtype, row.shape[2:])
+                rows[k].add(y)
+                call.joined = tuple(j == k or bool(call.joined and call.joined[j]) for j in range(len(rows)))
+                continue
+            call.ragged = True
+            raise RowsOfOtherLengths(f"the loop at {call.where}: trip {i} appended a {y.dtype}{list(y.shape)}, "
+                                     f"where the trace's trips appended rows of {row.shape[1]}: traced again, its "
+                                     "lists joined")
         if row is None or type(y) is not np.ndarray or y.dtype != row.dtype or y.shape != row.shape[1:]:
             got = f"{y.dtype}{list(y.shape)}" if isinstance(y, np.ndarray) else f"{type(y).__name__}, not an array"
-            first = f"{row.dtype}{list(row.shape[1:])}" if row is not None else \
+            first = f"{row.dtype}{list(row.shape[1:])}" if type(row) is np.ndarray else \
+                f"{row.dtype}[*, {', '.join(map(str, row.trailing))}]" if row is not None else \
                 f"the trace's {want}" if want is not None else ""
-            raise ScanMismatch(f"the loop at {where or call.where}: trip {i} appended a {got}"
+            raise ScanMismatch(f"the loop at {call.where}: trip {i} appended a {got}"
                                + (f", not {first}" if first and isinstance(y, np.ndarray) else ""))
         row[i] = y
 

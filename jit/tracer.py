@@ -1216,12 +1216,16 @@ class Stacked:
     length can do (len(), iterating, appending, comparing) raises
     StackedUse: the call is traced again with the loop's appends as
     written.  So does any use after the trace wrote into an array: the
-    list's items might have been views of it."""
+    list's items might have been views of it.
 
-    __slots__ = ("prefix", "rows", "site", "writes")
+    `joined`: the trips appended rows of other lengths (the last batch of a
+    loop over batches), `rows` is them joined along their first axis: the
+    list is only np.concatenate's (np.vstack's, np.hstack's) argument."""
 
-    def __init__(self, prefix: list, rows: Tracer, site):
-        self.prefix, self.rows, self.site = prefix, rows, site
+    __slots__ = ("prefix", "rows", "site", "writes", "joined")
+
+    def __init__(self, prefix: list, rows: Tracer, site, joined: bool = False):
+        self.prefix, self.rows, self.site, self.joined = prefix, rows, site, joined
         self.writes = rows.ctx.writes()
 
     def _refuse(self, what: str):
@@ -1237,6 +1241,9 @@ class Stacked:
         """np.array(list): the items stacked (numpy's dtype promotion across
         items of other dtypes, or other shapes, is the list's own)."""
         self._unwritten()
+        if self.joined:
+            self._refuse("code that needs its items as rows of one length (its trips appended rows of other "
+                         "lengths: only np.concatenate joins them)")
         rows = self.rows
         if self.prefix:
             if any(not isinstance(x, Tracer) or x.dtype != rows.dtype or x.ndim != rows.ndim - 1
@@ -1250,6 +1257,8 @@ class Stacked:
         return a if axis in (0, -a.ndim) else np.moveaxis(a, 0, axis)
 
     def concatenate(self, axis: int = 0, dtype=None) -> Tracer:
+        if self.joined:
+            return self._join(axis, dtype)
         a = self._array(dtype)
         if a.ndim < 2:
             self._refuse("np.concatenate of 0-d items")
@@ -1262,15 +1271,28 @@ class Stacked:
         shape = z.shape
         return z.reshape(shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
 
+    def _join(self, axis, dtype) -> Tracer:
+        """np.concatenate of a joined list: its rows (after the items before
+        the loop), along their first axis, or flattened (axis=None)."""
+        self._unwritten()
+        rows = self.rows if dtype is None or np.dtype(dtype) == self.rows.dtype else self.rows.astype(dtype)
+        if axis is None:
+            return np.concatenate([np.ravel(x) for x in self.prefix] + [rows.reshape(-1)])
+        if axis not in (0, -rows.ndim):
+            self._refuse(f"np.concatenate along axis {axis} (its trips appended rows of other lengths)")
+        return np.concatenate(self.prefix + [rows]) if self.prefix else rows
+
     def vstack(self) -> Tracer:
-        item = self.rows.ndim - 1
+        item = self.rows.ndim - (not self.joined)
         return self._array().reshape(-1, 1) if item == 0 else self._array() if item == 1 else self.concatenate(0)
 
     def hstack(self) -> Tracer:
-        item = self.rows.ndim - 1
+        item = self.rows.ndim - (not self.joined)
         return self._array() if item == 0 else self.concatenate(0 if item == 1 else 1)
 
     def __getitem__(self, i):
+        if self.joined:
+            self._refuse("an index (its trips appended rows of other lengths)")
         if isinstance(i, slice) and not self.prefix:
             return Stacked([], self.rows[i], self.site)
         if type(i) is int and 0 <= i < len(self.prefix):

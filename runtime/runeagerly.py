@@ -25,6 +25,12 @@ class BreakMismatch(RunEagerly):
     reason = "graph_break"
 
 
+class RowsOfOtherLengths(BreakMismatch):
+    """A scan whose trace stacked what its trips append met rows of other
+    lengths (the last batch of a loop over batches): this entry serves no
+    call again; the trace made for this call joins them (jit/scan.py)."""
+
+
 class LoopAbort(RunEagerly):
     """A lifted loop met what Python or numpy raises or warns about (an
     index out of range, an overflow, a division by zero): numpy runs the

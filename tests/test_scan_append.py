@@ -302,3 +302,66 @@ def test_loops_over_zip_and_enumerate_of_arrays_are_scans(backend):
         assert jf.stats()["traces"] == UNROLLED + 1 and jf.stats()["fallbacks"] == 0
     assert "rows of zip(X, y) compiled once" in f.explain() and "rows of enumerate(x) compiled once" in g.explain()
     assert h.stats()["fallbacks"] == 0
+
+
+def batched(X, W, bs):
+    out = []
+    for start in range(0, X.shape[0], bs):
+        b = X[start:start + bs]
+        out.append(np.tanh(b @ W) - b.mean(0))
+    return np.concatenate(out, axis=0)
+
+
+def batches_stacked(X, bs):
+    out = []
+    for start in range(0, X.shape[0], bs):
+        out.append(X[start:start + bs] * 2)
+    return np.stack(out)
+
+
+def batched_vstack_with_head(X, bs):
+    out = [X[:1] * 0]
+    for start in range(0, X.shape[0], bs):
+        out.append(X[start:start + bs] * 2)
+    return np.vstack(out), np.concatenate(out, axis=None)
+
+
+@pytest.mark.parametrize("first", [(64, 72, 80, 88), (64, 72, 81, 90)])
+def test_batches_whose_last_is_shorter_are_joined(backend, first):
+    """`for start in range(0, n, bs): out.append(f(X[start:start + bs]))`
+    then np.concatenate(out): where n is no multiple of bs the last trip
+    appends fewer rows.  A trace that meets that joins the rows (the list
+    is then only np.concatenate's); one that stacked them, met by a later
+    call with a short last batch, serves no call again and the call traces
+    once more, joined (it ran in numpy on every such call, after running
+    every trip)."""
+    rng = np.random.default_rng(8)
+    W = rng.standard_normal((6, 6))
+    f = jit(batched, backend=backend)
+    for n in first + (4097, 4096, 33, 8, 5, 100):
+        X = rng.standard_normal((n, 6))
+        assert_like_numpy(f(X, W, 8), batched(X, W, 8), atol=1e-12)
+    s = f.stats()
+    assert s["fallbacks"] == 0 and s["eager_calls"] == 0 and s["traces"] <= UNROLLED + 3, f.explain()
+    assert "(a scan)" in f.explain()
+    g = jit(batched_vstack_with_head, backend=backend)
+    for n in (16, 24, 33, 41, 50):
+        X = rng.standard_normal((n, 3))
+        assert_like_numpy(g(X, 8), batched_vstack_with_head(X, 8))
+
+
+def test_a_stack_of_batches_of_other_lengths_raises_numpys_error(backend):
+    """np.stack needs rows of one length: a call with a short last batch
+    raises numpy's ValueError, and the calls whose batches are whole are
+    served as before."""
+    rng = np.random.default_rng(9)
+    f = jit(batches_stacked, backend=backend)
+    for n in (16, 24, 32, 40, 20, 48, 27, 56):
+        X = rng.standard_normal((n, 3))
+        if n % 8:
+            with pytest.raises(ValueError):
+                batches_stacked(X, 8)
+            with pytest.raises(ValueError):
+                f(X, 8)
+        else:
+            assert_like_numpy(f(X, 8), batches_stacked(X, 8))
