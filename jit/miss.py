@@ -284,6 +284,11 @@ class _Miss:
         """Build the trace's entry and add it; the call's result is the
         trace's own (computed while tracing)."""
         jf = self.jf
+        if tr.counters:  # (its traced run changed them once, as numpy's call does: its result is numpy's)
+            mark_eager(jf, self.state, "python_state", f"changes {', '.join(tr.counters)}, which it reads (a "
+                       "compiled call would neither change it nor see it change: numpy runs it)")
+            tr.apply_writes()
+            return tr.concrete
         self._rekey(tr.held, tr.guarded)
         note_values(jf, tr, self.leaves)
         try:

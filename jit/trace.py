@@ -50,6 +50,10 @@ class TraceResult:
     selects: list = field(default_factory=list)  # ifs on traced values made selects (jit/lift.py)
     scans: list = field(default_factory=list)  # loops compiled once for every trip count (jit/scan.py)
     printed: list = field(default_factory=list)  # the text the traced call printed (_Print), not yet shown
+    # values the traced run changed that it reads, no list or dict (`COUNT += 1`, `Model.calls += 1`): a compiled
+    # call would neither change them nor see them change; this call's result is the traced run's, and the
+    # signature runs in numpy from now on (jit/miss.py)
+    counters: list = field(default_factory=list)
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects: on the arguments it wrote
@@ -206,9 +210,10 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     after: list = []  # (the lists and dicts the call took, as it left them)
     if pytree.flatten(bound, after) != arg_treedef or any(a is not b for a, b in zip(after, traced_leaves)):
         raise Fallback("the function changes a list or dict it was passed (numpy's call changes the caller's)")
-    traceables.write_globals()
+    assigned = traceables.write_globals()
     lifter.check_containers(traceables.traced)
-    guarded, changed = _still_read(lifter, fn, leaves)
+    guarded, changed, counters = _still_read(lifter, fn, leaves)
+    changed += [k for k in assigned if k not in changed]  # (one it only assigns, once per trace: listed too)
 
     if _traced_keys(result):
         raise Fallback("returns a dict keyed by a traced value (a compiled call would hand out the trace's key)")
@@ -271,7 +276,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
                        list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects),
-                       list(ctx.scans), list(ctx.printed))
+                       list(ctx.scans), list(ctx.printed), counters)
 
 
 def sizes_outside(outputs, dd_checks) -> frozenset:
@@ -280,12 +285,28 @@ def sizes_outside(outputs, dd_checks) -> frozenset:
     return data_dependent_sizes([o.payload for o in outputs if o.kind == "dim"] + [c for c, _ in dd_checks])
 
 
+@functools.lru_cache(maxsize=512)
+def _assigned_only(code: types.CodeType) -> frozenset:
+    """The globals `code` (and the code nested in it) assigns and never reads."""
+    def ops(c, names):
+        out = {i.argval for i in dis.get_instructions(c) if i.opname in names}
+        return out.union(*(ops(k, names) for k in c.co_consts if isinstance(k, types.CodeType)))
+    return frozenset(ops(code, ("STORE_GLOBAL", "DELETE_GLOBAL")) - ops(code, ("LOAD_GLOBAL", "LOAD_NAME")))
+
+
+@functools.lru_cache(maxsize=512)
+def _stores_nonlocals(code: types.CodeType) -> tuple:
+    """The free variables `code` assigns (`nonlocal n; n += 1`)."""
+    return tuple(sorted({i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_DEREF", "DELETE_DEREF")}
+                        & set(code.co_freevars)))
+
+
 def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
     """({path: token} of the values the trace read, [paths of those the
     traced run itself changed]).  A list the function appends to (a log, a
     counter) is state it writes, not a constant it reads: keyed, every call
     would trace again; its Python side effects run only while tracing."""
-    keep, changed = {}, []
+    keep, changed, counters = {}, [], []
     for p, t in lifter.guarded.items():
         try:
             now = key_token(p.fetch(fn, leaves), p in lifter.ints)
@@ -295,7 +316,9 @@ def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
             keep[p] = t
         else:
             changed.append(str(p))
-    return keep, changed
+            if now is not MISSING and not (type(now) is tuple and now[:1] in ((list,), (dict,))):  # (a log it
+                counters.append(str(p))  # appends to: once per trace; a path not fetched again: not a counter)
+    return keep, changed, counters
 
 
 def _traced_keys(r, depth: int = 4) -> bool:
@@ -857,10 +880,10 @@ class _Traceables:
         """Whether v is (or holds) a value of the trace (_traced)."""
         return _traced(v, self._ours())
 
-    def write_globals(self) -> None:
+    def write_globals(self) -> list:
         """Assign in the modules' globals what the traced run assigned in
-        the copies'; a traced value kept there (an array a compiled call
-        would not make) runs the function eagerly instead."""
+        the copies' (-> their names); a traced value kept there (an array a
+        compiled call would not make) runs the function eagerly instead."""
         ours = self._ours()
         writes = [(g, k, copy.get(k, _UNSET)) for g, copy, made in self.copies
                   for k in copy.keys() | made.keys() if copy.get(k, _UNSET) is not made.get(k, _UNSET)]
@@ -872,6 +895,7 @@ class _Traceables:
                 g.pop(k, None)
             else:
                 g[k] = now
+        return sorted({k for _, k, _ in writes})
 
     def function(self, fn, path: Path | None = None, root: bool = False):
         """The copy of user function `fn`; `path` is where the jitted
@@ -886,9 +910,13 @@ class _Traceables:
         def at(kind, k):
             return Path((kind, k)) if root else path.child(kind, k) if path is not None else None
 
+        stored = _stores_nonlocals(fn.__code__)
+        if stored:  # (a compiled call would not assign it: its closure's later calls would see the trace's value)
+            raise Fallback(f"{fn.__qualname__} assigns the nonlocal {', '.join(stored)} (its closure's state: numpy "
+                           "runs it)", user_location())
         g = fn.__globals__
         hits = {}
-        for k in global_names(fn.__code__):
+        for k in global_names(fn.__code__) - _assigned_only(fn.__code__):  # (a global it only assigns is not read)
             if k in g:
                 v = self.value(g[k], at("global", k))
                 if v is not g[k]:

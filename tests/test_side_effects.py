@@ -97,3 +97,89 @@ def test_effects_of_every_call_happen_at_every_call(backend, tmp_path, caplog):
         for n in shapes:
             assert_like_numpy(h(np.ones(n), str(path)), np.ones(n) * 2)
     assert path.read_text().count("call") == len(shapes)
+
+
+# ------------------------------------------------- state the function changes
+
+def _running_mean():
+    count, acc = 0, np.zeros(3)
+
+    def running_mean(x):
+        nonlocal count, acc
+        count += 1
+        acc = acc + x
+        return acc / count
+    return running_mean, lambda: (count, acc)
+
+
+def _best():
+    best = None
+
+    def keep_best(x):
+        nonlocal best
+        s = x.sum()
+        if best is None or s > best:
+            best = s
+        return best
+    return keep_best, lambda: best
+
+
+class Model:
+    calls = 0
+
+
+def scale_by_class_counter(x):
+    Model.calls += 1
+    return x * Model.calls
+
+
+def scale_by_own_counter(x):
+    scale_by_own_counter.calls = getattr(scale_by_own_counter, "calls", 0) + 1
+    return x * scale_by_own_counter.calls
+
+
+STEP = 0
+
+
+def decayed_step(x):
+    global STEP
+    STEP += 1
+    return x * (0.1 / STEP)
+
+
+def test_state_the_function_changes_and_reads_is_numpys_every_call(backend):
+    """A nonlocal it assigns (the trace wrote its Tracer into the closure,
+    and every later call was served the first's state), a class's or its
+    own attribute, a global counter it increments and reads: each call's
+    result and the state after it are numpy's (these run in numpy, with a
+    warning that names the state; before, every result after the first was
+    silently the first call's)."""
+    global STEP
+    try:
+        for make in (_running_mean, _best):
+            want_f, want_state = make()
+            got_f, got_state = make()
+            f = jit(got_f, backend=backend)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", JitWarning)
+                for k in range(4):
+                    x = np.arange(3.0) * (k % 3)
+                    assert_like_numpy(f(x), want_f(x))
+                    assert type(got_state()) is type(want_state())
+                    assert_like_numpy(got_state(), want_state())
+            assert "assigns the nonlocal" in f.explain()
+        for fn in (scale_by_class_counter, scale_by_own_counter, decayed_step):
+            f = jit(fn, backend=backend)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", JitWarning)
+                got = [f(np.ones(2)) for _ in range(3)]
+            Model.calls, STEP = 0, 0
+            scale_by_own_counter.calls = 0
+            want = [fn(np.ones(2)) for _ in range(3)]
+            for a, b in zip(got, want):
+                assert_like_numpy(a, b)
+            assert any("which it reads" in str(w.message) for w in caught), fn.__name__
+            Model.calls, STEP = 0, 0
+            scale_by_own_counter.calls = 0
+    finally:
+        Model.calls, STEP = 0, 0
