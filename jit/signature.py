@@ -171,8 +171,8 @@ class Signature:
                 elif kind == (type(x), _ITERATOR):
                     bad = bad or (f"argument {path} is an iterator (a {type(x).__name__}): a trace would use it "
                                   "up, and numpy's run would find it empty")
-                elif bad is None:
-                    try:
+                elif bad is None and not holder_type(type(x)):  # (an object of the user's is keyed by its class and
+                    try:  # what the trace reads of it: a dataclass, whose __hash__ is None, too)
                         hash(x)
                     except TypeError:
                         bad = (f"argument {path} is an unhashable {type(x).__name__}; static arguments "

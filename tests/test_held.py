@@ -708,3 +708,28 @@ def test_type_of_an_object_argument_is_its_class():
             np.testing.assert_array_equal(f(Tagged(), x), _typed(Tagged(), x))
         finally:
             Tagged.SCALE = 3.0
+
+
+@dataclasses.dataclass
+class DenseParams:
+    W: np.ndarray
+    b: np.ndarray
+    act: str = "relu"
+
+
+def dense(p, x):
+    y = x @ p.W + p.b
+    return np.maximum(y, 0) if p.act == "relu" else np.tanh(y)
+
+
+def test_a_dataclass_of_parameters_is_keyed_like_any_object_of_the_users(backend):
+    """A dataclass (its __hash__ None, as @dataclass's __eq__ leaves it) passed
+    as an argument: keyed by its class and what the trace reads of it (it
+    ran in numpy on every call, "unhashable static argument")."""
+    rng = np.random.default_rng(3)
+    f = jit(dense, backend=backend)
+    for n, act in ((2, "relu"), (5, "relu"), (9, "relu"), (4, "tanh"), (6, "tanh")):
+        p, x = DenseParams(rng.standard_normal((3, 2)), rng.standard_normal(2), act), rng.standard_normal((n, 3))
+        assert_like_numpy(f(p, x), dense(p, x))
+    s = f.stats()
+    assert s["eager_calls"] == 0 and s["traces"] <= 3, f.explain()
