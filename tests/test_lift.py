@@ -1477,3 +1477,33 @@ def test_constants_no_type_holds_are_refused_not_raised():
     assert _exactly(2 ** 24, np.dtype(np.float32)) == 2 ** 24
     assert _folded(("cvt", "int", ("const", "float", math.inf), "value")) is None
     assert _folded(("cvt", "int", ("const", "float", math.nan), "value")) is None
+
+
+def discounted_returns(r, gamma):
+    out = np.zeros_like(r)
+    acc = 0.0
+    for t in reversed(range(len(r))):
+        acc = r[t] + gamma * acc
+        out[t] = acc
+    return out
+
+
+def every_third_backwards(x):
+    out = np.zeros(x.shape[0] + 1)
+    s = 0.0
+    for i in reversed(range(1, x.shape[0], 3)):
+        s = s * 0.5 + x[i]
+        out[i] = s
+    for i in reversed(range(x.shape[0] - 1, -1, -2)):
+        out[i + 1] += x[i] * i
+    return out
+
+
+def test_a_loop_over_reversed_range_lifts():
+    """`for t in reversed(range(n))` (discounted returns, a backward pass) is
+    the range of the same values, from the last down: the lifter compiles it
+    as any loop over range(), once for every length (it ran as a scan, 7-14x
+    numpy's time, probe 15); steps of either sign, empty ranges."""
+    f = _check(discounted_returns, lambda n, r: (r.standard_normal(n), 0.9), sizes=(5, 9, 17, 3, 0, 1))
+    assert f.stats()["traces"] <= 3, f.explain()
+    _check(every_third_backwards, lambda n, r: (r.standard_normal(n),), sizes=(5, 9, 17, 3, 0, 1, 2, 4))
