@@ -83,6 +83,7 @@ class JitFunction:
         self._values = ValueKeys((), fn)  # reads them
         self._last_values: dict = {}  # path -> the token its value had at the last trace
         self._held_ints: list = []  # paths of held ints that changed once: symbols (jit/keys.py held_int_dims)
+        self._held_floats: list = []  # paths of held floats that changed once: runtime scalars, among _held_paths
         self._unguarded: list = []  # values traces read that no token describes (warned once)
         self._changed: list = []  # values a traced run changed itself (not keyed)
         self._int_changes: str | None = None

@@ -42,7 +42,8 @@ def describe(jf) -> str:
     if jf._value_paths:
         lines.append("\nvalues the traces read (each call's key holds them: a change traces again): "
                      + ", ".join(str(p) + (" (an int that changed: a symbol, keyed by its type)" if p in jf._held_ints
-                                           else "") for p in jf._value_paths))
+                                           else " (a float that changed: a runtime scalar, keyed by its type)"
+                                           if p in jf._held_floats else "") for p in jf._value_paths))
     if jf._unguarded:
         lines.append("read but not keyed (a change to them is not seen): " + ", ".join(jf._unguarded))
     if jf._changed:

@@ -91,22 +91,29 @@ def token(v, depth: int = 0):
 
 
 INT = ("int",)  # the token of an int that is a symbol (below): keyed by its type, its value bound by the guards
+FLOAT = ("float",)  # the token of a float that is a runtime scalar (below): keyed by its type
 _INT64 = 2 ** 63
 
 
-def key_token(v, symbol: bool):
-    """v's token, or INT where `symbol` (the path is one of a held int that
-    changed once, now a symbol of the traces: Lifter.lift_int) and v is an
-    int64."""
-    if symbol and type(v) is int and -_INT64 <= v < _INT64:
+def key_token(v, kind):
+    """v's token; INT where `kind` is "int" (the path is one of a held int
+    that changed once, now a symbol of the traces: Lifter.lift_int) and v an
+    int64; FLOAT where it is "float" (a held float that changed once, now a
+    runtime scalar, as a float argument is: Lifter.lift) and v a float."""
+    if kind == "int" and type(v) is int and -_INT64 <= v < _INT64:
         return INT
+    if kind == "float" and type(v) is float:
+        return FLOAT
     return token(v)
 
 
-def changed_int(before, now) -> bool:
-    """Whether two tokens are of ints that differ (a held int that changed)."""
-    return type(before) is tuple and type(now) is tuple and len(before) == len(now) == 2 \
-        and before[0] is int and now[0] is int and before != now
+def changed_number(before, now):
+    """int or float when two tokens are of Python numbers of that type that
+    differ (a held value that changed), else None."""
+    if type(before) is tuple and type(now) is tuple and len(before) == len(now) == 2 and before != now \
+            and before[0] is now[0] and now[0] in (int, float):
+        return now[0]
+    return None
 
 
 def read_as_value(p) -> bool:
@@ -216,9 +223,10 @@ class ValueKeys:
 
     _FETCH_ERRORS = (AttributeError, IndexError, KeyError, TypeError, ValueError)
 
-    def __init__(self, paths, fn, ints=()):
+    def __init__(self, paths, fn, ints=(), floats=()):
         self.paths = list(paths)
-        self._ints = [p in ints for p in self.paths]  # (the held ints that are symbols: keyed as INT)
+        # (the held ints that are symbols, the held floats that are runtime scalars: keyed by their type)
+        self._ints = ["int" if p in ints else "float" if p in floats else None for p in self.paths]
         self._get = [_getter(p, fn) for p in self.paths]
         self._fixed = all(isinstance(g, partial) for g in self._get)  # (each reads no argument: called bare)
         # (values, their tokens, whether one is a container: read again even when the same object)
@@ -240,9 +248,9 @@ class ValueKeys:
 
     def _read_each(self, leaves) -> tuple:
         out = []
-        for get, symbol in zip(self._get, self._ints):
+        for get, kind in zip(self._get, self._ints):
             try:
-                out.append(key_token(get() if isinstance(get, partial) else get(leaves), symbol))
+                out.append(key_token(get() if isinstance(get, partial) else get(leaves), kind))
             except self._FETCH_ERRORS:
                 out.append(MISSING)
         return tuple(out)
@@ -322,23 +330,24 @@ def _function(fn):
     return fn.__func__ if isinstance(fn, types.MethodType) else fn
 
 
-def fetch_all(paths, fn, leaves) -> list | None:
-    """The arrays `paths` reach now, or None when one no longer reaches an
-    ndarray (the caller traces again)."""
+def fetch_all(paths, fn, leaves, floats=()) -> list | None:
+    """The arrays `paths` reach now (and floats, at the paths of held floats
+    that are runtime scalars), or None when one no longer reaches an ndarray
+    (a float: the caller traces again)."""
     out = []
     for p in paths:
         try:
             x = p.fetch(fn, leaves)
         except (AttributeError, IndexError, KeyError, TypeError, ValueError):
             return None
-        if type(x) is not np.ndarray:
+        if type(x) is not np.ndarray and not (type(x) is float and p in floats):
             return None
         out.append(x)
     return out
 
 
 def key_of(arrays) -> tuple:
-    return tuple([(a.dtype, a.shape, a.flags.c_contiguous) for a in arrays])
+    return tuple([(a.dtype, a.shape, a.flags.c_contiguous) if type(a) is np.ndarray else float for a in arrays])
 
 
 def holds_arrays(seq, depth: int = 3) -> bool:
@@ -393,9 +402,10 @@ class Lifter:
     """Hands out traced arrays for the held arrays a trace reaches.
     `lift(path, array)` returns the same Tracer for the same path."""
 
-    def __init__(self, ctx, make_input, ints=(), make_int=None):
+    def __init__(self, ctx, make_input, ints=(), make_int=None, floats=()):
         self.ctx = ctx
         self.ints = ints  # paths of held ints that are symbols (changed once: a trace per value otherwise)
+        self.floats = floats  # paths of held floats that are runtime scalars (lifted as a held array is)
         self.symbols: dict[Path, object] = {}  # their SymInts
         self._make_int = make_int  # (path, value) -> SymInt (a symbol bound from the value at every call)
         self.paths: list[Path] = []
@@ -406,10 +416,14 @@ class Lifter:
         self._make_input = make_input  # (array, path text) -> Tracer (a new graph input)
         self.traceable = lambda f, path=None: f  # a user function as the trace runs it (jit/trace.py)
 
-    def lift(self, path: Path, array: np.ndarray) -> Tracer:
+    def lift(self, path: Path, array) -> Tracer:
+        """The traced array of the held array at `path` (or the traced weak
+        float of a held float that is a runtime scalar)."""
         t = self.tracers.get(path)
         if t is None:
-            if array.dtype.kind in "OSUVMm":
+            if type(array) is float:
+                self.guarded[path] = FLOAT
+            elif array.dtype.kind in "OSUVMm":
                 raise Fallback(f"held array {path} has unsupported dtype {array.dtype}", user_location())
             t = self._make_input(array, str(path))
             self.tracers[path] = t
@@ -429,12 +443,18 @@ class Lifter:
             self.guarded[path] = INT
         return s
 
+    def kind(self, path: Path):
+        """"int", "float" (a held number keyed by its type: key_token) or None."""
+        return "int" if path in self.ints else "float" if path in self.floats else None
+
     def wrap(self, path: Path, x):
         """What the traced code sees in place of `x` (found along `path`)."""
         if type(x) is np.ndarray:
             return self.lift(path, x)
-        if path in self.ints and key_token(x, True) is INT:
+        if path in self.ints and key_token(x, "int") is INT:
             return self.lift_int(path, x)
+        if path in self.floats and type(x) is float:
+            return self.lift(path, x)
         refuse_random(x, path)
         if type(x) in (list, tuple) and holds_arrays(x):
             return HeldSequence(self, path, x)
@@ -466,8 +486,8 @@ class Lifter:
         global is rebound by no one)."""
         if path in self.guarded or isinstance(x, types.ModuleType):
             return
-        if path in self.ints and key_token(x, True) is INT:  # (its key says INT: a read of it as a constant would
-            raise Fallback(f"{path}, an int that is a symbol, read as a constant", user_location())  # serve all)
+        if key_token(x, self.kind(path)) in (INT, FLOAT):  # (its key is its type: a read of it as a constant would
+            raise Fallback(f"{path}, a number keyed by its type, read as a constant", user_location())  # serve all)
         if type(x) in (list, dict, set) and all(c is not x for c, _ in self.containers):
             self.containers.append((x, type(x)(x)))
         t = token(x)

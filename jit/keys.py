@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from jit.entries import KeyState
 from jit.errors import warn
-from jit.held import INT, MAX_ITEMS, ValueKeys, changed_int, fetch_all, key_of, key_token, read_as_value
+from jit.held import INT, MAX_ITEMS, ValueKeys, changed_number, fetch_all, key_of, key_token, read_as_value
 from jit.signature import IntDim, number_array
 from jit.trace import TraceResult
 
@@ -21,7 +21,7 @@ def extended_key(jf, key, leaves):
     longer reaches an array.  On the hot path."""
     if not jf._held_paths:
         return key + (jf._values.tokens(leaves),), []
-    held = fetch_all(jf._held_paths, jf.fn, leaves)
+    held = fetch_all(jf._held_paths, jf.fn, leaves, jf._held_floats)
     if held is None:
         return None, None
     return key + (key_of(held), jf._values.tokens(leaves)), held
@@ -49,24 +49,31 @@ def held_int_dims(jf, leaves) -> list | None:
             v = p.fetch(jf.fn, leaves)
         except (AttributeError, IndexError, KeyError, TypeError, ValueError):
             return None
-        if key_token(v, True) is not INT:
+        if key_token(v, "int") is not INT:
             return None
         out.append(IntDim(v))
     return out
 
 
-def held_ints_to_symbols(jf, leaves) -> list:
-    """The held ints the traces read whose value differs now from the last
-    trace's, made symbols from now on (torch's automatic dynamic, as an int
-    argument's; dynamic=False: none): keyed by their type."""
+def held_numbers_to_inputs(jf, leaves) -> list:
+    """The held ints and floats the traces read whose value differs now from
+    the last trace's, from now on keyed by their type (torch's automatic
+    dynamic, as an int or float argument's; dynamic=False: none): an int a
+    symbol bound by the guards (held_int_dims), a float a runtime scalar
+    fetched with the held arrays (an lr schedule on `self`).  -> their paths."""
     if jf.dynamic is False:
         return []
-    changed = [p for p, t in zip(jf._value_paths, jf._values.tokens(leaves))
-               if p not in jf._held_ints and changed_int(jf._last_values.get(p), t) and read_as_value(p)]
-    if changed:
-        jf._held_ints = jf._held_ints + changed
-        jf._values = ValueKeys(jf._value_paths, jf.fn, jf._held_ints)
-    return changed
+    ints, floats = [], []
+    for p, t in zip(jf._value_paths, jf._values.tokens(leaves)):
+        kind = changed_number(jf._last_values.get(p), t)
+        if kind is not None and p not in jf._held_ints and p not in jf._held_floats and read_as_value(p):
+            (ints if kind is int else floats).append(p)
+    if ints or floats:
+        jf._held_ints = jf._held_ints + ints
+        jf._held_floats = jf._held_floats + floats
+        jf._held_paths = jf._held_paths + floats
+        jf._values = ValueKeys(jf._value_paths, jf.fn, jf._held_ints, jf._held_floats)
+    return ints + floats
 
 
 def rekey(jf, state: KeyState, full, key, leaves, base_runtime, paths, values=()):
@@ -79,7 +86,7 @@ def rekey(jf, state: KeyState, full, key, leaves, base_runtime, paths, values=()
     if len(paths) > len(jf._held_paths):
         jf._held_paths = list(paths)
     jf._value_paths = jf._value_paths + new_values
-    jf._values = ValueKeys(jf._value_paths, jf.fn, jf._held_ints)
+    jf._values = ValueKeys(jf._value_paths, jf.fn, jf._held_ints, jf._held_floats)
     if not state.entries:
         del jf._keys[full]
     full, held = full_key(jf, key, leaves)

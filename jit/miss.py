@@ -21,7 +21,7 @@ from jit.eager import after_failure, call_python, count_fallback, mark_eager, ru
 from jit.entries import CompiledEntry, KeyState
 from jit.errors import warn
 from jit.keys import changed_ints, changed_lists, changed_values, full_key, held_int_dims, \
-    held_ints_to_symbols, note_values, rekey
+    held_numbers_to_inputs, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call, with_data_lists
 from jit.trace import DeclarationError, TraceResult, trace
@@ -126,11 +126,12 @@ class _Miss:
                                                                      jf._dyn_ints)
             full, held = full_key(jf, self.key, self.leaves)
             paths = jf._params.leaf_paths(self.treedef)
-            jf._int_changes = "int argument " + ", ".join(paths[k] for k in sorted(changed))
-        held_ints = held_ints_to_symbols(jf, self.leaves) if full not in jf._keys and jf._value_paths else []
-        if held_ints:
+            jf._int_changes = "int argument " + ", ".join(paths[k] for k in sorted(changed)) + " changed: now a symbol"
+        numbers = held_numbers_to_inputs(jf, self.leaves) if full not in jf._keys and jf._value_paths else []
+        if numbers:
             full, held = full_key(jf, self.key, self.leaves)
-            jf._int_changes = "int " + ", ".join(map(str, held_ints))
+            jf._int_changes = "; ".join(f"int {p} changed: now a symbol" if p in jf._held_ints else
+                                        f"float {p} changed: now a runtime scalar" for p in numbers)
         ints = held_int_dims(jf, self.leaves) if jf._held_ints else []
         self.arrays = self.arrays + (ints or [])
         self.full, self.runtime = full, self.base_runtime + held
@@ -201,7 +202,7 @@ class _Miss:
         if changed:
             reason, category = f"{', '.join(changed)} changed (read by the trace)", "value_changed"
         if jf._int_changes:
-            reason, category = f"{jf._int_changes} changed: now a symbol", "auto_dynamic"
+            reason, category = jf._int_changes, "auto_dynamic"
             jf._int_changes = None
         if jf._list_note:
             reason, category = jf._list_note, "auto_dynamic"
@@ -227,7 +228,8 @@ class _Miss:
             jf._keys.pop(self.full, None)  # (kept, a new static value per call grew the keys, and every miss's scan)
         if not jf._warned_limit:
             jf._warned_limit = True
-            warn(f"shapejit: {jf.__name__} reached max_entries={jf.max_entries}; new shapes run eagerly")
+            warn(f"shapejit: {jf.__name__} reached max_entries={jf.max_entries}; calls that need a new entry (a new "
+                 "shape or value) run eagerly")
         count_fallback(jf, "max_entries", f"max_entries={jf.max_entries} reached ({reason})")
         return run_eagerly(jf, self.bound)
 
@@ -255,7 +257,7 @@ class _Miss:
             return trace(jf.fn, self.treedef, self.leaves, self.sig.specs, dynamic=jf.dynamic,
                          dynamic_dims=self.state.dynamic_dims, user_dims=jf.dims or None,
                          constraints=jf.constraints, rebind=jf._params.unbind, held=(jf._held_paths, self._held()),
-                         held_ints=jf._held_ints,
+                         held_ints=jf._held_ints, held_floats=jf._held_floats,
                          scan_jit=jf._scan_jit, loops=jf._loops, trace_consts=jf._trace_consts)
         while True:  # (each retry turns one switch for good: at most three traces)
             try:

@@ -10,7 +10,7 @@ from jit import lift, persist
 from jit.compile import build_saved, plan_switches
 from jit.entries import CompiledEntry, KeyState
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
-from jit.held import INT, ValueKeys, fetch_all, key_of
+from jit.held import FLOAT, INT, ValueKeys, fetch_all, key_of
 from jit.signature import Signature
 from jit.trace import TraceResult
 from runtime.cache import default_cache
@@ -49,7 +49,7 @@ def load_entry(jf, state: KeyState, record: str, shapes, leaves) -> tuple[Compil
         dims = s.guard_set.check(shapes)
         if dims is None:
             continue
-        if any(p in jf._held_ints for p in s.guarded):
+        if any(p in jf._held_ints or p in jf._held_floats for p in s.guarded):
             continue  # (traced for one value of a held int that is a symbol now: keyed so, it would serve every value)
         if jf._held_paths and list(s.held[:len(jf._held_paths)]) != jf._held_paths:
             continue  # (it takes fewer or other held arrays than this function's calls hand its entries: traced)
@@ -86,8 +86,8 @@ def save_entry(jf, record: str | None, tr: TraceResult, entry: CompiledEntry, he
     fell back to the reference back end."""
     if record is None or entry.build.plan is None:
         return
-    if INT in tr.guarded.values():
-        jf._saving = "trace not saved: held ints that are symbols are bound per process (jit/keys.py)"
+    if INT in tr.guarded.values() or FLOAT in tr.guarded.values():
+        jf._saving = "trace not saved: held numbers keyed by their type are decided per process (jit/keys.py)"
         return
     held_key = key_of(held)
     why = persist.save(default_cache(), record,

@@ -96,8 +96,8 @@ class InputSpec:
 
 
 def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_dims=frozenset(),
-          user_dims=None, constraints=(), rebind=None, held=((), ()), held_ints=(), scan_jit=None, loops=None,
-          trace_consts=False) -> TraceResult:
+          user_dims=None, constraints=(), rebind=None, held=((), ()), held_ints=(), held_floats=(), scan_jit=None,
+          loops=None, trace_consts=False) -> TraceResult:
     """Trace fn on `leaves` (the flattened bound arguments).  `rebind` maps
     the bound tuple back to (args, kwargs).  `held`: (paths, arrays) of the
     held arrays earlier traces found (jit/held.py), graph inputs after the
@@ -106,7 +106,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     its loops' trip counts (jit/scan.py; without them no loop is a scan).
     `held_ints`: paths of held ints that are symbols, bound from their
     values, which the caller puts after the arguments' arrays (jit/keys.py
-    held_int_dims)."""
+    held_int_dims); `held_floats`: paths of held floats that are runtime
+    scalars, among the held paths (their values among `held`'s)."""
     env = ShapeEnv(reserved=dim_names(user_dims or {}))
     ctx = TraceContext(env)
     ctx.scan_jit, ctx.loops = scan_jit, loops if loops is not None else {}
@@ -118,6 +119,10 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     concrete_of: dict[int, np.ndarray] = {}  # input value id -> the caller's array
 
     def held_input(array, path: str) -> Tracer:
+        if type(array) is float:  # (a held float that is a runtime scalar: weak, as a float argument)
+            v = ctx.new_value(np.float64, (), weak=True)
+            inputs.append(v)
+            return Tracer(ctx, v, array)
         v = ctx.new_value(array.dtype, array.shape)  # static dims: the key holds the exact shape
         inputs.append(v)
         concrete_of[v.id] = array
@@ -132,7 +137,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         return SymInt.wrap(ctx, sym)
     n_arrays = 0  # (the held ints' IntDims come after the arguments')
     lifter = Lifter(ctx, held_input, held_ints,
-                    lambda path, value: int_symbol(value, str(path), n_arrays + held_ints.index(path)))
+                    lambda path, value: int_symbol(value, str(path), n_arrays + held_ints.index(path)), held_floats)
     traceables = _Traceables(_NumpyProxy(ctx), lifter)
     objects: dict = {}  # (one view of an object passed twice: `a is b`, its key says so)
     for k, (leaf, spec) in enumerate(zip(leaves, specs)):
@@ -309,7 +314,7 @@ def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
     keep, changed, counters = {}, [], []
     for p, t in lifter.guarded.items():
         try:
-            now = key_token(p.fetch(fn, leaves), p in lifter.ints)
+            now = key_token(p.fetch(fn, leaves), lifter.kind(p))
         except (AttributeError, IndexError, KeyError, TypeError, ValueError):
             now = MISSING  # (a missing attribute it read, `hasattr(o, "extra")`, is so still: keyed as missing)
         if now == t:
@@ -980,7 +985,7 @@ class _Traceables:
         refuse_random(v, path or "a value the function reads")
         if path is not None:
             if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and holds_arrays(v) \
-                    or path in self.lifter.ints:  # (a held int that is a symbol: Lifter.lift_int)
+                    or self.lifter.kind(path):  # (a held number keyed by its type: Lifter.lift_int, lift)
                 return self.lifter.wrap(path, v)
             self.lifter.guard(path, v)
         return v

@@ -407,3 +407,43 @@ def test_held_ints_stay_static_with_dynamic_false(backend):
         opt.t += 1
         update(opt, w, np.ones((2, 2)))
     assert update.stats()["traces"] == 3
+
+
+class Schedule:
+    """SGD whose caller sets the step's learning rate and count on it."""
+
+    def __init__(self, n, dtype=np.float64):
+        self.lr, self.t, self.w = 0.1, 0, np.zeros(n, dtype)
+
+    def step(self, g):
+        self.w -= self.lr * g / np.sqrt(self.t + 1)
+        return self.w * self.lr
+
+
+def test_a_held_float_that_changes_becomes_a_runtime_scalar(backend):
+    """self.lr set by the caller every step (an lr schedule): after its
+    first change a runtime scalar, weak as a Python float argument is (a
+    float32 model stays float32), where each value traced again and past
+    max_entries ran in numpy.  A value of another type in its place traces
+    again, with that value a constant."""
+    rng = np.random.default_rng(2)
+    for dtype in (np.float64, np.float32):
+        got, want = Schedule(3, dtype), Schedule(3, dtype)
+        step = jit(Schedule.step, backend=backend)
+        for t in range(12):
+            g = rng.standard_normal(3).astype(dtype)
+            for o in (got, want):
+                o.t, o.lr = t, 0.1 * 0.9 ** t
+            assert_like_numpy(step(got, g), want.step(g))
+            assert_like_numpy(got.w, want.w)
+        s = step.stats()
+        assert s["traces"] == 2 and s["eager_calls"] == 0, step.explain()
+        assert "a float that changed: a runtime scalar" in step.explain()
+        for lr in (1, np.float32(0.5), 0.25):  # (an int, a numpy scalar: keyed by value; a float again: served)
+            for o in (got, want):
+                o.lr = lr
+            g = rng.standard_normal(3).astype(dtype)
+            assert_like_numpy(step(got, g), want.step(g))
+            assert_like_numpy(got.w, want.w)
+        assert step.stats()["traces"] <= 5, step.explain()  # (the int's trace dropped the held float from the
+        # held paths: the float again traces once more)

@@ -549,4 +549,4 @@ def test_a_trace_saved_for_one_value_of_an_int_is_not_served_once_it_is_a_symbol
     second = run(tmp_path, [2, 1, 3, 1, 5], model=STEP_MODEL, driver=STEP_DRIVER)
     assert second["ok"], second["explain"]
     assert second["traces"] == 2 and "int STEP changed: now a symbol" in second["explain"]
-    assert "trace not saved: held ints that are symbols" in second["explain"]
+    assert "trace not saved: held numbers keyed by their type" in second["explain"]
