@@ -31,7 +31,7 @@ from jit.held import Path
 from jit.optable import EagerCall
 from jit.scan import ScanCall
 from jit.trace import PrintCall
-from jit.tracer import WarnCall
+from jit.tracer import IntOfFloat, WarnCall
 from runtime import plain
 from runtime.cache import build_id, content_key
 from runtime.executable import PortableExecutable
@@ -99,7 +99,7 @@ class SavedEntry:
 
 # the dataclasses a record may hold (runtime/plain.py builds nothing else)
 _CLASSES = (SavedEntry, GuardState, SavedBuild, PortableExecutable, Summary, Path, EagerCall, ScanCall, PrintCall,
-            WarnCall)
+            WarnCall, IntOfFloat)
 
 
 def enabled() -> bool:

@@ -20,8 +20,8 @@ from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, global_names, holder, \
     holds_arrays, jitted, key_token, refuse_random, user_file, user_module
-from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, TraceContext, Tracer, \
-    eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
+from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, IntOfFloat, Stacked, SymFloat, SymInt, \
+    TraceContext, Tracer, eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value, make_attrs
@@ -709,6 +709,9 @@ class _ScalarTypeMeta(type):
             return cls.real(*args, **kw)
         (a,) = args
         if isinstance(a, Tracer):  # (a copy, as numpy's: np.float64(x) of an array is x.astype)
+            if a.value.weak and a.dtype.kind == "f" and np.dtype(cls.real).kind in "iu":  # (of a Python float:
+                IntOfFloat(np.dtype(cls.real).str)([a.concrete])  # Python's int() and numpy's range, now and at
+                a.ctx.emit_effect(IntOfFloat(np.dtype(cls.real).str), [a])  # every call)
             r = a.astype(cls.real)
         else:
             x = traced[0]

@@ -437,6 +437,26 @@ class WarnCall:
         return f"warn({self.message!r})"
 
 
+@dataclass(frozen=True)
+class IntOfFloat:
+    """An effect node's call: `np.int64(f)` of a Python float of the trace
+    (a weak float64) converts as numpy does, through Python's int(): an
+    OverflowError past the type, a ValueError or OverflowError for a NaN or
+    an infinity (the cast of the graph gives INT_MIN); raised, the call runs
+    in numpy, which raises it."""
+    dtype: str
+
+    def __call__(self, xs):
+        info = np.iinfo(np.dtype(self.dtype))
+        v = int(float(xs[0]))
+        if not info.min <= v <= info.max:
+            raise OverflowError(f"Python int too large to convert to {np.dtype(self.dtype).name}")
+        return [np.True_]
+
+    def __repr__(self) -> str:
+        return f"int_of_float({self.dtype})"
+
+
 def _symbolic(a) -> bool:
     if isinstance(a, sympy.Basic):
         return bool(a.free_symbols)

@@ -447,3 +447,24 @@ def test_a_held_float_that_changes_becomes_a_runtime_scalar(backend):
             assert_like_numpy(got.w, want.w)
         assert step.stats()["traces"] <= 5, step.explain()  # (the int's trace dropped the held float from the
         # held paths: the float again traces once more)
+
+
+def int_of_python_float(a, s):
+    return a * np.int64(float(a[0]) * s)
+
+
+def test_a_numpy_integer_type_of_a_python_float_converts_as_numpy_does(backend):
+    """np.int64(f) of a Python float of the trace (`float(a[i])`) goes
+    through Python's int(), as numpy's does: OverflowError past int64, a
+    ValueError for a NaN, at every call (the graph's cast gave INT_MIN;
+    found by test_lift_programs' hypothesis programs)."""
+    f = jit(int_of_python_float, backend=backend)
+    for a, s in ((np.array([1, 2]), 2.0), (np.array([3, 4, 5]), 1.5), (np.array([2, 9, 4, 1]), 0.5)):
+        assert_like_numpy(f(a, s), int_of_python_float(a, s))
+    for a, s, err in ((np.array([2 ** 63 - 1, 0]), 1.0, OverflowError), (np.array([1, 2, 3]), float("nan"), ValueError),
+                      (np.array([2 ** 62, 1, 1]), 4.0, OverflowError)):
+        with pytest.raises(err):
+            int_of_python_float(a, s)
+        with pytest.raises(err):
+            f(a, s)
+    assert_like_numpy(f(np.array([7, 1]), 1.0), int_of_python_float(np.array([7, 1]), 1.0))
