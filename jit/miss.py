@@ -212,7 +212,8 @@ class _Miss:
             sites = _break_sites(self.broke)
             reason = str(self.joined) if self.joined is not None else \
                 f"a graph break at {sites} decided otherwise" if sites else \
-                "a decision on a traced index (its sign, a bound) went otherwise"
+                "a decision on a data-dependent size (a traced index's sign or bound, an eager op's size) went " \
+                "otherwise"
             category = "graph_break"
         elif state.entries:
             reason = "; ".join(filter(None, (e.guards.failure(self.shapes) for e in state.entries[-1:])))

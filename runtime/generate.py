@@ -446,7 +446,10 @@ def _bind_lines(n, src: Source, dd_by_value, bound: set, pending: list) -> list[
     index = {d.symbol for ds in dd_by_value.values() for d in ds if d.axis is None}
     for c in [c for c in pending if c[0].free_symbols <= bound]:  # decisions the trace took on them
         pending.remove(c)
-        fail = "BreakMismatch()" if c[0].free_symbols & index else \
+        # (a traced index's, or a size specialized to its value, `for c in np.unique(y)`: another entry or a
+        # trace serves a call deciding otherwise, as a guard's; else that one call runs in numpy)
+        fail = "BreakMismatch()" if c[0].free_symbols & index or isinstance(c[0], sympy.Eq) and any(
+            isinstance(side, sympy.Integer) for side in c[0].args) else \
             f"ShapeMismatch({str(c[0]) + ' (' + c[1] + ')'!r})"
         lines.append(f"    if not ({to_python(c[0])}): raise {fail}")
     return lines

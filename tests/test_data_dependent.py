@@ -239,3 +239,23 @@ def test_an_eager_step_whose_dtype_follows_from_the_values_runs_numpy_where_it_d
             assert_like_numpy(f(np.array(c)), _root_sizes(np.array(c)))
         for x in ([4.0, 9.0], [-4.0, 9.0], [1.0, 16.0]):
             assert_like_numpy(g(np.array(x)), _emath_twice(np.array(x)))
+
+
+def class_means(X, y):
+    classes = np.unique(y)
+    return classes, np.stack([X[y == c].mean(axis=0) for c in classes])
+
+
+def test_a_loop_over_a_data_dependent_size_traces_once_per_count(backend):
+    """`for c in np.unique(y)` specializes the count of classes: a call with
+    another count is served by another entry, traced once per count (it ran
+    in numpy on every such call, probe 15); a decision that is no value of
+    the size (len(u) >= 3 above) still runs that one call in numpy."""
+    rng = np.random.default_rng(4)
+    jf = jit(class_means, backend=backend)
+    counts = (3, 2, 4, 4, 5, 3, 2, 5)
+    for n, k in zip((10, 13, 20, 30, 17, 12, 9, 40), counts):
+        X, y = rng.standard_normal((n, 3)), np.arange(n) % k
+        assert_like_numpy(jf(X, y), class_means(X, y))
+    s = jf.stats()
+    assert s["eager_calls"] == 0 and s["traces"] == len(set(counts)), jf.explain()
