@@ -19,6 +19,7 @@ from jit.held import ValueKeys
 from jit.keys import extended_key, held_int_dims
 from jit.miss import serve_miss
 from jit.signature import classify_call, with_data_lists
+from jit.trace import set_state
 from jit.tracer import ArrayOfTraced
 from runtime.runeagerly import BreakMismatch, RunEagerly
 from runtime.metrics import FunctionMetrics
@@ -134,6 +135,8 @@ class JitFunction:
                         return run_eagerly_once(self, err, bound)
                     except Exception as err:  # noqa: BLE001 - the compiled code failed: numpy decides whose fault
                         return after_failure(self, state, err, bound, "running the compiled code")
+                    if e.state:  # (attributes the call assigns: their values the last outputs)
+                        set_state(self.fn, e.state, out, leaves)
                     m = self.metrics
                     if dims != e.last_dims:
                         e.account(dims, m)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jit.errors import PKG_DIRS
-from jit.tracer import Fallback, Tracer, user_location
+from jit.tracer import Fallback, SymFloat, SymInt, Tracer, user_location
 
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), np.ndarray, np.generic, types.ModuleType,
           types.FunctionType, types.BuiltinFunctionType, type, enum.Enum)
@@ -406,6 +406,9 @@ class Lifter:
         self.ctx = ctx
         self.ints = ints  # paths of held ints that are symbols (changed once: a trace per value otherwise)
         self.floats = floats  # paths of held floats that are runtime scalars (lifted as a held array is)
+        # (attribute path -> the value the traced code assigned there, `self.t += 1`, `self.avg = ...`: read
+        # back by the trace, and assigned after every call, jit/trace.py state outputs; None: refused, a scan's body)
+        self.attr_writes: dict | None = {}
         self.symbols: dict[Path, object] = {}  # their SymInts
         self._make_int = make_int  # (path, value) -> SymInt (a symbol bound from the value at every call)
         self.paths: list[Path] = []
@@ -510,6 +513,10 @@ class HeldObject:
         object.__setattr__(self, "_obj", obj)
 
     def __getattr__(self, name):
+        written = self._lifter.attr_writes.get(self._path.child("attr", name), _UNWRITTEN) \
+            if self._lifter.attr_writes else _UNWRITTEN
+        if written is not _UNWRITTEN:  # (what the traced code assigned there: the object itself is set after the call)
+            return written
         obj = object.__getattribute__(self, "_obj")
         prop = getattr(type(obj), name, None)
         if isinstance(prop, property) and prop.fget is not None:  # (what it reads, of self and its globals, is
@@ -538,10 +545,17 @@ class HeldObject:
         return v
 
     def __setattr__(self, name, value):
-        if self._lifter.handed_out(self._path.child("attr", name), value):
+        path = self._path.child("attr", name)
+        if self._lifter.handed_out(path, value):
             return  # (`self.running_mean *= 0.9`: the held array written in place, bound to itself again)
-        raise Fallback(f"assignment to attribute {name!r} of {self._path} inside a jitted function",
-                       user_location())
+        lifter = self._lifter
+        if lifter.attr_writes is not None and not isinstance(getattr(type(self._obj), name, None), property) \
+                and _assignable(value, lifter.ctx):  # (state the call leaves on the object: set after every call)
+            lifter.attr_writes[path] = value
+            return
+        raise Fallback(f"assignment to attribute {name!r} of {self._path} inside a jitted function (of a "
+                       f"{type(value).__name__}: an array, a number or a size of the trace, or a plain value, is "
+                       "assigned after every call)", user_location())
 
     def __call__(self, *args, **kwargs):
         return self._lifter.traceable(type(self._obj).__call__, self._path.child("attr", "__call__"))(self, *args,
@@ -563,6 +577,19 @@ class HeldObject:
 
     def __repr__(self):
         return f"HeldObject({self._path})"
+
+
+_UNWRITTEN = object()
+
+
+def _assignable(value, ctx) -> bool:
+    """A value an attribute assignment of the trace may make at every call:
+    an array or number of this trace, a size, or a plain immutable value."""
+    if isinstance(value, Tracer):
+        return value.ctx is ctx
+    if isinstance(value, (SymInt, SymFloat)):
+        return True
+    return type(value) in (int, float, bool, str, type(None), complex)
 
 
 def traced_type(x):

@@ -24,7 +24,7 @@ from jit.keys import changed_ints, changed_lists, changed_values, full_key, held
     held_numbers_to_inputs, note_values, rekey
 from jit.saved_traces import load_entry, record_key, save_entry
 from jit.signature import Signature, classify_call, with_data_lists
-from jit.trace import DeclarationError, TraceResult, trace
+from jit.trace import DeclarationError, TraceResult, set_state, trace
 from jit.tracer import ArrayOfTraced, DataArg, Fallback, SelectAliasWritten, StackedUse, SymFloat, SymInt, \
     TooManyDecisions, Tracer
 from runtime.runeagerly import BreakMismatch, RowsOfOtherLengths, RunEagerly
@@ -191,6 +191,8 @@ class _Miss:
             return run_eagerly_once(self.jf, err, self.bound)
         except Exception as err:  # noqa: BLE001 - the compiled code failed: numpy decides whose fault
             return after_failure(self.jf, self.state, err, self.bound, "running the compiled code")
+        if e.state:
+            set_state(self.jf.fn, e.state, out, self.leaves)
         return pytree.unflatten(e.out_treedef, iter(out))
 
     def _note_retrace(self) -> tuple[str | None, str]:
@@ -291,6 +293,7 @@ class _Miss:
             mark_eager(jf, self.state, "python_state", f"changes {', '.join(tr.counters)}, which it reads (a "
                        "compiled call would neither change it nor see it change: numpy runs it)")
             tr.apply_writes()
+            set_state(jf.fn, tr.state, None, self.leaves, tr.state_values)
             return tr.concrete
         self._rekey(tr.held, tr.guarded)
         note_values(jf, tr, self.leaves)
@@ -310,6 +313,7 @@ class _Miss:
         else:
             tr.apply_writes()
             result = tr.concrete
+            set_state(jf.fn, tr.state, None, self.leaves, tr.state_values)
         save_entry(jf, record, tr, entry, held, self.sig)
         return result
 
@@ -353,7 +357,7 @@ def build_entry(jf, tr: TraceResult, runtime, sig: str) -> CompiledEntry:
                 f"cache hit: {b.cache_level}" if b.cache_level else "compiled",
                 ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in b.seconds.items()))
     b.executable.pool.budget = jf.pool_bytes
-    return CompiledEntry(guards, b.executable.run, tr.out_treedef, b.executable, b, trace=tr)
+    return CompiledEntry(guards, b.executable.run, tr.out_treedef, b.executable, b, trace=tr, state=tr.state or None)
 
 
 def _break_sites(entry: CompiledEntry) -> str:

@@ -86,6 +86,9 @@ def save_entry(jf, record: str | None, tr: TraceResult, entry: CompiledEntry, he
     fell back to the reference back end."""
     if record is None or entry.build.plan is None:
         return
+    if tr.state:
+        jf._saving = "trace not saved: it assigns attributes, set after every call (jit/trace.py set_state)"
+        return
     if INT in tr.guarded.values() or FLOAT in tr.guarded.values():
         jf._saving = "trace not saved: held numbers keyed by their type are decided per process (jit/keys.py)"
         return

@@ -15,7 +15,7 @@ import numpy as np
 import sympy
 
 from clustering.passes import data_dependent_sizes, dce
-from jit import lift, optable, pytree
+from jit import lift, optable, pytree, scan
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, global_names, holder, \
@@ -54,6 +54,10 @@ class TraceResult:
     # call would neither change them nor see them change; this call's result is the traced run's, and the
     # signature runs in numpy from now on (jit/miss.py)
     counters: list = field(default_factory=list)
+    # (attribute path, kind, the output that gives its value) it assigns, set after every call (set_state; the
+    # outputs after the result's), and their values for the traced call
+    state: list = field(default_factory=list)
+    state_values: list = field(default_factory=list)
 
     def apply_writes(self) -> None:
         """Give the traced call numpy's effects: on the arguments it wrote
@@ -138,6 +142,8 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     n_arrays = 0  # (the held ints' IntDims come after the arguments')
     lifter = Lifter(ctx, held_input, held_ints,
                     lambda path, value: int_symbol(value, str(path), n_arrays + held_ints.index(path)), held_floats)
+    if getattr(getattr(fn, "__code__", None), "co_name", None) is not None and fn.__code__ in scan.MADE:
+        lifter.attr_writes = None  # (a scan's body: its entries run per trip, with no attribute set after them)
     traceables = _Traceables(_NumpyProxy(ctx), lifter)
     objects: dict = {}  # (one view of an object passed twice: `a is b`, its key says so)
     for k, (leaf, spec) in enumerate(zip(leaves, specs)):
@@ -224,6 +230,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
         raise Fallback("returns a dict keyed by a traced value (a compiled call would hand out the trace's key)")
     out_leaves: list = []
     out_def = pytree.flatten(result, out_leaves)
+    state = list(lifter.attr_writes or {})  # (the attributes it assigns: outputs after the result's, set_state)
+    n_result = len(out_leaves)
+    out_leaves += [lifter.attr_writes[p] for p in state]
     writebacks = _writebacks(ctx, concrete_of)
     outputs, concrete = [], []
     written = {final.id: caller for final, (caller, *_) in writebacks.values()}
@@ -281,7 +290,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
                        pytree.unflatten(out_def, iter(concrete)), eager,
                        [lc for _, lc in writebacks.values()], lifter.paths, list(ctx.breaks), dd_checks,
                        list(ctx.lift_refusals), guarded, list(lifter.unguarded), changed, list(ctx.selects),
-                       list(ctx.scans), list(ctx.printed), counters)
+                       list(ctx.scans), list(ctx.printed), counters,
+                       [(p, _state_kind(lifter.attr_writes[p]), n_result + k) for k, p in enumerate(state)],
+                       concrete[n_result:n_result + len(state)])
 
 
 def sizes_outside(outputs, dd_checks) -> frozenset:
@@ -324,6 +335,29 @@ def _still_read(lifter: Lifter, fn, leaves) -> tuple[dict, list]:
             if now is not MISSING and not (type(now) is tuple and now[:1] in ((list,), (dict,))):  # (a log it
                 counters.append(str(p))  # appends to: once per trace; a path not fetched again: not a counter)
     return keep, changed, counters
+
+
+def _state_kind(v) -> str:
+    """How an attribute the trace assigns is set from its output: "float"
+    (a Python float of the trace), "int" (a size), else "value"."""
+    if isinstance(v, SymFloat) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind == "f":
+        return "float"
+    if isinstance(v, SymInt) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind in "iu":
+        return "int"
+    return "value"
+
+
+def _state_value(v, kind: str):
+    return float(v) if kind == "float" else int(v) if kind == "int" else v
+
+
+def set_state(fn, state: list, out, leaves, values=None) -> None:
+    """Assign each attribute of `state` (TraceResult.state) its value of the
+    call, its output of `out` (or of `values`, the traced call's), on the
+    object its path reaches."""
+    for k, (p, kind, at) in enumerate(state):
+        owner = Path(p.root, p.steps[:-1]).fetch(fn, leaves)
+        setattr(owner, p.steps[-1][1], _state_value(out[at] if values is None else values[k], kind))
 
 
 def _traced_keys(r, depth: int = 4) -> bool:

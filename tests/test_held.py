@@ -114,22 +114,105 @@ def test_closure_array(backend):
         assert_like_numpy(table, want)
 
 
-def test_attribute_assignment_inside_runs_numpy(backend):
+def test_attribute_assignment_inside_is_set_after_every_call(backend):
+    """`self.total = self.total + x` compiles: the value is an output of the
+    call, and the attribute is set to it after every call (it ran every
+    call in numpy); the returned array is the attribute's, as numpy's."""
     class Counter:
         def __init__(self):
             self.total = np.zeros(3)
 
         def add(self, x):
-            self.total = self.total + x   # rebinding an attribute: numpy semantics, run eagerly
+            self.total = self.total + x
             return self.total
 
     c = Counter()
     jf = jit(c.add, backend=backend)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", JitWarning)
+        warnings.simplefilter("error", JitWarning)
         for _ in range(3):
-            jf(np.ones(3))
+            out = jf(np.ones(3))
     assert_like_numpy(c.total, np.full(3, 3.0))
+    assert out is c.total and jf.stats()["eager_calls"] == 0 and jf.stats()["traces"] == 1
+
+
+class Adam:
+    """An optimizer as written in plain numpy: its step count and moments
+    rebound on self every step."""
+
+    def __init__(self, n, lr=0.01):
+        self.m, self.v, self.t, self.lr = np.zeros(n), np.zeros(n), 0, lr
+
+    @jit
+    def step(self, w, g):
+        self.t += 1
+        self.m = 0.9 * self.m + 0.1 * g
+        self.v = 0.999 * self.v + 0.001 * g * g
+        m_hat, v_hat = self.m / (1 - 0.9 ** self.t), self.v / (1 - 0.999 ** self.t)
+        self.last = float(np.abs(g).max())
+        return w - self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+
+
+class RingBuffer:
+    def __init__(self, n, d):
+        self.buf, self.pos, self.full = np.zeros((n, d)), 0, False
+
+    def push(self, x):
+        self.buf[self.pos] = x
+        self.pos = (self.pos + 1) % self.buf.shape[0]
+        self.full = self.full or self.pos == 0
+        return self.buf.mean(0)
+
+
+class Prop:
+    def __init__(self):
+        self._scale = 1.0
+
+    @property
+    def scale(self):
+        return self._scale
+
+    @scale.setter
+    def scale(self, v):
+        self._scale = v * 2
+
+    def set(self, x):
+        self.scale = float(x.sum())
+        self.items = [x]
+        return x
+
+
+def test_state_an_object_rebinds_is_compiled_and_set_after_every_call(backend):
+    """Adam's step (`self.t += 1; self.m = ...`, @jit on the method), a ring
+    buffer (a written array, an int position, a bool flag): every attribute
+    numpy's after every call, of numpy's type, with a trace for the first
+    count and one with it a symbol (each ran every call in numpy, probe 15).
+    A property's setter and a list assigned run in numpy, as before."""
+    rng = np.random.default_rng(5)
+    got, want = Adam(4), Adam(4)
+    for _ in range(8):
+        w, g = rng.standard_normal(4), rng.standard_normal(4)
+        assert_like_numpy(got.step(w, g), Adam.step.__wrapped__(want, w, g))
+        for k in ("m", "v", "t", "last"):
+            assert type(getattr(got, k)) is type(getattr(want, k))
+            assert_like_numpy(getattr(got, k), getattr(want, k))
+    s = Adam.step.stats()
+    assert s["eager_calls"] == 0 and s["traces"] <= 2, Adam.step.explain()
+    push = jit(RingBuffer.push, backend=backend)
+    got, want = RingBuffer(3, 2), RingBuffer(3, 2)
+    for k in range(7):
+        x = rng.standard_normal(2)
+        assert_like_numpy(push(got, x), want.push(x))
+        assert (got.pos, got.full) == (want.pos, want.full) and type(got.full) is bool
+        assert_like_numpy(got.buf, want.buf)
+    assert push.stats()["eager_calls"] == 0, push.explain()
+    f = jit(Prop.set, backend=backend)
+    p, q = Prop(), Prop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        f(p, np.ones(2))
+    Prop.set(q, np.ones(2))
+    assert p.scale == q.scale == 4.0 and f.stats()["eager_calls"] == 1
 
 
 class _BatchNorm:
