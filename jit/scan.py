@@ -201,6 +201,13 @@ def _row_binding(loop):
     t, it = loop.target, loop.iter
     if isinstance(t, ast.Name):
         return ([t.id], [it]) if _an_array(it) else None
+    if isinstance(t, ast.Tuple) and len(t.elts) == 2 and isinstance(t.elts[0], ast.Name) \
+            and isinstance(t.elts[1], ast.Tuple) and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+            and it.func.id == "enumerate" and len(it.args) == 1 and not it.keywords:  # (`for i, (a, b) in
+        inner = _row_binding(ast.For(target=t.elts[1], iter=it.args[0], body=[], orelse=[]))  # enumerate(zip(..)))`
+        if inner is None or not isinstance(it.args[0], ast.Call):
+            return None
+        return [t.elts[0].id] + inner[0], [None] + inner[1]
     if not (isinstance(t, ast.Tuple) and all(isinstance(x, ast.Name) for x in t.elts)
             and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords):
         return None
@@ -232,7 +239,8 @@ def _rows(loop, scope: dict, globals_: dict):
     arrays it iterates (their slices made here from the loop's own
     expressions; zip's of equal first dims, a guard), or None: not traced
     arrays, or zip's of other lengths (it stops at the shortest)."""
-    if isinstance(loop.iter, ast.Call) and _lookup(loop.iter.func.id, scope, globals_) not in (zip, enumerate):
+    calls = [loop.iter] + [a for a in getattr(loop.iter, "args", ()) if isinstance(a, ast.Call)]
+    if any(isinstance(c, ast.Call) and _lookup(c.func.id, scope, globals_) not in (zip, enumerate) for c in calls):
         return None  # (a zip or enumerate of the user's own)
     dims = []
     for e in _row_binding(loop)[1]:

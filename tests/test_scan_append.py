@@ -279,6 +279,13 @@ def decayed_over_rows(x):
     return s
 
 
+def weighted_over_pairs(xs, ys):
+    out = np.zeros(xs.shape[1])
+    for i, (a, b) in enumerate(zip(xs, ys[1:])):  # (an index and the rows of two arrays: probe 15)
+        out = out + i * a * b
+    return out
+
+
 def zipped_of_other_lengths(a, b):
     s = 0.0
     for p, q in zip(a, b):  # (zip stops at the shorter: traced as written)
@@ -291,6 +298,7 @@ def test_loops_over_zip_and_enumerate_of_arrays_are_scans(backend):
     f = jit(sgd_over_pairs, backend=backend)
     g = jit(decayed_over_rows, backend=backend)
     h = jit(zipped_of_other_lengths, backend=backend)
+    k = jit(weighted_over_pairs, backend=backend)
     for T in LENGTHS:
         args = (rng.standard_normal((T, 4)), rng.standard_normal(T), np.zeros(4), 0.05)
         assert_like_numpy(f(*args), sgd_over_pairs(*args), ulps=16, atol=1e-12)
@@ -298,9 +306,12 @@ def test_loops_over_zip_and_enumerate_of_arrays_are_scans(backend):
         assert_like_numpy(g(x), decayed_over_rows(x), ulps=16)
         a, b = rng.standard_normal(T + 2), rng.standard_normal(T)
         assert_like_numpy(h(a, b), zipped_of_other_lengths(a, b), ulps=16)
-    for jf in (f, g):
+        xs, ys = rng.standard_normal((T, 3)), rng.standard_normal((T + 1, 3))
+        assert_like_numpy(k(xs, ys), weighted_over_pairs(xs, ys), ulps=16)
+    for jf in (f, g, k):
         assert jf.stats()["traces"] == UNROLLED + 1 and jf.stats()["fallbacks"] == 0
     assert "rows of zip(X, y) compiled once" in f.explain() and "rows of enumerate(x) compiled once" in g.explain()
+    assert "rows of enumerate(zip(xs, ys[1:])) compiled once" in k.explain()
     assert h.stats()["fallbacks"] == 0
 
 
