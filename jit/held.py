@@ -359,6 +359,17 @@ def holds_arrays(seq, depth: int = 3) -> bool:
         v, depth - 1) for v in items)
 
 
+def held_container(x) -> bool:
+    """Whether a list, tuple or dict the trace reads is viewed item by item
+    (HeldSequence, HeldMapping: each item read keyed at its own path): one
+    that holds arrays or objects, or one too long for a token of its own (a
+    config dict of 80 options, a list of 100 coefficients: read whole, a
+    change to it was not seen), its keys strings or ints."""
+    if holds_arrays(x):
+        return True
+    return len(x) > MAX_ITEMS and (type(x) is not dict or all(type(k) in (str, int) for k in x))
+
+
 RANDOM_STATES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
 
 
@@ -459,9 +470,9 @@ class Lifter:
         if path in self.floats and type(x) is float:
             return self.lift(path, x)
         refuse_random(x, path)
-        if type(x) in (list, tuple) and holds_arrays(x):
+        if type(x) in (list, tuple) and held_container(x):
             return HeldSequence(self, path, x)
-        if type(x) is dict and holds_arrays(x):
+        if type(x) is dict and held_container(x):
             return HeldMapping(self, path, x)
         if holder(x):
             return HeldObject(self, path, x)

@@ -104,8 +104,8 @@ def note_values(jf, tr: TraceResult, leaves) -> None:
     if new:
         jf._unguarded += new
         warn(f"shapejit: {jf.__name__} reads {', '.join(new)}, which it cannot key on (an object "
-             f"of a library's class, or a container of more than {MAX_ITEMS} values or of "
-             f"objects): a change to it after this trace is not seen")
+             f"of a library's class, a container nested too deep, or one of more than {MAX_ITEMS} values "
+             f"not read item by item): a change to it after this trace is not seen")
 
 
 def changed_values(jf, leaves) -> list[str]:

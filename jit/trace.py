@@ -18,8 +18,8 @@ from clustering.passes import data_dependent_sizes, dce
 from jit import lift, optable, pytree, scan
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
-from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, global_names, holder, \
-    holds_arrays, jitted, key_token, refuse_random, user_file, user_module
+from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, global_names, held_container, \
+    holder, jitted, key_token, refuse_random, user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, IntOfFloat, Stacked, SymFloat, SymInt, \
     TraceContext, Tracer, eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -1021,7 +1021,7 @@ class _Traceables:
             return _UserModule(self, v, path)
         refuse_random(v, path or "a value the function reads")
         if path is not None:
-            if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and holds_arrays(v) \
+            if type(v) is np.ndarray or holder(v) or type(v) in (list, tuple, dict) and held_container(v) \
                     or self.lifter.kind(path):  # (a held number keyed by its type: Lifter.lift_int, lift)
                 return self.lifter.wrap(path, v)
             self.lifter.guard(path, v)

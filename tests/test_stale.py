@@ -3,6 +3,7 @@
 again, the reason in explain(); values shapejit cannot key on are named in
 one warning.  Generators, ndarray subclasses and ints beyond int64 get
 numpy's result."""
+import decimal
 import warnings
 
 import numpy as np
@@ -187,15 +188,28 @@ def test_self_attributes():
     assert_like_numpy(layer(x), x * 5.0)
 
 
-def test_a_value_it_cannot_key_on_is_named_once():
+def test_a_long_list_or_dict_is_keyed_by_the_items_read_and_a_value_it_cannot_key_on_is_named_once():
+    """A list of 200 numbers or a dict of 80 options is keyed item by item,
+    at the items the trace reads (read whole, it was too long for a token:
+    a warning, then every change unseen, probe 15); a value no token
+    describes (a library's object) is named once."""
     big = list(range(200))
-    f = jit(lambda x: x * big[3])
+    cfg = {f"opt{i}": i for i in range(80)} | {"scale": 1.0}
+    f = jit(lambda x: x * big[3] + cfg["scale"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for k in range(3):
+            big[3], cfg["scale"] = k + 5, k * 0.5
+            assert_like_numpy(f(np.ones(2)), np.ones(2) * (k + 5) + k * 0.5)
+    assert f.stats()["traces"] <= 2, f.explain()
+    third = decimal.Decimal(3)
+    g = jit(lambda x: x * float(third))
     with pytest.warns(JitWarning, match="reads <closure 0>, which it cannot key on"):
-        f(np.ones(2))
+        g(np.ones(2))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        f(np.ones(5))
-    assert "read but not keyed (a change to them is not seen): <closure 0>" in f.explain()
+        g(np.ones(5))
+    assert "read but not keyed (a change to them is not seen): <closure 0>" in g.explain()
 
 
 def test_a_generator_runs_in_numpy():
