@@ -358,11 +358,12 @@ def _over_range(loop: ast.For) -> bool:
 def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = False,
                 enclosing: frozenset = frozenset()) -> None:
     """The candidate loops of stmts not inside another loop, and the loops
-    over range() inside one whose bounds read no name the loops around them
-    bind (`for ep in range(epochs): for s in range(0, n, bs)`: a scan per
-    outer trip the trace unrolls, its count symbolic).  One whose bounds
-    do, `for j in range(i + 1, n)`, is unrolled with the loop around it (the
-    re-roll pass, clustering/reroll.py, serves those triangular nests)."""
+    over range() inside one whose bounds read no name that differs from
+    trip to trip of the loops around them (_trip_names: `for ep in
+    range(epochs): for s in range(0, n, bs)`: a scan per outer trip the
+    trace unrolls, its count symbolic).  One whose bounds do, `for j in
+    range(i + 1, n)`, is unrolled with the loop around it (the re-roll pass,
+    clustering/reroll.py, serves those triangular nests)."""
     for s in stmts:
         if isinstance(s, ast.For) and (not in_loop and (_candidate(s) or _over_range(s)) or in_loop and _over_range(
                 s) and not scan.over_rows(s) and not {n.id for n in ast.walk(s.iter) if isinstance(n, ast.Name)}
@@ -375,15 +376,34 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         inner_loop, bound = in_loop, enclosing
-        if isinstance(s, (ast.For, ast.While, ast.AsyncFor)):  # (and what each of its trips may bind anew)
+        if isinstance(s, (ast.For, ast.While, ast.AsyncFor)):  # (and the names its trips bind from them)
             inner_loop = True
-            bound = enclosing | {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            bound = enclosing | _trip_names(s)
         for field in ("body", "orelse", "finalbody"):
             inner = getattr(s, field, None)
             if isinstance(inner, list):
                 _find_sites(fdef, inner, sites, filename, inner_loop, bound)
         for h in getattr(s, "handlers", ()):
             _find_sites(fdef, h.body, sites, filename, inner_loop, bound)
+
+
+def _trip_names(loop) -> set:
+    """The loop's variable (a for loop's) and the names its body binds from
+    it, or from a name so bound (`m = i + 1`): what differs from trip to
+    trip (a loop inside whose bounds read one is a triangular nest)."""
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} if isinstance(loop, ast.For) else set()
+    assigns = [n for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
+               and n is not loop]
+    while True:
+        more = set()
+        for a in assigns:
+            source = a.iter if isinstance(a, ast.For) else a.value
+            if source is not None and {n.id for n in ast.walk(source) if isinstance(n, ast.Name)} & names:
+                targets = [a.target] if not isinstance(a, ast.Assign) else a.targets
+                more |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if more <= names:
+            return names
+        names |= more
 
 
 def _returns_to_breaks(stmts: list, counter: list) -> None:

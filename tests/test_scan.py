@@ -982,6 +982,24 @@ def epochs_of_minibatches(X, Y, W, epochs, bs):
     return W
 
 
+def layers_of_rnn(x, W):
+    for layer in range(2):  # (x rebound by the outer loop, its shape the same: the inner loop's count)
+        h = np.zeros(W.shape[1])
+        for t in range(x.shape[0]):
+            h = np.tanh(x[t] @ W + h)
+        x = x + h[: x.shape[1]]
+    return x
+
+
+def triangular_by_a_temp(x):
+    out = np.zeros((x.shape[0], x.shape[0]))
+    for i in range(x.shape[0]):
+        m = i + 1
+        for j in range(m, x.shape[0]):
+            out[i, j] = x[i] - x[j]
+    return out
+
+
 def triangular(x):
     out = np.zeros((x.shape[0], x.shape[0]))
     for i in range(x.shape[0]):
@@ -1035,8 +1053,15 @@ def test_a_loop_inside_an_unrolled_loop_is_a_scan_and_a_triangular_nest_stays_un
         assert_like_numpy(f(X, Y, np.zeros((8, 2)), 3, 16), epochs_of_minibatches(X, Y, np.zeros((8, 2)), 3, 16),
                           atol=1e-12)  # (a gradient: differences of products)
     assert f.stats()["traces"] <= UNROLLED + 2 and "(a scan)" in f.explain(), f.explain()
-    g = jit(triangular, backend=backend)
-    for n in (5, 6):
-        x = rng.standard_normal(n)
-        assert_like_numpy(g(x), triangular(x))
-    assert "range(...) compiled once" not in g.explain().split("entry 0")[1].split("entry 1")[0]
+    h = jit(layers_of_rnn, backend=backend)
+    W = rng.standard_normal((3, 4)) * 0.5
+    for n in (3, 5, 8, 4, 12, 7):
+        x = rng.standard_normal((n, 3))
+        assert_like_numpy(h(x, W), layers_of_rnn(x, W), atol=1e-12)
+    assert h.stats()["traces"] <= UNROLLED + 2 and "(a scan)" in h.explain(), h.explain()
+    for fn in (triangular, triangular_by_a_temp):
+        g = jit(fn, backend=backend)
+        for n in (5, 6):
+            x = rng.standard_normal(n)
+            assert_like_numpy(g(x), fn(x))
+        assert "range(...) compiled once" not in g.explain().split("entry 0")[1].split("entry 1")[0]
