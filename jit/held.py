@@ -12,9 +12,15 @@ Any other value the trace reads along such a path (a float global, an int
 attribute of `self`, a list of numbers in a closure, a helper function
 bound to a global) is a constant of the trace: its token (below) is part of
 every call's key, so a changed value is a new key (a retrace, the old entry
-kept) and never a stale result.  A value no token describes (an object of a
-library's class, a list of a thousand numbers) is listed, and the function
-warns once that a change to it is not seen."""
+kept) and never a stale result.  An int or a float that changes once is
+keyed by its type from then on (key_token): an int a symbol the guards bind
+from its value, a float a runtime scalar fetched with the held arrays
+(jit/keys.py).  A list or dict too long for a token is viewed item by item
+(held_container).  A value no token describes (an object of a library's
+class) is listed, and the function warns once that a change to it is not
+seen.  An attribute the traced code assigns (`self.t += 1`, `self.m = ...`)
+is recorded (Lifter.attr_writes) and set after every call (jit/trace.py
+set_state)."""
 from __future__ import annotations
 
 import dis
@@ -119,7 +125,7 @@ def changed_number(before, now):
 def read_as_value(p) -> bool:
     """Whether the trace reads the value at Path p itself (a variable, an
     attribute, an item: Lifter.wrap), not a fact of it (its length, keys,
-    class or identity): only such an int can be a symbol."""
+    class or identity): only such a number can be keyed by its type."""
     return not p.steps or p.steps[-1][0] in ("attr", "item", "global", "cell")
 
 

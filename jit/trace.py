@@ -142,7 +142,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     n_arrays = 0  # (the held ints' IntDims come after the arguments')
     lifter = Lifter(ctx, held_input, held_ints,
                     lambda path, value: int_symbol(value, str(path), n_arrays + held_ints.index(path)), held_floats)
-    if getattr(getattr(fn, "__code__", None), "co_name", None) is not None and fn.__code__ in scan.MADE:
+    if getattr(fn, "__code__", None) in scan.MADE:
         lifter.attr_writes = None  # (a scan's body: its entries run per trip, with no attribute set after them)
     traceables = _Traceables(_NumpyProxy(ctx), lifter)
     objects: dict = {}  # (one view of an object passed twice: `a is b`, its key says so)
