@@ -189,7 +189,8 @@ def _rewrite(fn) -> Rewritten | None:
                  and n not in fn.__globals__]
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
             or code.co_name == "<lambda>" or not converted and not any(
-                i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP") for i in dis.get_instructions(code)):
+                i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP") for i in dis.get_instructions(code)) \
+            and not any(isinstance(k, types.CodeType) and k.co_name == "<listcomp>" for k in code.co_consts):
         return None
     if code in scan.MADE:  # (a scan's body: its module, made from the loop's statements)
         tree = copy.deepcopy(scan.MADE[code])
@@ -204,16 +205,17 @@ def _rewrite(fn) -> Rewritten | None:
         return None
     _returns_to_breaks(fdef.body, [0])
     reversed_ranges = _reversed_ranges(fdef, code, fn.__globals__)
+    made = _comprehensions_as_loops(fdef.body, [0])
     sites: list[Site] = []
     _find_sites(fdef, fdef.body, sites, code.co_filename)
-    local = set(code.co_varnames) | set(code.co_cellvars)
+    local = set(code.co_varnames) | set(code.co_cellvars) | set(made)
     for k, s in enumerate(sites):
         s.index = k
         s.appended = [n for n in s.appended if n in local]  # (a global list's name stays the global's)
     ifs: list[IfSite] = []
     _find_ifs(fdef.body, ifs)
     conversions = _conversions(fdef, converted)
-    if not sites and not ifs and not conversions and not reversed_ranges:
+    if not sites and not ifs and not conversions and not reversed_ranges and not made:
         return None
     in_tree = [s.node for s in sites]
     for s in sites:  # (the loop lifted is the one as written; the tree's copy, traced as written, gets the selects)
@@ -227,6 +229,61 @@ def _rewrite(fn) -> Rewritten | None:
         _replace(fdef, loop, _lifted(k, s, loop))
     ast.fix_missing_locations(tree)
     return Rewritten(_compile(tree, code), sites, ifs)
+
+
+_NOT_IN_COMPREHENSION = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
+                         ast.Yield, ast.YieldFrom, ast.Await)
+
+
+def _comprehensions_as_loops(stmts: list, counter: list) -> list:
+    """Each list comprehension of one generator and no condition that is a
+    statement's value or the first argument of its call (`y = [f(x) for x in
+    xs]`, `return np.concatenate([g(X[i:i + bs]) for i in range(0, n, bs)])`)
+    as the loop that appends to a list, run just before the statement: a
+    loop the lifter or a scan compiles once for every length (a
+    comprehension traced once per length).  Its variables renamed apart
+    (`__sj_lc0_x`: a comprehension's do not leak); nothing to its left in the
+    statement is evaluated after it but the callee.  -> the names made."""
+    made: list = []
+    for i in range(len(stmts) - 1, -1, -1):
+        st = stmts[i]
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(st, field, None)
+            if isinstance(inner, list) and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                made += _comprehensions_as_loops(inner, counter)
+        if not isinstance(st, (ast.Assign, ast.Return, ast.Expr)) or st.value is None:
+            continue
+        holder, lc = None, st.value
+        if isinstance(lc, ast.Call) and lc.args and all(isinstance(n, (ast.Name, ast.Attribute, ast.Load))
+                                                        for n in ast.walk(lc.func)):
+            holder, lc = lc, lc.args[0]
+        if not isinstance(lc, ast.ListComp) or len(lc.generators) != 1:
+            continue
+        gen = lc.generators[0]
+        if gen.ifs or gen.is_async or any(isinstance(n, _NOT_IN_COMPREHENSION) for n in ast.walk(lc.elt)) \
+                or not all(isinstance(n, (ast.Name, ast.Tuple, ast.Store)) for n in ast.walk(gen.target)):
+            continue
+        k = counter[0]
+        counter[0] += 1
+        out = f"__sj_lc{k}"
+        names = {n.id: f"{out}_{n.id}" for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+        target, elt = copy.deepcopy(gen.target), copy.deepcopy(lc.elt)
+        for n in list(ast.walk(target)) + list(ast.walk(elt)):
+            if isinstance(n, ast.Name) and n.id in names:
+                n.id = names[n.id]
+        loop = ast.For(target=target, iter=gen.iter, body=[ast.Expr(ast.Call(
+            ast.Attribute(ast.Name(out, ast.Load()), "append", ast.Load()), [elt], []))], orelse=[])
+        new = [ast.Assign([ast.Name(out, ast.Store())], ast.List([], ast.Load())), loop]
+        for n in new:
+            for m in ast.walk(n):
+                ast.copy_location(m, lc)
+        if holder is None:
+            st.value = ast.copy_location(ast.Name(out, ast.Load()), lc)
+        else:
+            holder.args[0] = ast.copy_location(ast.Name(out, ast.Load()), lc)
+        stmts[i:i] = new
+        made += [out, *names.values()]
+    return made
 
 
 _PLAIN_BOUND = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.operator,

@@ -376,3 +376,37 @@ def test_a_stack_of_batches_of_other_lengths_raises_numpys_error(backend):
                 f(X, 8)
         else:
             assert_like_numpy(f(X, 8), batches_stacked(X, 8))
+
+
+def predict_by_comprehension(X, W):
+    bs = 4
+    return np.concatenate([np.tanh(X[i:i + bs] @ W) for i in range(0, len(X), bs)])
+
+
+def row_sums_by_comprehension(x, flag):
+    i = -1  # (the comprehension's own i does not leak: this one is returned)
+    if flag:
+        s = np.array([row.sum() * 2 for row in x])
+    else:
+        s = np.array([a @ b for a, b in zip(x, x[::-1])])
+    pairs = [(a * i, b) for i, (a, b) in enumerate(zip(x, x))]
+    return s, i, len(pairs)
+
+
+def test_a_list_comprehension_is_a_loop_that_appends(backend):
+    """`np.concatenate([f(X[i:i + bs]) for i in range(0, n, bs)])` and
+    `np.array([row.sum() for row in x])` compile as the loop that appends
+    (a scan: a few traces for every length; each length traced again,
+    probe 15); the comprehension's variables do not leak, and one whose
+    list is used as only a list can be (len()) is appended as written."""
+    rng = np.random.default_rng(10)
+    W = rng.standard_normal((3, 2))
+    f = jit(predict_by_comprehension, backend=backend)
+    g = jit(row_sums_by_comprehension, backend=backend)
+    for n in (8, 12, 16, 20, 24, 28, 3, 30):
+        X = rng.standard_normal((n, 3))
+        assert_like_numpy(f(X, W), predict_by_comprehension(X, W), atol=1e-12)
+        for flag in (True, False):
+            assert_like_numpy(g(X, flag), row_sums_by_comprehension(X, flag), atol=1e-12)
+    assert f.stats()["traces"] <= UNROLLED + 3 and "(a scan)" in f.explain(), f.explain()
+    assert f.stats()["fallbacks"] == 0 and g.stats()["fallbacks"] == 0
