@@ -173,7 +173,6 @@ def add_block(b: ir.IRBuilder, m: ir.Module, n: Node, acc, total_cell, comp_cell
     b.store(t, total_cell)
 
 
-
 def emitter(n: Node, types: list):
     """The emitter (codegen/emitters.py) of elementwise node n whose operands
     compute in `types` (operand_dtypes): complex, unsigned or float16 and
@@ -186,6 +185,7 @@ def emitter(n: Node, types: list):
     if op in TIE_FIRST and out.kind == "f" and (out == HALF or ("tie", "first") in n.attrs):
         return TIE_FIRST[op]
     return EMITTERS[op]
+
 
 class ValueEmitter:
     """Values of one kernel's members.  `members` (output id -> node),

@@ -16,7 +16,7 @@ from jit.declare import check_constraints, check_dims, dim_names
 from jit.eager import DEFAULT_ERRSTATE, after_failure, call_python, errors_raise, errstate_object, run_eagerly_once, \
     run_under_errstate
 from jit.held import ValueKeys
-from jit.keys import extended_key, held_int_dims
+from jit.keys import extended_key
 from jit.miss import serve_miss
 from jit.signature import classify_call, with_data_lists
 from jit.trace import set_state
@@ -83,7 +83,7 @@ class JitFunction:
         self._value_paths: list = []  # where the other values traces read are: their tokens are keyed
         self._values = ValueKeys((), fn)  # reads them
         self._last_values: dict = {}  # path -> the token its value had at the last trace
-        self._held_ints: list = []  # paths of held ints that changed once: symbols (jit/keys.py held_int_dims)
+        self._held_ints: list = []  # paths of held ints that changed once: symbols (jit/keys.py extended_key)
         self._held_floats: list = []  # paths of held floats that changed once: runtime scalars, among _held_paths
         self._unguarded: list = []  # values traces read that no token describes (warned once)
         self._changed: list = []  # values a traced run changed itself (not keyed)
@@ -114,17 +114,14 @@ class JitFunction:
             key, arrays, runtime = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
         except ArrayOfTraced:  # (called by a function another jit traces: its Python, traced inline)
             return call_python(self, bound)
-        full, run_inputs = key, runtime
+        full, run_inputs, ints = key, runtime, ()
         if self._held_paths or self._value_paths:  # what the program holds: fetched again at every call
-            full, held = extended_key(self, key, leaves)
+            full, held, ints = extended_key(self, key, leaves)
             run_inputs = None if held is None else runtime + held
         state = self._keys.get(full)
         if state is not None and state.eager_reason is None:
-            shapes = tuple([a.shape for a in arrays])
-            if self._held_ints:
-                ints = held_int_dims(self, leaves)
-                shapes = None if ints is None else shapes + tuple([d.shape for d in ints])
-            for e in state.entries if shapes is not None else ():
+            shapes = tuple([a.shape for a in arrays]) + ints  # (the held ints that are symbols: after the arguments)
+            for e in state.entries:
                 dims = e.guards.check(shapes)
                 if dims is not None:
                     try:
@@ -170,18 +167,13 @@ class JitFunction:
             leaves = []
             treedef = pytree.flatten(args, leaves)
         key, arrays, _ = classify_call(leaves, treedef, self.dynamic, self._dyn_ints)
-        held = []
+        held, ints = [], ()
         if self._held_paths or self._value_paths:
-            key, held = extended_key(self, key, leaves)
+            key, held, ints = extended_key(self, key, leaves)
         state = self._keys.get(key) if key is not None else None
         if state is None or state.eager_reason is not None:
             return None
-        if self._held_ints:
-            ints = held_int_dims(self, leaves)
-            if ints is None:
-                return None
-            arrays = arrays + ints
-        return state.entries, held, tuple([a.shape for a in arrays])
+        return state.entries, held, tuple([a.shape for a in arrays]) + ints
 
     def stats(self) -> dict:
         """The same figures the Prometheus metrics report, as a dict."""

@@ -28,7 +28,7 @@ class CompiledEntry:
     last_dims: tuple | None = None  # memory figures are recomputed when the dims change
     bytes: int = 0
     _summary: persist.Summary | None = None
-    state: list | None = None  # (attribute path, kind) the call assigns from its last outputs (jit/trace.py set_state)
+    state: list | None = None  # (attribute path, kind, output) the call assigns after it runs (jit/trace.py set_state)
 
     @property
     def eager_nodes(self) -> int:

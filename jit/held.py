@@ -151,6 +151,7 @@ def jitted(v):
 
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS", "STORE_GLOBAL", "DELETE_GLOBAL"})
+_GLOBAL_STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
 @functools.lru_cache(maxsize=1024)
@@ -158,13 +159,22 @@ def code_names(c: types.CodeType) -> tuple[frozenset, frozenset]:
     """(every name a code object and the code nested in it holds: its
     attributes' too, the global names it reads or assigns)."""
     names = set(c.co_names)
-    globals_ = {i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_OPS}
     for k in c.co_consts:
         if isinstance(k, types.CodeType):
-            more, more_globals = code_names(k)
-            names |= more
-            globals_ |= more_globals
-    return frozenset(names), frozenset(globals_)
+            names |= code_names(k)[0]
+    return frozenset(names), _global_ops(c, _GLOBAL_OPS)
+
+
+@functools.lru_cache(maxsize=1024)
+def _global_ops(c: types.CodeType, ops: frozenset) -> frozenset:
+    """The names instructions of `ops` name in c and the code nested in it."""
+    out = {i.argval for i in dis.get_instructions(c) if i.opname in ops}
+    return frozenset(out.union(*(_global_ops(k, ops) for k in c.co_consts if isinstance(k, types.CodeType))))
+
+
+def assigned_only(c: types.CodeType) -> frozenset:
+    """The globals c (and the code nested in it) assigns and never reads."""
+    return _global_ops(c, _GLOBAL_STORES) - _global_ops(c, _GLOBAL_OPS - _GLOBAL_STORES)
 
 
 def global_names(c: types.CodeType) -> frozenset:
@@ -232,13 +242,20 @@ class ValueKeys:
     def __init__(self, paths, fn, ints=(), floats=()):
         self.paths = list(paths)
         # (the held ints that are symbols, the held floats that are runtime scalars: keyed by their type)
-        self._ints = ["int" if p in ints else "float" if p in floats else None for p in self.paths]
+        self._kinds = ["int" if p in ints else "float" if p in floats else None for p in self.paths]
+        # (where the held ints that are symbols are among the values, in `ints`' order: their guards' inputs)
+        self.int_at = [self.paths.index(p) for p in ints]
         self._get = [_getter(p, fn) for p in self.paths]
         self._fixed = all(isinstance(g, partial) for g in self._get)  # (each reads no argument: called bare)
         # (values, their tokens, whether one is a container: read again even when the same object)
         self._last = ([MISSING] * len(self.paths), tuple([MISSING] * len(self.paths)), True)
 
     def tokens(self, leaves) -> tuple:
+        return self.read(leaves)[0]
+
+    def read(self, leaves) -> tuple:
+        """(the values' tokens, the values) of this call: one read serves
+        the key and the symbols' values (jit/keys.py extended_key)."""
         try:
             objs = list(map(call, self._get)) if self._fixed else \
                 [get() if isinstance(get, partial) else get(leaves) for get in self._get]
@@ -246,20 +263,22 @@ class ValueKeys:
             return self._read_each(leaves)
         last, tokens, containers = self._last  # (one read: the triple another thread stores is stored whole)
         if containers or not all(map(is_, objs, last)):
-            tokens = tuple(map(key_token, objs, self._ints))
+            tokens = tuple(map(key_token, objs, self._kinds))
             # (a container's items, a class's attributes: read again even when it is the same object)
             self._last = objs, tokens, any(type(x) in _CONTAINERS or isinstance(x, type) and users_class(x)
                                            for x in objs)
-        return tokens
+        return tokens, objs
 
     def _read_each(self, leaves) -> tuple:
-        out = []
-        for get, kind in zip(self._get, self._ints):
+        tokens, objs = [], []
+        for get, kind in zip(self._get, self._kinds):
             try:
-                out.append(key_token(get() if isinstance(get, partial) else get(leaves), kind))
+                objs.append(get() if isinstance(get, partial) else get(leaves))
+                tokens.append(key_token(objs[-1], kind))
             except self._FETCH_ERRORS:
-                out.append(MISSING)
-        return tuple(out)
+                objs.append(MISSING)
+                tokens.append(MISSING)
+        return tuple(tokens), objs
 
 
 def _getter(p: Path, fn):
@@ -566,7 +585,7 @@ class HeldObject:
         if self._lifter.handed_out(path, value):
             return  # (`self.running_mean *= 0.9`: the held array written in place, bound to itself again)
         lifter = self._lifter
-        if lifter.attr_writes is not None and not isinstance(getattr(type(self._obj), name, None), property) \
+        if lifter.attr_writes is not None and _plain_attribute(self._obj, name) \
                 and _assignable(value, lifter.ctx):  # (state the call leaves on the object: set after every call)
             lifter.attr_writes[path] = value
             return
@@ -597,6 +616,18 @@ class HeldObject:
 
 
 _UNWRITTEN = object()
+
+
+def _plain_attribute(obj, name: str) -> bool:
+    """Whether `obj.name = v` only stores v (the object's class has no
+    __setattr__ of its own -- a frozen dataclass's raises -- nor a property
+    or other data descriptor there but a slot, and the object has a
+    __dict__ or that slot): set after the call, it does what it did where
+    the traced code assigned it."""
+    t = type(obj)
+    attr = getattr(t, name, None)
+    return t.__setattr__ is object.__setattr__ and (
+        isinstance(attr, types.MemberDescriptorType) or not hasattr(type(attr), "__set__") and hasattr(obj, "__dict__"))
 
 
 def _assignable(value, ctx) -> bool:

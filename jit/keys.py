@@ -10,56 +10,44 @@ from __future__ import annotations
 
 from jit.entries import KeyState
 from jit.errors import warn
-from jit.held import INT, MAX_ITEMS, ValueKeys, changed_number, fetch_all, key_of, key_token, read_as_value
-from jit.signature import IntDim, number_array
+from jit.held import MAX_ITEMS, ValueKeys, changed_number, fetch_all, key_of, read_as_value
+from jit.signature import number_array
 from jit.trace import TraceResult
 
 
 def extended_key(jf, key, leaves):
-    """(key with the held arrays' part and the tokens of the values
-    traces read, the held arrays), or (None, None) when a held path no
-    longer reaches an array.  On the hot path."""
+    """(key with the held arrays' part and the tokens of the values traces
+    read, the held arrays, the shapes the guards take of the held ints that
+    are symbols -- `(value,)` each, after the arguments' arrays' --), or
+    (None, None, ()) when a held path no longer reaches an array.  On the
+    hot path: the values are read once for the key and the symbols."""
+    tokens, objs = jf._values.read(leaves)
+    ints = tuple([(objs[k],) for k in jf._values.int_at]) if jf._held_ints else ()
     if not jf._held_paths:
-        return key + (jf._values.tokens(leaves),), []
+        return key + (tokens,), [], ints
     held = fetch_all(jf._held_paths, jf.fn, leaves, jf._held_floats)
     if held is None:
-        return None, None
-    return key + (key_of(held), jf._values.tokens(leaves)), held
+        return None, None, ()
+    return key + (key_of(held), tokens), held, ints
 
 
 def full_key(jf, key, leaves):
-    """(the full key, the held arrays) for this call; a path that no
-    longer reaches an array is dropped (traces find them)."""
+    """(the full key, the held arrays, the held ints' shapes) for this call;
+    a path that no longer reaches an array is dropped (traces find them)."""
     if not (jf._held_paths or jf._value_paths):
-        return key, []
-    full, held = extended_key(jf, key, leaves)
+        return key, [], ()
+    full, held, ints = extended_key(jf, key, leaves)
     if full is None:
         jf._held_paths = []
-        full, held = extended_key(jf, key, leaves)
-    return full, held
-
-
-def held_int_dims(jf, leaves) -> list | None:
-    """The IntDims of the held ints that are symbols (jf._held_ints), put
-    after the arguments' arrays for the guards to bind, or None when one no
-    longer reaches an int (the key said it did: another thread rebound it)."""
-    out = []
-    for p in jf._held_ints:
-        try:
-            v = p.fetch(jf.fn, leaves)
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
-            return None
-        if key_token(v, "int") is not INT:
-            return None
-        out.append(IntDim(v))
-    return out
+        full, held, ints = extended_key(jf, key, leaves)
+    return full, held, ints
 
 
 def held_numbers_to_inputs(jf, leaves) -> list:
     """The held ints and floats the traces read whose value differs now from
     the last trace's, from now on keyed by their type (torch's automatic
     dynamic, as an int or float argument's; dynamic=False: none): an int a
-    symbol bound by the guards (held_int_dims), a float a runtime scalar
+    symbol bound by the guards (extended_key), a float a runtime scalar
     fetched with the held arrays (an lr schedule on `self`).  -> their paths."""
     if jf.dynamic is False:
         return []
@@ -89,7 +77,7 @@ def rekey(jf, state: KeyState, full, key, leaves, base_runtime, paths, values=()
     jf._values = ValueKeys(jf._value_paths, jf.fn, jf._held_ints, jf._held_floats)
     if not state.entries:
         del jf._keys[full]
-    full, held = full_key(jf, key, leaves)
+    full, held, _ = full_key(jf, key, leaves)
     new = jf._keys.setdefault(full, state)
     new.signature = state.signature
     return new, full, base_runtime + held

@@ -20,10 +20,10 @@ from jit.eager import after_failure, call_python, count_fallback, mark_eager, ru
     run_eagerly_once
 from jit.entries import CompiledEntry, KeyState
 from jit.errors import warn
-from jit.keys import changed_ints, changed_lists, changed_values, full_key, held_int_dims, \
-    held_numbers_to_inputs, note_values, rekey
+from jit.keys import changed_ints, changed_lists, changed_values, full_key, held_numbers_to_inputs, note_values, \
+    rekey
 from jit.saved_traces import load_entry, record_key, save_entry
-from jit.signature import Signature, classify_call, with_data_lists
+from jit.signature import IntDim, Signature, classify_call, with_data_lists
 from jit.trace import DeclarationError, TraceResult, set_state, trace
 from jit.tracer import ArrayOfTraced, DataArg, Fallback, SelectAliasWritten, StackedUse, SymFloat, SymInt, \
     TooManyDecisions, Tracer
@@ -118,22 +118,21 @@ class _Miss:
             self._reflatten()
             jf._list_note = (f"list argument {', '.join(jf._params.names[k] for k in sorted(lists))} changed "
                              f"length: now data (an array of a symbolic length)")
-        full, held = full_key(jf, self.key, self.leaves)
+        full, held, ints = full_key(jf, self.key, self.leaves)
         changed = changed_ints(jf, full) if full not in jf._keys else frozenset()
         if changed:
             jf._dyn_ints |= changed
             self.key, self.arrays, self.base_runtime = classify_call(self.leaves, self.treedef, jf.dynamic,
                                                                      jf._dyn_ints)
-            full, held = full_key(jf, self.key, self.leaves)
+            full, held, ints = full_key(jf, self.key, self.leaves)
             paths = jf._params.leaf_paths(self.treedef)
             jf._int_changes = "int argument " + ", ".join(paths[k] for k in sorted(changed)) + " changed: now a symbol"
         numbers = held_numbers_to_inputs(jf, self.leaves) if full not in jf._keys and jf._value_paths else []
         if numbers:
-            full, held = full_key(jf, self.key, self.leaves)
+            full, held, ints = full_key(jf, self.key, self.leaves)
             jf._int_changes = "; ".join(f"int {p} changed: now a symbol" if p in jf._held_ints else
                                         f"float {p} changed: now a runtime scalar" for p in numbers)
-        ints = held_int_dims(jf, self.leaves) if jf._held_ints else []
-        self.arrays = self.arrays + (ints or [])
+        self.arrays = self.arrays + [IntDim(v) for (v,) in ints]  # (the held ints that are symbols)
         self.full, self.runtime = full, self.base_runtime + held
         self.state = jf._keys.setdefault(full, KeyState())
         return self.state
@@ -211,6 +210,9 @@ class _Miss:
             jf._list_note = None
         if self.broke is not None:
             state.break_retraces += 1
+            if self.joined is not None and self.broke in state.entries:  # (its scan stacks rows that are not of one
+                state.entries.remove(self.broke)  # length: it serves no call again, the trace made now joins them)
+                jf._n_entries -= 1
             sites = _break_sites(self.broke)
             reason = str(self.joined) if self.joined is not None else \
                 f"a graph break at {sites} decided otherwise" if sites else \

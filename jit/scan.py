@@ -49,8 +49,10 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import inspect
 import operator
 import sys
+import textwrap
 import types
 from dataclasses import dataclass
 
@@ -541,7 +543,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
                     site.index if plain else -1, target, tuple(carried), tuple(free), len(ints), _stops(loop),
                     carried_kinds, stacked=tuple(stacked), consts=tuple(sorted(consts.items())) if plain else (),
-                    last=last)
+                    last=last, joined=(False,) * len(stacked))
     call.body, call.fn = body, fn
     values = {n: scope[n] if n in scope else globals_[n] for n in free}
     inputs = [start, stop] + [scope[n] for n in carried] + [values[n] for n in free]
@@ -559,8 +561,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
             appends = appended_values(loop)
             call.stacked_shapes = tuple(_joined_shape(ctx, y, where, name) if joined else
                                         _stacked_shape(ctx, y, start, stop, step, appends[name], scope, where, name)
-                                        for y, name, joined in zip(got[len(carried):], stacked,
-                                                                   call.joined or (False,) * len(stacked)))
+                                        for y, name, joined in zip(got[len(carried):], stacked, call.joined))
             call.stacked_dtypes = tuple(y.dtype.str for y in got[len(carried):])
             call.served = got
         outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
@@ -593,8 +594,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     for n in sorted(set(carried) - set(site.assigned) | set(written) - _rebound(loop.body)):
         ctx.write(scope[n], new[n])
         new[n] = scope[n]
-    lists = [Stacked(list(scope[n]), y, site, joined) for n, y, joined in zip(stacked, ys, call.joined or
-                                                                                 (False,) * len(stacked))]
+    lists = [Stacked(list(scope[n]), y, site, joined) for n, y, joined in zip(stacked, ys, call.joined)]
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned) + tuple(lists)
 
 
@@ -782,8 +782,6 @@ def _writes_nothing(f, depth: int = 0) -> bool:
 
 
 def _source_writes_nothing(f, depth: int) -> bool:
-    import inspect
-    import textwrap
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
     except (OSError, TypeError, SyntaxError, IndentationError):
@@ -1153,7 +1151,7 @@ class ScanCall:
     stacked_dtypes: tuple = ()  # (their dtypes, as the trace's trips made them)
     consts: tuple = ()  # ((name, value) the body reads of its frame as they are: plain numbers and strings)
     last: bool = False  # (the node's last output: the index of the last trip run, the loop variable after it)
-    joined: tuple = ()  # (per stacked list: its rows joined along their first axis, _Joined, not stacked)
+    joined: tuple = ()  # (per stacked list, whether its rows are joined along their first axis, _Joined)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
@@ -1391,7 +1389,7 @@ def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
         y = np.asarray(y) if isinstance(y, np.generic) else y
         want = call.stacked_dtypes[k] if call.stacked_dtypes else None
         if rows[k] is None and i == 0 and type(y) is np.ndarray and want in (None, y.dtype.str):
-            rows[k] = _Joined([], y.dtype, y.shape[1:]) if call.joined and call.joined[k] and y.ndim else \
+            rows[k] = _Joined([], y.dtype, y.shape[1:]) if call.joined[k] and y.ndim else \
                 np.empty((trips,) + y.shape, y.dtype)
         row = rows[k]
         if type(row) is _Joined and row.add(y):
@@ -1401,7 +1399,7 @@ def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
             if call.tracing:
                 rows[k] = _Joined([np.array(r) for r in row[:i]], row.dtype, row.shape[2:])
                 rows[k].add(y)
-                call.joined = tuple(j == k or bool(call.joined and call.joined[j]) for j in range(len(rows)))
+                call.joined = tuple(j == k or joined for j, joined in enumerate(call.joined))
                 continue
             call.ragged = True
             raise RowsOfOtherLengths(f"the loop at {call.where}: trip {i} appended a {y.dtype}{list(y.shape)}, "

@@ -18,8 +18,8 @@ from clustering.passes import data_dependent_sizes, dce
 from jit import lift, optable, pytree, scan
 from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
-from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, global_names, held_container, \
-    holder, jitted, key_token, refuse_random, user_file, user_module
+from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, assigned_only, global_names, \
+    held_container, holder, jitted, key_token, refuse_random, user_file, user_module
 from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, IntOfFloat, Stacked, SymFloat, SymInt, \
     TraceContext, Tracer, eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
@@ -110,7 +110,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     its loops' trip counts (jit/scan.py; without them no loop is a scan).
     `held_ints`: paths of held ints that are symbols, bound from their
     values, which the caller puts after the arguments' arrays (jit/keys.py
-    held_int_dims); `held_floats`: paths of held floats that are runtime
+    extended_key); `held_floats`: paths of held floats that are runtime
     scalars, among the held paths (their values among `held`'s)."""
     env = ShapeEnv(reserved=dim_names(user_dims or {}))
     ctx = TraceContext(env)
@@ -299,15 +299,6 @@ def sizes_outside(outputs, dd_checks) -> frozenset:
     """The data-dependent sizes a call uses outside its graph: the sizes it
     returns (`np.unique(x).size`) and the decisions checked at run time."""
     return data_dependent_sizes([o.payload for o in outputs if o.kind == "dim"] + [c for c, _ in dd_checks])
-
-
-@functools.lru_cache(maxsize=512)
-def _assigned_only(code: types.CodeType) -> frozenset:
-    """The globals `code` (and the code nested in it) assigns and never reads."""
-    def ops(c, names):
-        out = {i.argval for i in dis.get_instructions(c) if i.opname in names}
-        return out.union(*(ops(k, names) for k in c.co_consts if isinstance(k, types.CodeType)))
-    return frozenset(ops(code, ("STORE_GLOBAL", "DELETE_GLOBAL")) - ops(code, ("LOAD_GLOBAL", "LOAD_NAME")))
 
 
 @functools.lru_cache(maxsize=512)
@@ -744,8 +735,9 @@ class _ScalarTypeMeta(type):
         (a,) = args
         if isinstance(a, Tracer):  # (a copy, as numpy's: np.float64(x) of an array is x.astype)
             if a.value.weak and a.dtype.kind == "f" and np.dtype(cls.real).kind in "iu":  # (of a Python float:
-                IntOfFloat(np.dtype(cls.real).str)([a.concrete])  # Python's int() and numpy's range, now and at
-                a.ctx.emit_effect(IntOfFloat(np.dtype(cls.real).str), [a])  # every call)
+                check = IntOfFloat(np.dtype(cls.real).str)  # Python's int() and numpy's range, now and at every
+                check([a.concrete])  # call)
+                a.ctx.emit_effect(check, [a])
             r = a.astype(cls.real)
         else:
             x = traced[0]
@@ -958,7 +950,7 @@ class _Traceables:
                            "runs it)", user_location())
         g = fn.__globals__
         hits = {}
-        for k in global_names(fn.__code__) - _assigned_only(fn.__code__):  # (a global it only assigns is not read)
+        for k in global_names(fn.__code__) - assigned_only(fn.__code__):  # (a global it only assigns is not read)
             if k in g:
                 v = self.value(g[k], at("global", k))
                 if v is not g[k]:

@@ -213,6 +213,25 @@ def test_state_an_object_rebinds_is_compiled_and_set_after_every_call(backend):
         f(p, np.ones(2))
     Prop.set(q, np.ones(2))
     assert p.scale == q.scale == 4.0 and f.stats()["eager_calls"] == 1
+    # (a frozen dataclass's __setattr__ raises where the code assigns: numpy's run, its error)
+    g = jit(FrozenStep.bump, backend=backend)
+    for _ in range(2):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            FrozenStep(1).bump(np.ones(2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitWarning)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                g(FrozenStep(1), np.ones(2))
+    assert g.stats()["entries"] == 0 and g.stats()["eager_calls"] == 2  # (no entry that raises after running)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenStep:
+    t: int
+
+    def bump(self, x):
+        self.t = self.t + 1
+        return x * self.t
 
 
 class _BatchNorm:
