@@ -1,4 +1,4 @@
-"""python -m bench.gemm_sweep [--quick] [--pairs 768x3072,3072x768,768x768]:
+"""python -m bench.gemm_sweep [--quick] [--pairs 768x3072,3072x768,768x768] [--ms 1,16] [--rounds R]:
 a linear layer with GELU, gelu(x @ w + b), over M rows for each (K, N),
 jitted once (one compile serves every M and policy):
 
@@ -13,6 +13,10 @@ jitted once (one compile serves every M and policy):
   after it (as before epilogues ran in the store);
 - BLAS: every product on numpy's matmul, the epilogue still compiled;
 - the oracle: the fastest of kernel, pass and BLAS at that M;
+- the ceiling: numpy's time over the time the cell's multiply-adds take at
+  this CPU's FMA peak with the kernel's vectors (`python -m bench.peak`):
+  no policy's ratio can pass it (where numpy's BLAS runs near that peak it
+  is close to 1, whatever the kernel does);
 
 each against numpy (its matmul, then its epilogue); `--small-m 0` runs the
 kernel as it was before products of few rows streamed B (one packed tile), as numpy's time / the
@@ -40,6 +44,7 @@ import tempfile
 import numpy as np
 
 from bench import harness
+from bench import peak as bench_peak
 from bench.report import cpu_description
 from codegen import gemm, lower
 from jit import jit
@@ -59,6 +64,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--pairs", default="768x3072,3072x768,768x768")
+    ap.add_argument("--ms", default=None, help="rows to sweep, comma-separated (default: 1..2048)")
+    ap.add_argument("--rounds", type=int, default=None, help=f"rounds of turns a cell (default {ROUNDS})")
     ap.add_argument("--cold", action="store_true", help="w from memory: each call reads another copy")
     ap.add_argument("--small-m", type=int, default=None, metavar="ROWS",
                     help="stream B for products of at most ROWS rows (0: the single packed tile of before)")
@@ -66,6 +73,8 @@ def main(argv=None) -> int:
     if a.small_m is not None:  # (part of the GEMM library's cache key: a build of its own)
         gemm.SMALL_M, gemm.ROW_STREAM_M = a.small_m, min(gemm.ROW_STREAM_M, a.small_m)
     rounds, ms = (3, MS_QUICK) if a.quick else (ROUNDS, MS)
+    ms = tuple(int(m) for m in a.ms.split(",")) if a.ms else ms
+    rounds = a.rounds or rounds
     print(f"{cpu_description()}, Python {platform.python_version()}, numpy {np.__version__}; "
           + ("w from memory (--cold)" if a.cold else "w hot in cache"))
     # (a compile cache of its own, holding this CPU's calibration: the sweep's compiles stay out of the user's)
@@ -75,10 +84,13 @@ def main(argv=None) -> int:
     reset_default_cache()
     harness.seed_machine_artifacts(cache_dir.name)
     harness.print_choice()
+    peak = max(bench_peak.gflops(np.float32) for _ in range(3)) * 1e9
+    print(f"the multiply-add peak on every core (python -m bench.peak): {peak / 1e9:.0f} GFLOP/s; ceiling: "
+          "numpy's time / the peak's time for the cell's multiply-adds (no policy can pass it)")
     rng = np.random.default_rng(0)
     store = lower.fuse_epilogues()  # (where shapejit puts an epilogue: the variable's, before any policy's)
     policies = ("shapejit", "kernel", "pass", "BLAS")
-    all_ratios = {p: [] for p in policies + ("oracle",)}
+    all_ratios = {p: [] for p in policies + ("oracle", "ceiling")}
     for pair in a.pairs.split(","):
         K, N = map(int, pair.split("x"))
         w = (rng.standard_normal((K, N)) * 0.05).astype(np.float32)
@@ -111,6 +123,7 @@ def main(argv=None) -> int:
             t = harness.in_turns(calls, rounds)
             ratios = {name: t[0] / t[i + 1] for i, name in enumerate(policies)}
             ratios["oracle"] = max(ratios["kernel"], ratios["pass"], ratios["BLAS"])
+            ratios["ceiling"] = t[0] * peak / (2.0 * m * N * K)
             for k, v in ratios.items():
                 all_ratios[k].append(v)
             print(f"{m:>6} {t[0] * 1e3:>9.3f} " + " ".join(f"{ratios[p]:>9.2f}" for p in all_ratios)
