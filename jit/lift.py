@@ -722,10 +722,11 @@ def _lifted(k: int, s: Site, loc: ast.For) -> list:
     def test(op, value):
         return ast.Compare(ast.Name(RESULT, ast.Load()), [op], [value])
 
-    def trips(method: str) -> ast.For:
+    def trips(method: str) -> ast.For:  # (over rows: the index, and the rows bound from it, as a scan's trips)
         it = ast.Call(func=ast.Attribute(ast.Name(HOOK, ast.Load()), method, ast.Load()), args=[ast.Constant(k)],
                       keywords=[])
-        return ast.For(target=copy.deepcopy(loc.target), iter=it, body=copy.deepcopy(loc.body), orelse=[])
+        index, rows = scan.trip(loc)
+        return ast.For(target=ast.Name(index, ast.Store()), iter=it, body=rows + copy.deepcopy(loc.body), orelse=[])
 
     done = unpack()
     if _peelable(s):  # (module docstring: its first trip as written, then the rest)
@@ -744,9 +745,10 @@ def _lifted(k: int, s: Site, loc: ast.For) -> list:
 
 def _peelable(s: Site) -> bool:
     """Whether the loop may be a scan only past its first trip: a loop
-    over range() binding names the function reads after it (`r_new` of
-    `for _ in range(n): r_new = ...; if done: break; r = r_new` then
-    `return r_new`), which no trip before the first bound."""
+    over range() or rows binding names the function reads after it (`r_new`
+    of `for _ in range(n): r_new = ...; if done: break; r = r_new` then
+    `return r_new`), which no trip before the first bound, or a Python
+    number the first trip makes an array (`s = 0; for v in x: s += v`)."""
     return scan.peelable(s) and _over_range(s.node)
 
 

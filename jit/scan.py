@@ -144,13 +144,22 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn, rest: tuple | None = Non
 
 def peelable(site) -> bool:
     """Whether the loop's first trip can run as written before the rest
-    runs as a scan (jit/lift.py rewrites such a loop so): a for loop, not
-    over an array's rows, that binds names (those the function reads after
-    it, which no trip before the first bound; or carried ones the first
-    trip makes arrays, `total = 0`)."""
+    runs as a scan (jit/lift.py rewrites such a loop so): a for loop that
+    binds names (those the function reads after it, which no trip before
+    the first bound; or carried ones the first trip makes arrays, `total =
+    0`, `s = 0; for v in x: s += v`)."""
     loop = site.node
-    return isinstance(loop, ast.For) and not loop.orelse and not over_rows(loop) and \
-        bool(set(site.assigned) - {_target(loop)})
+    return isinstance(loop, ast.For) and not loop.orelse and \
+        bool(set(site.assigned) - {_target(loop)} - set(_row_binding(loop)[0] if over_rows(loop) else ()))
+
+
+def trip(loop) -> tuple:
+    """(the name a trip's index is bound to, the statements that bind the
+    rest of what the loop's target binds from it): a loop over range(),
+    (its variable, nothing); over rows, (ROW_TRIP, the rows' bindings:
+    _prelude).  So `for <name> in <indices>: <prelude> <body>` makes the
+    trips of those indices as the loop makes them."""
+    return _target(loop), _prelude(loop)
 
 
 def scan_unrolled(loops: dict) -> bool:
@@ -427,7 +436,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     temps = assigned - set(carried)
     live = temps & site.outside_reads
     if live:  # (bound before no trip: its first trip, as written, binds them; jit/lift.py _peelable)
-        raise (_Peel if isinstance(loop, ast.For) and not over_rows(loop) else NoScan)(
+        raise (_Peel if isinstance(loop, ast.For) else NoScan)(
             f"{', '.join(sorted(live))} is read outside it, and not carried")
     early = read_before_bound(_tested(loop) + _prelude(loop) + loop.body, temps)
     if early:
@@ -567,9 +576,12 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
         outs = ctx.emit("scan", inputs, {"call": call}, n_out=n_out)
     except ScanMismatch as e:
         ctx.raised = raised
-        if getattr(e, "trip", None) == 0 and carried_kinds[e.carried] != "array" and e.array:  # (`total = 0`
-            raise _Peel(str(e)) from None  # then an array: its first trip, as written, makes it one, the rest a
-            # scan carries it; a number made numpy's scalar, `m = inf` then `m = x[i]`, is the lifter's)
+        # (`total = 0` then an array: its first trip, as written, makes it one, the rest a scan carries it;
+        # so too numpy's scalar, `s = 0; s += v`, in a loop the lifter cannot take -- one it can, `m = inf`
+        # then `m = x[i]`, is the lifter's, at the next call if this one's data made it refuse)
+        if getattr(e, "trip", None) == 0 and carried_kinds[e.carried] != "array" and (
+                e.array or e.scalar and not site.liftable):
+            raise _Peel(str(e)) from None
         raise NoScan(str(e)) from None
     except Exception as e:  # noqa: BLE001 - the trace's own run of the body raised: the loop runs as written
         ctx.raised = raised
@@ -1439,6 +1451,7 @@ def _check_trip(out: list, want: list, t: int, where: str) -> None:
             got = f"{x.dtype}{list(x.shape)}" if isinstance(x, (np.ndarray, np.generic)) else type(x).__name__
             e = ScanMismatch(f"the loop at {where}: trip {t} made carried value {k} a {got}, not {dtype}{list(shape)}")
             e.trip, e.carried, e.array = t, k, isinstance(x, np.ndarray) and x.ndim > 0
+            e.scalar = isinstance(x, (np.ndarray, np.generic)) and not e.array
             raise e
 
 

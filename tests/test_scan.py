@@ -929,6 +929,29 @@ def total_from_zero_read_in_the_loop(xs):
     return np.stack(out)
 
 
+def running_sum_over_rows(x):
+    out = np.zeros_like(x)
+    s = 0  # (its first trip makes it numpy's scalar of x's dtype: then a scan carries it)
+    for i, v in enumerate(x):
+        s += v
+        out[i] = s
+    return out, s
+
+
+def sum_of_squares_over_rows(x):
+    s = 0.0
+    for v in x:
+        s = s + v * v
+    return s
+
+
+def dot_over_zipped_rows(a, b):
+    acc = 0
+    for u, v in zip(a, b):
+        acc += u @ v
+    return acc
+
+
 def backward_rnn(xs, h, W):
     for t in reversed(range(xs.shape[0])):
         h = np.tanh(xs[t] @ W + h)
@@ -1015,12 +1038,20 @@ def triangular(x):
     (backward_stepped, lambda r, T: (r.standard_normal((T, 3)), np.zeros(3))),
     (backward_by_minus_two, lambda r, T: (r.standard_normal((T, 3)), np.zeros(3))),
     (rnn_by_a_helper, lambda r, T: (r.standard_normal((T, 4, 3)), np.zeros((4, 3)), r.standard_normal((3, 3)))),
+    (running_sum_over_rows, lambda r, T: (r.standard_normal(T),)),
+    (running_sum_over_rows, lambda r, T: (r.standard_normal(T).astype(np.float32),)),
+    (running_sum_over_rows, lambda r, T: (r.integers(-9, 9, T, dtype=np.int32),)),
+    (sum_of_squares_over_rows, lambda r, T: (r.standard_normal((T, 3)).astype(np.float32),)),
+    (dot_over_zipped_rows, lambda r, T: (r.standard_normal((T, 3)), r.standard_normal((T, 3)))),
 ])
 def test_loops_people_write_are_scans(backend, fn, make):
     """Probe 13's loops that traced once per length: an accumulator that
     starts as a Python 0 (its first trip runs as written, making it an
     array; the rest is a scan), reversed(range(...)) (a backward pass),
-    a step of the RNN factored into a helper that writes into nothing."""
+    a step of the RNN factored into a helper that writes into nothing;
+    probe 15's accumulators over rows, `s = 0; for v in x: s += v` (the
+    first trip makes s numpy's scalar: it runs as written, the rest a
+    scan)."""
     rng = np.random.default_rng(5)
     f = jit(fn, backend=backend)
     for T in (3, 4, 5, 6, 7, 8, 11, 13, 20, 2):
