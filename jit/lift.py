@@ -189,8 +189,10 @@ def _rewrite(fn) -> Rewritten | None:
                  and n not in fn.__globals__]
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR) \
             or code.co_name == "<lambda>" or not converted and not any(
-                i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP") for i in dis.get_instructions(code)) \
-            and not any(isinstance(k, types.CodeType) and k.co_name == "<listcomp>" for k in code.co_consts):
+                i.opname == "FOR_ITER" or i.opname.startswith("POP_JUMP") or i.opname == "LOAD_GLOBAL"
+                and i.argval == "sum" for i in dis.get_instructions(code)) \
+            and not any(isinstance(k, types.CodeType) and k.co_name in ("<listcomp>", "<genexpr>")
+                        for k in code.co_consts):  # (no loop, branch, comprehension or sum(): nothing to rewrite)
         return None
     if code in scan.MADE:  # (a scan's body: its module, made from the loop's statements)
         tree = copy.deepcopy(scan.MADE[code])
@@ -205,7 +207,9 @@ def _rewrite(fn) -> Rewritten | None:
         return None
     _returns_to_breaks(fdef.body, [0])
     reversed_ranges = _reversed_ranges(fdef, code, fn.__globals__)
-    made = _comprehensions_as_loops(fdef.body, [0])
+    builtin_sum = sys.version_info < (3, 12) and "sum" not in set(code.co_varnames) | set(code.co_cellvars) \
+        | set(code.co_freevars) | set(fn.__globals__)
+    made = _comprehensions_as_loops(fdef.body, [0], builtin_sum)
     sites: list[Site] = []
     _find_sites(fdef, fdef.body, sites, code.co_filename)
     local = set(code.co_varnames) | set(code.co_cellvars) | set(made)
@@ -235,55 +239,128 @@ _NOT_IN_COMPREHENSION = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, as
                          ast.Yield, ast.YieldFrom, ast.Await)
 
 
-def _comprehensions_as_loops(stmts: list, counter: list) -> list:
-    """Each list comprehension of one generator and no condition that is a
-    statement's value or the first argument of its call (`y = [f(x) for x in
-    xs]`, `return np.concatenate([g(X[i:i + bs]) for i in range(0, n, bs)])`)
-    as the loop that appends to a list, run just before the statement: a
-    loop the lifter or a scan compiles once for every length (a
-    comprehension traced once per length).  Its variables renamed apart
-    (`__sj_lc0_x`: a comprehension's do not leak); nothing to its left in the
-    statement is evaluated after it but the callee.  -> the names made."""
+def _comprehensions_as_loops(stmts: list, counter: list, builtin_sum: bool) -> list:
+    """Each list comprehension of one generator and no condition, and each
+    `sum()` of such a generator expression or of a name (`builtin_sum`: the
+    builtin's, in Python before 3.12, whose sum of floats is the plain one),
+    that a statement evaluates before anything that calls (`y = [f(x) for x
+    in xs]`, `return np.concatenate([g(X[i:i + bs]) for i in range(0, n,
+    bs)])`, `loss = sum(w[i] * x[i] for i in range(n)) / n`, `sum(xs)`) as
+    the loop that appends to a list or adds to a total (`start + a0 + a1 +
+    ...`, as sum() adds), run just before the statement: a loop the lifter or
+    a scan compiles once for every length (a comprehension traced once per
+    length).  Its variables renamed apart (`__sj_lc0_x`: a comprehension's do
+    not leak); nothing the statement evaluates before it calls anything.
+    -> the names made."""
     made: list = []
     for i in range(len(stmts) - 1, -1, -1):
         st = stmts[i]
         for field in ("body", "orelse", "finalbody"):
             inner = getattr(st, field, None)
             if isinstance(inner, list) and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                made += _comprehensions_as_loops(inner, counter)
+                made += _comprehensions_as_loops(inner, counter, builtin_sum)
         if not isinstance(st, (ast.Assign, ast.Return, ast.Expr)) or st.value is None:
             continue
-        holder, lc = None, st.value
-        if isinstance(lc, ast.Call) and lc.args and all(isinstance(n, (ast.Name, ast.Attribute, ast.Load))
-                                                        for n in ast.walk(lc.func)):
-            holder, lc = lc, lc.args[0]
-        if not isinstance(lc, ast.ListComp) or len(lc.generators) != 1:
-            continue
-        gen = lc.generators[0]
-        if gen.ifs or gen.is_async or any(isinstance(n, _NOT_IN_COMPREHENSION) for n in ast.walk(lc.elt)) \
-                or not all(isinstance(n, (ast.Name, ast.Tuple, ast.Store)) for n in ast.walk(gen.target)):
-            continue
-        k = counter[0]
-        counter[0] += 1
-        out = f"__sj_lc{k}"
-        names = {n.id: f"{out}_{n.id}" for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
-        target, elt = copy.deepcopy(gen.target), copy.deepcopy(lc.elt)
-        for n in list(ast.walk(target)) + list(ast.walk(elt)):
-            if isinstance(n, ast.Name) and n.id in names:
-                n.id = names[n.id]
-        loop = ast.For(target=target, iter=gen.iter, body=[ast.Expr(ast.Call(
-            ast.Attribute(ast.Name(out, ast.Load()), "append", ast.Load()), [elt], []))], orelse=[])
-        new = [ast.Assign([ast.Name(out, ast.Store())], ast.List([], ast.Load())), loop]
-        for n in new:
-            for m in ast.walk(n):
-                ast.copy_location(m, lc)
-        if holder is None:
-            st.value = ast.copy_location(ast.Name(out, ast.Load()), lc)
-        else:
-            holder.args[0] = ast.copy_location(ast.Name(out, ast.Load()), lc)
-        stmts[i:i] = new
-        made += [out, *names.values()]
+        found: list = []
+        _hoistable(st.value, True, found, builtin_sum)
+        before = []
+        for holder, field, index, node in found:
+            k = counter[0]
+            counter[0] += 1
+            out = f"__sj_lc{k}"
+            items = node if isinstance(node, ast.ListComp) else node.args[0]
+            if isinstance(items, ast.Name):  # (sum(xs): each of xs's rows or items)
+                target, iterable, elt = ast.Name(f"{out}_item", ast.Store()), items, ast.Name(f"{out}_item", ast.Load())
+                names = [f"{out}_item"]
+            else:
+                gen = items.generators[0]
+                rename = {n.id: f"{out}_{n.id}" for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+                target, iterable, elt = copy.deepcopy(gen.target), gen.iter, copy.deepcopy(items.elt)
+                for n in list(ast.walk(target)) + list(ast.walk(elt)):
+                    if isinstance(n, ast.Name) and n.id in rename:
+                        n.id = rename[n.id]
+                names = list(rename.values())
+            if isinstance(node, ast.ListComp):
+                first = ast.List([], ast.Load())
+                step = ast.Expr(ast.Call(ast.Attribute(ast.Name(out, ast.Load()), "append", ast.Load()), [elt], []))
+            else:  # (sum(items, start): start + the first + the second ..., as the builtin adds)
+                first = node.args[1] if len(node.args) > 1 else node.keywords[0].value if node.keywords else \
+                    ast.Constant(0)
+                step = ast.Assign([ast.Name(out, ast.Store())], ast.BinOp(ast.Name(out, ast.Load()), ast.Add(), elt))
+            new = [ast.Assign([ast.Name(out, ast.Store())], first),
+                   ast.For(target=target, iter=iterable, body=[step], orelse=[])]
+            for n in new:
+                for m in ast.walk(n):
+                    ast.copy_location(m, node)
+            name = ast.copy_location(ast.Name(out, ast.Load()), node)
+            if holder is None:
+                st.value = name
+            elif index is None:
+                setattr(holder, field, name)
+            else:
+                getattr(holder, field)[index] = name
+            before += new
+            made += [out, *names]
+        stmts[i:i] = before
     return made
+
+
+def _comprehension(e, builtin_sum: bool) -> bool:
+    """A list comprehension of one generator, no condition and nothing in
+    its value that binds or suspends; or, where `builtin_sum`, sum() of
+    such a generator expression or list comprehension, or of a name, its
+    start (if given) plain."""
+    lc = e
+    if builtin_sum and isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "sum":
+        if not (1 <= len(e.args) <= 2 and len(e.args) + len(e.keywords) <= 2
+                and all(k.arg == "start" for k in e.keywords)
+                and all(map(_plain_expr, e.args[1:] + [k.value for k in e.keywords]))):
+            return False
+        lc = e.args[0]
+        if isinstance(lc, ast.Name):
+            return True
+    elif not isinstance(e, ast.ListComp):
+        return False
+    if not isinstance(lc, (ast.ListComp, ast.GeneratorExp)) or len(lc.generators) != 1:
+        return False
+    gen = lc.generators[0]
+    return not gen.ifs and not gen.is_async and not any(isinstance(n, _NOT_IN_COMPREHENSION)
+                                                         for n in ast.walk(lc.elt)) \
+        and all(isinstance(n, (ast.Name, ast.Tuple, ast.Store)) for n in ast.walk(gen.target))
+
+
+def _hoistable(e, ok: bool, found: list, builtin_sum: bool, holder=None, field=None, index=None) -> bool:
+    """Into found, (holder, field, index, node) of each comprehension of e
+    (_comprehension) that may run before the statement: reached through
+    operators, calls' arguments and displays only (not a condition's, a
+    lambda's or a short-circuit's: they may not run), with nothing the
+    statement evaluates before it calling anything (`ok`).  -> whether e is
+    plain: evaluating it runs no code of the user's."""
+    if _comprehension(e, builtin_sum):
+        if ok:
+            found.append((holder, field, index, e))
+        return False
+    if isinstance(e, ast.BinOp):
+        parts = [("left", None, e.left), ("right", None, e.right)]
+    elif isinstance(e, ast.UnaryOp):
+        parts = [("operand", None, e.operand)]
+    elif isinstance(e, (ast.Tuple, ast.List)):
+        parts = [("elts", k, x) for k, x in enumerate(e.elts)]
+    elif isinstance(e, ast.Call) and not any(isinstance(a, ast.Starred) for a in e.args):
+        # (its callee, then its arguments; its keywords, after them, keep what they hold)
+        parts = [("func", None, e.func)] + [("args", k, x) for k, x in enumerate(e.args)]
+    else:
+        return _plain_expr(e)
+    plain = True
+    for f, j, x in parts:
+        plain = _hoistable(x, ok and plain, found, builtin_sum, e, f, j) and plain
+    return plain and not isinstance(e, ast.Call)
+
+
+def _plain_expr(e) -> bool:
+    """Evaluating e runs no code of the user's (names, constants,
+    attributes, subscripts, arithmetic of them)."""
+    return all(isinstance(n, _PLAIN_BOUND) for n in ast.walk(e))
 
 
 _PLAIN_BOUND = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.operator,

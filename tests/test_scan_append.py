@@ -412,3 +412,56 @@ def test_a_list_comprehension_is_a_loop_that_appends(backend):
             assert_like_numpy(g(X, flag), row_sums_by_comprehension(X, flag), atol=1e-12)
     assert f.stats()["traces"] <= UNROLLED + 3 and "(a scan)" in f.explain(), f.explain()
     assert f.stats()["fallbacks"] == 0 and g.stats()["fallbacks"] == 0
+
+
+def dot_by_a_generator(x, w):
+    return sum(x[i] * w[i] for i in range(x.shape[0])) / x.shape[0]
+
+
+def mean_row_by_sum(x):
+    return sum(x) / x.shape[0]
+
+
+def weighted_rows_from_a_start(xs, ws):
+    return sum((w * v for w, v in zip(ws, xs)), 0.5)
+
+
+def stacked_and_summed(x):
+    k = -1  # (the comprehension's own k does not leak)
+    y = 2 * np.stack([r * 2 for r in x]) + sum([r for r in x])
+    return y + sum(x[k] for k in range(x.shape[0])), k
+
+
+def sum_shadowed(x):
+    sum = np.sum  # noqa: F841 - a sum of the user's: not the builtin, not rewritten
+    return sum(x, axis=0)
+
+
+@pytest.mark.parametrize("fn, make, traces", [
+    (dot_by_a_generator, lambda r, n: (r.standard_normal(n), r.standard_normal(n)), UNROLLED + 3),
+    (dot_by_a_generator, lambda r, n: (r.integers(-5, 5, n), r.integers(-5, 5, n)), UNROLLED + 3),
+    (mean_row_by_sum, lambda r, n: (r.standard_normal((n, 3)).astype(np.float32),), UNROLLED + 3),
+    (weighted_rows_from_a_start, lambda r, n: (r.standard_normal((n, 3)), r.standard_normal(n)), UNROLLED + 3),
+    (stacked_and_summed, lambda r, n: (r.standard_normal((n, 3)),), None),
+    (sum_shadowed, lambda r, n: (r.standard_normal((n, 3)),), 1),
+])
+def test_sum_of_a_generator_is_a_loop_that_adds(backend, fn, make, traces):
+    """`sum(x[i] * w[i] for i in range(n))`, `sum(x)` over rows and `sum(gen,
+    start)` compile as the loop that adds, start + the first + ... as the
+    builtin adds (a few traces for every length; each length traced again,
+    probe 15); a sum after a call in its statement stays (the call runs
+    first), and a sum the user bound is theirs."""
+    rng = np.random.default_rng(11)
+    f = jit(fn, backend=backend)
+    for n in (3, 5, 8, 4, 12, 7, 9, 6, 2, 1, 0):
+        args = make(rng, n)
+        try:
+            want = fn(*args)
+        except Exception as e:  # noqa: BLE001 - numpy's error, raised by the jitted call too
+            with pytest.raises(type(e)):
+                f(*args)
+            continue
+        assert_like_numpy(f(*args), want, atol=1e-12)
+    assert f.stats()["fallbacks"] == 0, f.explain()
+    if traces is not None:  # (+2: one row and none are signatures of their own)
+        assert f.stats()["traces"] <= traces + 2, f.explain()
