@@ -807,9 +807,15 @@ def _lifted(k: int, s: Site, loc: ast.For) -> list:
 
     done = unpack()
     if _peelable(s):  # (module docstring: its first trip as written, then the rest)
-        first = trips("first")
+        if isinstance(loc, ast.While):  # (its first trip: `if not test: break`, the body; the rest as written)
+            first = trips("first")
+            first.body[:0] = [ast.If(test=ast.UnaryOp(ast.Not(), copy.deepcopy(loc.test)), body=[ast.Break()],
+                                     orelse=[])]
+            rest = ast.While(test=copy.deepcopy(loc.test), body=copy.deepcopy(loc.body), orelse=[])
+        else:
+            first, rest = trips("first"), trips("rest")
         first.orelse = [hook(ast.Constant(True)),
-                        ast.If(test=test(ast.Is(), ast.Constant(None)), body=[trips("rest")], orelse=unpack())]
+                        ast.If(test=test(ast.Is(), ast.Constant(None)), body=[rest], orelse=unpack())]
         done = [ast.If(test=test(ast.Is(), ast.Name(HOOK, ast.Load())), body=[first], orelse=done)]
     branch = ast.If(test=test(ast.Is(), ast.Constant(None)), body=[loc], orelse=done)
     out = [hook(), branch]
@@ -821,12 +827,12 @@ def _lifted(k: int, s: Site, loc: ast.For) -> list:
 
 
 def _peelable(s: Site) -> bool:
-    """Whether the loop may be a scan only past its first trip: a loop
-    over range() or rows binding names the function reads after it (`r_new`
+    """Whether the loop may be a scan only past its first trip: a while
+    loop, or a loop over range() or rows, binding names the function reads after it (`r_new`
     of `for _ in range(n): r_new = ...; if done: break; r = r_new` then
     `return r_new`), which no trip before the first bound, or a Python
     number the first trip makes an array (`s = 0; for v in x: s += v`)."""
-    return scan.peelable(s) and _over_range(s.node)
+    return scan.peelable(s) and (isinstance(s.node, ast.While) or _over_range(s.node))
 
 
 def _replace(root, old, new: list) -> None:

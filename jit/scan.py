@@ -144,21 +144,22 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn, rest: tuple | None = Non
 
 def peelable(site) -> bool:
     """Whether the loop's first trip can run as written before the rest
-    runs as a scan (jit/lift.py rewrites such a loop so): a for loop that
-    binds names (those the function reads after it, which no trip before
+    runs as a scan (jit/lift.py rewrites such a loop so): a for or while
+    loop (no else) that binds names (those the function reads after it, which no trip before
     the first bound; or carried ones the first trip makes arrays, `total =
     0`, `s = 0; for v in x: s += v`)."""
     loop = site.node
-    return isinstance(loop, ast.For) and not loop.orelse and \
+    return isinstance(loop, (ast.For, ast.While)) and not loop.orelse and \
         bool(set(site.assigned) - {_target(loop)} - set(_row_binding(loop)[0] if over_rows(loop) else ()))
 
 
 def trip(loop) -> tuple:
     """(the name a trip's index is bound to, the statements that bind the
     rest of what the loop's target binds from it): a loop over range(),
-    (its variable, nothing); over rows, (ROW_TRIP, the rows' bindings:
-    _prelude).  So `for <name> in <indices>: <prelude> <body>` makes the
-    trips of those indices as the loop makes them."""
+    (its variable, nothing); a while loop, (WHILE_TRIP, nothing); over
+    rows, (ROW_TRIP, the rows' bindings: _prelude).  So `for <name> in
+    <indices>: <prelude> <body>` makes the trips of those indices as the
+    loop makes them."""
     return _target(loop), _prelude(loop)
 
 
@@ -436,7 +437,7 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     temps = assigned - set(carried)
     live = temps & site.outside_reads
     if live:  # (bound before no trip: its first trip, as written, binds them; jit/lift.py _peelable)
-        raise (_Peel if isinstance(loop, ast.For) else NoScan)(
+        raise (_Peel if peelable(site) else NoScan)(
             f"{', '.join(sorted(live))} is read outside it, and not carried")
     early = read_before_bound(_tested(loop) + _prelude(loop) + loop.body, temps)
     if early:

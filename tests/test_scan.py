@@ -180,6 +180,34 @@ def jacobi(A, b, tol):
     return x, err
 
 
+def newton_until_converged(a):
+    x = a.copy()
+    while True:  # (nx: first bound in the loop and read after it -- its first trip runs as written)
+        nx = 0.5 * (x + a / x)
+        if np.max(np.abs(nx - x)) < 1e-10:
+            break
+        x = nx
+    return nx
+
+
+def halve_until_small(x):
+    while True:
+        m = x.max()
+        x = x * 0.5
+        if m > 100:
+            continue
+        if m < 1:
+            break
+    return x, m
+
+
+def halvings_seen(x):
+    while x.max() > 1:
+        last = x.max()
+        x = x / 2
+    return x, last  # (no trip: numpy's UnboundLocalError)
+
+
 def doubles(x):
     i = 0
     while i < 3:  # (Python decides: traced as written, as before)
@@ -194,6 +222,10 @@ def doubles(x):
     # (a constant count, an exit on a traced value: `if abs(new - lam) < 1e-10: break`)
     (unseen_programs.power_conv, lambda n, r: (np.diag(np.arange(1.0, n + 1)) + 0.1,), 1),
     (doubles, lambda n, r: (r.random(n),), 1),
+    (newton_until_converged, lambda n, r: (r.random(n) * 10.0 ** r.integers(0, 6) + 0.1,), 1),
+    # (its first trip as written continues, breaks or neither: a trace for each, not per trip count)
+    (halve_until_small, lambda n, r: (r.random(n) * 4.0 ** r.integers(0, 12),), 3),
+    (halvings_seen, lambda n, r: (r.random(n) * 4.0 ** r.integers(1, 12) + 1.5,), 1),
 ])
 def test_loops_that_stop_on_a_traced_value_compile_once(backend, fn, make, traces):
     """A while loop whose test reads a traced value, and a loop with an exit
@@ -201,7 +233,10 @@ def test_loops_that_stop_on_a_traced_value_compile_once(backend, fn, make, trace
     the test says stop: one trace for every trip count, where each trip's
     decision was a graph break (and each count a new path, or past 64
     decisions the whole call in numpy).  Carried Python numbers come out as
-    numpy's do (an int stays an int, a float becomes numpy's float64)."""
+    numpy's do (an int stays an int, a float becomes numpy's float64).  A
+    name first bound in a while loop and read after it (`while True: nx =
+    ...; if done: break; x = nx` then `return nx`) has its first trip run as
+    written, the rest a scan (probe 15: a trace per trip count)."""
     rng = np.random.default_rng(8)
     f = jit(fn, backend=backend)
     with warnings.catch_warnings():
@@ -213,8 +248,13 @@ def test_loops_that_stop_on_a_traced_value_compile_once(backend, fn, make, trace
             assert type(got) is type(want) and all(type(a) is type(b) for a, b in pairs)
             assert_like_numpy(got, want, ulps=64)
     s = f.stats()
-    assert s["traces"] == traces and s["graph_breaks"] == 0 and s["eager_calls"] == 0, f.explain()
+    peeled = fn in (newton_until_converged, halve_until_small, halvings_seen)  # (the first trip's decision: a break)
+    assert s["traces"] == traces and (s["graph_breaks"] > 0) == peeled and s["eager_calls"] == 0, f.explain()
     assert ("(a scan)" in f.explain()) == (fn is not doubles)
+    if fn is halvings_seen:  # (a while loop's first trip peeled: no trip leaves `last` unbound, as numpy's)
+        for call in (fn, f):
+            with pytest.raises(UnboundLocalError):
+                call(np.full(3, 0.5))
 
 
 @pytest.mark.parametrize("fn, make", [
