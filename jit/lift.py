@@ -1206,7 +1206,8 @@ def _retype(site: Site, conflicts: dict, params: list, env: dict, prologue: list
                                or _exactly(params[consts[name]][3], dt) is None and (
                                    python != "float" or _rounding(params[consts[name]][3], dt) is None)):
             return
-        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt}).get(name, ())
+        uses = _uses(site.node, {a for a, (adt, nd) in arrays.items() if np.dtype(adt) == dt},
+                     python == "float" and dt == np.float64).get(name, ())
         if all(uses):
             found[name] = (python, t)
             copies[name] = {u for u in uses if type(u) is str}
@@ -1306,14 +1307,17 @@ def _exactly(v, dt: np.dtype):
     return x if math.isnan(v) or float(x) == v else None  # (0.1 is no float16's: numpy's == rounds it first)
 
 
-def _uses(loop, same: set) -> dict:
+def _uses(loop, same: set, doubles: bool = False) -> dict:
     """name -> [whether each read of it is an operand of a comparison (or
     of Python's max or min: _Typer.binop checks what it is compared with),
     the value stored into an element of an array of `same`, an operand of
     arithmetic whose other is an element of one, or a branch of a
     conditional expression that is the value bound to the name itself (`m =
     x[i] if x[i] > m else m`) or stored; or, for a name bound to it, that
-    name (`tot = acc`: _retype checks it)]."""
+    name (`tot = acc`: _retype checks it)].  `doubles` (a Python float
+    retyped as float64: their +, - and * give the same values, only the
+    type differs): also inside sums and products that meet an element
+    of one, or are stored into one (GAE's `r[t] + 0.99 * nv - v[t]`)."""
     def element(e) -> bool:
         return isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and e.value.id in same \
             and not isinstance(e.slice, (ast.Slice, ast.Tuple))
@@ -1329,6 +1333,14 @@ def _uses(loop, same: set) -> dict:
             return node.targets[0].id
         return False
     parents = {id(c): n for n in ast.walk(loop) for c in ast.iter_child_nodes(n)}
+
+    def arithmetic(node, e) -> bool:  # (e, through +, - and *, meets an element of `same`, or is stored)
+        while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) or \
+                isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            if isinstance(node, ast.BinOp) and element(node.right if e is node.left else node.left):
+                return True
+            node, e = parents.get(id(node)), node
+        return stored(node, e)
     out: dict = {}
     for node in ast.walk(loop):
         for child in ast.iter_child_nodes(node):
@@ -1338,7 +1350,8 @@ def _uses(loop, same: set) -> dict:
                     isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and \
                     element(node.right if child is node.left else node.left) or \
                     isinstance(node, ast.IfExp) and child is not node.test and \
-                    stored(parents.get(id(node)), node, child.id) or copied(node, child)
+                    stored(parents.get(id(node)), node, child.id) or copied(node, child) or \
+                    doubles and arithmetic(node, child)
                 out.setdefault(child.id, []).append(ok)
     return out
 

@@ -1353,6 +1353,66 @@ def test_a_python_number_or_a_numpy_scalar_bound_by_max_or_a_select_is_retyped()
             _same(f(x.astype(dt)), fn(x.astype(dt)))
 
 
+def gae(r, v, gamma=0.99, lam=0.95):
+    T = len(r)
+    adv = np.zeros(T)
+    last = 0.0
+    for t in reversed(range(T)):
+        nv = v[t + 1] if t + 1 < T else 0.0  # (a Python float or numpy's float64, as the trip says)
+        last = r[t] + gamma * nv - v[t] + gamma * lam * last
+        adv[t] = last
+    return adv
+
+
+def next_value_stored(v):
+    out = np.empty(v.shape[0])
+    for t in range(v.shape[0]):
+        nv = v[t + 1] if t + 1 < v.shape[0] else 0.0
+        out[t] = -(2.0 * nv)  # (stored into a float64 array: the same value either way)
+    return out
+
+
+def next_value_divides(r, v):
+    """1.0 / nv: Python's 0.0 raises ZeroDivisionError where numpy's float64 gives inf: not retyped."""
+    out = np.empty(r.shape[0])
+    for t in range(r.shape[0]):
+        nv = v[t + 1] if t + 1 < r.shape[0] else 0.0
+        out[t] = r[t] + 1.0 / nv
+    return out
+
+
+def next_value_kept(v):
+    """y = 2.0 * nv is bound: a Python float or numpy's float64, as numpy's: not retyped."""
+    y = 0.0
+    for t in range(v.shape[0]):
+        nv = v[t + 1] if t + 1 < v.shape[0] else 0.0
+        y = 2.0 * nv
+    return y
+
+
+def test_a_python_float_or_a_float64_in_sums_that_meet_a_float64_is_retyped():
+    """GAE (`nv = v[t + 1] if t + 1 < T else 0.0`, then `r[t] + gamma * nv -
+    v[t]`): Python's float and numpy's float64 add and multiply alike, and
+    the sum meets a float64, so nv is retyped and the loop lifts once for
+    every length (probe 15: a scan at 7x numpy's time).  A divisor, a
+    float32 and a value bound to a name keep the loop as it was."""
+    f = _check(gae, lambda n, r: (r.standard_normal(n), r.standard_normal(n + 1)), sizes=(9, 10, 11, 12, 1))
+    assert f.stats()["traces"] <= 2, f.explain()  # (one row: a signature of its own)
+    _check(next_value_stored, lambda n, r: (r.standard_normal(n + 1),), sizes=(9, 10, 11, 12))
+    f = _check(gae, lambda n, r: (r.standard_normal(n).astype(np.float32), r.standard_normal(n + 1).astype(
+        np.float32)), sizes=(9, 10, 11), lifted=False)  # (float32: 0.99 * nv rounds otherwise)
+    f = jit(next_value_divides)
+    for n in (5, 6):
+        with pytest.raises(ZeroDivisionError):
+            next_value_divides(np.ones(n), np.ones(n + 1))
+        with pytest.raises(ZeroDivisionError):
+            f(np.ones(n), np.ones(n + 1))
+    f = jit(next_value_kept)
+    for n in (5, 6, 7, 8, 0):
+        v = np.arange(n + 1.0)
+        _same(f(v), next_value_kept(v))
+
+
 def running_min_from(x):
     m = 1e18
     for i in range(x.shape[0]):
