@@ -20,7 +20,7 @@ from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, assigned_only, global_names, \
     held_container, holder, jitted, key_token, refuse_random, user_file, user_module
-from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, IntOfFloat, Stacked, SymFloat, SymInt, \
+from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, \
     TraceContext, Tracer, eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
@@ -735,10 +735,9 @@ class _ScalarTypeMeta(type):
         (a,) = args
         if isinstance(a, Tracer):  # (a copy, as numpy's: np.float64(x) of an array is x.astype)
             if a.value.weak and a.dtype.kind == "f" and np.dtype(cls.real).kind in "iu":  # (of a Python float:
-                check = IntOfFloat(np.dtype(cls.real).str)  # Python's int() and numpy's range, now and at every
-                check([a.concrete])  # call)
-                a.ctx.emit_effect(check, [a])
-            r = a.astype(cls.real)
+                r = a.ctx.int_of_float(a, np.dtype(cls.real))  # Python's int() and numpy's range, at every call)
+            else:
+                r = a.astype(cls.real)
         else:
             x = traced[0]
             if type(a) is SymInt and np.dtype(cls.real).kind in "iu":  # (numpy's OverflowError for a Python int

@@ -23,6 +23,7 @@ from jit.errors import internal
 from shapes.env import ShapeEnv
 from shapes.ir import ArrayConst, Node, Value, make_attrs
 from runtime.generate import OUTCOME
+from runtime.runeagerly import NoIntOfFloat
 from shapes.ops import ELEMENTWISE, OPS, VIEW
 
 
@@ -404,6 +405,17 @@ class TraceContext:
             self.eager_views.update({id(outs[k].storage()): what, id(ins[j].storage()): what})
         return outs
 
+    def int_of_float(self, t: "Tracer", dtype: np.dtype) -> "Tracer":
+        """A traced float scalar converted to the integer type `dtype` as
+        Python's int() and numpy's range do: truncated toward zero, an
+        effect checking every call's value converts (IntOfFloat: one that
+        does not -- a NaN, an infinity, past the type -- runs that call in
+        numpy, which raises or gives Python's int)."""
+        check = IntOfFloat(dtype.str)
+        check([t.concrete], tracing=True)
+        self.emit_effect(check, [t])
+        return self.emit("astype", [t], {"dtype": dtype, "checked": True})
+
     def emit_effect(self, call, inputs: list) -> None:
         """A side effect every call makes: `call(xs)` of the inputs' values
         at run time (print), kept however nothing reads it."""
@@ -446,11 +458,18 @@ class IntOfFloat:
     in numpy, which raises it."""
     dtype: str
 
-    def __call__(self, xs):
+    def __call__(self, xs, tracing: bool = False):
+        """Checks xs[0]; raises Python's error while tracing (`tracing`), and
+        NoIntOfFloat at run time: numpy runs that call, and raises it."""
         info = np.iinfo(np.dtype(self.dtype))
-        v = int(float(xs[0]))
-        if not info.min <= v <= info.max:
-            raise OverflowError(f"Python int too large to convert to {np.dtype(self.dtype).name}")
+        try:
+            v = int(float(xs[0]))
+            if not info.min <= v <= info.max:
+                raise OverflowError(f"Python int too large to convert to {np.dtype(self.dtype).name}")
+        except (ValueError, OverflowError) as e:
+            if tracing:
+                raise
+            raise NoIntOfFloat(str(e)) from None
         return [np.True_]
 
     def __repr__(self) -> str:
@@ -1154,10 +1173,19 @@ def traced_int(x):
     of a traced integer scalar, a size bound to its value at run time (an
     index_dim: `return c, int(c.sum())` compiles once, where a graph break
     traced once per value; `.item()` of one too); a decision on it is
-    checked where it is bound.  Anything else's int()."""
+    checked where it is bound.  So too of a traced float scalar or a float
+    of sizes (`int(len(X) * frac)`), truncated as int() does.  Anything
+    else's int()."""
     if type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "iu" and x.dtype != np.uint64 \
             and not x.ctx.constant(x.value):  # (a uint64 past int64 is no size: a graph break)
         return x.ctx.index_dim(x)
+    t = x.t if type(x) is SymFloat else x
+    if type(t) is Tracer and t.ndim == 0 and t.dtype.kind == "f" and not t.ctx.constant(t.value) \
+            and math.isfinite(v := float(t.concrete)) and -2 ** 63 <= int(v) < 2 ** 63:
+        # (a float's, `n = int(len(X) * frac)`: truncated toward zero as int() does, a size bound at run time;
+        # an effect checks every call's value is an int64's -- a NaN, an infinity or past int64, that call
+        # runs in numpy, whose int() gives Python's error or big int)
+        return t.ctx.index_dim(t.ctx.int_of_float(t, np.dtype(np.int64)))
     return int(x)
 
 

@@ -31,6 +31,13 @@ class RowsOfOtherLengths(BreakMismatch):
     call again; the trace made for this call joins them (jit/scan.py)."""
 
 
+class NoIntOfFloat(RunEagerly):
+    """Python's int() of a float the compiled code met gives no value of the
+    integer type it converts to (a NaN, an infinity, past the type: jit/tracer.py
+    IntOfFloat): numpy runs the call, and raises or gives Python's int."""
+    reason = "int_of_float"
+
+
 class LoopAbort(RunEagerly):
     """A lifted loop met what Python or numpy raises or warns about (an
     index out of range, an overflow, a division by zero): numpy runs the

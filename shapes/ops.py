@@ -240,9 +240,13 @@ def _clip(x, lo, hi, tie=None):
     return np.clip(x, lo, hi)
 
 
-def _astype(x, dtype):
-    """x.astype(dtype): a numpy scalar of a numpy scalar, as numpy's."""
-    out = np.asarray(x).astype(dtype)
+def _astype(x, dtype, checked=False):
+    """x.astype(dtype): a numpy scalar of a numpy scalar, as numpy's.
+    `checked`: an effect checks that every value converts (Python's int()
+    of a float, jit/tracer.py IntOfFloat): a call whose value does not runs
+    in numpy, so the cast's own warning of it is not given."""
+    with np.errstate(invalid="ignore" if checked else "warn"):
+        out = np.asarray(x).astype(dtype)
     return out[()] if isinstance(x, np.generic) else out
 
 
