@@ -202,7 +202,8 @@ def test_bounds_checked_mode_catches_an_out_of_bounds_kernel(monkeypatch):
     small = fence[:16].reshape(2, 8)
     n_ints = sum(1 for a in kc.args if a[0] == "int")
     ints = [8] * (n_ints - 1) + [rx.errcell_address()]
-    fn(0, 4, x, small, *ints)  # 4 rows into a 2-row output: caught, nothing past it written
+    units = 4 * 8 if kc.inner == 1 else 4  # (one loop over every element, or rows)
+    fn(0, units, x, small, *ints)  # 4 rows into a 2-row output: caught, nothing past it written
     assert np.all(fence[16:] == -7.0)
     with pytest.raises(IndexError, match="out of bounds"):
         rx.check_bounds(kc.symbol)
