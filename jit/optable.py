@@ -622,6 +622,11 @@ def setitem(ctx, t: Tracer, index, value):
             value = np.array(value, dtype=t.dtype)
     if isinstance(value, SymInt):
         value = ctx.operand(value)
+    if len(items) == 1 and isinstance(items[0], Tracer) and items[0].dtype == np.bool_ \
+            and 0 < items[0].ndim <= t.ndim and items[0].concrete.shape == t.concrete.shape[:items[0].ndim]:
+        for a, b in zip(items[0].value.shape, t.value.shape):  # (numpy's mask has the shape of the dims it
+            # indexes: one size, a data-dependent one's checked where it is made -- a BFS frontier's)
+            ctx.env.unify(a, b, f"{user_location()}: a boolean mask of the dims it indexes")
     if all(_is_basic_item(x) for x in items):
         norm, _ = normalize_index(ctx.env, t.value.shape, tuple(_conv_item(x) for x in items), user_location())
         new = ctx.emit("setitem", [t, value], {"items": norm})

@@ -1136,3 +1136,33 @@ def test_a_loop_inside_an_unrolled_loop_is_a_scan_and_a_triangular_nest_stays_un
             x = rng.standard_normal(n)
             assert_like_numpy(g(x), fn(x))
         assert "range(...) compiled once" not in g.explain().split("entry 0")[1].split("entry 1")[0]
+
+
+def bfs_levels(adj, src):
+    n = adj.shape[0]
+    dist = np.full(n, -1)
+    dist[src] = 0
+    frontier = np.zeros(n, dtype=bool)
+    frontier[src] = True
+    level = 0
+    while frontier.any():
+        level += 1
+        nxt = adj[frontier].any(axis=0) & (dist < 0)
+        dist[nxt] = level  # (the mask's size: data-dependent in the body, one with dist's)
+        frontier = nxt
+    return dist
+
+
+def test_a_mask_of_a_data_dependent_size_indexes_the_dims_of_its_shape(backend):
+    """A BFS over a boolean frontier, `dist[nxt] = level` in a while loop's
+    body: the mask's size is the array's (numpy's rule), checked where it is
+    made -- with a 1 x 1 matrix the body's trace failed inside shapejit and
+    the call ran in numpy with an internal-error warning (probe 16)."""
+    rng = np.random.default_rng(2)
+    f = jit(bfs_levels, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (1, 8, 20, 1, 13):
+            adj = rng.random((n, n)) < 0.2
+            assert_like_numpy(f(adj, 0), bfs_levels(adj, 0))
+    assert f.stats()["fallbacks"] == 0 and f.stats()["eager_calls"] == 0, f.explain()
