@@ -1411,6 +1411,46 @@ def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
     return y
 
 
+def _window(name: str):
+    """np.hanning, np.hamming, np.blackman and np.bartlett of a size M, by
+    numpy's definitions (numpy/lib/_function_base_impl.py): M as a float64,
+    n = arange(1 - M, M, 2), then the window's cosines of pi * n / (M - 1);
+    M below 2 decided (a guard): no element, or one 1.0."""
+    def handler(ctx, M):
+        if not isinstance(M, SymInt):
+            return None
+        if ctx.env.compare("<", M.expr, 2, f"{user_location()}: np.{name} of fewer than 2 points"):
+            return None  # (numpy's own call: its empty or one-element window, for this size)
+        f64 = np.float64
+        n = astype(ctx, arange(ctx, 1 - M, M, 2), f64)
+        m1 = ctx.emit("subtract", [astype(ctx, ctx.operand(M), f64), ctx.operand(f64(1.0))], {})
+
+        def cos_of(scale):  # cos(scale * pi * n / (M - 1)), numpy's order of operations
+            x = ctx.emit("multiply", [ctx.operand(f64(np.pi)), n], {}) if scale == 1 else \
+                ctx.emit("multiply", [ctx.emit("multiply", [ctx.operand(f64(scale)), ctx.operand(f64(np.pi))], {}),
+                                      n], {})
+            return ctx.emit("cos", [ctx.emit("divide", [x, m1], {})], {})
+
+        def plus(a, b, c):  # a + b * c
+            return ctx.emit("add", [ctx.operand(f64(a)), ctx.emit("multiply", [ctx.operand(f64(b)), c], {})], {})
+        if name == "hanning":
+            return plus(0.5, 0.5, cos_of(1))
+        if name == "hamming":
+            return plus(0.54, 0.46, cos_of(1))
+        if name == "blackman":
+            return ctx.emit("add", [plus(0.42, 0.5, cos_of(1)),
+                                    ctx.emit("multiply", [ctx.operand(f64(0.08)), cos_of(2.0)], {})], {})
+        q = ctx.emit("divide", [n, m1], {})  # bartlett: where(n <= 0, 1 + n / (M - 1), 1 - n / (M - 1))
+        one = ctx.operand(f64(1.0))
+        return ctx.emit("where", [ctx.emit("less_equal", [n, ctx.operand(f64(0.0))], {}),
+                                  ctx.emit("add", [one, q], {}), ctx.emit("subtract", [one, q], {})], {})
+    handler.__name__ = name
+    return handler
+
+
+hanning, hamming, blackman, bartlett = (_window(n) for n in ("hanning", "hamming", "blackman", "bartlett"))
+
+
 def array_of(ctx, a, dtype=None):
     """np.array of (nested) lists and tuples holding traced values: stacked.
     Into an integer dtype, numpy converts each number as a Python one, its

@@ -565,6 +565,8 @@ class _NumpyProxy(types.ModuleType):
 
     # (linspace and arange with static arguments stay numpy arrays: often used as data, not filled)
     tri, eye, linspace = _traced("tri"), _traced("eye"), _traced("linspace", always=False)
+    hanning, hamming = _traced("hanning", always=False), _traced("hamming", always=False)
+    blackman, bartlett = _traced("blackman", always=False), _traced("bartlett", always=False)
     del _traced
 
     def indices(self, *args, **kw):

@@ -37,6 +37,25 @@ def test_causal_mask_from_tri(backend):
     check(f, backend)
 
 
+def windowed(x):
+    n = len(x)
+    return x * np.hanning(n), np.hamming(x.shape[0]) * 2, np.blackman(n), np.bartlett(n) + x
+
+
+def test_window_functions_of_a_size(backend):
+    """np.hanning, np.hamming, np.blackman and np.bartlett of a length, by
+    numpy's definitions: one trace for every length (a windowed FFT traced
+    once per length, probe 16), numpy's values to a few ulp (its cos and
+    ours); one point and none stay numpy's own windows."""
+    jf = jit(windowed, backend=backend)
+    rng = np.random.default_rng(1)
+    for T in LENGTHS + [2, 100, 1, 0]:
+        x = rng.random((T, 4))
+        got, want = jf(x[:, 0]), windowed(x[:, 0])  # (1-D: x[:, 0] is strided, as the rows of a frame are)
+        assert_like_numpy(got, want, ulps=8)
+    assert jf.stats()["traces"] == 3 and jf.stats()["eager_nodes"] == 0, jf.explain()  # (lengths 0 and 1: theirs)
+
+
 def test_triu_tril(backend):
     def f(x):
         s = x @ x.T
