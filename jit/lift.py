@@ -1860,6 +1860,28 @@ class _Typer:
             bounds = (("const", "int", 0), ("dim", "int", it.id, 0), ("const", "int", 1))
             head = [("set", var, ("load", strong(dt), it.id, (("var", "int", k),)))]
             var_t, counter = None, k
+        elif isinstance(it, ast.Subscript) and isinstance(it.value, ast.Name) and it.value.id in self.arrays \
+                and self.arrays[it.value.id][1] == 1 and isinstance(it.slice, ast.Slice) and it.slice.step is None:
+            # (`for v in x[1:]`: the elements of x from the slice's start to its stop, as Python clamps them)
+            dt = self.arrays[it.value.id][0]
+            n = ("dim", "int", it.value.id, 0)
+            ends = []
+            for e, default in ((it.slice.lower, ("const", "int", 0)), (it.slice.upper, n)):
+                if e is None:
+                    ends.append(default)
+                    continue
+                v = self.expr(e, env)
+                if not _is_int(v[1]):
+                    raise Unsupported("a slice of a non-integer")
+                v = self.cvt(v, "int")
+                ends.append(("select", "int", self.binop("lt", v, ("const", "int", 0)),
+                             self._clamp(self.binop("add", v, n), ("const", "int", 0), n),
+                             self._clamp(v, ("const", "int", 0), n)))
+            self.n_hidden += 1
+            k = f"#k{self.n_hidden}"
+            bounds = (ends[0], ends[1], ("const", "int", 1))
+            head = [("set", var, ("load", strong(dt), it.value.id, (("var", "int", k),)))]
+            var_t, counter = None, k
         elif isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
                 and self.resolved.get(it.func.id) is range and not it.keywords and 1 <= len(it.args) <= 3:
             raw = [self.expr(a, env) for a in it.args]
@@ -2176,6 +2198,11 @@ class _Typer:
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             return ("not", "bool", self.test(e.operand, env))
         return self.truth(self.expr(e, env))
+
+    def _clamp(self, v, lo, hi):
+        """v within [lo, hi] (ints)."""
+        v = ("select", "int", self.binop("lt", v, lo), lo, v)
+        return ("select", "int", self.binop("gt", v, hi), hi, v)
 
     def truth(self, e):
         if _is_vec(e[1]):
