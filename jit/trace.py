@@ -736,8 +736,8 @@ class _ScalarTypeMeta(type):
             return cls.real(*args, **kw)
         (a,) = args
         if isinstance(a, Tracer):  # (a copy, as numpy's: np.float64(x) of an array is x.astype)
-            if a.value.weak and a.dtype.kind == "f" and np.dtype(cls.real).kind in "iu":  # (of a Python float:
-                r = a.ctx.int_of_float(a, np.dtype(cls.real))  # Python's int() and numpy's range, at every call)
+            if a.value.weak and a.dtype.kind in "fi" and np.dtype(cls.real).kind in "iu":  # (of a Python float or
+                r = a.ctx.int_of_float(a, np.dtype(cls.real))  # int: Python's int() and numpy's range, every call)
             else:
                 r = a.astype(cls.real)
         else:

@@ -452,20 +452,19 @@ class WarnCall:
 @dataclass(frozen=True)
 class IntOfFloat:
     """An effect node's call: `np.int64(f)` of a Python float of the trace
-    (a weak float64) converts as numpy does, through Python's int(): an
-    OverflowError past the type, a ValueError or OverflowError for a NaN or
-    an infinity (the cast of the graph gives INT_MIN); raised, the call runs
-    in numpy, which raises it."""
+    (a weak float64), or `np.int8(n)` of a Python int of the trace, converts
+    as numpy does, through Python's int(): an OverflowError past the type, a
+    ValueError or OverflowError for a NaN or an infinity (the cast of the
+    graph gives INT_MIN, or wraps); raised, the call runs in numpy, which
+    raises it."""
     dtype: str
 
     def __call__(self, xs, tracing: bool = False):
-        """Checks xs[0]; raises Python's error while tracing (`tracing`), and
-        NoIntOfFloat at run time: numpy runs that call, and raises it."""
-        info = np.iinfo(np.dtype(self.dtype))
+        """Checks xs[0] (a Python float's, or a Python int's, value); raises
+        Python's or numpy's error while tracing (`tracing`), and NoIntOfFloat
+        at run time: numpy runs that call, and raises it."""
         try:
-            v = int(float(xs[0]))
-            if not info.min <= v <= info.max:
-                raise OverflowError(f"Python int too large to convert to {np.dtype(self.dtype).name}")
+            np.dtype(self.dtype).type(int(xs[0]))  # (int()'s error of a NaN or an infinity, numpy's past the type)
         except (ValueError, OverflowError) as e:
             if tracing:
                 raise

@@ -468,3 +468,33 @@ def test_a_numpy_integer_type_of_a_python_float_converts_as_numpy_does(backend):
         with pytest.raises(err):
             f(a, s)
     assert_like_numpy(f(np.array([7, 1]), 1.0), int_of_python_float(np.array([7, 1]), 1.0))
+
+
+def int8_of_python_ints(a):
+    x = a[0]
+    y = 0
+    for i in range(len(a)):
+        for j in range(3):
+            y += int((x + x) >> 0)
+        x = np.int8(x)
+        x = np.int8((i + i) + (i + y))  # (a Python int past int8: numpy's OverflowError)
+        x = np.int8((x + x) + (x + x))
+    return x, y
+
+
+def test_a_numpy_integer_type_of_a_python_int_raises_numpys_overflow_error(backend):
+    """np.int8(n) of a Python int of the trace beyond int8 raises numpy's
+    OverflowError, at the traced call and at every compiled one (the cast
+    wrapped: (np.int8(100), 150) where numpy raised; found by
+    test_lift_programs' hypothesis programs)."""
+    f = jit(int8_of_python_ints, backend=backend)
+    for a in (np.ones(2, np.int8), np.zeros(5, np.int8), np.zeros(2, np.int8), np.ones(2, np.int8),
+              np.zeros(3, np.int8), np.full(4, 3, np.int8)):
+        try:
+            want = int8_of_python_ints(a)
+        except OverflowError as e:
+            with pytest.raises(OverflowError, match=str(e)):
+                f(a)
+            continue
+        got = f(a)
+        assert got == want and [type(v) for v in got] == [type(v) for v in want]
