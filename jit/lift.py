@@ -828,10 +828,11 @@ def _lifted(k: int, s: Site, loc: ast.For) -> list:
 
 def _peelable(s: Site) -> bool:
     """Whether the loop may be a scan only past its first trip: a while
-    loop, or a loop over range() or rows, binding names the function reads after it (`r_new`
-    of `for _ in range(n): r_new = ...; if done: break; r = r_new` then
-    `return r_new`), which no trip before the first bound, or a Python
-    number the first trip makes an array (`s = 0; for v in x: s += v`)."""
+    loop, or a loop over range() or rows, binding names the function reads
+    after it (`r_new` of `for _ in range(n): r_new = ...; if done: break; r
+    = r_new` then `return r_new`), which no trip before the first bound, or
+    a Python number the first trip makes an array (`s = 0; for v in x: s +=
+    v`)."""
     return scan.peelable(s) and (isinstance(s.node, ast.While) or _over_range(s.node))
 
 

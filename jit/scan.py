@@ -145,9 +145,9 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn, rest: tuple | None = Non
 def peelable(site) -> bool:
     """Whether the loop's first trip can run as written before the rest
     runs as a scan (jit/lift.py rewrites such a loop so): a for or while
-    loop (no else) that binds names (those the function reads after it, which no trip before
-    the first bound; or carried ones the first trip makes arrays, `total =
-    0`, `s = 0; for v in x: s += v`)."""
+    loop (no else) that binds names (those the function reads after it,
+    which no trip before the first bound; or carried ones the first trip
+    makes arrays, `total = 0`, `s = 0; for v in x: s += v`)."""
     loop = site.node
     return isinstance(loop, (ast.For, ast.While)) and not loop.orelse and \
         bool(set(site.assigned) - {_target(loop)} - set(_row_binding(loop)[0] if over_rows(loop) else ()))

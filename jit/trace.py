@@ -737,7 +737,7 @@ class _ScalarTypeMeta(type):
         (a,) = args
         if isinstance(a, Tracer):  # (a copy, as numpy's: np.float64(x) of an array is x.astype)
             if a.value.weak and a.dtype.kind in "fi" and np.dtype(cls.real).kind in "iu":  # (of a Python float or
-                r = a.ctx.int_of_float(a, np.dtype(cls.real))  # int: Python's int() and numpy's range, every call)
+                r = a.ctx.int_of(a, np.dtype(cls.real))  # int: Python's int() and numpy's range, every call)
             else:
                 r = a.astype(cls.real)
         else:

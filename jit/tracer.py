@@ -405,12 +405,12 @@ class TraceContext:
             self.eager_views.update({id(outs[k].storage()): what, id(ins[j].storage()): what})
         return outs
 
-    def int_of_float(self, t: "Tracer", dtype: np.dtype) -> "Tracer":
-        """A traced float scalar converted to the integer type `dtype` as
-        Python's int() and numpy's range do: truncated toward zero, an
-        effect checking every call's value converts (IntOfFloat: one that
-        does not -- a NaN, an infinity, past the type -- runs that call in
-        numpy, which raises or gives Python's int)."""
+    def int_of(self, t: "Tracer", dtype: np.dtype) -> "Tracer":
+        """A traced float or Python int scalar converted to the integer type
+        `dtype` as Python's int() and numpy's range do: truncated toward
+        zero, an effect checking every call's value converts (IntOfFloat: one
+        that does not -- a NaN, an infinity, past the type -- runs that call
+        in numpy, which raises or gives Python's int)."""
         check = IntOfFloat(dtype.str)
         check([t.concrete], tracing=True)
         self.emit_effect(check, [t])
@@ -1184,7 +1184,7 @@ def traced_int(x):
         # (a float's, `n = int(len(X) * frac)`: truncated toward zero as int() does, a size bound at run time;
         # an effect checks every call's value is an int64's -- a NaN, an infinity or past int64, that call
         # runs in numpy, whose int() gives Python's error or big int)
-        return t.ctx.index_dim(t.ctx.int_of_float(t, np.dtype(np.int64)))
+        return t.ctx.index_dim(t.ctx.int_of(t, np.dtype(np.int64)))
     return int(x)
 
 

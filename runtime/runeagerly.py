@@ -32,8 +32,8 @@ class RowsOfOtherLengths(BreakMismatch):
 
 
 class NoIntOfFloat(RunEagerly):
-    """Python's int() of a float the compiled code met gives no value of the
-    integer type it converts to (a NaN, an infinity, past the type: jit/tracer.py
+    """A Python float (or int) the compiled code converts to an integer type
+    has no value of it (a NaN, an infinity, past the type: jit/tracer.py
     IntOfFloat): numpy runs the call, and raises or gives Python's int."""
     reason = "int_of_float"
 

@@ -245,7 +245,10 @@ def _astype(x, dtype, checked=False):
     `checked`: an effect checks that every value converts (Python's int()
     of a float, jit/tracer.py IntOfFloat): a call whose value does not runs
     in numpy, so the cast's own warning of it is not given."""
-    with np.errstate(invalid="ignore" if checked else "warn"):
+    if checked:
+        with np.errstate(invalid="ignore"):
+            out = np.asarray(x).astype(dtype)
+    else:
         out = np.asarray(x).astype(dtype)
     return out[()] if isinstance(x, np.generic) else out
 
