@@ -672,6 +672,19 @@ class _Emitter:
         if op in ("add", "sub", "mul"):
             return getattr(b, "f" + op)(x, y)
         zero = ir.Constant(x.type, 0.0)
+        if op == "pow":  # (libm's pow, as Python's float and numpy's scalar powers: where either raises or
+            # warns -- a negative base to a fractional power, 0 to a negative one, an overflow -- it aborts)
+            sym = "pow" if x.type == F64 else "powf"
+            fn = self.m.globals.get(sym) or ir.Function(self.m, ir.FunctionType(x.type, [x.type, x.type]), sym)
+            r = b.call(fn, [x, y])
+            fabs = self.m.declare_intrinsic("llvm.fabs", [x.type])
+            whole = b.fcmp_ordered("==", b.call(self.m.declare_intrinsic("llvm.floor", [x.type]), [y]), y)
+            inf = ir.Constant(x.type, float("inf"))
+            self.abort(b.and_(b.fcmp_ordered("<", x, zero), b.not_(whole)), 4)
+            self.abort(b.and_(b.fcmp_ordered("==", x, zero), b.fcmp_ordered("<", y, zero)), 3)
+            self.abort(b.and_(b.fcmp_ordered("==", b.call(fabs, [r]), inf),
+                              b.fcmp_ordered("!=", b.call(fabs, [x]), inf)), 2)
+            return r
         if op == "truediv":
             if is_weak(t):
                 self.abort(b.fcmp_ordered("==", y, zero), 3)

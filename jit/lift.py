@@ -1558,7 +1558,7 @@ _FUNCS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truedi
           "floordiv": operator.floordiv, "mod": operator.mod, "lshift": operator.lshift,
           "rshift": operator.rshift, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
           "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
-          "ne": operator.ne}
+          "ne": operator.ne, "pow": operator.pow}
 _INTS = ("int", "bool")
 _CONSTANTS = frozenset([(np, n) for n in ("inf", "nan", "pi", "e", "euler_gamma")] +
                        [(math, n) for n in ("inf", "nan", "pi", "e", "tau")])
@@ -1951,6 +1951,8 @@ class _Typer:
             # pow's correctly rounded square; an overflow aborts and numpy runs the loop, with its warning)
             a = self.expr(e.left, env)
             return self.binop("mul", a, a)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and _number(e.right) is not None:
+            return self.power(self.expr(e.left, env), _number(e.right))
         if isinstance(e, ast.BinOp):
             op = _PYOPS.get(type(e.op))
             if op is None:
@@ -2200,6 +2202,27 @@ class _Typer:
             return ("not", "bool", self.test(e.operand, env))
         return self.truth(self.expr(e, env))
 
+    def power(self, a, k):
+        """a ** k of a constant k: of an integer and 0 <= k <= 8, k - 1
+        products (exact, as Python's and numpy's integer powers; an overflow
+        aborts); of a float, or to a float, libm's pow as Python's float and
+        numpy's scalar powers compute it, aborting where either raises or
+        warns (a negative base to a fractional power: Python's complex,
+        numpy's nan; 0 to a negative one; an overflow)."""
+        if _is_vec(a[1]) or _boolish(a[1]):
+            raise Unsupported(f"a power of a {a[1]}")
+        t = _ask(lambda x: x ** k, a[1])
+        if dtype_of(a[1]).kind in "iu" and type(k) is int:
+            if not 0 <= k <= 8:
+                raise Unsupported(f"an integer to the power {k}")
+            r = self.cvt(("const", "int", 1), t) if k == 0 else a
+            for _ in range(k - 1):
+                r = self.binop("mul", r, a)
+            return r
+        if dtype_of(t).kind != "f" or dtype_of(t).itemsize < 4:
+            raise Unsupported(f"{a[1]} to a power")
+        return ("bin", t, "pow", self.cvt(a, t), ("const", t, dtype_of(t).type(k) if t != "float" else float(k)))
+
     def _clamp(self, v, lo, hi):
         """v within [lo, hi] (ints)."""
         v = ("select", "int", self.binop("lt", v, lo), lo, v)
@@ -2259,6 +2282,14 @@ def _side(e: ast.Call) -> str:
             raise Unsupported("a call with keywords")
         side = k.value.value
     return side
+
+
+def _number(e):
+    """The int or float constant e is (`3`, `-1`, `0.5`), or None."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        v = _number(e.operand)
+        return None if v is None else -v
+    return e.value if isinstance(e, ast.Constant) and type(e.value) in (int, float) else None
 
 
 def _convert_const(v, t: str):

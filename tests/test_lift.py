@@ -17,7 +17,7 @@ from bench.corpus.discrete import crc16
 from jit import JitWarning, jit
 from runtime.kernelcall import KernelCall
 from shapes.ir import Node, make_attrs
-from tests.conftest import assert_like_numpy
+from tests.conftest import assert_same_as_python, assert_like_numpy
 
 
 def _lifted(f) -> int:
@@ -374,6 +374,78 @@ def test_a_loop_over_a_slice_of_a_vector_lifts(lo, hi):
     assert f.stats()["traces"] <= 2, f.explain()  # (one element: a signature of its own)
     f = _check(_over_ends, lambda n, rng: (rng.integers(-9, 9, n),), sizes=(5, 9, 17, 2, 0))
     assert f.stats()["traces"] <= 3, f.explain()  # (one element and none: signatures of their own)
+
+
+def bisect_cube_root(c, lo=0.0, hi=10.0):
+    target = c.mean()
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if mid ** 3 > target:
+            hi = mid
+        else:
+            lo = mid
+    return mid
+
+
+def powers(x):
+    out = np.empty(x.shape[0])
+    s = 0.0
+    k = 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = v ** 3 + abs(v) ** 0.5 + float(v) ** 3 - v ** 0.25 + v ** -2.0
+        s += float(v) ** 0.5 if v > 0 else 0.0
+        k += (i + 1) ** 3 + int(i ** 0.5)
+    return out, s, k
+
+
+def half_power(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += float(x[i]) ** 0.5  # (a negative one: Python's complex)
+    return s
+
+
+def cube(x):
+    s = x[0] * 0
+    for i in range(x.shape[0]):
+        s += x[i] ** 3  # (1e200: numpy's inf and its warning; Python's float: OverflowError)
+    return s
+
+
+def sieve(n):
+    is_p = np.ones(n + 1, dtype=bool)
+    is_p[:2] = False
+    for i in range(2, int(n ** 0.5) + 1):
+        if is_p[i]:
+            is_p[i * i::i] = False
+    return np.flatnonzero(is_p)
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.int64, np.int32])
+def test_powers_by_constants_lift_as_python_and_numpy_compute_them(dt):
+    """x ** 3, x ** 0.5, n ** 0.5 in a loop: libm's pow, as Python's float
+    and numpy's scalar powers (integers: exact products); where either
+    raises or warns -- a negative base to a fractional power (Python's
+    complex), 0 to a negative power, an overflow -- the loop runs in numpy
+    (a bisection by `mid ** 3` ran 416 numpy scalar steps, 0.03x numpy's
+    speed, probe 16)."""
+    f = _check(powers, lambda n, r: (r.integers(0, 9, n).astype(dt) + 1,), sizes=(5, 9, 12))
+    assert f.stats()["traces"] == 1, f.explain()
+    for fn in (half_power, cube):
+        g = jit(fn)
+        big = {np.float64: 1e150, np.float32: 1e20}.get(dt, 2 ** 30)  # (its cube overflows)
+        for x in ([4, 2, 9], [-4, 2], [big, 2], [0, 2], [4, 9]):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                assert_same_as_python(g, fn, np.array(x, dt))
+    f = _check(bisect_cube_root, lambda n, r: (r.uniform(1, 50, n).astype(dt),), sizes=(10, 20, 30))
+    assert f.stats()["traces"] == 1, f.explain()
+
+
+def test_a_sieve_bounded_by_a_square_root_compiles():
+    f = _check(sieve, lambda n, r: (n,), sizes=(30, 50, 97, 2), lifted=False)
+    assert "Pow" not in f.explain(), f.explain()
 
 
 def _int_sums(a):
