@@ -547,15 +547,16 @@ def _returns_to_breaks(stmts: list, counter: list) -> None:
     after the loop `if rf: return rv` -- the form jit/lift.py compiles (a
     search compiles once, where each trip's decision was a graph break and
     each position of the first hit another path).  Only for a loop over
-    range() (its variable an int) where every E is the loop variable or a
-    constant of one type (int, bool or float: rv's first value gives the
+    range() (its variable an int), or a while loop (_return_kind), where
+    every E is the loop variable (a while loop's: any name) or a constant
+    of one type (int, bool or float: rv's first value gives the
     typer that type), with no else and no return in an inner loop.  Traced
     as written (the lifter refuses it), the loop does what the original
     did: rv's first value is never returned."""
     i = 0
     while i < len(stmts):
         st = stmts[i]
-        if isinstance(st, ast.For):
+        if isinstance(st, (ast.For, ast.While)):
             kind = _return_kind(st)
             if kind is not None:
                 rv, rf = f"__sj_rv{counter[0]}", f"__sj_rf{counter[0]}"
@@ -577,13 +578,18 @@ def _returns_to_breaks(stmts: list, counter: list) -> None:
         i += 1
 
 
-def _return_kind(loop: ast.For):
+def _return_kind(loop):
     """The one type (int, bool, float) of the values the loop's own returns
-    give, or None (module docstring of _returns_to_breaks)."""
-    it = loop.iter
-    if loop.orelse or not isinstance(loop.target, ast.Name) or not (
-            isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
-        return None  # (the loop variable of range() is an int; shadowed range: the lifter refuses the loop)
+    give, or None (module docstring of _returns_to_breaks).  A while loop's
+    return of a name is taken for an int's (a binary search's `return
+    mid`): where it is not, the lifter refuses the loop, traced as written."""
+    if loop.orelse:
+        return None
+    if isinstance(loop, ast.For):
+        it = loop.iter
+        if not isinstance(loop.target, ast.Name) or not (
+                isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+            return None  # (the loop variable of range() is an int; shadowed range: the lifter refuses the loop)
     kinds = set()
 
     def visit(stmts, inner: bool) -> bool:
@@ -594,7 +600,8 @@ def _return_kind(loop: ast.For):
                     return False
                 if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
                     e = e.operand
-                if isinstance(e, ast.Name) and e.id == loop.target.id and isinstance(st.value, ast.Name):
+                if isinstance(e, ast.Name) and isinstance(st.value, ast.Name) and (
+                        isinstance(loop, ast.While) or e.id == loop.target.id):
                     kinds.add(int)
                 elif isinstance(e, ast.Constant) and type(e.value) in (int, bool, float):
                     kinds.add(type(e.value) if not (type(e.value) is bool and e is not st.value) else None)

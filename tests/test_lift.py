@@ -526,14 +526,39 @@ def _repeat_at(a):
     return -1
 
 
+def _binary_search(a, t):
+    lo, hi = 0, len(a) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if a[mid] == t:
+            return mid
+        elif a[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return -1
+
+
+def _halve_until(x, t):
+    v = x.max()
+    while v > t:
+        v = v / 2
+        if v < 1.0:
+            return v  # (a float: the lifter refuses rv's int start, the loop runs as written)
+    return -1.0
+
+
 @pytest.mark.parametrize("fn, make", [
+    (_binary_search, lambda n, k: (np.arange(0, 2 * n, 2), 2 * k if k < n else 7)),
     (_index_of_first_below, lambda n, k: (np.where(np.arange(n) == k, -1.0, 1.0), 0.0)),
     (_contains, lambda n, k: (np.where(np.arange(n) == k, 3, 0), 3)),
     (_first_jump, lambda n, k: (np.where(np.arange(n) >= k, 5.0, 0.0), 1.0)),
 ])
 def test_a_loop_that_returns_from_the_function_compiles_once(fn, make, backend):
-    """`for i in range(n): if ...: return i` (a search) is lifted as a loop
-    that breaks (jit/lift.py _returns_to_breaks): each position of the first
+    """`for i in range(n): if ...: return i` (a search), and a binary
+    search's `while lo <= hi: ... return mid` (10 traces for 10 searches,
+    probe 16), are lifted as loops that break (jit/lift.py
+    _returns_to_breaks): each position of the first
     hit, and no hit at all, gives numpy's value and Python type, with at
     most two compiles (found or not: one decision after the loop), where
     each trip's decision was a graph break and each position another path."""
@@ -541,9 +566,15 @@ def test_a_loop_that_returns_from_the_function_compiles_once(fn, make, backend):
     for n, k in ((6, 2), (9, 5), (12, 0), (7, 99), (30, 17), (5, 99)):
         args = make(n, k)
         _same(f(*args), fn(*args))
-    assert f.stats()["compiles"] <= 2 and f.stats()["fallbacks"] == 0, f.explain()
-    if backend == "llvm":
+    assert f.stats()["compiles"] <= 2 + (fn is _binary_search) and f.stats()["fallbacks"] == 0, f.explain()
+    if backend == "llvm":  # (t an int that changed: a symbol, one compile more)
         assert _lifted(f)
+
+
+def test_a_while_loop_that_returns_a_value_of_another_type_runs_as_written():
+    f = jit(_halve_until)
+    for x, t in ((np.array([8.0, 3.0]), 0.5), (np.array([8.0, 3.0, 1.0]), 20.0), (np.array([1.5, 0.2]), 0.1)):
+        _same(f(x, t), _halve_until(x, t))
 
 
 def test_a_return_in_an_inner_loop_runs_as_written():
