@@ -17,7 +17,7 @@ from runtime.metrics import logger_for
 _ONCE = {"eager_size_changed": "an eager op's output size changed",
          "aliased_arguments": "an argument the function writes into shares memory with another",
          "lifted_loop": "a compiled loop met what Python or numpy raise or warn about",
-         "int_of_float": "int() of a float met a NaN, an infinity or a value past int64",
+         "int_of_float": "a conversion to an integer type met a NaN, an infinity or a value past the type",
          "scan_changed": "a trip of a compiled loop changed a carried value's shape or dtype"}
 
 

@@ -386,7 +386,7 @@ def _reversed_ranges(fdef, code, globals_: dict) -> int:
                 and n.func.id == "len" for a in rng.args for n in ast.walk(a)):
             continue
         args = rng.args
-        step = 1 if len(args) < 3 else ast.literal_eval(args[2]) if _literal_int(args[2]) else None
+        step = 1 if len(args) < 3 else _number(args[2]) if _literal_int(args[2]) else None
         if not step:
             continue
         start, stop = (ast.Constant(0), args[0]) if len(args) == 1 else (args[0], args[1])
@@ -407,10 +407,7 @@ def _reversed_ranges(fdef, code, globals_: dict) -> int:
 
 
 def _literal_int(node) -> bool:
-    try:
-        return type(ast.literal_eval(node)) is int
-    except ValueError:
-        return False
+    return type(_number(node)) is int
 
 
 def _conversions(fdef, names: list) -> list:
@@ -1952,12 +1949,6 @@ class _Typer:
             return ("size", "int", e.value.id)
         if isinstance(e, ast.Attribute):
             return self.constant(e)
-        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and isinstance(e.right, ast.Constant) \
-                and type(e.right.value) is int and e.right.value == 2:
-            # (x ** 2: x * x, Python's and numpy's value and type for every scalar type: one rounding, as
-            # pow's correctly rounded square; an overflow aborts and numpy runs the loop, with its warning)
-            a = self.expr(e.left, env)
-            return self.binop("mul", a, a)
         if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Pow) and _number(e.right) is not None:
             return self.power(self.expr(e.left, env), _number(e.right))
         if isinstance(e, ast.BinOp):
@@ -2210,12 +2201,17 @@ class _Typer:
         return self.truth(self.expr(e, env))
 
     def power(self, a, k):
-        """a ** k of a constant k: of an integer and 0 <= k <= 8, k - 1
-        products (exact, as Python's and numpy's integer powers; an overflow
-        aborts); of a float, or to a float, libm's pow as Python's float and
-        numpy's scalar powers compute it, aborting where either raises or
-        warns (a negative base to a fractional power: Python's complex,
-        numpy's nan; 0 to a negative one; an overflow)."""
+        """a ** k of a constant k: a ** 2 is a * a for every type (Python's
+        and numpy's value and type: one rounding, as pow's correctly rounded
+        square; an overflow aborts and numpy runs the loop, with its
+        warning); of an integer and 0 <= k <= 8, k - 1 products (exact, as
+        Python's and numpy's integer powers); of a float, or to a float,
+        libm's pow as Python's float and numpy's scalar powers compute it,
+        aborting where either raises or warns (a negative base to a
+        fractional power: Python's complex, numpy's nan; 0 to a negative
+        one; an overflow)."""
+        if type(k) is int and k == 2:
+            return self.binop("mul", a, a)
         if _is_vec(a[1]) or _boolish(a[1]):
             raise Unsupported(f"a power of a {a[1]}")
         t = _ask(lambda x: x ** k, a[1])
@@ -2293,10 +2289,11 @@ def _side(e: ast.Call) -> str:
 
 def _number(e):
     """The int or float constant e is (`3`, `-1`, `0.5`), or None."""
-    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-        v = _number(e.operand)
-        return None if v is None else -v
-    return e.value if isinstance(e, ast.Constant) and type(e.value) in (int, float) else None
+    try:
+        v = ast.literal_eval(e)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return v if type(v) in (int, float) else None
 
 
 def _convert_const(v, t: str):

@@ -387,6 +387,11 @@ def test_an_elementwise_kernel_of_operands_of_its_shape_is_one_loop_over_every_e
     f, g = jit(_brighten, backend=backend), jit(_mixed, backend=backend)
     for delta in (40, -300):
         assert_like_numpy(f(img, delta), _brighten(img, delta))
+    if backend == "llvm" and len(shape) > 1 and shape[-1] != 1:  # (its kernel's units: elements, one loop)
+        from runtime.kernelcall import KernelCall
+        kcs = [s for st in f._keys.values() for e in st.entries for s in e.executable.steps
+               if isinstance(s, KernelCall)]
+        assert kcs and all(kc.inner == 1 for kc in kcs), [(kc.rows, kc.inner) for kc in kcs]
     x, y = rng.standard_normal(shape), rng.standard_normal(shape)
     for one in (np.full((1,) * len(shape), 2.5), np.array(-1.5), rng.standard_normal(shape[-1:])):
         for a, b in ((x, y), (x, y[::-1] if shape[0] else y), (np.asfortranarray(x), y)):

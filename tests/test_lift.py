@@ -413,15 +413,6 @@ def cube(x):
     return s
 
 
-def sieve(n):
-    is_p = np.ones(n + 1, dtype=bool)
-    is_p[:2] = False
-    for i in range(2, int(n ** 0.5) + 1):
-        if is_p[i]:
-            is_p[i * i::i] = False
-    return np.flatnonzero(is_p)
-
-
 @pytest.mark.parametrize("dt", [np.float64, np.float32, np.int64, np.int32])
 def test_powers_by_constants_lift_as_python_and_numpy_compute_them(dt):
     """x ** 3, x ** 0.5, n ** 0.5 in a loop: libm's pow, as Python's float
@@ -441,11 +432,6 @@ def test_powers_by_constants_lift_as_python_and_numpy_compute_them(dt):
                 assert_same_as_python(g, fn, np.array(x, dt))
     f = _check(bisect_cube_root, lambda n, r: (r.uniform(1, 50, n).astype(dt),), sizes=(10, 20, 30))
     assert f.stats()["traces"] == 1, f.explain()
-
-
-def test_a_sieve_bounded_by_a_square_root_compiles():
-    f = _check(sieve, lambda n, r: (n,), sizes=(30, 50, 97, 2), lifted=False)
-    assert "Pow" not in f.explain(), f.explain()
 
 
 def _int_sums(a):
