@@ -15,7 +15,7 @@ every call's key, so a changed value is a new key (a retrace, the old entry
 kept) and never a stale result.  An int or a float that changes once is
 keyed by its type from then on (key_token): an int a symbol the guards bind
 from its value, a float a runtime scalar fetched with the held arrays
-(jit/keys.py).  A list or dict too long for a token is viewed item by item
+(jit/keys.py; a numpy float one of its own dtype).  A list or dict too long for a token is viewed item by item
 (held_container).  A value no token describes (an object of a library's
 class) is listed, and the function warns once that a change to it is not
 seen.  An attribute the traced code assigns (`self.t += 1`, `self.m = ...`)
@@ -101,24 +101,42 @@ FLOAT = ("float",)  # the token of a float that is a runtime scalar (below): key
 _INT64 = 2 ** 63
 
 
+_NUMPY_FLOATS = (np.floating, np.complexfloating)
+
+
 def key_token(v, kind):
     """v's token; INT where `kind` is "int" (the path is one of a held int
     that changed once, now a symbol of the traces: Lifter.lift_int) and v an
-    int64; FLOAT where it is "float" (a held float that changed once, now a
-    runtime scalar, as a float argument is: Lifter.lift) and v a float."""
+    int64; where it is "float" (a held float that changed once, now a
+    runtime scalar, as a float argument is: Lifter.lift), FLOAT for a
+    Python float and ("float", its dtype) for a numpy one (`self.x` after
+    `self.x += k * (z[i] - self.x)`: np.float64, strong as an argument of
+    that type is)."""
     if kind == "int" and type(v) is int and -_INT64 <= v < _INT64:
         return INT
-    if kind == "float" and type(v) is float:
-        return FLOAT
+    if kind == "float":
+        if type(v) is float:
+            return FLOAT
+        if isinstance(v, _NUMPY_FLOATS):
+            return "float", v.dtype
     return token(v)
 
 
+def by_type(tok) -> bool:
+    """Whether a key token is a held number's type (key_token: INT, FLOAT or
+    a numpy float's dtype), its value an input of the trace."""
+    return tok == INT or tok == FLOAT or type(tok) is tuple and len(tok) == 2 and tok[0] == "float"
+
+
 def changed_number(before, now):
-    """int or float when two tokens are of Python numbers of that type that
-    differ (a held value that changed), else None."""
+    """int or float when two tokens are of numbers of one type that differ
+    (a held value that changed; a numpy float's: float), else None."""
     if type(before) is tuple and type(now) is tuple and len(before) == len(now) == 2 and before != now \
-            and before[0] is now[0] and now[0] in (int, float):
-        return now[0]
+            and before[0] is now[0]:
+        if now[0] in (int, float):
+            return now[0]
+        if isinstance(now[0], type) and issubclass(now[0], _NUMPY_FLOATS):
+            return float
     return None
 
 
@@ -365,14 +383,14 @@ def fetch_all(paths, fn, leaves, floats=()) -> list | None:
             x = p.fetch(fn, leaves)
         except (AttributeError, IndexError, KeyError, TypeError, ValueError):
             return None
-        if type(x) is not np.ndarray and not (type(x) is float and p in floats):
+        if type(x) is not np.ndarray and not (p in floats and (type(x) is float or isinstance(x, _NUMPY_FLOATS))):
             return None
         out.append(x)
     return out
 
 
 def key_of(arrays) -> tuple:
-    return tuple([(a.dtype, a.shape, a.flags.c_contiguous) if type(a) is np.ndarray else float for a in arrays])
+    return tuple([(a.dtype, a.shape, a.flags.c_contiguous) if type(a) is np.ndarray else type(a) for a in arrays])
 
 
 def holds_arrays(seq, depth: int = 3) -> bool:
@@ -460,8 +478,8 @@ class Lifter:
         float of a held float that is a runtime scalar)."""
         t = self.tracers.get(path)
         if t is None:
-            if type(array) is float:
-                self.guarded[path] = FLOAT
+            if type(array) is float or isinstance(array, np.generic):
+                self.guarded[path] = key_token(array, "float")
             elif array.dtype.kind in "OSUVMm":
                 raise Fallback(f"held array {path} has unsupported dtype {array.dtype}", user_location())
             t = self._make_input(array, str(path))
@@ -492,7 +510,7 @@ class Lifter:
             return self.lift(path, x)
         if path in self.ints and key_token(x, "int") is INT:
             return self.lift_int(path, x)
-        if path in self.floats and type(x) is float:
+        if path in self.floats and by_type(key_token(x, "float")):
             return self.lift(path, x)
         refuse_random(x, path)
         if type(x) in (list, tuple) and held_container(x):
@@ -525,7 +543,7 @@ class Lifter:
         global is rebound by no one)."""
         if path in self.guarded or isinstance(x, types.ModuleType):
             return
-        if key_token(x, self.kind(path)) in (INT, FLOAT):  # (its key is its type: a read of it as a constant would
+        if by_type(key_token(x, self.kind(path))):  # (its key is its type: a read of it as a constant would
             raise Fallback(f"{path}, a number keyed by its type, read as a constant", user_location())  # serve all)
         if type(x) in (list, dict, set) and all(c is not x for c, _ in self.containers):
             self.containers.append((x, type(x)(x)))
@@ -585,7 +603,7 @@ class HeldObject:
         if self._lifter.handed_out(path, value):
             return  # (`self.running_mean *= 0.9`: the held array written in place, bound to itself again)
         lifter = self._lifter
-        if lifter.attr_writes is not None and _plain_attribute(self._obj, name) \
+        if lifter.attr_writes is not None and plain_attribute(self._obj, name) \
                 and _assignable(value, lifter.ctx):  # (state the call leaves on the object: set after every call)
             lifter.attr_writes[path] = value
             return
@@ -618,7 +636,19 @@ class HeldObject:
 _UNWRITTEN = object()
 
 
-def _plain_attribute(obj, name: str) -> bool:
+def held_object(h: HeldObject):
+    """The object a HeldObject views (a function: a method would hide the
+    user's attribute of that name)."""
+    return object.__getattribute__(h, "_obj")
+
+
+def assigns(h: HeldObject) -> bool:
+    """Whether an assignment to an attribute of h is set after the call
+    (not in a scan's body, whose trips are entries of their own)."""
+    return object.__getattribute__(h, "_lifter").attr_writes is not None
+
+
+def plain_attribute(obj, name: str) -> bool:
     """Whether `obj.name = v` only stores v (the object's class has no
     __setattr__ of its own -- a frozen dataclass's raises -- nor a property
     or other data descriptor there but a slot, and the object has a

@@ -90,10 +90,10 @@ import warnings
 import numpy as np
 
 from jit import scan
-from jit.held import traced_type
+from jit.held import HeldObject, assigns, held_object, plain_attribute, traced_type
 from jit.errors import warn
-from jit.tracer import (Fallback, SymInt, Tracer, traced_float, traced_int, traced_len, traced_max, traced_min,
-                        user_location)
+from jit.tracer import (Fallback, SymFloat, SymInt, Tracer, traced_float, traced_int, traced_len, traced_max,
+                        traced_min, user_location)
 from shapes import host
 from shapes.ir import Node, make_attrs
 from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
@@ -110,6 +110,7 @@ INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
 FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
 TYPE_HOOK = "__sj_type__"  # (`type(x)`: jit/held.py traced_type)
 _CONVERSIONS = {"int": INT_HOOK, "float": FLOAT_HOOK, "type": TYPE_HOOK}
+ATTRS_HOOK = "__sj_attrs__"  # (a loop that stores into attributes, run on names: _attributes_as_names)
 MAX_PEEL = 3  # trips a loop's types may take to settle
 STRICT = False  # an internal error while lifting raises (tests) instead of leaving the loop to the trace
 ENABLED = True  # (tests of the re-roll pass turn lifting off: their loops would lift)
@@ -158,9 +159,20 @@ class IfSite:
         self.reads = {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
 
 
+class AttrSite:
+    """A loop that stores into attributes of names it does not bind, run on
+    names instead (_attributes_as_names): the attributes it stores
+    ((owner, attribute) pairs), the other attributes of those owners it
+    reads, the names it reads and the builtins it calls."""
+
+    def __init__(self, stored: list, owner_reads: set, reads: set, called: set):
+        self.stored, self.owner_reads, self.reads, self.called = stored, owner_reads, reads, called
+
+
 class Rewritten:
-    def __init__(self, code, sites: list[Site], ifs: list[IfSite] = ()):
+    def __init__(self, code, sites: list[Site], ifs: list[IfSite] = (), attr_sites: list[AttrSite] = ()):
         self.code, self.sites, self.ifs = code, sites, list(ifs)
+        self.attr_sites = list(attr_sites)
         self.selects = True  # (off once a write met a select that aliases one way: selects_off)
 
 
@@ -210,6 +222,8 @@ def _rewrite(fn) -> Rewritten | None:
     builtin_sum = sys.version_info < (3, 12) and "sum" not in set(code.co_varnames) | set(code.co_cellvars) \
         | set(code.co_freevars) | set(fn.__globals__)
     made = _comprehensions_as_loops(fdef.body, [0], builtin_sum)
+    attr_sites: list[AttrSite] = []
+    _attributes_as_names(fdef.body, attr_sites)
     sites: list[Site] = []
     _find_sites(fdef, fdef.body, sites, code.co_filename)
     local = set(code.co_varnames) | set(code.co_cellvars) | set(made)
@@ -219,7 +233,7 @@ def _rewrite(fn) -> Rewritten | None:
     ifs: list[IfSite] = []
     _find_ifs(fdef.body, ifs)
     conversions = _conversions(fdef, converted)
-    if not sites and not ifs and not conversions and not reversed_ranges and not made:
+    if not sites and not ifs and not conversions and not reversed_ranges and not made and not attr_sites:
         return None
     in_tree = [s.node for s in sites]
     for s in sites:  # (the loop lifted is the one as written; the tree's copy, traced as written, gets the selects)
@@ -232,7 +246,7 @@ def _rewrite(fn) -> Rewritten | None:
     for k, (s, loop) in enumerate(zip(sites, in_tree)):
         _replace(fdef, loop, _lifted(k, s, loop))
     ast.fix_missing_locations(tree)
-    return Rewritten(_compile(tree, code), sites, ifs)
+    return Rewritten(_compile(tree, code), sites, ifs, attr_sites)
 
 
 _NOT_IN_COMPREHENSION = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
@@ -249,7 +263,7 @@ def _comprehensions_as_loops(stmts: list, counter: list, builtin_sum: bool) -> l
     the loop that appends to a list or adds to a total (`start + a0 + a1 +
     ...`, as sum() adds), run just before the statement: a loop the lifter or
     a scan compiles once for every length (a comprehension traced once per
-    length).  Its variables renamed apart (`__sj_lc0_x`: a comprehension's do
+    length).  Its variables renamed apart (`__sj_lc0_x__`: a comprehension's do
     not leak); nothing the statement evaluates before it calls anything.
     -> the names made."""
     made: list = []
@@ -267,14 +281,15 @@ def _comprehensions_as_loops(stmts: list, counter: list, builtin_sum: bool) -> l
         for holder, field, index, node in found:
             k = counter[0]
             counter[0] += 1
-            out = f"__sj_lc{k}"
+            out = f"__sj_lc{k}__"  # (names ending in __: a method's are not mangled as private, `__x`)
             items = node if isinstance(node, ast.ListComp) else node.args[0]
             if isinstance(items, ast.Name):  # (sum(xs): each of xs's rows or items)
-                target, iterable, elt = ast.Name(f"{out}_item", ast.Store()), items, ast.Name(f"{out}_item", ast.Load())
-                names = [f"{out}_item"]
+                target, iterable, elt = ast.Name(f"__sj_lc{k}_item__", ast.Store()), items, \
+                    ast.Name(f"__sj_lc{k}_item__", ast.Load())
+                names = [f"__sj_lc{k}_item__"]
             else:
                 gen = items.generators[0]
-                rename = {n.id: f"{out}_{n.id}" for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+                rename = {n.id: f"__sj_lc{k}_{n.id}__" for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
                 target, iterable, elt = copy.deepcopy(gen.target), gen.iter, copy.deepcopy(items.elt)
                 for n in list(ast.walk(target)) + list(ast.walk(elt)):
                     if isinstance(n, ast.Name) and n.id in rename:
@@ -303,6 +318,94 @@ def _comprehensions_as_loops(stmts: list, counter: list, builtin_sum: bool) -> l
             made += [out, *names]
         stmts[i:i] = before
     return made
+
+
+def _attributes_as_names(stmts: list, sites: list) -> None:
+    """Each loop not inside another loop that stores into attributes of
+    names it does not bind (a filter's `self.x = self.x + k * (z[i] -
+    self.x)`), made of what the typer knows, reads
+
+        if __sj_attrs__(k):               # (AttrsHook: nothing else can see the attributes)
+            __sj_at0_0__ = self.x         # each attribute stored, read before the loop
+            for ...: ...                  # the loop on those names
+            self.x = __sj_at0_0__         # and assigned after it
+        else:
+            for ...: ...                  # the loop as written
+
+    so that the loop on names may lift (or be a scan) where a loop that
+    stores into attributes is traced trip by trip.  The loop's owners are
+    read only as `owner.attribute` (never passed on or bound to another
+    name), it calls only a few builtins by name, and no statement returns;
+    at run time the hook checks the rest (AttrsHook)."""
+    for i in range(len(stmts) - 1, -1, -1):
+        st = stmts[i]
+        if isinstance(st, (ast.For, ast.While)):
+            new = _attribute_loop(st, sites)
+            if new is not None:
+                stmts[i:i + 1] = new
+            continue
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(st, field, None)
+            if isinstance(inner, list):
+                _attributes_as_names(inner, sites)
+        for h in getattr(st, "handlers", ()):
+            _attributes_as_names(h.body, sites)
+
+
+_CALLED_BUILTINS = frozenset("range len abs min max int float bool round enumerate zip reversed".split())
+
+
+def _attribute_loop(loop, sites: list) -> list | None:
+    """_attributes_as_names of one loop, or None (it stores into no
+    attribute of a name, or holds what the rewrite does not take)."""
+    nodes = list(ast.walk(loop))
+    stores = [n for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)]
+    if not stores or not all(isinstance(n.value, ast.Name) for n in stores) \
+            or not all(isinstance(n, _STMTS + _EXPRS) for n in nodes):
+        return None
+    stored = sorted({(n.value.id, n.attr) for n in stores})
+    owners = {o for o, _ in stored}
+    if owners & _assigned(loop):
+        return None
+    parent = {id(c): n for n in nodes for c in ast.iter_child_nodes(n)}
+    called = set()
+    for n in nodes:
+        if isinstance(n, ast.Name) and n.id in owners and not (
+                isinstance(parent.get(id(n)), ast.Attribute) and parent[id(n)].value is n):
+            return None  # (`f(self)`, `s = self`: another way to the attributes)
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Name) and n.func.id in _CALLED_BUILTINS:
+                called.add(n.func.id)
+            elif not isinstance(n.func, ast.Attribute) or _module_root(n.func) in owners:
+                return None  # (a function of a name, or a method of an owner, could read the attributes)
+    k = len(sites)
+    fresh = {pair: f"__sj_at{k}_{j}__" for j, pair in enumerate(stored)}  # (not mangled in a method: `__x`)
+
+    class Names(ast.NodeTransformer):
+        def visit_Attribute(self, n):
+            if isinstance(n.value, ast.Name) and (n.value.id, n.attr) in fresh:
+                return ast.copy_location(ast.Name(fresh[n.value.id, n.attr], n.ctx), n)
+            return self.generic_visit(n)
+
+    on_names = Names().visit(copy.deepcopy(loop))
+    inner = list(ast.walk(on_names))
+    owner_reads = {(n.value.id, n.attr) for n in inner if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                   and n.value.id in owners}
+    reads = {n.id for n in inner if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - owners \
+        - set(fresh.values()) - called
+    sites.append(AttrSite(stored, owner_reads, reads, called))
+    before = [ast.Assign([ast.Name(f, ast.Store())], ast.Attribute(ast.Name(o, ast.Load()), a, ast.Load()))
+              for (o, a), f in fresh.items()]
+    after = [ast.Assign([ast.Attribute(ast.Name(o, ast.Load()), a, ast.Store())], ast.Name(f, ast.Load()))
+             for (o, a), f in fresh.items()]
+    out = ast.If(test=ast.Call(ast.Name(ATTRS_HOOK, ast.Load()), [ast.Constant(k)], []),
+                 body=before + [on_names] + after, orelse=[loop])
+    for m in ast.walk(out):
+        if not hasattr(m, "lineno"):
+            ast.copy_location(m, loop)
+    return [out]
 
 
 def _comprehension(e, builtin_sum: bool) -> bool:
@@ -872,7 +975,7 @@ def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
     new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn), IF_HOOK: IfHook(ctx, r),
                                       INT_HOOK: traced_int, FLOAT_HOOK: traced_float, TYPE_HOOK: traced_type,
-                                      UNBOUND_NAME: UNBOUND},
+                                      UNBOUND_NAME: UNBOUND, ATTRS_HOOK: AttrsHook(r)},
                              fn.__name__, fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
@@ -985,6 +1088,39 @@ def _plain(value) -> bool:
     and the branch raises, as written)."""
     return value is _MISSING or isinstance(value, (Tracer, np.ndarray, np.generic, int, float, complex)) \
         or _is_numpy(value)
+
+
+class AttrsHook:
+    """`__sj_attrs__` of one traced function copy: whether loop k may run on
+    names in place of the attributes it stores (_attributes_as_names): each
+    owner a user object as the trace holds it (HeldObject) whose attribute
+    exists and only stores what is assigned (no property, no __setattr__ of
+    its class), the owners' other attributes it reads no property or
+    method, every other name it reads an array, a number, a size, numpy or
+    math, and the builtins it calls not rebound: then nothing the loop runs
+    can see the attributes but through its names."""
+
+    def __init__(self, r: Rewritten):
+        self.r = r
+
+    def __call__(self, k: int) -> bool:
+        frame = sys._getframe(1)
+        scope = {**frame.f_globals, **frame.f_locals}
+        del frame
+        site = self.r.attr_sites[k]
+        for o, a in site.stored:
+            h = scope.get(o)
+            if type(h) is not HeldObject or not assigns(h):
+                return False
+            raw = held_object(h)
+            if not plain_attribute(raw, a) or not hasattr(raw, a):
+                return False
+        for o, b in site.owner_reads:
+            if hasattr(type(getattr(type(held_object(scope[o])), b, None)), "__get__"):
+                return False
+        return all(scope.get(n, _MISSING) is _MISSING for n in site.called) and all(
+            _plain(v) or isinstance(v, (SymInt, SymFloat)) or v is math for v in (
+                scope.get(n, _MISSING) for n in site.reads))
 
 
 class Hook:

@@ -10,7 +10,7 @@ from jit import lift, persist
 from jit.compile import build_saved, plan_switches
 from jit.entries import CompiledEntry, KeyState
 from jit.fingerprint import Unstable, function_fingerprint, stable_text
-from jit.held import FLOAT, INT, ValueKeys, fetch_all, key_of
+from jit.held import ValueKeys, by_type, fetch_all, key_of
 from jit.signature import Signature
 from jit.trace import TraceResult
 from runtime.cache import default_cache
@@ -89,7 +89,7 @@ def save_entry(jf, record: str | None, tr: TraceResult, entry: CompiledEntry, he
     if tr.state:
         jf._saving = "trace not saved: it assigns attributes, set after every call (jit/trace.py set_state)"
         return
-    if INT in tr.guarded.values() or FLOAT in tr.guarded.values():
+    if any(map(by_type, tr.guarded.values())):
         jf._saving = "trace not saved: held numbers keyed by their type are decided per process (jit/keys.py)"
         return
     held_key = key_of(held)

@@ -123,8 +123,9 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     concrete_of: dict[int, np.ndarray] = {}  # input value id -> the caller's array
 
     def held_input(array, path: str) -> Tracer:
-        if type(array) is float:  # (a held float that is a runtime scalar: weak, as a float argument)
-            v = ctx.new_value(np.float64, (), weak=True)
+        if type(array) is float or isinstance(array, np.generic):  # (a held float that is a runtime scalar:
+            # weak, as a float argument; a numpy float strong, as an np.float64 argument)
+            v = ctx.new_value(np.float64 if type(array) is float else array.dtype, (), weak=type(array) is float)
             inputs.append(v)
             return Tracer(ctx, v, array)
         v = ctx.new_value(array.dtype, array.shape)  # static dims: the key holds the exact shape

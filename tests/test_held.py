@@ -234,6 +234,130 @@ class FrozenStep:
         return x * self.t
 
 
+class Kalman:
+    """A scalar Kalman filter as written in plain numpy: its state on self,
+    updated in a loop over the measurements (probe 16)."""
+
+    def __init__(self, q=1e-3, r=0.1):
+        self.x, self.p, self.q, self.r = 0.0, 1.0, q, r
+
+    def run(self, zs):
+        out = np.empty(zs.shape[0])
+        for i in range(zs.shape[0]):
+            self.p = self.p + self.q
+            k = self.p / (self.p + self.r)
+            self.x = self.x + k * (zs[i] - self.x)
+            self.p = (1 - k) * self.p
+            out[i] = self.x
+        return out
+
+
+def test_a_loop_that_updates_state_on_self_compiles_once_for_every_length(backend):
+    """The filter's loop stores into self.x and self.p: it runs on names
+    (jit/lift.py _attributes_as_names), lifted whole, the attributes set
+    after the call; self.x, numpy's float64 after the first call with a
+    measurement, is a runtime scalar once it changed.  Before, a held numpy
+    float was keyed by its value and the loop was unrolled: a trace per
+    call."""
+    run = jit(Kalman.run, backend=backend)
+    got, want = Kalman(), Kalman()
+    rng = np.random.default_rng(7)
+    for n in (0, 50, 51, 52, 60, 1, 70, 81, 3):
+        zs = rng.standard_normal(n)
+        assert_like_numpy(run(got, zs), want.run(zs))
+        for k in ("x", "p"):
+            assert type(getattr(got, k)) is type(getattr(want, k)) and getattr(got, k) == getattr(want, k)
+    s = run.stats()
+    assert s["eager_calls"] == 0 and s["traces"] <= 5, run.explain()
+    assert "its body stores into an attribute" not in run.explain()
+
+
+class Scale:
+    def __init__(self, s):
+        self.s = s
+
+    def apply(self, x):
+        return x * self.s
+
+
+def test_a_held_numpy_float_that_changes_becomes_a_runtime_scalar_of_its_type(backend):
+    """A held np.float32 or np.float64 that changes is, from its first
+    change, a runtime scalar of its own dtype (strong: float32 data times a
+    held np.float64 is float64, as numpy's); a Python float in its place is
+    another trace, and served as one."""
+    x = np.arange(3, dtype=np.float32)
+    for t in (np.float32, np.float64):
+        f = jit(Scale.apply, backend=backend)
+        o = Scale(t(0.5))
+        for k in range(6):
+            o.s = t(0.5 + k)
+            assert_like_numpy(f(o, x), Scale.apply(o, x))
+        assert f.stats()["traces"] == 2, f.explain()
+        for v in (0.25, 1.5, t(3.0)):
+            o.s = v
+            assert_like_numpy(f(o, x), Scale.apply(o, x))
+        assert f.stats()["traces"] <= 4 and f.stats()["eager_calls"] == 0, f.explain()
+
+
+class Stepper:
+    """Loops that store into self.x where something else may see it: each
+    runs as written (jit/lift.py AttrsHook), with numpy's results."""
+
+    def __init__(self):
+        self.x, self.n = 0.0, 0
+
+    def bump(self):
+        self.n += 1
+        return self.x
+
+    @property
+    def twice(self):
+        return 2 * self.x
+
+    def calls_a_method(self, zs):
+        out = np.empty(zs.shape[0])
+        for i in range(zs.shape[0]):
+            self.x = self.x + zs[i]
+            out[i] = self.bump()
+        return out
+
+    def reads_a_property(self, zs):
+        out = np.empty(zs.shape[0])
+        for i in range(zs.shape[0]):
+            self.x = self.x + zs[i]
+            out[i] = self.twice
+        return out
+
+    def through_another_name(self, zs):
+        s = self
+        out = np.empty(zs.shape[0])
+        for i in range(zs.shape[0]):
+            self.x = self.x + zs[i]
+            out[i] = s.x
+        return out
+
+    def binds_a_new_attribute(self, zs):
+        for i in range(zs.shape[0]):
+            self.y = zs[i] + self.x
+        return zs
+
+
+@pytest.mark.parametrize("method", ["calls_a_method", "reads_a_property", "through_another_name",
+                                    "binds_a_new_attribute"])
+def test_a_loop_storing_into_attributes_something_else_sees_keeps_numpys_values(backend, method):
+    f = jit(getattr(Stepper, method), backend=backend)
+    got, want = Stepper(), Stepper()
+    rng = np.random.default_rng(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        for n in (3, 4, 5, 0, 2):
+            zs = rng.standard_normal(n)
+            assert_like_numpy(f(got, zs.copy()), getattr(want, method)(zs.copy()))
+            assert vars(got).keys() == vars(want).keys()
+            for k in vars(want):
+                assert type(getattr(got, k)) is type(getattr(want, k)) and getattr(got, k) == getattr(want, k)
+
+
 class _BatchNorm:
     """Running statistics kept on self, in a dict and in a list, updated in place."""
 

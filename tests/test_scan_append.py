@@ -414,6 +414,28 @@ def test_a_list_comprehension_is_a_loop_that_appends(backend):
     assert f.stats()["fallbacks"] == 0 and g.stats()["fallbacks"] == 0
 
 
+class RowScaler:
+    def __init__(self):
+        self.w = np.arange(1.0, 4.0)
+
+    def rows(self, x):
+        return np.stack([r * self.w for r in x])
+
+
+def test_a_comprehension_in_a_method_is_a_loop_that_appends(backend):
+    """In a method, the comprehension's loop names end in `__` (a name
+    that starts with two underscores in a class body is made private,
+    `_RowScaler__sj_lc0`, and the loop's names were not found: a trace per
+    length)."""
+    f = jit(RowScaler.rows, backend=backend)
+    o = RowScaler()
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 3, 4, 5, 6, 7):
+        x = rng.standard_normal((n, 3))
+        assert_like_numpy(f(o, x), RowScaler.rows(o, x))
+    assert f.stats()["traces"] <= UNROLLED + 2 and f.stats()["fallbacks"] == 0, f.explain()
+
+
 def dot_by_a_generator(x, w):
     return sum(x[i] * w[i] for i in range(x.shape[0])) / x.shape[0]
 
