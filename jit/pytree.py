@@ -7,9 +7,22 @@ import functools
 LEAF = None  # the treedef of a single leaf
 
 
+class Rows:
+    """A list of the rows of one array: a list a compiled loop appended to
+    (jit/tracer.py Stacked), returned.  Flattened, the array is its leaf;
+    rebuilt, the list of the array's rows (each a view of one row)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+
 def flatten(obj, leaves: list) -> object:
     """Append obj's leaves to `leaves`; return its treedef (hashable)."""
     t = type(obj)
+    if t is Rows:
+        return (Rows, (flatten(obj.array, leaves),))
     if t is tuple or t is list:
         return (t, tuple(flatten(x, leaves) for x in obj))
     if t is dict:
@@ -40,7 +53,7 @@ def unflatten(treedef, leaves_iter):
     if t is dict:
         return {k: unflatten(d, leaves_iter) for k, d in zip(treedef[1], treedef[2])}
     items = [unflatten(d, leaves_iter) for d in treedef[1]]
-    return tuple(items) if t is tuple else items if t is list else t(*items)
+    return tuple(items) if t is tuple else items if t is list else list(items[0]) if t is Rows else t(*items)
 
 
 def leaf_paths(treedef, prefix: str) -> list[str]:

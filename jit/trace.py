@@ -230,7 +230,7 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     if _traced_keys(result):
         raise Fallback("returns a dict keyed by a traced value (a compiled call would hand out the trace's key)")
     out_leaves: list = []
-    out_def = pytree.flatten(result, out_leaves)
+    out_def = pytree.flatten(_stacked_as_rows(result), out_leaves)
     state = list(lifter.attr_writes or {})  # (the attributes it assigns: outputs after the result's, set_state)
     n_result = len(out_leaves)
     out_leaves += [lifter.attr_writes[p] for p in state]
@@ -350,6 +350,30 @@ def set_state(fn, state: list, out, leaves, values=None) -> None:
     for k, (p, kind, at) in enumerate(state):
         owner = Path(p.root, p.steps[:-1]).fetch(fn, leaves)
         setattr(owner, p.steps[-1][1], _state_value(out[at] if values is None else values[k], kind))
+
+
+def _stacked_as_rows(r, depth: int = 4):
+    """The result with each list a compiled loop appended arrays to
+    (Stacked, in tuples, lists and dicts of it) as the list of its stacked
+    array's rows (pytree.Rows): what numpy's list holds, arrays of those
+    values.  One of numbers, or that may view an array written since the
+    loop, is refused (Stacked: the call traced again, its appends as
+    written)."""
+    t = type(r)
+    if t is Stacked:
+        a = r.stack()
+        if a.ndim < 2:
+            r._refuse("returning a list of its numbers")
+        return pytree.Rows(a)
+    if not depth:
+        return r
+    if t is list or t is tuple:
+        return t([_stacked_as_rows(x, depth - 1) for x in r])
+    if t is dict:
+        return {k: _stacked_as_rows(v, depth - 1) for k, v in r.items()}
+    if isinstance(r, tuple) and hasattr(t, "_fields"):
+        return t(*[_stacked_as_rows(x, depth - 1) for x in r])
+    return r
 
 
 def _traced_keys(r, depth: int = 4) -> bool:

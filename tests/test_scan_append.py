@@ -129,7 +129,24 @@ def iterates(x, W, U, h):
     return sum(o.sum() for o in outs)
 
 
-@pytest.mark.parametrize("fn", [uses_len, returns_the_list, iterates])
+def test_a_returned_list_is_the_rows_of_the_stacked_array(backend):
+    """`return outs` of a list a scan appended arrays to: the list of the
+    stacked array's rows (jit/pytree.py Rows), a list of arrays with
+    numpy's values, one scan for every length (a trace per length before:
+    the appends were made as written)."""
+    rng = np.random.default_rng(1)
+    f = jit(returns_the_list, backend=backend)
+    for T in LENGTHS:
+        args = _args(rnn_stack, rng, T)
+        got, want = f(*args), returns_the_list(*args)
+        assert type(got) is list and len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_like_numpy(g, w, ulps=16, atol=1e-6)  # (a recurrence: a few ulp of its terms)
+    assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0, f.explain()
+    assert "stacking" in f.explain()
+
+
+@pytest.mark.parametrize("fn", [uses_len, iterates])
 def test_a_list_used_as_only_a_list_can_be_is_appended_as_written(backend, fn):
     rng = np.random.default_rng(1)
     f = jit(fn, backend=backend)
