@@ -674,8 +674,15 @@ def traced_type(x):
     """type(x) as a traced function sees it (jit/lift.py rewrites the call):
     of an object the trace views (HeldObject), its own class, whose values
     are keyed (`type(o) is P`, `type(o).K`); of a held list or dict, list,
-    tuple or dict; anything else's type."""
+    tuple or dict; of a value of the trace, numpy's type (Tracer's
+    __class__: ndarray, a numpy scalar type or a Python number's, which
+    follows from the signature, not the data; a size int, a float of sizes
+    float); anything else's type."""
     t = type(x)
+    if t is Tracer:
+        return x.__class__
+    if t is SymInt or t is SymFloat:
+        return int if t is SymInt else float
     if t is HeldObject:
         obj, path = object.__getattribute__(x, "_obj"), object.__getattribute__(x, "_path")
         object.__getattribute__(x, "_lifter").guard(path.child("type", 0), type(obj))

@@ -936,6 +936,27 @@ def test_type_of_an_object_argument_is_its_class():
             Tagged.SCALE = 3.0
 
 
+def _types_of_values(x):
+    total = 0
+    for v in x:
+        total += int(v)
+    s = x.sum()
+    return total, type(total).__name__, type(s).__name__, type(x) is np.ndarray, type(x.shape[0]).__name__, \
+        type(x.shape[0] / 2).__name__, type(float(s)).__name__
+
+
+def test_type_of_a_value_of_the_trace_is_numpys():
+    """type() of a traced array, of a numpy scalar the trace made, of a
+    Python int a loop added up, of a size and of a float of sizes is the
+    type numpy's run has (it was shapejit's Tracer, SymInt or SymFloat: a
+    returned `type(total).__name__` read 'Tracer', probe 17)."""
+    f = jit(_types_of_values)
+    for n in (0, 1, 2, 3, 10):
+        x = np.arange(n)
+        assert f(x) == _types_of_values(x)
+    assert f.stats()["eager_calls"] == 0, f.explain()
+
+
 @dataclasses.dataclass
 class DenseParams:
     W: np.ndarray
