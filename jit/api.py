@@ -131,6 +131,8 @@ class JitFunction:
                     except RunEagerly as err:
                         return run_eagerly_once(self, err, bound)
                     except Exception as err:  # noqa: BLE001 - the compiled code failed: numpy decides whose fault
+                        if e.graph_breaks:  # (a step that may raise, fused to run before a graph break's check
+                            continue  # that would have failed: the slow path, jit/miss.py _run)
                         return after_failure(self, state, err, bound, "running the compiled code")
                     if e.state:  # (attributes the call assigns: their values the last outputs)
                         set_state(self.fn, e.state, out, leaves)

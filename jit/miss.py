@@ -189,6 +189,11 @@ class _Miss:
         except RunEagerly as err:
             return run_eagerly_once(self.jf, err, self.bound)
         except Exception as err:  # noqa: BLE001 - the compiled code failed: numpy decides whose fault
+            if e.graph_breaks:  # (a step that may raise -- a gather's bounds check, `np.eye(labels.max() + 1)[labels]`
+                # -- may run before a graph break's check, the passes having fused what the break decides on into a
+                # later kernel: the call traced again, on its values; a failure of the entry that trace makes is
+                # after_failure's)
+                raise BreakMismatch() from err
             return after_failure(self.jf, self.state, err, self.bound, "running the compiled code")
         if e.state:
             set_state(self.jf.fn, e.state, out, self.leaves)

@@ -660,3 +660,45 @@ def test_python_bools_of_the_trace_compute_as_pythons(backend):
         warnings.simplefilter("error", JitWarning)
         for v in (np.ones(3), -np.ones(4), np.arange(4.0), np.zeros(5)):
             assert_same_as_python(f, _bool_arith, v)
+
+
+def label_propagation(A, labels, iters):
+    for _ in range(iters):
+        onehot = np.eye(labels.max() + 1)[labels]
+        score = A @ onehot
+        labels = np.where(score.max(1) > 0, score.argmax(1), labels)
+    return labels
+
+
+def one_hot_rows(x, idx):
+    return np.eye(idx.max() + 1)[idx] * x[idx][:, None]
+
+
+def test_a_step_that_raises_before_a_graph_break_s_check_runs_is_no_failure(backend):
+    """`np.eye(labels.max() + 1)[labels]`: the passes fuse labels.max() into
+    a kernel after the gather the decision sized, so a call that decides
+    otherwise reached the gather's bounds check first (IndexError) and the
+    signature ran in numpy for good, with an internal-error warning (probe
+    17).  Such a failure of an entry with graph breaks traces the call
+    again; an index numpy refuses still raises numpy's IndexError, and the
+    function serves the next call."""
+    f = jit(label_propagation, backend=backend)
+    rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (2, 3, 4, 3, 2, 5):
+            A = (rng.random((n, n)) > 0.5).astype(float)
+            assert_like_numpy(f(A, np.arange(n), 2), label_propagation(A, np.arange(n), 2))
+    assert f.stats()["eager_calls"] == 0 and f.stats()["fallbacks"] == 0, f.explain()
+    g = jit(one_hot_rows, backend=backend)
+    x = np.arange(4.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        assert_like_numpy(g(x, np.array([0, 1, 1])), one_hot_rows(x, np.array([0, 1, 1])))
+        for idx in (np.array([0, 5, 2]), np.array([-9, 1])):
+            with pytest.raises(IndexError):
+                one_hot_rows(x, idx)
+            with pytest.raises(IndexError):
+                g(x, idx)
+        assert_like_numpy(g(x, np.array([3, 0, 2])), one_hot_rows(x, np.array([3, 0, 2])))
+    assert g.stats()["fallbacks"] == 0, g.explain()
