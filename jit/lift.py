@@ -571,11 +571,22 @@ def _candidate(loop: ast.For) -> bool:
     for n in ast.walk(loop):
         if isinstance(n, ast.stmt):
             if not isinstance(n, _STMTS) or isinstance(n, (ast.For, ast.While)) and n.orelse \
-                    or isinstance(n, ast.For) and not isinstance(n.target, ast.Name):
+                    or isinstance(n, ast.For) and not isinstance(n.target, ast.Name) and _enumerated(n) is None:
                 return False
         elif not isinstance(n, _EXPRS):
             return False
     return True
+
+
+def _enumerated(loop: ast.For):
+    """(the index's name, the element's name, the iterable) of `for i, v in
+    enumerate(x)`, or None."""
+    t, it = loop.target, loop.iter
+    if isinstance(t, ast.Tuple) and len(t.elts) == 2 and all(isinstance(e, ast.Name) for e in t.elts) \
+            and t.elts[0].id != t.elts[1].id and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+            and it.func.id == "enumerate" and len(it.args) == 1 and not it.keywords:
+        return t.elts[0].id, t.elts[1].id, it.args[0]
+    return None
 
 
 def _over_range(loop: ast.For) -> bool:
@@ -1988,16 +1999,26 @@ class _Typer:
         raise Unsupported(f"the types of {sorted(set(heads[-1]) ^ set(heads[-2]))} keep changing")
 
     def for_(self, s: ast.For, env):
-        var = s.target.id
+        it, index = s.iter, None
+        enumerated = _enumerated(s)
+        if enumerated is not None:  # (`for i, v in enumerate(x)`: `for v in x` with i its counter)
+            if self.resolved.get(it.func.id) is not enumerate:
+                raise Unsupported(f"{it.func.id} is not the builtin enumerate")
+            index, var, it = enumerated
+            if index in self.arrays or index in self.resolved or index in self.retyped:
+                raise Unsupported(f"{index} is rebound in the loop")
+            if not (isinstance(it, ast.Name) and it.id in self.arrays):
+                raise Unsupported("enumerate() of something other than an array")
+        else:
+            var = s.target.id
         if var in self.arrays or var in self.resolved or var in self.retyped:
             raise Unsupported(f"{var} is rebound in the loop")
-        it = s.iter
         if isinstance(it, ast.Name) and it.id in self.arrays:
             dt, nd = self.arrays[it.id]
             if nd != 1:
                 raise Unsupported("a loop over the rows of an array")
             self.n_hidden += 1
-            k = f"#k{self.n_hidden}"
+            k = f"#k{self.n_hidden}" if index is None else index
             bounds = (("const", "int", 0), ("dim", "int", it.id, 0), ("const", "int", 1))
             head = [("set", var, ("load", strong(dt), it.id, (("var", "int", k),)))]
             var_t, counter = None, k
@@ -2037,6 +2058,7 @@ class _Typer:
 
         def trip(h):
             h.pop(_KNOWN + var, None)
+            h.pop(_KNOWN + counter, None)
             h[var if var_t is not None else counter] = var_t or "int"
             return self.block(head + list(s.body), h)
         heads, bodies, exits = self.trips(env, trip)

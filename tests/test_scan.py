@@ -1097,7 +1097,9 @@ def test_loops_people_write_are_scans(backend, fn, make):
     for T in (3, 4, 5, 6, 7, 8, 11, 13, 20, 2):
         args = make(rng, T)
         assert_like_numpy(f(*args), fn(*args), ulps=16, atol=1e-12)  # (tanh(x @ W + h - mean): cancels)
-    assert "(a scan)" in f.explain() and f.stats()["fallbacks"] == 0, f.explain()
+    # (the sum over enumerate's rows lifts whole since the lifter takes enumerate: better than a scan)
+    assert ("(a scan)" in f.explain() or fn is running_sum_over_rows and "pyloop" in f.explain()) \
+        and f.stats()["fallbacks"] == 0, f.explain()
     # (the stepped ranges' trip counts are floor divisions: their guards may split a few entries)
     assert f.stats()["traces"] <= (UNROLLED + 1 if fn not in (backward_stepped, backward_by_minus_two) else 6)
 
