@@ -951,7 +951,7 @@ def _peelable(s: Site) -> bool:
     = r_new` then `return r_new`), which no trip before the first bound, or
     a Python number the first trip makes an array (`s = 0; for v in x: s +=
     v`)."""
-    return scan.peelable(s) and (isinstance(s.node, ast.While) or _over_range(s.node))
+    return (isinstance(s.node, ast.While) or _over_range(s.node)) and scan.peelable(s)
 
 
 def _replace(root, old, new: list) -> None:
