@@ -524,6 +524,8 @@ def _carried_kind(v) -> str | None:
     `steps += 1` a Python int still); None for anything else (a dim)."""
     if type(v) in (bool, int, float):
         return type(v).__name__
+    if type(v) is SymInt:  # (a size, or an int that changed: `j = n - 1` then `j = i`, `self.n += 1`)
+        return "int"
     if type(v) is Tracer:
         return "array" if not v.value.weak else {"b": "bool", "i": "int", "f": "float"}.get(v.dtype.kind)
     return None

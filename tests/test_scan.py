@@ -1168,3 +1168,53 @@ def test_a_mask_of_a_data_dependent_size_indexes_the_dims_of_its_shape(backend):
             adj = rng.random((n, n)) < 0.2
             assert_like_numpy(f(adj, 0), bfs_levels(adj, 0))
     assert f.stats()["fallbacks"] == 0 and f.stats()["eager_calls"] == 0, f.explain()
+
+
+def point_in_polygon(px, py, poly):
+    n = poly.shape[0]
+    inside = np.zeros(px.shape, dtype=bool)
+    j = n - 1
+    for i in range(n):
+        xi, yi = poly[i]
+        xj, yj = poly[j]
+        inside ^= ((yi > py) != (yj > py)) & (px < (xj - xi) * (py - yi) / (yj - yi + 1e-300) + xi)
+        j = i
+    return inside, j
+
+
+class RunningStats:
+    def __init__(self, d):
+        self.n, self.mean, self.m2 = 0, np.zeros(d), np.zeros(d)
+
+    def update(self, batch):
+        for row in batch:
+            self.n += 1
+            delta = row - self.mean
+            self.mean += delta / self.n
+            self.m2 += delta * (row - self.mean)
+        return self.m2 / max(self.n - 1, 1)
+
+
+def test_a_loop_carrying_a_size_is_a_scan(backend):
+    """A loop that carries an int that is a symbol (`j = n - 1` then `j = i`
+    of the ray-casting test; `self.n += 1` once self.n changed, Welford's
+    running statistics over a batch's rows): a scan for every length (a
+    trace per length: a carried SymInt was refused, probe 17), the int after
+    it Python's, the attributes numpy's."""
+    rng = np.random.default_rng(6)
+    f = jit(point_in_polygon, backend=backend)
+    px, py = rng.uniform(-1, 1, 50), rng.uniform(-1, 1, 50)
+    for k in (3, 4, 5, 6, 7, 8, 9, 10, 1):
+        t = np.linspace(0, 2 * np.pi, k, endpoint=False)
+        poly = np.stack([np.cos(t), np.sin(t)], 1)
+        assert_like_numpy(f(px, py, poly), point_in_polygon(px, py, poly))
+    assert f.stats()["traces"] <= UNROLLED + 2 and f.stats()["fallbacks"] == 0, f.explain()
+    update = jit(RunningStats.update, backend=backend)
+    got, want = RunningStats(3), RunningStats(3)
+    for n in (2, 3, 4, 5, 6, 7, 8, 9, 1):
+        x = rng.standard_normal((n, 3))
+        assert_like_numpy(update(got, x), want.update(x))
+        assert type(got.n) is int and got.n == want.n
+        assert_like_numpy(got.mean, want.mean)
+        assert_like_numpy(got.m2, want.m2)
+    assert update.stats()["traces"] <= UNROLLED + 2 and update.stats()["fallbacks"] == 0, update.explain()
