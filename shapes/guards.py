@@ -145,7 +145,8 @@ def _name(s) -> str:
 
 
 def _wrap(bind_lines: list[str]) -> str:
-    # binding inside a lambda: walrus assignments chained with `and`-safe tuple
+    # binding inside a lambda: walrus assignments in a tuple, which is true whatever they bind (the comma
+    # after the last: one binding alone was a parenthesized value, false where it bound 0)
     if not bind_lines:
         return ""
-    return "(" + ", ".join(f"({ln.replace(' = ', ' := ', 1)})" for ln in bind_lines) + ") and "
+    return "(" + ", ".join(f"({ln.replace(' = ', ' := ', 1)})" for ln in bind_lines) + ",) and "

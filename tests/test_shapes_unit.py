@@ -610,3 +610,18 @@ def test_guards_accept_exactly_the_shapes_the_decisions_hold_for(data):
             names = {"sh": shapes, **{ident(s): values[s] for s in gs.symbols}}
             first = next(c for c in gs.checks if not eval(c.code, dict(names)))
             assert gs.failure(shapes) == f"guard failed: {first.text} ({first.reason})"
+
+
+def test_failure_agrees_with_check_when_the_one_bound_dim_is_zero():
+    """GuardSet.failure binds the dims its checks read in a tuple of
+    walrus assignments; one binding alone was a parenthesized value, false
+    where the dim was 0, so failure() named a guard that holds (found by
+    the hypothesis test above: n = 0 with x's dims specialized)."""
+    env, (x0, x1, x2), n = _new_env((2, 2, 2), 0)
+    env.specialize(x0, 2, "int()")
+    env.unify(x0, x1, "x + y")
+    env.unify(x0, x2, "x + y")
+    gs = GuardSet(env, [InputDim(0, k, s, f"x.shape[{k}]") for k, s in enumerate((x0, x1, x2))]
+                  + [InputDim(1, 0, n, "n")])
+    assert gs.check(((2, 2, 2), (0,))) == (0,) and gs.failure(((2, 2, 2), (0,))) is None
+    assert gs.failure(((2, 2, 2), (-1,))) == "guard failed: s3 >= 0 (sign of int argument n)"
