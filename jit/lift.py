@@ -218,6 +218,7 @@ def _rewrite(fn) -> Rewritten | None:
     if fdef is None or not _same_code(_compile(tree, code), code):
         return None
     _returns_to_breaks(fdef.body, [0])
+    _split_exits(fdef.body, [0])
     reversed_ranges = _reversed_ranges(fdef, code, fn.__globals__)
     builtin_sum = sys.version_info < (3, 12) and "sum" not in set(code.co_varnames) | set(code.co_cellvars) \
         | set(code.co_freevars) | set(fn.__globals__)
@@ -670,7 +671,7 @@ def _returns_to_breaks(stmts: list, counter: list) -> None:
         if isinstance(st, (ast.For, ast.While)):
             kind = _return_kind(st)
             if kind is not None:
-                rv, rf = f"__sj_rv{counter[0]}", f"__sj_rf{counter[0]}"
+                rv, rf = f"__sj_rv{counter[0]}__", f"__sj_rf{counter[0]}__"  # (not mangled private in a method)
                 counter[0] += 1
                 _breaks_for_returns(st.body, rv, rf)
                 init = [ast.Assign([ast.Name(rv, ast.Store())], ast.Constant({int: 0, bool: False, float: 0.0}[kind])),
@@ -687,6 +688,49 @@ def _returns_to_breaks(stmts: list, counter: list) -> None:
                 if isinstance(inner, list):
                     _returns_to_breaks(inner, counter)
         i += 1
+
+
+def _split_exits(stmts: list, counter: list) -> None:
+    """In each loop's body, an exit that binds names first, `if c: r =
+    r_new; break` (a power iteration's; a return made a break,
+    _returns_to_breaks), as
+
+        __sj_x0__ = c
+        if __sj_x0__: r = r_new          # (a select: IfHook)
+        if __sj_x0__: break              # (an exit a scan takes: jit/scan.py _exits)
+
+    where each binding is a name bound to a pure value (_selectable): c is
+    evaluated once, the bindings run where it holds, then the loop ends,
+    as before.  Such an exit made each trip's decision a graph break, each
+    count of trips another trace (probe 17)."""
+    for st in stmts:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(st, (ast.For, ast.While)):
+            body, i = st.body, 0
+            while i < len(body):
+                s = body[i]
+                if isinstance(s, ast.If) and not s.orelse and len(s.body) >= 2 and isinstance(s.body[-1], ast.Break) \
+                        and _selectable(ast.copy_location(ast.If(s.test, s.body[:-1], []), s)) is not None:
+                    flag = f"__sj_x{counter[0]}__"
+                    counter[0] += 1
+                    new = [ast.Assign([ast.Name(flag, ast.Store())], s.test),
+                           ast.If(ast.Name(flag, ast.Load()), s.body[:-1], []),
+                           ast.If(ast.Name(flag, ast.Load()), [s.body[-1]], [])]
+                    for n in new:
+                        for m in ast.walk(n):
+                            if not hasattr(m, "lineno"):
+                                ast.copy_location(m, s)
+                    body[i:i + 1] = new
+                    i += 3
+                    continue
+                i += 1
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(st, field, None)
+            if isinstance(inner, list):
+                _split_exits(inner, counter)
+        for h in getattr(st, "handlers", ()):
+            _split_exits(h.body, counter)
 
 
 def _return_kind(loop):

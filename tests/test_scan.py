@@ -1218,3 +1218,33 @@ def test_a_loop_carrying_a_size_is_a_scan(backend):
         assert_like_numpy(got.mean, want.mean)
         assert_like_numpy(got.m2, want.m2)
     assert update.stats()["traces"] <= UNROLLED + 2 and update.stats()["fallbacks"] == 0, update.explain()
+
+
+def power_iteration(M, d, tol, max_iter):
+    n = M.shape[0]
+    r = np.full(n, 1.0 / n)
+    for it in range(max_iter):
+        r_new = (1 - d) / n + d * (M.T @ r)
+        if np.abs(r_new - r).sum() < tol:
+            r = r_new
+            break
+        r = r_new
+    return r, it
+
+
+def test_an_exit_that_binds_names_first_is_a_scan_s_exit(backend):
+    """`if converged: r = r_new; break` is `c = converged; if c: r = r_new;
+    if c: break` (jit/lift.py _split_exits): a scan that stops where the
+    data says, one trace for every trip count (each count was a trace of
+    its own, each trip's decision a graph break, probe 17); the loop's
+    variable after it Python's."""
+    rng = np.random.default_rng(8)
+    f = jit(power_iteration, backend=backend)
+    for n, d, tol in ((5, 0.85, 1e-8), (10, 0.85, 1e-8), (20, 0.85, 1e-8), (40, 0.85, 1e-8), (10, 0.5, 1e-8),
+                      (10, 0.7, 1e-3), (6, 0.85, 0.0), (7, 0.85, 1e-8)):
+        A = rng.random((n, n)) + 0.01
+        M = A / A.sum(1, keepdims=True)
+        got, want = f(M, d, tol, 60), power_iteration(M, d, tol, 60)
+        assert got[1] == want[1] and type(got[1]) is int
+        assert_like_numpy(got[0], want[0], ulps=16, atol=1e-15)
+    assert f.stats()["traces"] <= 2 and f.stats()["graph_breaks"] == 0, f.explain()
