@@ -129,7 +129,7 @@ class _Emitter:
         read = [p for p in prog.params if p[1] == "array"]
         self.arrays = {}
         for p, obj in zip(written + read, objs):
-            self.arrays[p[0]] = self._array(obj, p[2])
+            self.arrays[p[0]] = self._array(obj, p[2], self.ndims[p[0]])
         self.status = b.bitcast(array_field(b, objs[-1], DATA_OFFSET, I8.as_pointer()), I64.as_pointer())
         io = lambda k: b.gep(self.status, [ir.Constant(I64, k)])
         scalars = [(name, t) for name, kind_, t, _ in prog.params if kind_ == "scalar"]
@@ -140,13 +140,20 @@ class _Emitter:
             b.store(self._encode(b.load(self.slot(name, t)), t), io(1 + len(scalars) + k))
         b.ret_void()
 
-    def _array(self, obj, t: str):
+    def _array(self, obj, t: str, ndim: int):
+        """(data pointer, dims, strides, dtype) of an array argument, its
+        dims and strides loaded once where the loop starts: a store into the
+        data may alias them as LLVM sees it, which then loaded them again at
+        every element (a sieve's strided stores ran at 0.7x numpy's speed);
+        no array's shape or strides change in the loop."""
         b = self.b
         nd_dt = dtype_of(t)
         data = array_field(b, obj, DATA_OFFSET, I8.as_pointer())
         dims_p = array_field(b, obj, DIMS_OFFSET, I64.as_pointer())
         strides_p = array_field(b, obj, STRIDES_OFFSET, I64.as_pointer())
-        return data, dims_p, strides_p, nd_dt
+        dims = tuple(b.load(b.gep(dims_p, [ir.Constant(I64, k)])) for k in range(ndim))
+        strides = tuple(b.load(b.gep(strides_p, [ir.Constant(I64, k)])) for k in range(ndim))
+        return data, dims, strides, nd_dt
 
     def slot(self, name: str, t: str):
         key = (name, t)
@@ -197,9 +204,9 @@ class _Emitter:
     def s_set(self, name, e):
         self.b.store(self.expr(e), self.slot(name, e[1]))
 
-    def s_store(self, arr, idx, e):
+    def s_store(self, arr, idx, e, in_range=None):
         v = self.expr(e)
-        ptr = self._element(arr, idx)
+        ptr = self._address(arr, [self.expr(ie) for ie in idx], checked=in_range is None)
         self.b.store(to_memory(self.b, v, self.arrays[arr][3]), ptr)  # (the typer cast v to the array's dtype)
 
     def s_if(self, c, then, orelse):
@@ -323,7 +330,7 @@ class _Emitter:
 
     def e_dim(self, t, arr, axis):
         _, dims, _, _ = self.arrays[arr]
-        return self.b.load(self.b.gep(dims, [ir.Constant(I64, axis)]))
+        return dims[axis]
 
     def _element(self, arr, idx):
         return self._address(arr, [self.expr(ie) for ie in idx])
@@ -336,10 +343,10 @@ class _Emitter:
         off = ir.Constant(I64, 0)
         for axis, i in enumerate(idx):
             if checked:
-                d = b.load(b.gep(dims, [ir.Constant(I64, axis)]))
+                d = dims[axis]
                 i = b.select(b.icmp_signed("<", i, ir.Constant(I64, 0)), b.add(i, d), i)
                 self.abort(b.or_(b.icmp_signed("<", i, ir.Constant(I64, 0)), b.icmp_signed(">=", i, d)), 1)
-            s = b.load(b.gep(strides, [ir.Constant(I64, axis)]))
+            s = strides[axis]
             off = b.add(off, b.mul(i, s))
         ty = MEMTYPE[dt]
         return b.bitcast(b.gep(data, [off]), ty.as_pointer())
@@ -357,13 +364,13 @@ class _Emitter:
         zero, one, m1 = ir.Constant(I64, 0), ir.Constant(I64, 1), ir.Constant(I64, -1)
         if fixed is not None:
             axis, ix = fixed
-            d = b.load(b.gep(dims, [ir.Constant(I64, axis)]))
+            d = dims[axis]
             i = self.expr(ix)
             i = b.select(b.icmp_signed("<", i, zero), b.add(i, d), i)
             self.abort(b.or_(b.icmp_signed("<", i, zero), b.icmp_signed(">=", i, d)), 1)
             b.store(i, self.slot(f"{hidden}#fixed", "int"))
             self.fixed_axes[hidden] = axis
-        n = b.load(b.gep(dims, [ir.Constant(I64, 0 if fixed is None else 1 - fixed[0])]))
+        n = dims[0 if fixed is None else 1 - fixed[0]]
         st = one if step is None else self.expr(step)
         self.abort(b.icmp_signed("==", st, zero), 6)
         neg = b.icmp_signed("<", st, zero)
@@ -419,7 +426,7 @@ class _Emitter:
             fixed = b.load(self.slot(f"{v[2]}#fixed", "int"))
             axis = 1 - self.fixed_axes[v[2]]
             idx = [fixed, start] if axis == 1 else [start, fixed]
-        stride = b.mul(step, b.load(b.gep(strides, [ir.Constant(I64, axis)])))
+        stride = b.mul(step, strides[axis])
         return b.bitcast(self._address(v[3], idx, checked=False), I8.as_pointer()), stride
 
     def _accumulate(self, t, n, step, init):
@@ -475,7 +482,7 @@ class _Emitter:
         _, dims, _, dt = self.arrays[arr]
         n = ir.Constant(I64, 1)
         for axis in range(self.ndims[arr]):
-            n = b.mul(n, b.load(b.gep(dims, [ir.Constant(I64, axis)])))
+            n = b.mul(n, dims[axis])
         return n
 
     def e_dot(self, t, x, y):

@@ -1875,6 +1875,8 @@ class _Typer:
             if _is_vec(e[1]):
                 raise Unsupported("a gathered array bound to a name")
             return self.rebind(target.id, e, env)
+        if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice):
+            return self.slice_store(target, value, env), env
         if isinstance(target, ast.Subscript):
             arr, idx = self.element(target, env)
             e = self.cvt(self.expr(value, env), strong(self.arrays[arr][0]), "store")
@@ -1898,6 +1900,43 @@ class _Typer:
                 out += stmts
             return out, env
         raise Unsupported("assignment to this target")
+
+    def slice_store(self, target: ast.Subscript, value, env) -> list:
+        """`x[lo:hi:step] = v` of a 1-D array and one number (a sieve's
+        `is_p[i * i::i] = False`): v, as numpy's setitem converts it, stored
+        at each index of the slice (Python's slice.indices: bounds clamped
+        the step's way; a step of 0 aborts, as numpy raises) in a loop."""
+        arr = target.value.id if isinstance(target.value, ast.Name) else None
+        if arr not in self.arrays or self.arrays[arr][1] != 1:
+            raise Unsupported("a slice assignment to other than a 1-D array")
+        e = self.expr(value, env)
+        if _is_vec(e[1]) or e[0] == "view":
+            raise Unsupported("an array assigned to a slice")
+        dt = strong(self.arrays[arr][0])
+        self.n_hidden += 1
+        v, j = f"#s{self.n_hidden}", f"#j{self.n_hidden}"
+        sl, zero, one = target.slice, ("const", "int", 0), ("const", "int", 1)
+        n = ("dim", "int", arr, 0)
+        step = self.index_of(sl.step, env) if sl.step is not None else one
+        up = self.binop("gt", step, zero)
+        last, before = self.binop("sub", n, one), ("const", "int", -1)
+        ends = []
+        for b, ahead, back in ((sl.lower, zero, last), (sl.upper, n, before)):
+            if b is None:
+                ends.append(("select", "int", up, ahead, back))
+                continue
+            x = self.index_of(b, env)
+            x = ("select", "int", self.binop("lt", x, zero), self.binop("add", x, n), x)
+            ends.append(("select", "int", up, self._clamp(x, zero, n), self._clamp(x, before, last)))
+        body = (("store", arr, (("var", "int", j),), ("var", dt, v), "in range"),)  # (the bounds are clamped)
+        return [("set", v, self.cvt(e, dt, "store")), ("for", j, (ends[0], ends[1], step), (body,), 0)]
+
+    def index_of(self, b, env):
+        """A slice bound (or step) typed: a Python int."""
+        x = self.expr(b, env)
+        if not _is_int(x[1]) or _boolish(x[1]):
+            raise Unsupported("a slice bound that is not an integer")
+        return self.cvt(x, "int")
 
     def decided(self, test, env):
         """(the outcome, the other operand typed) of a comparison of an
@@ -2342,13 +2381,7 @@ class _Typer:
         hidden = f"#v{node.lineno}_{node.col_offset}"
         bounds = []
         for b in (sl.lower, sl.upper, sl.step):
-            if b is None:
-                bounds.append(None)
-                continue
-            x = self.expr(b, env)
-            if not _is_int(x[1]) or _boolish(x[1]):
-                raise Unsupported("a slice bound that is not an integer")
-            bounds.append(self.cvt(x, "int"))
+            bounds.append(None if b is None else self.index_of(b, env))
         self.pending.append(("setview", hidden, arr, *bounds) + ((fixed,) if fixed else ()))
         return ("view", "vec." + self.arrays[arr][0].name, hidden, arr)
 

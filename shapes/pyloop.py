@@ -37,7 +37,8 @@ Expressions (tuples):
 
 Statements:
     ("set", name, e)                   the slot (name, e's type)
-    ("store", array, (i, ...), e)      e already of the array's dtype
+    ("store", array, (i, ...), e[, "in range"])   e already of the array's dtype; "in range": the
+                                       indices are by construction (a slice's: no wrap, no check)
     ("if", c, then, orelse)
     ("for", name, (start, stop, step), bodies[, settle])   range semantics; trip t runs
                                        bodies[min(t, k)], k = len(bodies) - 1; types settle after

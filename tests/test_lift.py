@@ -417,6 +417,53 @@ def test_a_loop_over_enumerate_of_a_vector_lifts():
         del enumerate
 
 
+def sieve(n):
+    is_p = np.ones(n + 1, dtype=bool)
+    is_p[:2] = False
+    for i in range(2, int(n ** 0.5) + 1):
+        if is_p[i]:
+            is_p[i * i::i] = False
+    return np.flatnonzero(is_p)
+
+
+def slice_stores(x, lo, hi, st, v):
+    for k in range(3):
+        x[lo:hi:st] = v + k
+    return x
+
+
+def open_slice_stores(x, v):
+    for k in range(2):
+        x[::2] = v
+        x[1::3] = v + 1
+        x[::-2] = v + k
+        x[:-4:-1] = v - k
+    return x
+
+
+def test_a_slice_assignment_of_a_number_lifts():
+    """`is_p[i * i::i] = False` (the sieve of Eratosthenes) and every slice
+    of a vector, its bounds clamped the step's way as Python's slices are,
+    a step of 0 numpy's ValueError: a loop of stores, lifted (the sieve
+    traced once per n, probe 16)."""
+    f = jit(sieve)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (10, 30, 100, 1000, 2, 0, 1, 5000, 77):
+            _same(f(n), sieve(n))
+    assert f.stats()["traces"] <= 4 and _lifted(f) > 0, f.explain()
+    for lo, hi, st in ((0, 12, 2), (1, 40, 3), (-3, -13, -1), (11, -20, -2), (10, 2, -3), (-100, 100, 4),
+                       (5, 5, 1), (20, 30, 1), (-1, -13, -5), (3, 1, 1)):
+        _check(lambda x: slice_stores(x, lo, hi, st, 7), lambda n, rng: (rng.integers(-9, 9, 12),), sizes=(12,))
+        _check(lambda x: slice_stores(x, lo, hi, st, 0.5), lambda n, rng: (rng.standard_normal(12),), sizes=(12,))
+    _check(lambda x: open_slice_stores(x, 3), lambda n, rng: (rng.integers(-9, 9, n),), sizes=(12, 5, 1, 0))
+    g = jit(slice_stores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(ValueError, match="step cannot be zero"):
+            g(np.arange(5.0), 0, 5, 0, 1.0)
+
+
 def bisect_cube_root(c, lo=0.0, hi=10.0):
     target = c.mean()
     for _ in range(60):
