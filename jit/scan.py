@@ -835,15 +835,18 @@ def _reads_only(n: ast.Call, f, own: set, depth: int) -> bool:
         fn = fn.value
     if not isinstance(fn, ast.Name) or fn.id in own:  # (`x.sum(-1)`, `abs(x).max()`: a method of an array)
         return len(path) == 1 and path[0] in _READERS
-    callee = f.__globals__.get(fn.id, getattr(builtins, fn.id, None))
+    callee, owner = f.__globals__.get(fn.id, getattr(builtins, fn.id, None)), None
     for attr in path:
         if not isinstance(callee, (types.ModuleType, np.ufunc)) and not (
                 isinstance(callee, type) and is_numpy(sys.modules.get(callee.__module__))):
             return False  # (a method of an object the helper reads: unknown)
-        callee = getattr(callee, attr, None)
+        owner, callee = callee, getattr(callee, attr, None)
     name = getattr(callee, "__name__", None)
-    if name in _WRITERS or callee in (setattr, delattr, exec, eval, getattr(builtins, "__import__")):
+    if name in _WRITERS or path and path[-1] in _WRITERS \
+            or callee in (setattr, delattr, exec, eval, getattr(builtins, "__import__")):
         return False
+    if is_numpy(owner) and callable(callee) and not isinstance(callee, type):
+        return True  # (numpy's function, or the trace's view of it, `np.array` of jit/trace.py's numpy: no out=)
     if _users_function(callee):
         return _writes_nothing(callee, depth + 1)
     if isinstance(callee, np.ufunc) or isinstance(callee, types.BuiltinFunctionType) and callee.__module__ in (
