@@ -580,8 +580,19 @@ def _index_items(ctx, index) -> tuple:
     return tuple(out)
 
 
+def _mask_first(items) -> bool:
+    """Whether an index is a boolean mask followed by ints and slices
+    (`pos[hit, 1]`): numpy's `pos[:, 1][hit]`, the mask's dims first either
+    way (setitem and getitem take it so: a read through the mask of that
+    view, an update of it)."""
+    return len(items) > 1 and isinstance(items[0], Tracer) and items[0].dtype == np.bool_ and items[0].ndim > 0 \
+        and all(_is_basic_item(x) for x in items[1:])
+
+
 def getitem(ctx, t, index):
     items = _index_items(ctx, index)
+    if _mask_first(items):
+        return getitem(ctx, getitem(ctx, t, (slice(None),) * items[0].ndim + tuple(items[1:])), items[0])
     if not all(_is_basic_item(x) for x in items):
         adv = _advanced(ctx, t, items)
         if adv is None:
@@ -638,12 +649,18 @@ def setitem(ctx, t: Tracer, index, value):
             np.array(t.concrete)[mask.concrete] = value.concrete if isinstance(value, Tracer) else value
         v = ctx.emit("astype", [value], {"dtype": t.dtype}) if isinstance(value, Tracer) else \
             ctx.operand(np.asarray(value).astype(t.dtype)[()])  # (a numpy scalar: a kernel constant)
+        if mask.ndim < t.ndim:  # (`x[rows] = 0` of a 2-D x: the mask picks whole rows, numpy's broadcast along the
+            mask = reshape(ctx, mask, tuple(mask.value.shape) + (1,) * (t.ndim - mask.ndim))  # dims after its own)
         new = ctx.emit("where", [mask, v, t], {})
         if new.dtype != t.dtype:
             new = ctx.emit("astype", [new], {"dtype": t.dtype})
     elif len(items) == 1 and isinstance(items[0], Tracer) and items[0].dtype == np.bool_ and \
             isinstance(value, Tracer) and (new := _masked_update(ctx, t, items[0], value)) is not None:
         pass  # x[m] = f(x[m]): where(m, f(x), x)
+    elif _mask_first(items):  # (`pos[hit, 1] = -pos[hit, 1]`: `pos[:, 1][hit] = ...`, through the view into t)
+        view = getitem(ctx, t, (slice(None),) * items[0].ndim + tuple(items[1:]))
+        setitem(ctx, view, items[0], value)
+        return
     else:
         adv = _advanced(ctx, t, items)
         if adv is None:  # a boolean mask with an array of values: numpy's update in one step

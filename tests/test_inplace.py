@@ -471,6 +471,46 @@ def test_masked_sum_and_mean_compile(backend):
         check(f, lambda n: [rng.random(n), rng.random(n)], backend, sizes=[40, 50, 70])
 
 
+def test_a_mask_followed_by_ints_and_slices_compiles(backend):
+    """`pos[hit, 1] = -pos[hit, 1]` (particles bouncing off the floor) and
+    the reads and scalar stores of `x[m, 1:3]`, `x[m, :, 0]`: numpy's
+    `x[:, 1][m]`, the mask's dims first either way, a read and an update
+    through the mask of that view (every call ran in numpy: "an assignment
+    through a boolean mask mixed with other indices", probe 17)."""
+    def bounce(pos, vel):
+        for _ in range(3):
+            pos = pos + vel * 0.1
+            hit = pos[:, 1] < 0
+            pos[hit, 1] = -pos[hit, 1]
+            vel[hit, 1] = -0.9 * vel[hit, 1]
+        return pos, vel
+
+    def mixed(x, y):
+        m = x[:, 0, 0] > 0
+        x[m, 1:3] = 2.5
+        x[m, :, 0] *= 2
+        y[m, -1] = y[m, 0] + 1
+        return x[m, 1, 1:].sum(), x, y
+    rng = np.random.default_rng(9)
+    check(bounce, lambda n: [rng.standard_normal((n, 2)), rng.standard_normal((n, 2))], backend)
+    # (the masked reads of a sum and of another view run as numpy steps: a data-dependent count)
+    jf = check(mixed, lambda n: [rng.standard_normal((n, 3, 2)), rng.standard_normal((n, 4))], backend, atol=1e-12,
+               compiled=False)
+    assert jf.stats()["traces"] == 1 and jf.stats()["eager_calls"] == 0, jf.explain()
+
+
+def test_a_mask_of_rows_assigned_a_number(backend):
+    """`x[x[:, 0] > 0] = 2.5` of a 2-D x: the mask picks whole rows, the
+    number broadcast along the dims after the mask's (tracing failed,
+    "operands could not be broadcast", and the signature ran in numpy)."""
+    def f(x, t):
+        x[x[:, 0] > 0] = 2.5
+        t[t.sum(axis=(1, 2)) > 0] = -1
+        return x, t
+    rng = np.random.default_rng(10)
+    check(f, lambda n: [rng.standard_normal((n, 3)), rng.standard_normal((n, 2, 3)).astype(np.float32)], backend)
+
+
 def test_mask_update_with_other_values_is_a_numpy_step(backend):
     def f(x, v):
         x[x > 0] = v[: int((x > 0).sum())]
