@@ -337,7 +337,9 @@ def _attributes_as_names(stmts: list, sites: list) -> None:
     stores into attributes is traced trip by trip.  The loop's owners are
     read only as `owner.attribute` (never passed on or bound to another
     name), it calls only a few builtins by name, and no statement returns;
-    at run time the hook checks the rest (AttrsHook)."""
+    at run time the hook checks the rest (AttrsHook).  The owners' other
+    attributes it reads (`self.q`) are read once before it, as names too
+    (the lifter types names, not attributes)."""
     for i in range(len(stmts) - 1, -1, -1):
         st = stmts[i]
         if isinstance(st, (ast.For, ast.While)):
@@ -382,7 +384,10 @@ def _attribute_loop(loop, sites: list) -> list | None:
             elif not isinstance(n.func, ast.Attribute) or _module_root(n.func) in owners:
                 return None  # (a function of a name, or a method of an owner, could read the attributes)
     k = len(sites)
-    fresh = {pair: f"__sj_at{k}_{j}__" for j, pair in enumerate(stored)}  # (not mangled in a method: `__x`)
+    # (the owners' other attributes it reads, `self.q`, read once before it too: nothing in it can change them)
+    owner_reads = sorted({(n.value.id, n.attr) for n in nodes if isinstance(n, ast.Attribute)
+                          and isinstance(n.value, ast.Name) and n.value.id in owners} - set(stored))
+    fresh = {pair: f"__sj_at{k}_{j}__" for j, pair in enumerate(stored + owner_reads)}  # (not mangled: `__x`)
 
     class Names(ast.NodeTransformer):
         def visit_Attribute(self, n):
@@ -391,16 +396,13 @@ def _attribute_loop(loop, sites: list) -> list | None:
             return self.generic_visit(n)
 
     on_names = Names().visit(copy.deepcopy(loop))
-    inner = list(ast.walk(on_names))
-    owner_reads = {(n.value.id, n.attr) for n in inner if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                   and n.value.id in owners}
-    reads = {n.id for n in inner if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - owners \
+    reads = {n.id for n in ast.walk(on_names) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} \
         - set(fresh.values()) - called
     sites.append(AttrSite(stored, owner_reads, reads, called))
     before = [ast.Assign([ast.Name(f, ast.Store())], ast.Attribute(ast.Name(o, ast.Load()), a, ast.Load()))
               for (o, a), f in fresh.items()]
-    after = [ast.Assign([ast.Attribute(ast.Name(o, ast.Load()), a, ast.Store())], ast.Name(f, ast.Load()))
-             for (o, a), f in fresh.items()]
+    after = [ast.Assign([ast.Attribute(ast.Name(o, ast.Load()), a, ast.Store())], ast.Name(fresh[o, a], ast.Load()))
+             for o, a in stored]
     out = ast.If(test=ast.Call(ast.Name(ATTRS_HOOK, ast.Load()), [ast.Constant(k)], []),
                  body=before + [on_names] + after, orelse=[loop])
     for m in ast.walk(out):
@@ -1170,8 +1172,9 @@ class AttrsHook:
             raw = held_object(h)
             if not plain_attribute(raw, a) or not hasattr(raw, a):
                 return False
-        for o, b in site.owner_reads:
-            if hasattr(type(getattr(type(held_object(scope[o])), b, None)), "__get__"):
+        for o, b in site.owner_reads:  # (read once before the loop: a plain attribute it has)
+            raw = held_object(scope[o])
+            if hasattr(type(getattr(type(raw), b, None)), "__get__") or not hasattr(raw, b):
                 return False
         return all(scope.get(n, _MISSING) is _MISSING for n in site.called) and all(
             _plain(v) or isinstance(v, (SymInt, SymFloat)) or v is math for v in (
