@@ -349,12 +349,19 @@ def _attributes_as_names(stmts: list, sites: list) -> None:
             continue
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(st, field, None)
-            if isinstance(inner, list):
-                _attributes_as_names(inner, sites)
-        for h in getattr(st, "handlers", ()):
-            _attributes_as_names(h.body, sites)
+        for inner in _blocks(st):
+            _attributes_as_names(inner, sites)
+
+
+def _blocks(st):
+    """The statement lists a statement holds (an if's or a loop's body and
+    else, a try's body, handlers, else and finally)."""
+    for field in ("body", "orelse", "finalbody"):
+        inner = getattr(st, field, None)
+        if isinstance(inner, list):
+            yield inner
+    for h in getattr(st, "handlers", ()):
+        yield h.body
 
 
 _CALLED_BUILTINS = frozenset("range len abs min max int float bool round enumerate zip reversed".split())
@@ -627,12 +634,8 @@ def _find_sites(fdef, stmts: list, sites: list, filename: str, in_loop: bool = F
         if isinstance(s, (ast.For, ast.While, ast.AsyncFor)):  # (and the names its trips bind from them)
             inner_loop = True
             bound = enclosing | _trip_names(s)
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(s, field, None)
-            if isinstance(inner, list):
-                _find_sites(fdef, inner, sites, filename, inner_loop, bound)
-        for h in getattr(s, "handlers", ()):
-            _find_sites(fdef, h.body, sites, filename, inner_loop, bound)
+        for inner in _blocks(s):
+            _find_sites(fdef, inner, sites, filename, inner_loop, bound)
 
 
 def _trip_names(loop) -> set:
@@ -727,12 +730,8 @@ def _split_exits(stmts: list, counter: list) -> None:
                     i += 3
                     continue
                 i += 1
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(st, field, None)
-            if isinstance(inner, list):
-                _split_exits(inner, counter)
-        for h in getattr(st, "handlers", ()):
-            _split_exits(h.body, counter)
+        for inner in _blocks(st):
+            _split_exits(inner, counter)
 
 
 def _return_kind(loop):
@@ -868,12 +867,8 @@ def _find_ifs(stmts: list, ifs: list) -> None:
         if site is not None:
             ifs.append(site)
             continue
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(s, field, None)
-            if isinstance(inner, list):
-                _find_ifs(inner, ifs)
-        for h in getattr(s, "handlers", ()):
-            _find_ifs(h.body, ifs)
+        for inner in _blocks(s):
+            _find_ifs(inner, ifs)
 
 
 def _branch_values(branch: list, names: list) -> list:
