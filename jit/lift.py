@@ -92,8 +92,8 @@ import numpy as np
 from jit import scan
 from jit.held import HeldObject, assigns, held_object, plain_attribute, traced_type
 from jit.errors import warn
-from jit.tracer import (Fallback, SymFloat, SymInt, Tracer, traced_float, traced_int, traced_len, traced_max,
-                        traced_min, user_location)
+from jit.tracer import (Fallback, SymFloat, SymInt, Tracer, traced_bool, traced_float, traced_int, traced_len,
+                        traced_max, traced_min, user_location)
 from shapes import host
 from shapes.ir import Node, make_attrs
 from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
@@ -108,8 +108,9 @@ _KNOWN = "="  # (a typing env's "=name": the Python int, infinity or NaN a name 
 IF_HOOK, COND, MERGED = "__sj_if__", "__sj_c__", "__sj_m__"
 INT_HOOK = "__sj_int__"  # (`int(x)` of one argument: jit/tracer.py traced_int)
 FLOAT_HOOK = "__sj_float__"  # (`float(x)`: traced_float)
+BOOL_HOOK = "__sj_bool__"  # (`bool(x)`: traced_bool)
 TYPE_HOOK = "__sj_type__"  # (`type(x)`: jit/held.py traced_type)
-_CONVERSIONS = {"int": INT_HOOK, "float": FLOAT_HOOK, "type": TYPE_HOOK}
+_CONVERSIONS = {"int": INT_HOOK, "float": FLOAT_HOOK, "bool": BOOL_HOOK, "type": TYPE_HOOK}
 ATTRS_HOOK = "__sj_attrs__"  # (a loop that stores into attributes, run on names: _attributes_as_names)
 MAX_PEEL = 3  # trips a loop's types may take to settle
 STRICT = False  # an internal error while lifting raises (tests) instead of leaving the loop to the trace
@@ -1026,7 +1027,8 @@ def traced_copy(fn, globals_: dict, closure, ctx) -> types.FunctionType | None:
         return None
     cells = dict(zip(fn.__code__.co_freevars, closure or ()))
     new = types.FunctionType(r.code, {**globals_, HOOK: Hook(ctx, r, fn), IF_HOOK: IfHook(ctx, r),
-                                      INT_HOOK: traced_int, FLOAT_HOOK: traced_float, TYPE_HOOK: traced_type,
+                                      INT_HOOK: traced_int, FLOAT_HOOK: traced_float, BOOL_HOOK: traced_bool,
+                                      TYPE_HOOK: traced_type,
                                       UNBOUND_NAME: UNBOUND, ATTRS_HOOK: AttrsHook(r)},
                              fn.__name__, fn.__defaults__, tuple(cells[v] for v in r.code.co_freevars) or None)
     new.__kwdefaults__ = fn.__kwdefaults__

@@ -111,6 +111,8 @@ def attempt(ctx, site, scope: dict, globals_: dict, fn, rest: tuple | None = Non
     # `if converged: break` would be a graph break, and every call deciding otherwise a new path)
     exits = _stops(loop) and not _decided_in_python(loop, scope, globals_)
     if not exits and (isinstance(loop, ast.While) or not any(isinstance(b, SymInt) for b in bounds[:2])):
+        if rest is None and _flagged(loop, scope, globals_) and peelable(site):
+            return Peeled(bounds)  # (its first trip as written: the flag it leaves may be a traced bool)
         if counts is not None:  # (a count another loop's specialization fixed counts too)
             counts.add(trips)
         return NOT_SYMBOLIC
@@ -302,6 +304,17 @@ def _decided_in_python(loop, scope: dict, globals_: dict) -> bool:
         if not (type(v) in (bool, int) or isinstance(v, SymInt)):
             return False
     return True
+
+
+def _flagged(loop, scope: dict, globals_: dict) -> bool:
+    """Whether a while loop's test reads a name that is a Python bool now
+    and that its body binds again (`changed = True` then `while changed:
+    ...; changed = bool((new != labels).any())`): after its first trip
+    the flag may be a traced bool, and the rest of the loop a scan."""
+    if not isinstance(loop, ast.While):
+        return False
+    bound = _rebound(loop.body)
+    return any(n in bound and type(_lookup(n, scope, globals_)) is bool for n in _read(_tested(loop)))
 
 
 def _tested(loop) -> list:

@@ -1203,6 +1203,18 @@ def traced_float(x):
     return float(x)
 
 
+def traced_bool(x):
+    """bool(x) as a traced function sees it (jit/lift.py rewrites the
+    call): of a traced real scalar, the weak bool a Python bool is in the
+    trace, decided where it is used, not where it is made (`changed =
+    bool((new != labels).any())` then `while changed:`: a scan's test,
+    where deciding it in bool() was a graph break per trip); anything
+    else's bool()."""
+    if type(x) is Tracer and x.ndim == 0 and x.dtype.kind in "biuf":
+        return x.as_python("b")
+    return bool(x)
+
+
 def traced_len(x):
     """len() as a traced function sees it (jit/trace.py): a traced array's
     first dim, a symbol as x.shape[0] is (`N = len(X)`: no guard, no trace

@@ -1278,3 +1278,50 @@ def test_a_helper_that_makes_arrays_with_numpy_writes_into_nothing(backend):
     for n in (3, 4, 5, 6, 7, 8, 9, 10, 1):
         assert_like_numpy(f(0.5, 0.0, 9.81, 0.01, n), rk4_pendulum(0.5, 0.0, 9.81, 0.01, n), ulps=16)
     assert f.stats()["traces"] <= UNROLLED + 2 and "(a scan)" in f.explain(), f.explain()
+
+
+def min_label_propagate(mask):
+    H, W = mask.shape
+    labels = np.where(mask, np.arange(H * W).reshape(H, W) + 1, 0)
+    changed = True
+    while changed:
+        big = np.where(mask, labels, H * W + 10)
+        nb = big.copy()
+        nb[1:, :] = np.minimum(nb[1:, :], big[:-1, :])
+        nb[:, 1:] = np.minimum(nb[:, 1:], big[:, :-1])
+        new = np.where(mask, np.minimum(nb, big), 0)
+        changed = bool((new != labels).any())
+        labels = new
+    return labels, changed
+
+
+def relax_until_still(x):
+    moving = True
+    steps = 0
+    while moving:
+        y = 0.5 * (x + np.roll(x, 1))
+        moving = np.abs(y - x).max() > 1e-3
+        x = y
+        steps += 1
+    return x, steps, moving
+
+
+def test_a_while_loop_on_a_flag_the_body_sets_from_the_data_is_a_scan(backend):
+    """`changed = True` then `while changed: ...; changed = bool((new !=
+    labels).any())`: the first trip runs as written, the flag it leaves a
+    traced bool (bool() of a traced value is the trace's Python bool,
+    decided where it is used), the rest a scan: one trace for every count
+    of trips, no graph break (a trace per count, a break per trip, probe
+    17); a flag the body sets from numpy's bool alike."""
+    rng = np.random.default_rng(12)
+    f = jit(min_label_propagate, backend=backend)
+    for n in (3, 5, 8, 12, 16, 4):
+        m = rng.random((n, n)) > 0.3
+        got, want = f(m), min_label_propagate(m)
+        assert_like_numpy(got, want)
+    assert f.stats()["traces"] <= 2 and f.stats()["fallbacks"] == 0, f.explain()
+    g = jit(relax_until_still, backend=backend)
+    for n in (4, 9, 16, 5):
+        x = rng.standard_normal(n)
+        assert_like_numpy(g(x), relax_until_still(x), ulps=16)
+    assert g.stats()["traces"] <= 2 and g.stats()["fallbacks"] == 0, g.explain()
