@@ -299,6 +299,12 @@ class TraceContext:
         for op, attrs in t._chain:
             if op == "broadcast_to":
                 raise ValueError("assignment destination is read-only")
+        if id(s) not in self.mutated:  # (what the traced call's writes change is told from these: TraceResult;
+            # the trace reads the storage from this copy on, so another thread's writes into the caller's array
+            # meanwhile, into elements this call does not write, are no change of its -- apply_writes leaves them:
+            # copied after the update was computed from the array, they were copied back over, lost)
+            self.before[id(s)] = np.array(s.root.concrete, copy=True)
+            s.root._concrete = self.before[id(s)]
         # the values along the chain, root first: parents[k] is what chain[k] was applied to
         parents = [s.root]
         for op, attrs in t._chain[:-1]:
@@ -316,8 +322,6 @@ class TraceContext:
                 new = self.emit("complex_of", [new, other] if op == "real" else [other, new], {})
             else:
                 raise TraceError(f"a write through a {op} view")
-        if id(s) not in self.mutated:  # (what the traced call's writes change is told from these: TraceResult)
-            self.before[id(s)] = np.array(s.root.concrete, copy=True)
         s.root._set(new)
         s.version += 1
         if t is not s.root:
