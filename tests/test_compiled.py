@@ -255,9 +255,11 @@ if given is not None:
     def test_hypothesis_programs_bounds_checked(checked, prog):
         shape, dtype, steps, view = prog
 
-        def f(x, y):
+        def f(x, y, args=None):
             for kind, k in steps:
                 if kind == "u":
+                    if args is not None:  # (numpy's run: the largest input of a unary op)
+                        args.append(float(np.nanmax(np.abs(x), initial=0)))
                     x = UNARY[k % len(UNARY)](x)
                 elif kind == "b":
                     x = BINARY[k % len(BINARY)](x, y)
@@ -275,12 +277,18 @@ if given is not None:
                  "T": base.T[tuple(slice(0, d) for d in reversed(s))].T,
                  "step": base[tuple(slice(0, 2 * d, 2) for d in s)]}[view]
             y = rng.standard_normal(s[-1:]).astype(dtype)
+            args: list = []
             with np.errstate(all="ignore"):
                 try:
-                    want = f(x, y)
+                    want = f(x, y, args)
                 except ValueError:  # e.g. max over an empty axis: shapejit raises as numpy does
                     with pytest.raises(ValueError):
                         jf(x, y)
                     continue
                 got = jf(x, y)
-            assert_like_numpy(got, want, ulps=16, atol=1e-5 * (1 + float(np.nanmax(np.abs(want), initial=0))))
+            # (a unary op of a large input -- sin of 314 in float32, its input a sum whose order is numpy's own --
+            # is off by the input's rounding: a few ulp of the input, not of the output; found on an Intel Xeon,
+            # where ours was the nearer to float64's)
+            big = float(np.nan_to_num(max(args, default=0.0), posinf=0.0))
+            atol = 1e-5 * (1 + float(np.nanmax(np.abs(want), initial=0))) + 4 * float(np.finfo(dtype).eps) * big
+            assert_like_numpy(got, want, ulps=16, atol=atol)
