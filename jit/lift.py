@@ -2115,10 +2115,7 @@ class _Typer:
                 if e is None:
                     ends.append(default)
                     continue
-                v = self.expr(e, env)
-                if not _is_int(v[1]):
-                    raise Unsupported("a slice of a non-integer")
-                v = self.cvt(v, "int")
+                v = self.index_of(e, env)
                 ends.append(("select", "int", self.binop("lt", v, ("const", "int", 0)),
                              self._clamp(self.binop("add", v, n), ("const", "int", 0), n),
                              self._clamp(v, ("const", "int", 0), n)))
