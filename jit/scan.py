@@ -548,21 +548,32 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
           carried: list, written: set, stacked: list, last: bool):
     loop = site.node
     assigned = set(site.assigned) - {target}
-    arrays, numbers, ints, consts = [], [], [], {}
-    for n in sorted(_read(_tested(loop) + _prelude(loop) + loop.body) - assigned - set(carried) - set(stacked)
-                    - {target}):
+    arrays, numbers, ints, consts, rebound = [], [], [], {}, {}
+    names = sorted(_read(_tested(loop) + _prelude(loop) + loop.body) - assigned - set(carried) - set(stacked)
+                   - {target})
+    for n in names:
+        local = n in scope
+        v = scope[n] if local else globals_.get(n, _NOT)
+        cells = _traced_cells(v, n, assigned | set(carried)) if local else {}
+        if cells:  # (a function of the frame closing over values of the trace: the body makes it again, its
+            # cells those values as the body's own, free values of the loop -- `def f(s): ... g * np.sin(s)`)
+            rebound[n] = tuple(sorted(cells))
+            consts[_template(n)] = rebind_cells(v, *((_cell_index(c), _HOLLOW) for c in cells))
+            scope = {**scope, **cells}
+            names += sorted(cells)
+    for n in names:
         local = n in scope
         v = scope[n] if local else globals_.get(n, _NOT)
         if isinstance(v, SymInt) or isinstance(v, Tracer) and v.value.weak and v.dtype.kind in "iu":
             ints.append(n)  # (a dim, or a Python int of the call: an int, a symbol, in the body)
         elif isinstance(v, Tracer):
             (numbers if v.value.weak else arrays).append(n)  # (a Python float of the call: a float in the body)
-        elif local:
+        elif local and n not in rebound:
             consts[n] = _unheld(v, n)
     free = arrays + numbers + ints
     carried_kinds = tuple(_carried_kind(scope[n]) for n in carried)
     body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints), carried_kinds,
-                     stacked)
+                     stacked, rebound)
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
     plain = all(type(v) in _PLAIN for v in consts.values())  # (else another process could not make the body)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
@@ -693,6 +704,7 @@ def _last_exit(stmts: list):
 
 STOP = "__sj_stop__"  # (the body's name for its last exit's test: _compile_body)
 NOT = "__sj_not__"  # (numpy's logical_not, in the body of a while loop tested last: _compile_body)
+REBIND = "__sj_rebind__"  # (rebind_cells, in the body of a loop calling a function of the frame: _compile_body)
 
 
 def append_value(st):
@@ -1008,6 +1020,51 @@ def _unheld(v, name: str):
     return v
 
 
+def _traced_cells(v, name: str, assigned: set) -> dict:
+    """{a name the loop's body gives it: the value} of each cell of function
+    `v`, one the frame made, that holds a value of the trace as it is (a
+    Tracer or a dim: the body's own makes the function again, rebind_cells);
+    NoScan where a cell holds one otherwise (in a list), or holds a name the
+    loop binds anew (numpy's call would read each trip's)."""
+    if not isinstance(v, types.FunctionType) or not v.__closure__:
+        return {}
+    cells = {}
+    for k, (var, cell) in enumerate(zip(v.__code__.co_freevars, v.__closure__)):
+        x = _contents(cell)
+        if isinstance(x, (Tracer, SymInt)):
+            if var in assigned:
+                raise NoScan(f"{name} reads {var}, which the loop binds anew")
+            cells[f"__sj_cell_{name}_{k}__"] = x
+        elif holds_traced(x):
+            raise NoScan(f"{name} holds values of the trace")
+    return cells
+
+
+def _template(name: str) -> str:
+    """The body's name for function `name` of the frame that it makes again
+    (_traced_cells)."""
+    return f"__sj_fn_{name}__"
+
+
+def _cell_index(name: str) -> int:
+    """The index of the cell the body names `name` (_traced_cells)."""
+    return int(name.rsplit("_", 3)[-3])
+
+
+_HOLLOW = object()  # (a cell left empty: the scan's function that its body makes again, _traced_cells)
+
+
+def rebind_cells(fn, *cells):
+    """Function `fn` again, the cells of `cells` (their index, a value)
+    holding those values (the loop body's, _traced_cells), or empty."""
+    closure = list(fn.__closure__)
+    for k, value in cells:
+        closure[k] = types.CellType() if value is _HOLLOW else types.CellType(value)
+    made = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, tuple(closure))
+    made.__kwdefaults__, made.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    return made
+
+
 def _contents(cell):
     try:
         return cell.cell_contents
@@ -1016,14 +1073,16 @@ def _contents(cell):
 
 
 def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int,
-              carried_kinds: tuple, stacked=()):
+              carried_kinds: tuple, stacked=(), rebound=None):
     """The jitted body of the loop: a function (target, *carried, *free) ->
     (carried..., what it appends to each list of `stacked`...), its closure
     `consts`; one per layout and closure values (a retrace of the function
     reuses it, and its compiled entries).  `loops` and `scan_jit` are the
     jit's (jit/api.py)."""
     last = _tested_last(site.node, carried, carried_kinds, free[len(free) - n_ints:], stacked)
-    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds, tuple(stacked), last)
+    rebound = rebound or {}
+    key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds, tuple(stacked), last,
+           tuple(sorted(rebound.items())))
     values = tuple(consts[n] for n in sorted(consts))
     bodies = loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
     for k, vals, body in bodies:
@@ -1031,7 +1090,8 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
                                                          and a == b for a, b in zip(vals, values)):
             return body
     if key not in site.scan_codes:
-        site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked, last)
+        site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked, last,
+                                                    rebound)
     factory = types.FunctionType(site.scan_codes[key], fn.__globals__, "__sj_scan__")
     where = f"{site.filename.rpartition('/')[2]}:{site.node.lineno}"
     body = scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
@@ -1065,7 +1125,7 @@ def _tested_last(loop, carried, carried_kinds: tuple, ints, stacked) -> bool:
 
 
 def _compile_body(site, fn, target: str, carried: list, free: list, closure: list, stacked=(),
-                  tested_last: bool = False) -> types.CodeType:
+                  tested_last: bool = False, rebound=None) -> types.CodeType:
     """The code of `def __sj_scan__(*closure): def body(target, *carried, *free):
     <the loop's body>; return (*carried,); return body`, compiled from the
     loop's own statements (their lines kept: tracebacks and explain() point
@@ -1124,6 +1184,11 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
             statements.append(ast.copy_location(ast.If(ast.Name(STOP, ast.Load()), undo, []), last_exit))
     _continues_to_returns(statements, lambda st: returned(False, st))
     statements[:0] = _prelude(loop)
+    for n, cells in sorted((rebound or {}).items()):  # (`f = rebind_cells(<f of the trace>, (k, <cell k>)...)`)
+        made = ast.Call(ast.Name(REBIND, ast.Load()), [ast.Name(_template(n), ast.Load())] + [
+            ast.Tuple([ast.Constant(_cell_index(c)), ast.Name(c, ast.Load())], ast.Load())
+            for c in cells], [])
+        statements.insert(0, ast.copy_location(ast.Assign([ast.Name(n, ast.Store())], made), loop))
     if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`;
         # tested last, only the first: `if <trip> == 0 and not <test>`)
         test = ast.copy_location(ast.UnaryOp(ast.Not(), copy.deepcopy(loop.test)), loop.test)
@@ -1138,8 +1203,9 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
     inner = function(name, [target, *carried, *free], statements + [ret])
     # (numpy's logical_not, by a name of the body's own: a traced bool's, or a Python one's)
     negation = ast.ImportFrom(module="numpy", names=[ast.alias(name="logical_not", asname=NOT)], level=0)
-    outer = function("__sj_scan__", closure, [negation, inner, ast.Return(ast.Name(name, ast.Load()))])
-    for n in (ret.value, inner, outer, negation, outer.body[2], outer.body[2].value):
+    rebinding = ast.ImportFrom(module="jit.scan", names=[ast.alias(name="rebind_cells", asname=REBIND)], level=0)
+    outer = function("__sj_scan__", closure, [negation, rebinding, inner, ast.Return(ast.Name(name, ast.Load()))])
+    for n in (ret.value, inner, outer, negation, rebinding, outer.body[3], outer.body[3].value):
         ast.copy_location(n, loop)
     module = ast.Module([outer], type_ignores=[])
     ast.fix_missing_locations(module)

@@ -1014,7 +1014,7 @@ class _Traceables:
     def value(self, v, path):
         """What a copied function sees in place of the global (or closure
         variable) v found at `path` (None: not a path a call can read)."""
-        if v is np:
+        if v is np or isinstance(v, _NumpyProxy):  # (another trace's: a function it made, rebound by a scan's body)
             return self.proxy
         if isinstance(v, functools.partial) and type(v) is not functools.partial and jitted(v.func) is not None \
                 and len(v.args) == 1 and not v.keywords:  # (a jitted method bound to its object, jit/api.py _Bound:

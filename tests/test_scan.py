@@ -1325,3 +1325,44 @@ def test_a_while_loop_on_a_flag_the_body_sets_from_the_data_is_a_scan(backend):
         x = rng.standard_normal(n)
         assert_like_numpy(g(x), relax_until_still(x), ulps=16)
     assert g.stats()["traces"] <= 2 and g.stats()["fallbacks"] == 0, g.explain()
+
+
+def pendulum_of_a_closure(theta0, omega0, g_l, dt, n):
+    def f(state):  # (a function of the frame closing over g_l, a Python float of the call)
+        th, om = state
+        return np.array([om, -g_l * np.sin(th)])
+    scale = lambda v: dt * v  # noqa: E731
+    s = np.array([theta0, omega0])
+    out = np.zeros((n, 2))
+    for i in range(n):
+        k1 = f(s)
+        k2 = f(s + 0.5 * scale(k1))
+        s = s + scale(k1 + k2) / 2
+        out[i] = s
+    return out
+
+
+def halvings(x, n):
+    k = x[0]
+    f = lambda v: v * k  # noqa: E731 - (k, bound anew by each trip: numpy's f reads the trip's)
+    for i in range(n):
+        k = k * 0.5
+        x = f(x)
+    return x
+
+
+def test_a_function_of_the_frame_closing_over_values_of_the_trace_is_a_scans(backend):
+    """A loop calling a function the frame made that closes over a value of
+    the trace (RK4's `def f(state): ... g_l * np.sin(th)`, a lambda over
+    `dt`): the scan's body makes the function again over its own values (it
+    was a trace per trip count, probe 17); a function whose closure a trip
+    binds anew stays unrolled."""
+    f = jit(pendulum_of_a_closure, backend=backend)
+    for n in (3, 4, 5, 6, 7, 8, 1, 0, 40):
+        assert_like_numpy(f(0.5, 0.1, 9.81, 0.01, n), pendulum_of_a_closure(0.5, 0.1, 9.81, 0.01, n))
+    assert f.stats()["traces"] <= UNROLLED + 2 and f.stats()["fallbacks"] == 0, f.explain()
+    assert "scan" in f.explain()
+    g = jit(halvings, backend=backend)
+    x = np.linspace(1, 2, 5)
+    for n in (3, 4, 5, 6, 0, 1):
+        assert_like_numpy(g(x, n), halvings(x, n))
