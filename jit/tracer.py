@@ -1225,8 +1225,8 @@ def traced_len(x):
     per length, until it is used as a Python number); anything else's len."""
     if type(x) is Tracer and x.ndim:
         return x.shape[0]
-    if type(x) is DataList:
-        return x.rows.shape[0]
+    if isinstance(x, Stacked):  # (a list a scan appended to, or of numbers traced as data: a symbol too)
+        return x.count("len()")
     return len(x)
 
 
@@ -1387,8 +1387,15 @@ class Stacked:
     def __iter__(self):
         self._refuse("iterating it")
 
-    def __bool__(self):
-        self._refuse("its truth")
+    def count(self, what: str):
+        """The list's length (for `what`, as len() or its truth sees it):
+        its items before the loop and one a trip, the trip count a symbol."""
+        if self.joined:
+            self._refuse(f"{what} (its trips appended rows of other lengths)")
+        return len(self.prefix) + self.rows.shape[0]
+
+    def __bool__(self):  # (`np.stack(hs) if hs else ...`: a guard on the trip count, as a shape decision)
+        return bool(self.count("its truth"))
 
     def _list_op(self, *a, **k):
         self._refuse("a list operation")

@@ -82,6 +82,14 @@ ARGS = {
 }
 
 
+def uses_len(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h)
+    return np.stack(outs) / len(outs)
+
+
 def _args(fn, rng, T):
     if fn is only_appends:
         return (rng.standard_normal((T, 3, 4)),)
@@ -92,7 +100,7 @@ def _args(fn, rng, T):
 
 
 @pytest.mark.parametrize("fn", [rnn_stack, rnn_readout, rnn_concatenate, rnn_with_first, rnn_last_and_mean,
-                                rnn_two_lists, only_appends])
+                                rnn_two_lists, only_appends, uses_len])
 def test_a_loop_appending_to_a_list_compiles_once_for_every_length(backend, fn):
     rng = np.random.default_rng(0)
     f = jit(fn, backend=backend)
@@ -103,14 +111,6 @@ def test_a_loop_appending_to_a_list_compiles_once_for_every_length(backend, fn):
     assert f.stats()["traces"] == UNROLLED + 1 and f.stats()["fallbacks"] == 0
     text = f.explain()
     assert "stacking what it appends to" in text
-
-
-def uses_len(x, W, U, h):
-    outs = []
-    for t in range(x.shape[0]):
-        h = np.tanh(x[t] @ W + h @ U)
-        outs.append(h)
-    return np.stack(outs) / len(outs)
 
 
 def returns_the_list(x, W, U, h):
@@ -146,7 +146,28 @@ def test_a_returned_list_is_the_rows_of_the_stacked_array(backend):
     assert "stacking" in f.explain()
 
 
-@pytest.mark.parametrize("fn", [uses_len, iterates])
+def stacks_if_any(x, W, U, h):
+    outs = []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        outs.append(h)
+    return np.stack(outs) if outs else np.zeros((0,) + h.shape, h.dtype)
+
+
+def test_the_lists_length_and_truth_are_of_the_trip_count(backend):
+    """`len(outs)` and `if outs` of the list a scan appended to: its trip
+    count, a symbol, and a guard on it (each was a trace per length, probe
+    17); a call whose loop runs no trip takes the other branch."""
+    rng = np.random.default_rng(2)
+    f = jit(stacks_if_any, backend=backend)
+    for T in LENGTHS + (0, 40):
+        args = _args(rnn_stack, rng, T)
+        assert_like_numpy(f(*args), stacks_if_any(*args), ulps=16, atol=1e-6)  # (a recurrence: its terms' ulp)
+    assert f.stats()["traces"] <= UNROLLED + 2 and f.stats()["fallbacks"] == 0, f.explain()
+    assert "stacking what it appends to" in f.explain()
+
+
+@pytest.mark.parametrize("fn", [iterates])
 def test_a_list_used_as_only_a_list_can_be_is_appended_as_written(backend, fn):
     rng = np.random.default_rng(1)
     f = jit(fn, backend=backend)
