@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F64, HALF, I8, I64, LLTYPE, MEMTYPE, STRIDES_OFFSET, KernelABI, \
     array_field, from_memory, to_memory
-from codegen.values import round_half
+from codegen.values import pairwise_sum, round_half
 from codegen.llvm import for_range
 from shapes.ir import Node
 from shapes.pyloop import COMPARISONS, PyLoop, dtype_of, is_weak
@@ -54,59 +54,6 @@ def emit_pyloop(module: ir.Module, node: Node, symbol: str) -> None:
     prog = node.attr("program")
     ndims = {p[0]: v.ndim for p, v in zip(prog.inputs, node.inputs)}
     _Emitter(module, prog, symbol, pyloop_abi(node, symbol).n_arrays, ndims).emit()
-
-
-_BLOCK = 128  # (numpy's PW_BLOCKSIZE)
-
-
-def _pairwise(module: ir.Module, dt: np.dtype) -> ir.Function:
-    """`T pairwise(i8* a, i64 n, i64 stride)`: numpy's pairwise summation of
-    n floats of dt `stride` bytes apart (its @TYPE@_pairwise_sum, the order
-    np.sum adds a float array's elements in): below 8 elements in order from
-    -0.0; up to 128, eight interleaved sums, combined as a tree, then the
-    rest in order; beyond, the two halves' (the first a multiple of 8)."""
-    name = f"shapejit.pairwise.{dt.name}"
-    if name in module.globals:
-        return module.globals[name]
-    ty = LLTYPE[dt]
-    fn = ir.Function(module, ir.FunctionType(ty, [I8.as_pointer(), I64, I64]), name)
-    fn.linkage = "internal"
-    a, n, stride = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-
-    def load(i):
-        return b.load(b.bitcast(b.gep(a, [b.mul(i, stride)]), ty.as_pointer()))
-    acc, acc_mid = b.alloca(ty), b.alloca(ty)  # (in the entry block: registers, once promoted)
-    r = [b.alloca(ty) for _ in range(8)]
-    small, mid, big = (fn.append_basic_block(x) for x in ("small", "mid", "big"))
-    b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, 8)), small, mid)
-    b.position_at_end(small)
-    b.store(ir.Constant(ty, -0.0), acc)
-    with for_range(b, 0, n) as i:
-        b.store(b.fadd(b.load(acc), load(i)), acc)
-    b.ret(b.load(acc))
-    b.position_at_end(mid)
-    block = fn.append_basic_block("block")
-    b.cbranch(b.icmp_signed("<=", n, ir.Constant(I64, _BLOCK)), block, big)
-    b.position_at_end(block)
-    for j in range(8):
-        b.store(load(ir.Constant(I64, j)), r[j])
-    with for_range(b, 1, b.sdiv(n, ir.Constant(I64, 8))) as k:
-        for j in range(8):
-            b.store(b.fadd(b.load(r[j]), load(b.add(b.mul(k, ir.Constant(I64, 8)), ir.Constant(I64, j)))), r[j])
-    x = [b.load(r[j]) for j in range(8)]
-    res = b.fadd(b.fadd(b.fadd(x[0], x[1]), b.fadd(x[2], x[3])), b.fadd(b.fadd(x[4], x[5]), b.fadd(x[6], x[7])))
-    b.store(res, acc_mid)
-    with for_range(b, b.mul(b.sdiv(n, ir.Constant(I64, 8)), ir.Constant(I64, 8)), n) as i:
-        b.store(b.fadd(b.load(acc_mid), load(i)), acc_mid)
-    b.ret(b.load(acc_mid))
-    b.position_at_end(big)
-    half = b.sdiv(n, ir.Constant(I64, 2))
-    half = b.sub(half, b.srem(half, ir.Constant(I64, 8)))
-    left = b.call(fn, [a, half, stride])
-    right = b.call(fn, [b.gep(a, [b.mul(half, stride)]), b.sub(n, half), stride])
-    b.ret(b.fadd(left, right))
-    return fn
 
 
 class _Emitter:
@@ -507,7 +454,7 @@ class _Emitter:
         if op == "sum" and f and v[0] == "view" and dtype_of(t) == self.arrays[v[3]][3]:
             # (numpy's order: its identity plus the pairwise sum of the elements, to the bit)
             base, stride = self._view_base(v)
-            return b.fadd(self.e_const(t, 0), b.call(_pairwise(self.m, dtype_of(t)), [base, n, stride]))
+            return b.fadd(self.e_const(t, 0), b.call(pairwise_sum(self.m, dtype_of(t)), [base, n, stride]))
         if op == "sum":  # (integers: any order gives numpy's sum; a float64 gather's: in order, a few ulp)
             return self._accumulate(t, n, lambda acc, k: b.fadd(acc, elem(k)) if f else b.add(acc, elem(k)),
                                     self.e_const(t, 0))

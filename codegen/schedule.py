@@ -23,11 +23,11 @@ import sympy
 from llvmlite import ir
 
 from clustering.partition import ARG_REDUCTIONS, ROW_REDUCTIONS, Kernel, is_column_reduction, reduced_axes
-from codegen.abi import F64, HALF, I1, I64, LLTYPE, KernelABI, KernelArgs
+from codegen.abi import F64, HALF, I1, I8, I64, LLTYPE, KernelABI, KernelArgs
 from codegen.access import Arrays
 from codegen.emitters import MATH, REDUCERS
 from codegen.llvm import for_range, smin
-from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum, round_half
+from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum, pairwise_sum, round_half
 from shapes.ir import Node, Value
 
 SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
@@ -279,25 +279,17 @@ class KernelEmitter:
                         b.store(start_value, b.gep(self.column_best[nd.out.id], [b.sub(j, j0)]))
                         start_value = ir.Constant(I64, 0)
                     self.arrays.store(nd.out, b.add(first, j), start_value)
-            with for_range(b, ir.Constant(I64, 0), rows) as row:
-                self._at_row(b.add(b.mul(b.add(b.mul(batch, rows), row), kept), at), strides)
-                with for_range(b, j0, j1) as j:
-                    memo: dict = {}
-                    for nd in reds:
-                        at_j = b.add(first, j)
-                        acc = self._load_out(nd.out, at_j)
-                        x = self.vals.value(nd.inputs[0], j, memo)
-                        if nd.op in ARG_REDUCTIONS:
-                            # (a select, not a branch: the loop over the block's columns stays vectors;
-                            # strictly beyond the best or the first NaN: numpy's first extreme)
-                            x = cast(b, x, self.vals.dtype(nd.inputs[0]), self._acc_dtype(nd))
-                            slot = b.gep(self.column_best[nd.out.id], [b.sub(j, j0)])
-                            best = b.load(slot)
-                            wins = REDUCERS[nd.op](b, self.m, best, x, ())
-                            b.store(b.select(wins, x, best), slot)
-                            self.arrays.store(nd.out, at_j, b.select(wins, row, acc))
-                        else:
-                            self.arrays.store(nd.out, at_j, self.vals.combine(nd, acc, x, ()))
+            pairwise = self._pairwise_inputs(reds, p, q, strides)
+            if pairwise is not None:  # (each float sum's input contiguous along the reduced axis: numpy's
+                # pairwise sum down each column, as its reduction walks such an input -- a Fortran-ordered one)
+                with b.if_else(pairwise) as (then, other):
+                    with then:
+                        self._pairwise_columns(reds, strides, b.add(b.mul(b.mul(batch, rows), kept), at), rows, first,
+                                               j0, j1)
+                    with other:
+                        self._column_rows(reds, strides, batch, rows, kept, at, first, j0, j1)
+            else:
+                self._column_rows(reds, strides, batch, rows, kept, at, first, j0, j1)
             post = [v for v in self.k.outputs if v.id not in {nd.out.id for nd in reds}]
             if post:  # the column values (clustering/partition.py), from the block's results, at its first row
                 self._at_row(b.add(b.mul(b.mul(batch, rows), kept), at), strides)
@@ -306,6 +298,62 @@ class KernelEmitter:
                     memo = {nd.out.id: self._load_out(nd.out, at_j) for nd in reds}
                     for v in post:
                         self.arrays.store(v, at_j, self.vals.value(v, j, memo))
+
+    def _pairwise_inputs(self, reds: list, p: int, q: int, strides: dict):
+        """Whether (an i1, at run time) every column reduction is a float sum
+        of an input array one element apart along the one reduced axis p
+        (numpy's reduction then runs down each column, its pairwise sum);
+        None where the kernel's reductions are not all such sums."""
+        b = self.b
+        if p != q or not all(nd.op == "sum" and nd.out.dtype in (np.float32, np.float64)
+                             and nd.inputs[0].id in strides and nd.inputs[0].dtype == nd.out.dtype for nd in reds):
+            return None
+        ok = ir.Constant(I1, 1)
+        for nd in reds:
+            ok = b.and_(ok, b.icmp_signed("==", strides[nd.inputs[0].id][p], ir.Constant(I64, 1)))
+        return ok
+
+    def _pairwise_columns(self, reds: list, strides: dict, row0, rows, first, j0, j1) -> None:
+        """Columns [j0, j1) of the unit at domain row `row0`: each float sum
+        numpy's pairwise sum of its input's `rows` elements down the column."""
+        b = self.b
+        self._at_row(row0, strides)
+        with for_range(b, j0, j1) as j:
+            for nd in reds:
+                x = nd.inputs[0]
+                off = b.add(self.vals.base[x.id], b.mul(j, self.vals.inner[x.id]))
+                last = b.add(off, b.sub(rows, ir.Constant(I64, 1)))
+                with b.if_then(b.icmp_signed(">", rows, ir.Constant(I64, 0))):
+                    self.arrays.addr(x.id, last)  # (bounds-checked: the column's last element is the array's)
+                ptr = b.bitcast(self.arrays.addr(x.id, off), I8.as_pointer())
+                step = ir.Constant(I64, x.dtype.itemsize)
+                t = nd.out.dtype
+                total = b.call(pairwise_sum(self.m, t), [ptr, rows, step])
+                self.arrays.store(nd.out, b.add(first, j), b.fadd(ir.Constant(LLTYPE[t], 0.0), total))
+
+    def _column_rows(self, reds: list, strides: dict, batch, rows, kept, at, first, j0, j1) -> None:
+        """Columns [j0, j1) of the unit: each output element takes one row
+        after the other, the columns of a row in the inner (vector) loop."""
+        b = self.b
+        with for_range(b, ir.Constant(I64, 0), rows) as row:
+            self._at_row(b.add(b.mul(b.add(b.mul(batch, rows), row), kept), at), strides)
+            with for_range(b, j0, j1) as j:
+                memo: dict = {}
+                for nd in reds:
+                    at_j = b.add(first, j)
+                    acc = self._load_out(nd.out, at_j)
+                    x = self.vals.value(nd.inputs[0], j, memo)
+                    if nd.op in ARG_REDUCTIONS:
+                        # (a select, not a branch: the loop over the block's columns stays vectors;
+                        # strictly beyond the best or the first NaN: numpy's first extreme)
+                        x = cast(b, x, self.vals.dtype(nd.inputs[0]), self._acc_dtype(nd))
+                        slot = b.gep(self.column_best[nd.out.id], [b.sub(j, j0)])
+                        best = b.load(slot)
+                        wins = REDUCERS[nd.op](b, self.m, best, x, ())
+                        b.store(b.select(wins, x, best), slot)
+                        self.arrays.store(nd.out, at_j, b.select(wins, row, acc))
+                    else:
+                        self.arrays.store(nd.out, at_j, self.vals.combine(nd, acc, x, ()))
 
     def _count(self, dims) -> ir.Value:
         c = ir.Constant(I64, 1)

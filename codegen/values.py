@@ -18,10 +18,11 @@ from llvmlite import ir
 
 from clustering.partition import compare_dtype
 from codegen import complexval
-from codegen.abi import F16, F32, F64, HALF, I1, I32, I64, LLTYPE
+from codegen.abi import F16, F32, F64, HALF, I1, I8, I32, I64, LLTYPE
 from codegen.access import Arrays
 from codegen.complexval import CValue
 from codegen.emitters import EMITTERS, REDUCERS, TIE_FIRST, UNSIGNED, UNSIGNED_REDUCERS, intrinsic
+from codegen.llvm import for_range
 from shapes.ir import Node, Value
 from shapes.ops import OPS
 
@@ -290,3 +291,56 @@ class ValueEmitter:
                                    b.fcmp_ordered("<=", mag, ir.Constant(t, float(info.max)))))
             recip[vid] = r
         return recip, ok
+
+
+PAIRWISE_BLOCK = 128  # (numpy's PW_BLOCKSIZE)
+
+
+def pairwise_sum(module: ir.Module, dt: np.dtype) -> ir.Function:
+    """`T pairwise(i8* a, i64 n, i64 stride)`: numpy's pairwise summation of
+    n floats of dt `stride` bytes apart (its @TYPE@_pairwise_sum, the order
+    np.sum adds a float array's elements in): below 8 elements in order from
+    -0.0; up to 128, eight interleaved sums, combined as a tree, then the
+    rest in order; beyond, the two halves' (the first a multiple of 8)."""
+    name = f"shapejit.pairwise.{dt.name}"
+    if name in module.globals:
+        return module.globals[name]
+    ty = LLTYPE[dt]
+    fn = ir.Function(module, ir.FunctionType(ty, [I8.as_pointer(), I64, I64]), name)
+    fn.linkage = "internal"
+    a, n, stride = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def load(i):
+        return b.load(b.bitcast(b.gep(a, [b.mul(i, stride)]), ty.as_pointer()))
+    acc, acc_mid = b.alloca(ty), b.alloca(ty)  # (in the entry block: registers, once promoted)
+    r = [b.alloca(ty) for _ in range(8)]
+    small, mid, big = (fn.append_basic_block(x) for x in ("small", "mid", "big"))
+    b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, 8)), small, mid)
+    b.position_at_end(small)
+    b.store(ir.Constant(ty, -0.0), acc)
+    with for_range(b, 0, n) as i:
+        b.store(b.fadd(b.load(acc), load(i)), acc)
+    b.ret(b.load(acc))
+    b.position_at_end(mid)
+    block = fn.append_basic_block("block")
+    b.cbranch(b.icmp_signed("<=", n, ir.Constant(I64, PAIRWISE_BLOCK)), block, big)
+    b.position_at_end(block)
+    for j in range(8):
+        b.store(load(ir.Constant(I64, j)), r[j])
+    with for_range(b, 1, b.sdiv(n, ir.Constant(I64, 8))) as k:
+        for j in range(8):
+            b.store(b.fadd(b.load(r[j]), load(b.add(b.mul(k, ir.Constant(I64, 8)), ir.Constant(I64, j)))), r[j])
+    x = [b.load(r[j]) for j in range(8)]
+    res = b.fadd(b.fadd(b.fadd(x[0], x[1]), b.fadd(x[2], x[3])), b.fadd(b.fadd(x[4], x[5]), b.fadd(x[6], x[7])))
+    b.store(res, acc_mid)
+    with for_range(b, b.mul(b.sdiv(n, ir.Constant(I64, 8)), ir.Constant(I64, 8)), n) as i:
+        b.store(b.fadd(b.load(acc_mid), load(i)), acc_mid)
+    b.ret(b.load(acc_mid))
+    b.position_at_end(big)
+    half = b.sdiv(n, ir.Constant(I64, 2))
+    half = b.sub(half, b.srem(half, ir.Constant(I64, 8)))
+    left = b.call(fn, [a, half, stride])
+    right = b.call(fn, [b.gep(a, [b.mul(half, stride)]), b.sub(n, half), stride])
+    b.ret(b.fadd(left, right))
+    return fn

@@ -697,6 +697,31 @@ def test_long_row_sums_overflow_and_nan_like_numpy(dtype, backend, rng):
     check(fn, [(rows,), (np.ascontiguousarray(rows[:, :4500]),)], backend)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=dtype_id)
+def test_column_sums_of_an_input_contiguous_down_its_columns_are_numpys_to_the_bit(dtype, backend, rng):
+    """x.sum(axis=0) and x.mean(axis=0) of a Fortran-ordered x: numpy's
+    reduction walks each contiguous column, its pairwise sum; so does the
+    column kernel, to the bit.  It added the rows one after another: `x -
+    x.mean(axis=0)` of equal rows was not 0, and a float32 column of 10**6
+    rows 1e-5 off where numpy's is 1e-8 (probe 18).  (One column, (n, 1),
+    is a row's sum: shapejit's blocked order, a few ulp from numpy's.)"""
+    def fn(x):
+        return x.sum(axis=0), x - x.mean(axis=0), x.mean(axis=0, keepdims=True)
+    f = jit(fn, backend=backend)
+    for n in (0, 1, 7, 8, 9, 127, 128, 129, 1000, 5001):
+        for k in (2, 3, 70):
+            x = np.asfortranarray(rng.standard_normal((n, k)).astype(dtype) + 10)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                want = fn(x)
+            for got, w in zip(f(x), want):
+                np.testing.assert_array_equal(got, w)
+    x = np.asfortranarray(np.broadcast_to(rng.standard_normal(2), (9, 2)))
+    assert (f(x)[1] == 0).all()
+    t = np.transpose(rng.standard_normal((3, 4, 300)).astype(dtype), (0, 2, 1))  # (its axis 1 contiguous)
+    g = jit(lambda y: y.sum(axis=1), backend=backend)
+    np.testing.assert_array_equal(g(t), t.sum(axis=1))
+
+
 def test_reduction_positional_and_keyword_forms(backend, rng):
     def fn(x):
         return (np.sum(x, 0), x.sum(1), x.max(-1), np.mean(x, (0, 1)), x.argmax(1), x.min(axis=0),
