@@ -1428,6 +1428,18 @@ def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
     return y
 
 
+def logspace(ctx, start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """numpy's formula for a scalar base: base ** linspace(start, stop, num)
+    (a traced end, a symbolic count: linspace above), then dtype."""
+    if type(base) not in (int, float) and not isinstance(base, (np.integer, np.floating)):
+        return None
+    y = linspace(ctx, start, stop, num, endpoint, axis=axis)
+    if y is None:
+        return None
+    y = np.power(base, y)
+    return y if dtype is None else astype(ctx, y, dtype)
+
+
 def _window(name: str):
     """np.hanning, np.hamming, np.blackman and np.bartlett of a size M, by
     numpy's definitions (numpy/lib/_function_base_impl.py): M as a float64,

@@ -563,7 +563,13 @@ class _NumpyProxy(types.ModuleType):
             r = optable.arange(self._ctx, *args, dtype=dtype)
             if r is not None:
                 return r
+        # (a number of the trace, `np.arange(0, 1, step)` of a Python float of the call: the length is of its
+        # value, a graph break on it -- one path per value, as torch.compile specializes a float)
+        args, kw = ([self._number(a) for a in args], {k: self._number(a) for k, a in kw.items()})
         return self._const(np.arange(*args, dtype=dtype, **kw))
+
+    def _number(self, a):
+        return self._ctx.decide_on(a, "item") if type(a) is Tracer and not a.ndim else a
 
     def _const(self, x):
         """x, made of constants: a numpy array, or once numpy met a traced
@@ -590,6 +596,7 @@ class _NumpyProxy(types.ModuleType):
 
     # (linspace and arange with static arguments stay numpy arrays: often used as data, not filled)
     tri, eye, linspace = _traced("tri"), _traced("eye"), _traced("linspace", always=False)
+    logspace = _traced("logspace", always=False)
     hanning, hamming = _traced("hanning", always=False), _traced("hamming", always=False)
     blackman, bartlett = _traced("blackman", always=False), _traced("bartlett", always=False)
     del _traced

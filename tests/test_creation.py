@@ -116,6 +116,36 @@ def test_linspace_between_traced_ends(backend, endpoint):
     assert s["compiles"] == 1 and s["fallbacks"] == 0 and s["eager_nodes"] == 0, jf.explain()
 
 
+def test_logspace_of_a_count_that_changes_and_of_traced_ends(backend):
+    """np.logspace(0, 2, n) of an int n that changes, and between traced
+    ends: base ** linspace, one compile for every count (a trace per n,
+    probe 18)."""
+    def f(x, n, a):
+        return x.sum() + np.logspace(0, 2, n), np.logspace(a, 1.5, x.shape[0], base=2.0, dtype=np.float32)
+    jf = jit(f, backend=backend)
+    for n in (3, 5, 7, 9, 12, 2):
+        x = np.ones(n + 1)
+        assert_like_numpy(jf(x, n, -0.5), f(x, n, -0.5))
+    s = jf.stats()
+    assert s["traces"] == 2 and s["fallbacks"] == 0 and s["eager_nodes"] == 0, jf.explain()
+
+
+def test_arange_of_a_python_float_of_the_call_takes_a_path_per_value(backend):
+    """np.arange(0, 1, step) of a Python float argument: its length is of
+    the value, a graph break on it; a call with a step seen before takes
+    that path's entry (every call ran in numpy, probe 18)."""
+    def f(x, step):
+        return np.arange(0, 1, step) + x.sum(), np.arange(start=step, stop=2.0)
+    jf = jit(f, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for step in (0.1, 0.3, 0.25, 0.1, 0.3, 0.1):
+            x = np.ones(3)
+            assert_like_numpy(jf(x, step), f(x, step))
+    s = jf.stats()
+    assert s["traces"] == 3 and s["eager_calls"] == 0 and s["graph_breaks"] >= 3, jf.explain()
+
+
 def test_arange_full(backend):
     def f(x):
         T = x.shape[0]
