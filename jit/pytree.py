@@ -21,6 +21,13 @@ class Rows:
 def flatten(obj, leaves: list) -> object:
     """Append obj's leaves to `leaves`; return its treedef (hashable)."""
     t = type(obj)
+    if t is tuple:  # (a call's arguments: most often leaves alone, flattened in one step)
+        for x in obj:
+            if type(x) in _NESTED or isinstance(x, tuple):
+                break
+        else:
+            leaves.extend(obj)
+            return flat_tuple(len(obj))
     if t is Rows:
         return (Rows, (flatten(obj.array, leaves),))
     if t is tuple or t is list:
@@ -32,6 +39,9 @@ def flatten(obj, leaves: list) -> object:
         return (t, tuple(flatten(x, leaves) for x in obj))
     leaves.append(obj)
     return LEAF
+
+
+_NESTED = frozenset({list, dict, Rows})  # (and tuples: what flatten() walks into)
 
 
 def count_leaves(treedef) -> int:

@@ -71,6 +71,17 @@ _ITERATOR = "an iterator"
 _OBJECT = "an object"
 
 
+_SHAPE_KEYS: dict = {}  # shape -> its key: each dim of SYMBOLIC_FROM or more a -1 (classify_call's, memoized)
+
+
+def _shape_key(shape: tuple) -> tuple:
+    key = tuple([d if d < SYMBOLIC_FROM else -1 for d in shape])
+    if len(_SHAPE_KEYS) >= 4096:  # (a service's many shapes: kept bounded)
+        _SHAPE_KEYS.clear()
+    _SHAPE_KEYS[shape] = key
+    return key
+
+
 def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
     """-> (key, arrays, runtime inputs).  The hot path: keep it lean.
     `dyn_ints`: leaf indices of int arguments that are symbols, not keys."""
@@ -89,7 +100,10 @@ def classify_call(leaves, treedef, dynamic, dyn_ints=frozenset()):
             if dynamic is False:
                 key.append((x.dtype, x.shape, x.flags.c_contiguous))
             else:
-                key.append((x.dtype, tuple([d if d < SYMBOLIC_FROM else -1 for d in x.shape]), x.flags.c_contiguous))
+                shape = _SHAPE_KEYS.get(x.shape)
+                if shape is None:
+                    shape = _shape_key(x.shape)
+                key.append((x.dtype, shape, x.flags.c_contiguous))
         elif t is float or t is complex:
             runtime.append(x)
             key.append(t)
