@@ -103,9 +103,29 @@ def after_failure(jf, state: KeyState, failure: Exception, bound, stage: str = "
         raise error
     jf.metrics.eager_calls += 1
     jf.metrics.slow_calls += 1
-    mark_eager(jf, state, "internal_error", f"{stage} failed: {type(failure).__name__}: {failure}"
-                                            f" (at {_where(failure)})")
+    what = f"{type(failure).__name__}: {failure} (at {_where(failure)})"
+    if stage == "running the compiled code" and _raised_by_numpy(failure) and state.numpy_raised < NUMPY_RAISED:
+        # (numpy's own error for this call's data, in a step of the compiled code, that the function catches:
+        # `try: np.linalg.inv(A) except LinAlgError: ...` -- this call runs in numpy, the next compiled)
+        state.numpy_raised += 1
+        count_fallback(jf, "numpy_raised", f"(one call) numpy raised {what}, which the function catches")
+        return result
+    mark_eager(jf, state, "internal_error", f"{stage} failed: {what}")
     return result
+
+
+# calls a key runs in numpy, one at a time, for numpy's error in a compiled step that the function catches:
+# past them, the key runs in numpy (a compiled step that raises where numpy's own call does not is a failure)
+NUMPY_RAISED = 16
+_NUMPY_DIR = np.__file__.rpartition("/")[0] + "/"
+
+
+def _raised_by_numpy(e: BaseException) -> bool:
+    """Whether numpy's own code raised e (its innermost frame numpy's)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_NUMPY_DIR)
 
 
 def _where(e: BaseException) -> str:

@@ -64,3 +64,4 @@ class KeyState:
     saved: list | None = None  # saved entries of other processes not yet used (read on the first miss)
     saved_level: str | None = None  # the cache level they came from ("disk" | "remote")
     break_retraces: int = 0  # traces because a graph break decided otherwise
+    numpy_raised: int = 0  # calls run in numpy for numpy's error in a compiled step (jit/eager.py after_failure)

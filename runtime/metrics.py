@@ -24,7 +24,7 @@ COMPILE_BOUNDS = (1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 
 RECOMPILE_REASONS = ("guard", "signature", "auto_dynamic", "graph_break", "value_changed")
 FALLBACK_REASONS = ("data_dependent", "unsupported_input", "max_entries", "eager_size_changed",
                     "compile_failed", "aliased_arguments", "internal_error", "graph_break_outcomes",
-                    "lifted_loop", "scan_changed", "errstate", "python_state", "int_of_float")
+                    "lifted_loop", "scan_changed", "errstate", "python_state", "int_of_float", "numpy_raised")
 STAGES = ("trace", "passes", "codegen", "llvm", "load")
 # (level, artifact) of a compile cache hit: object code this process holds,
 # else a saved trace with its object code or object code alone, from disk or Redis

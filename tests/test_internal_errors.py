@@ -144,6 +144,36 @@ def test_a_compiled_call_failing_where_numpy_fails_raises_numpys_error(backend):
     assert_like_numpy(jf(x, good), g(x, good))
 
 
+def safe_inverse(A):
+    try:
+        return np.linalg.inv(A), True
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(A), False
+
+
+def test_numpys_error_in_a_compiled_step_that_the_function_catches_runs_that_call_in_numpy(backend):
+    """`try: np.linalg.inv(A) except LinAlgError: ...`: a singular A makes
+    the compiled step raise numpy's error, which the function catches: that
+    call runs in numpy (a count, no warning) and the next compiled; the
+    signature ran in numpy for good (probe 18).  Past NUMPY_RAISED such
+    calls, the signature runs in numpy."""
+    from jit.eager import NUMPY_RAISED
+    jf = jit(safe_inverse, backend=backend)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for A in (rng.standard_normal((3, 3)), np.ones((3, 3)), rng.standard_normal((4, 4)), np.ones((5, 5))):
+            assert_like_numpy(jf(A), safe_inverse(A))
+    s = jf.stats()
+    assert s["traces"] == 1 and s["eager_calls"] == 2 and jf.metrics.fallbacks["numpy_raised"] == 2, jf.explain()
+    (state,) = jf._keys.values()
+    assert state.eager_reason is None
+    with pytest.warns(JitWarning, match="running the compiled code failed: LinAlgError"):
+        for _ in range(NUMPY_RAISED):
+            jf(np.ones((3, 3)))
+    assert state.eager_reason is not None and jf.metrics.fallbacks["numpy_raised"] == NUMPY_RAISED
+
+
 class _AttrDict(dict):
     """A config pattern: attribute reads backed by items (a missing one raises KeyError, not AttributeError)."""
     def __getattr__(self, name):
