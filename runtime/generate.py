@@ -19,7 +19,7 @@ from shapes.pyexpr import ident, to_python
 from runtime import gemmchoice, gemv, kernelcall
 from runtime.bufferplan import last_stop, plan_buffers, step_io
 from runtime.kernelcall import KernelCall
-from runtime.runeagerly import Aliased, BreakMismatch, ShapeMismatch
+from runtime.runeagerly import Aliased, BreakMismatch, DtypeMismatch, ShapeMismatch
 from runtime.threadpool import dgemv_address, native_pool, parallel_for
 
 
@@ -30,6 +30,7 @@ _METHODS = {"reshape": "shape", "transpose": "perm"}
 def namespace(pool) -> dict:
     """The names the generated source calls (its constants come on top)."""
     return {"ShapeMismatch": ShapeMismatch, "Aliased": Aliased, "BreakMismatch": BreakMismatch,
+            "DtypeMismatch": DtypeMismatch,
             "_shape": np.shape, "_empty": np.empty, "_matmul": np.matmul, "_copyto": np.copyto,
             "_par": parallel_for, "_pool": pool, "_check_bounds": kernelcall.check_bounds,
             "_errcell": kernelcall.errcell_address, "_rows4": kernelcall.rows4,
@@ -416,11 +417,11 @@ def _eager_lines(n, src: Source) -> list[str]:
     outs = ", ".join(names[o.id] for o in n.outputs)
     args = ", ".join(names[v.id] for v in n.inputs)
     # (np.roots, np.linalg.eigvals, np.emath.sqrt: a dtype that follows from the values, complex for some calls;
-    # a call whose outputs are of another dtype or rank than the trace's runs in numpy)
+    # a call whose outputs are of another dtype or rank than the trace's takes another entry, or a trace)
     kinds = src.const(tuple((o.dtype, o.ndim) for o in n.outputs))
     return [f"    _r = {src.const(n.attr('call'))}([{args}])",
             f"    if len(_r) != {len(n.outputs)}: raise ShapeMismatch('eager output count')",
-            f"    if tuple([(_o.dtype, _o.ndim) for _o in _r]) != {kinds}: raise ShapeMismatch('eager output dtype')",
+            f"    if tuple([(_o.dtype, _o.ndim) for _o in _r]) != {kinds}: raise DtypeMismatch()",
             f"    {outs}{',' if len(n.outputs) == 1 else ''} = _r"]
 
 

@@ -25,6 +25,13 @@ class BreakMismatch(RunEagerly):
     reason = "graph_break"
 
 
+class DtypeMismatch(BreakMismatch):
+    """An eager op's output has another dtype or rank than on the traced
+    call (np.linalg.eig of a matrix whose eigenvalues are complex, where the
+    trace's were real): as a graph break deciding otherwise, another entry,
+    or a trace of this call, serves it."""
+
+
 class RowsOfOtherLengths(BreakMismatch):
     """A scan whose trace stacked what its trips append met rows of other
     lengths (the last batch of a loop over batches): this entry serves no

@@ -227,18 +227,32 @@ def _emath_twice(x):
     return np.emath.sqrt(x) * 2
 
 
-def test_an_eager_step_whose_dtype_follows_from_the_values_runs_numpy_where_it_differs(backend):
-    """np.roots and np.emath.sqrt give complex results for some values,
-    real for others: a compiled call whose eager step gave another dtype
-    than the trace's ran on (two real roots read as one complex number:
-    [2.236, 2.236] for numpy's [2, 1]); it runs in numpy."""
-    f, g = jit(_root_sizes, backend=backend), jit(_emath_twice, backend=backend)
+def _top_eigenvalues(A):
+    w, V = np.linalg.eig(A)
+    return np.abs(w[np.argsort(-np.abs(w))])
+
+
+def test_an_eager_step_whose_dtype_follows_from_the_values_takes_a_path_per_dtype(backend):
+    """np.roots, np.emath.sqrt and np.linalg.eig give complex results for
+    some values, real for others: a compiled call whose eager step gave
+    another dtype than the trace's ran on (two real roots read as one
+    complex number: [2.236, 2.236] for numpy's [2, 1]), then ran in numpy
+    at every such call (probe 18); as a graph break deciding otherwise,
+    each dtype takes an entry of its own, traced once."""
+    f, g, h = (jit(fn, backend=backend) for fn in (_root_sizes, _emath_twice, _top_eigenvalues))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", JitWarning)
+        warnings.simplefilter("error", JitWarning)
         for c in ([1.0, 2.0, 5.0], [1.0, -3.0, 2.0], [1.0, 0.0, 4.0], [1.0, -5.0, 6.0]):
             assert_like_numpy(f(np.array(c)), _root_sizes(np.array(c)))
-        for x in ([4.0, 9.0], [-4.0, 9.0], [1.0, 16.0]):
+        for x in ([4.0, 9.0], [-4.0, 9.0], [1.0, 16.0], [-1.0, 2.0]):
             assert_like_numpy(g(np.array(x)), _emath_twice(np.array(x)))
+        rng = np.random.default_rng(3)
+        for A in (np.diag([3.0, 1.0]), np.array([[0.0, -1.0], [1.0, 0.0]]), rng.standard_normal((4, 4)),
+                  np.diag([1.0, 2.0, 5.0]), np.array([[0.0, -2.0], [2.0, 0.0]])):
+            assert_like_numpy(h(A), _top_eigenvalues(A))
+    for jf in (f, g, h):
+        s = jf.stats()
+        assert s["traces"] <= 3 and s["eager_calls"] == 0, jf.explain()
 
 
 def class_means(X, y):
