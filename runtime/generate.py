@@ -447,13 +447,22 @@ def _bind_lines(n, src: Source, dd_by_value, bound: set, pending: list) -> list[
     index = {d.symbol for ds in dd_by_value.values() for d in ds if d.axis is None}
     for c in [c for c in pending if c[0].free_symbols <= bound]:  # decisions the trace took on them
         pending.remove(c)
-        # (a traced index's, or a size specialized to its value, `for c in np.unique(y)`: another entry or a
-        # trace serves a call deciding otherwise, as a guard's; else that one call runs in numpy)
+        # (a traced index's, a size specialized to its value, `for c in np.unique(y)`, or whether a size is 0,
+        # `r.mean() if r.size else 0.0`: another entry or a trace serves a call deciding otherwise, as a
+        # guard's; else that one call runs in numpy)
         fail = "BreakMismatch()" if c[0].free_symbols & index or isinstance(c[0], sympy.Eq) and any(
-            isinstance(side, sympy.Integer) for side in c[0].args) else \
+            isinstance(side, sympy.Integer) for side in c[0].args) or _emptiness(c[0]) else \
             f"ShapeMismatch({str(c[0]) + ' (' + c[1] + ')'!r})"
         lines.append(f"    if not ({to_python(c[0])}): raise {fail}")
     return lines
+
+
+def _emptiness(c) -> bool:
+    """Whether decision `c` asks only if a size is 0 (`Ne(u0, 0)`, `u0 <= 0`,
+    `u0 >= 1`): two outcomes, each an entry of its own."""
+    return isinstance(c, sympy.core.relational.Relational) and len(c.free_symbols) == 1 and any(
+        isinstance(a, sympy.Symbol) and isinstance(b, sympy.Integer) and b in (0, 1)
+        for a, b in ((c.lhs, c.rhs), (c.rhs, c.lhs)))
 
 
 def _node_lines(n, k: int, src: Source, plan, pooled) -> list[str]:

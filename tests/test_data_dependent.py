@@ -274,3 +274,23 @@ def test_a_loop_over_a_data_dependent_size_traces_once_per_count(backend):
     s = jf.stats()
     # (the comprehension is the loop that appends: unrolled for two counts, then a scan serves every count)
     assert s["eager_calls"] == 0 and s["traces"] == 3 and "(a scan)" in jf.explain(), jf.explain()
+
+
+def _positive_mean(x):
+    r = x[x > 0]
+    return r.mean() if r.size else 0.0
+
+
+def test_whether_a_data_dependent_size_is_zero_takes_an_entry_per_outcome(backend):
+    """`r.mean() if r.size else 0.0` of a mask's selection: a call whose
+    mask selects nothing ran in numpy, at every such call (probe 18); it
+    takes an entry of its own, traced once."""
+    jf = jit(_positive_mean, backend=backend)
+    rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for i in range(8):
+            x = rng.standard_normal(6) if i % 2 == 0 else -np.abs(rng.standard_normal(6))
+            assert_like_numpy(jf(x), _positive_mean(x))
+    s = jf.stats()
+    assert s["traces"] == 2 and s["eager_calls"] == 0 and s["fallbacks"] == 0, jf.explain()
