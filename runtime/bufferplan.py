@@ -114,7 +114,7 @@ def plan_buffers(graph, steps, outputs, pooled, stop: int | None) -> BufferPlan:
     roots_owned = _roots(graph, steps)
     in_place = _in_place_updates(steps, outputs, -1 if stop is None else stop, roots_owned)
     views = _slot_views(steps)
-    direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0], views)
+    direct = _stores_in_place(steps, in_place, pooled, last_use, roots_owned[0], views, kept(outputs))
     into_operand = _updates_in_place(steps, in_place, outputs, views)
     stored = {steps[k + 1].out.id for k in into_operand}
     into_argument = _writes_into_arguments(graph, steps, outputs, roots_owned[0], -1 if stop is None else stop)
@@ -170,7 +170,7 @@ def _roots(graph, steps) -> tuple[dict[int, frozenset], set[int]]:
     return roots, owned
 
 
-def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views) -> dict[int, Node]:
+def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views, keep: set) -> dict[int, Node]:
     """Kernel outputs that a kernel may write straight into the slot of an
     in-place setitem (the step right after it) instead of a new array: its
     only reader, with the slot's shape and dtype, a basic index, and no
@@ -186,7 +186,9 @@ def _stores_in_place(steps, in_place: set[int], pooled, last_use, roots, views) 
                 and nxt.op == "setitem" and nxt.out.id in in_place and len(nxt.inputs) == 2):
             continue
         vid, shape, dtype = st.outputs[0]
-        if (nxt.inputs[1].id != vid or vid in pooled or last_use.get(vid) != k + 1 or not shape
+        # (not one the call returns: `out[0] = h; return h` -- numpy's h is an array of its own, not a view
+        # of out that the caller's later writes into out would change)
+        if (nxt.inputs[1].id != vid or vid in pooled or vid in keep or last_use.get(vid) != k + 1 or not shape
                 or _slot_shape(nxt.attr("items"), nxt.inputs[0].shape) != tuple(shape)
                 or np.dtype(dtype) != nxt.out.dtype):
             continue

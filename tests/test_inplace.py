@@ -756,3 +756,27 @@ def test_threads_writing_their_own_rows_lose_no_write_while_the_function_traces(
             t.join()
         lost += int(20 - h.acc[:, 0].sum())
     assert lost == 0
+
+
+def stores_and_returns(x, out):
+    h = np.tanh(x) * 2
+    out[0] = h
+    return h
+
+
+def test_a_value_stored_into_an_argument_and_returned_is_an_array_of_its_own(backend):
+    """`out[0] = h; return h`: numpy's h is an array of its own; the kernel
+    wrote h straight into out's row and returned that view, so the caller's
+    next write into out changed h (and a scan whose body does so, a GRU's
+    `hs[t] = h`, ran every trip in numpy: its carried h viewed hs)."""
+    jf = jit(stores_and_returns, backend=backend)
+    for n in (3, 4, 5, 7):
+        x, out = np.linspace(-1, 1, n), np.zeros((2, n))
+        want_out = out.copy()
+        want = stores_and_returns(x, want_out)
+        h = jf(x, out)
+        assert_like_numpy(h, want)
+        assert_like_numpy(out, want_out)
+        assert not np.shares_memory(h, out)
+        out[0] = 7.0
+        assert_like_numpy(h, want)

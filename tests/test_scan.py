@@ -1366,3 +1366,38 @@ def test_a_function_of_the_frame_closing_over_values_of_the_trace_is_a_scans(bac
     x = np.linspace(1, 2, 5)
     for n in (3, 4, 5, 6, 0, 1):
         assert_like_numpy(g(x, n), halvings(x, n))
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def gru(xs, W, U, b):
+    T, B, D = xs.shape
+    Hd = U.shape[0]
+    h = np.zeros((B, Hd), dtype=xs.dtype)
+    hs = np.empty((T, B, Hd), dtype=xs.dtype)
+    for t in range(T):
+        xw = xs[t] @ W + b
+        hu = h @ U[:, :2 * Hd]
+        r = _sigmoid(xw[:, :Hd] + hu[:, :Hd])
+        zg = _sigmoid(xw[:, Hd:2 * Hd] + hu[:, Hd:])
+        n = np.tanh(xw[:, 2 * Hd:] + (r * h) @ U[:, 2 * Hd:])
+        h = (1 - zg) * n + zg * h
+        hs[t] = h
+    return hs
+
+
+def test_a_gru_storing_each_state_runs_every_trip_compiled(backend):
+    """A GRU whose trips store the state they carry (`hs[t] = h`): the
+    body's h was written straight into hs's row and carried as that view,
+    so every trip after the first met h aliasing the hs it writes into and
+    ran in numpy (0.44x numpy's speed, probe 18)."""
+    rng = np.random.default_rng(7)
+    W, U, b = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((8, 12), (4, 12), (12,)))
+    f = jit(gru, backend=backend)
+    for T in (3, 5, 8, 11, 16):
+        xs = rng.standard_normal((T, 2, 8)).astype(np.float32)
+        assert_like_numpy(f(xs, W, U, b), gru(xs, W, U, b), ulps=16, atol=1e-6)
+    assert f.stats()["fallbacks"] == 0 and "(a scan)" in f.explain(), f.explain()
+    assert _body(f).stats()["eager_calls"] == 0, _body(f).explain()
