@@ -10,12 +10,14 @@ LEAF = None  # the treedef of a single leaf
 class Rows:
     """A list of the rows of one array: a list a compiled loop appended to
     (jit/tracer.py Stacked), returned.  Flattened, the array is its leaf;
-    rebuilt, the list of the array's rows (each a view of one row)."""
+    rebuilt, the list of the array's rows (each a view of one row, or of a
+    1-D array its numpy scalars), or with `python`, of its Python numbers
+    (`losses.append(float(loss))`)."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "python")
 
-    def __init__(self, array):
-        self.array = array
+    def __init__(self, array, python: bool = False):
+        self.array, self.python = array, python
 
 
 def flatten(obj, leaves: list) -> object:
@@ -29,7 +31,7 @@ def flatten(obj, leaves: list) -> object:
             leaves.extend(obj)
             return flat_tuple(len(obj))
     if t is Rows:
-        return (Rows, (flatten(obj.array, leaves),))
+        return (Rows, obj.python, (flatten(obj.array, leaves),))
     if t is tuple or t is list:
         return (t, tuple(flatten(x, leaves) for x in obj))
     if t is dict:
@@ -62,8 +64,11 @@ def unflatten(treedef, leaves_iter):
     t = treedef[0]
     if t is dict:
         return {k: unflatten(d, leaves_iter) for k, d in zip(treedef[1], treedef[2])}
+    if t is Rows:
+        a = unflatten(treedef[2][0], leaves_iter)
+        return a.tolist() if treedef[1] else list(a)
     items = [unflatten(d, leaves_iter) for d in treedef[1]]
-    return tuple(items) if t is tuple else items if t is list else list(items[0]) if t is Rows else t(*items)
+    return tuple(items) if t is tuple else items if t is list else t(*items)
 
 
 def leaf_paths(treedef, prefix: str) -> list[str]:
@@ -74,6 +79,8 @@ def leaf_paths(treedef, prefix: str) -> list[str]:
     if treedef[0] is dict:
         for k, d in zip(treedef[1], treedef[2]):
             out += leaf_paths(d, f"{prefix}[{k!r}]")
+    elif treedef[0] is Rows:
+        out += leaf_paths(treedef[2][0], prefix)
     else:
         for i, d in enumerate(treedef[1]):
             out += leaf_paths(d, f"{prefix}[{i}]")

@@ -633,7 +633,8 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     for n in sorted(set(carried) - set(site.assigned) | set(written) - _rebound(loop.body)):
         ctx.write(scope[n], new[n])
         new[n] = scope[n]
-    lists = [Stacked(list(scope[n]), y, site, joined) for n, y, joined in zip(stacked, ys, call.joined)]
+    lists = [Stacked(list(scope[n]), y, site, joined, numbers) for n, y, joined, numbers
+             in zip(stacked, ys, call.joined, call.numbers or ("",) * len(stacked))]
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned) + tuple(lists)
 
 
@@ -1249,6 +1250,7 @@ class ScanCall:
     consts: tuple = ()  # ((name, value) the body reads of its frame as they are: plain numbers and strings)
     last: bool = False  # (the node's last output: the index of the last trip run, the loop variable after it)
     joined: tuple = ()  # (per stacked list, whether its rows are joined along their first axis, _Joined)
+    numbers: tuple = ()  # (per stacked list, what the trace's trips appended where not arrays: Stacked.numbers)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
@@ -1410,6 +1412,7 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
     at = [(j, k) for j, k in enumerate(layout) if k in ints]
     taken = [k for k in range(nc) if k not in ints]  # (_inputs')
     checked = [(k,) + tuple(want[k]) for k in arrays]
+    appends_numbers = any(call.numbers)  # (what trips append that is not an array: _put_rows's to check)
     for i in range(i, len(trips)):
         t = trips[i]
         if ints:
@@ -1428,7 +1431,7 @@ def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed:
         if ny:
             for row, y in zip(rows, res[nc:nc + ny]):
                 if not isinstance(y, _ROWS) or type(row) is _Joined or y.dtype is not row.dtype \
-                        or y.shape != row.shape[1:]:
+                        or y.shape != row.shape[1:] or type(y) is not np.ndarray and not appends_numbers:
                     _put_rows(rows, res[nc:nc + ny], i, len(trips), call)
                     break
                 row[i] = y
@@ -1483,7 +1486,15 @@ def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
     the call's entry serves no call again (ScanCall.ragged: RowsOfOtherLengths,
     and the trace made then joins it)."""
     for k, y in enumerate(ys):
-        y = np.asarray(y) if isinstance(y, np.generic) else y
+        kind = _NUMBER_KINDS.get(type(y), "s" if isinstance(y, np.generic) else "")
+        if call.tracing and i == 0:
+            call.numbers = call.numbers[:k] + (kind,) + call.numbers[k + 1:] if call.numbers else \
+                tuple(kind if j == k else "" for j in range(len(ys)))
+        elif (call.numbers[k] if call.numbers else "") != kind:  # (a Python float where the trace's trips
+            # appended numpy's, or an array: numpy's list would hold it as it is)
+            raise ScanMismatch(f"the loop at {call.where}: trip {i} appended a {type(y).__name__}, not what the "
+                               "trace's trips appended")
+        y = np.asarray(y) if kind else y  # (a number: a 0-d row; Python's of its default dtype, as np.array)
         want = call.stacked_dtypes[k] if call.stacked_dtypes else None
         if rows[k] is None and i == 0 and type(y) is np.ndarray and want in (None, y.dtype.str):
             rows[k] = _Joined([], y.dtype, y.shape[1:]) if call.joined[k] and y.ndim else \
@@ -1510,6 +1521,9 @@ def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
             raise ScanMismatch(f"the loop at {call.where}: trip {i} appended a {got}"
                                + (f", not {first}" if first and isinstance(y, np.ndarray) else ""))
         row[i] = y
+
+
+_NUMBER_KINDS = {bool: "b", int: "i", float: "f"}  # (a Python number a trip appended: Stacked.numbers)
 
 
 def _inputs(values, kinds: tuple) -> list:

@@ -20,7 +20,7 @@ from jit.declare import dim_names, parse_constraint
 from jit.errors import raises
 from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, assigned_only, global_names, \
     held_container, holder, jitted, key_token, refuse_random, user_file, user_module
-from jit.tracer import PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, \
+from jit.tracer import PYTHON_KINDS, PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, \
     TraceContext, Tracer, eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
@@ -356,15 +356,15 @@ def _stacked_as_rows(r, depth: int = 4):
     """The result with each list a compiled loop appended arrays to
     (Stacked, in tuples, lists and dicts of it) as the list of its stacked
     array's rows (pytree.Rows): what numpy's list holds, arrays of those
-    values.  One of numbers, or that may view an array written since the
-    loop, is refused (Stacked: the call traced again, its appends as
-    written)."""
+    values, numpy's scalars, or the Python numbers the trips appended.  One
+    that may view an array written since the loop is refused (Stacked: the
+    call traced again, its appends as written)."""
     t = type(r)
     if t is Stacked:
         a = r.stack()
-        if a.ndim < 2:
-            r._refuse("returning a list of its numbers")
-        return pytree.Rows(a)
+        if a.ndim < 2 and not r.numbers:
+            r._refuse("returning a list of 0-d arrays")
+        return pytree.Rows(a, r.numbers in PYTHON_KINDS)
     if not depth:
         return r
     if t is list or t is tuple:

@@ -1269,6 +1269,9 @@ class StackedUse(Fallback):
         self.site = site
 
 
+PYTHON_KINDS = ("b", "i", "f")  # (a Python bool, int or float: as_python's kinds)
+
+
 class Stacked:
     """The list a loop compiled as a scan appended one array to per trip
     (`outs.append(h)`), after the loop: the items it held before (`prefix`,
@@ -1285,10 +1288,13 @@ class Stacked:
     loop over batches), `rows` is them joined along their first axis: the
     list is only np.concatenate's (np.vstack's, np.hstack's) argument."""
 
-    __slots__ = ("prefix", "rows", "site", "writes", "joined")
+    __slots__ = ("prefix", "rows", "site", "writes", "joined", "numbers")
 
-    def __init__(self, prefix: list, rows: Tracer, site, joined: bool = False):
+    def __init__(self, prefix: list, rows: Tracer, site, joined: bool = False, numbers: str = ""):
         self.prefix, self.rows, self.site, self.joined = prefix, rows, site, joined
+        # (what the trips appended, where not arrays: Python numbers of kind "b", "i" or "f", or numpy's
+        # scalars, "s": the rows of a 1-D array)
+        self.numbers = numbers
         self.writes = rows.ctx.writes()
 
     def _refuse(self, what: str):
@@ -1357,14 +1363,15 @@ class Stacked:
         if self.joined:
             self._refuse("an index (its trips appended rows of other lengths)")
         if isinstance(i, slice) and not self.prefix:
-            return Stacked([], self.rows[i], self.site)
+            return Stacked([], self.rows[i], self.site, numbers=self.numbers)
         if type(i) is int and 0 <= i < len(self.prefix):
             return self.prefix[i]
         if type(i) is int and i < 0 and self.prefix:
             self._refuse("a negative index")
         if type(i) is int or isinstance(i, SymInt) and not self.prefix:
             self._unwritten()
-            return self.rows[i - len(self.prefix) if type(i) is int and i >= 0 else i]
+            item = self.rows[i - len(self.prefix) if type(i) is int and i >= 0 else i]
+            return item.as_python(self.numbers) if self.numbers in PYTHON_KINDS else item  # (numpy's list's)
         self._refuse(f"an index {type(i).__name__}")
 
     def __array_function__(self, func, types_, args, kwargs):

@@ -525,3 +525,36 @@ def test_sum_of_a_generator_is_a_loop_that_adds(backend, fn, make, traces):
     assert f.stats()["fallbacks"] == 0, f.explain()
     if traces is not None:  # (+2: one row and none are signatures of their own)
         assert f.stats()["traces"] <= traces + 2, f.explain()
+
+
+def fit(X, y, w, lr, steps):
+    losses, sizes, means = [], [], []
+    for s in range(steps):
+        r = X @ w - y
+        loss = (r * r).mean()
+        losses.append(float(loss))  # (Python floats)
+        sizes.append(int(r.shape[0]) + s)  # (Python ints)
+        means.append(loss)  # (numpy's float64 scalars)
+        w = w - lr * (X.T @ r) / X.shape[0]
+    return w, losses, sizes, means, losses[-1] * np.float32(2), np.mean(losses), np.array(sizes)
+
+
+def test_a_loop_appending_python_numbers_is_a_scan_and_returns_numpys_list(backend):
+    """`losses.append(float(loss))` in a training loop: the scan stacks the
+    trips' numbers (it was unrolled per trip count, `trip 0 appended a float,
+    not an array`), and the list returned holds Python floats (ints, numpy's
+    scalars) as numpy's does; an item is a Python number (its promotion
+    with a float32 numpy's)."""
+    rng = np.random.default_rng(5)
+    f = jit(fit, backend=backend)
+    for n, steps in ((20, 5), (30, 6), (40, 7), (50, 9), (60, 12), (25, 1)):
+        X, y = rng.standard_normal((n, 3)), rng.standard_normal(n)
+        got, want = f(X, y, np.zeros(3), 0.1, steps), fit(X, y, np.zeros(3), 0.1, steps)
+        assert_like_numpy(got[0], want[0], ulps=16)
+        for g, w in zip(got[1:4], want[1:4]):
+            assert type(g) is list and [type(x) for x in g] == [type(x) for x in w]
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+        for g, w in zip(got[4:], want[4:]):
+            assert_like_numpy(g, w, ulps=16)
+    assert f.stats()["traces"] <= UNROLLED + 2 and f.stats()["fallbacks"] == 0, f.explain()
+    assert "stacking what it appends to losses" in f.explain()
