@@ -19,7 +19,7 @@ import sympy
 from clustering.partition import (ARG_REDUCTIONS, FLOAT_DTYPES, KERNEL_DTYPES, ROW_REDUCTIONS, TINY_STATIC,
                                   defined_sizes, sizes_in)
 from shapes.ir import Graph, Node, Value, make_attrs
-from shapes.ops import ELEMENTWISE, OPS, OPAQUE
+from shapes.ops import ELEMENTWISE, OPS, OPAQUE, VIEW_OF_INPUT
 from shapes.verify import verify
 
 
@@ -517,7 +517,19 @@ def cse(g: Graph) -> Graph:
         if OPS[n.op].category != OPAQUE and key is not None:
             seen[key] = new
         b.nodes.append(new)
-    return b.finish()
+    # (arrays the function made apart and returns stay apart, `return x.copy(), x.copy()`: numpy's two arrays,
+    # which merged would be one, a write into one seen in the other -- a view of the same one shares its
+    # memory as numpy's does)
+    made = {o.id: n for n in b.nodes for o in n.outputs}
+    first: dict = {}
+    outputs = []
+    for v in g.outputs:
+        w = b.get(v)
+        if first.setdefault(w.id, v.id) != v.id and w.shape and w.id in made \
+                and OPS[made[w.id].op].result != VIEW_OF_INPUT:
+            w = b.add("astype", [w], {"dtype": w.dtype}, w.dtype, w.shape, made[w.id].loc, w.weak)
+        outputs.append(w)
+    return Graph(g.inputs, tuple(b.nodes), tuple(outputs))
 
 
 # -------------------------------------------------------------------- dce

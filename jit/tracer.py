@@ -1319,7 +1319,9 @@ class Stacked:
                    for x in self.prefix):
                 self._refuse("items before the loop of another dtype or rank")
             rows = np.concatenate([np.stack(self.prefix), rows])
-        return rows if dtype is None or np.dtype(dtype) == rows.dtype else rows.astype(dtype)
+        # (a new array, as numpy's np.stack makes: the scan's rows stay the list's own, which a returned list,
+        # or an item, views -- `return np.stack(outs), outs` shared their memory, probe 19)
+        return rows.copy() if dtype is None or np.dtype(dtype) == rows.dtype else rows.astype(dtype)
 
     def stack(self, axis: int = 0, dtype=None) -> Tracer:
         a = self._array(dtype)

@@ -303,3 +303,44 @@ def test_an_element_indexed_with_an_ellipsis_is_numpys_0d_view(backend):
         assert_like_numpy(b, a)
         assert type(got[1]) is type(want[1]) is np.ndarray
         assert_like_numpy(got[1], want[1])
+
+
+def two_copies(x):
+    return x.copy(), x.copy(), x + 1, x + 1, x.reshape(-1), x.reshape(-1)
+
+
+def stack_and_list(xs, w, h):
+    out = []
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] + h @ w)
+        out.append(h)
+    return np.stack(out), out, out[0]
+
+
+def test_arrays_made_apart_are_returned_apart(backend):
+    """`return x.copy(), x.copy()` and `x + 1` twice: numpy's arrays of
+    their own, which common subexpressions merged into one (a write into one
+    seen in the other); two reshapes of x stay views of x.  And np.stack of
+    the list a scan appended to is a new array: it was the list's own rows,
+    so `return np.stack(out), out` shared memory (probe 19)."""
+    f = jit(two_copies, backend=backend)
+    for n in (2, 3, 4, 6):
+        x = np.arange(2.0 * n).reshape(2, n)
+        got = f(x)
+        assert_like_numpy(list(got), list(two_copies(x)))
+        for i in range(4):
+            assert not any(np.shares_memory(got[i], got[j]) for j in range(len(got)) if j != i)
+            assert not np.shares_memory(got[i], x)
+        assert np.shares_memory(got[4], x) and np.shares_memory(got[5], x)
+    g = jit(stack_and_list, backend=backend)
+    rng = np.random.default_rng(8)
+    w, h = rng.standard_normal((3, 3)), rng.standard_normal(3)
+    for T in (2, 3, 4, 5, 6, 7):
+        xs = rng.standard_normal((T, 3))
+        S, rows, first = g(xs, w, h)
+        want = stack_and_list(xs, w, h)
+        assert_like_numpy(S, want[0], ulps=16)
+        assert not any(np.shares_memory(S, r) for r in rows) and not np.shares_memory(S, first)
+        S[...] = 7.0
+        assert_like_numpy(rows[0], want[1][0], ulps=16)
+        assert_like_numpy(first, want[2], ulps=16)
