@@ -633,8 +633,9 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
     for n in sorted(set(carried) - set(site.assigned) | set(written) - _rebound(loop.body)):
         ctx.write(scope[n], new[n])
         new[n] = scope[n]
-    lists = [Stacked(list(scope[n]), y, site, joined, numbers) for n, y, joined, numbers
-             in zip(stacked, ys, call.joined, call.numbers or ("",) * len(stacked))]
+    lists = [Stacked(list(scope[n]), y, site, joined, numbers, views) for n, y, joined, numbers, views
+             in zip(stacked, ys, call.joined, call.numbers or ("",) * len(stacked),
+                    call.views or (False,) * len(stacked))]
     return tuple(new[n] if n in new else scope.get(n) for n in site.assigned) + tuple(lists)
 
 
@@ -1251,12 +1252,14 @@ class ScanCall:
     last: bool = False  # (the node's last output: the index of the last trip run, the loop variable after it)
     joined: tuple = ()  # (per stacked list, whether its rows are joined along their first axis, _Joined)
     numbers: tuple = ()  # (per stacked list, what the trace's trips appended where not arrays: Stacked.numbers)
+    views: tuple = ()  # (per stacked list, whether the trace's first trip appended a view of the loop's input)
 
     def __post_init__(self):
         self.body = self.fn = None  # (the jitted body and the function of the loop: not plain data)
         # (the trace's own run: rows of other lengths join their list; a later call's, where the trace's stacked
         # them: `ragged`, this entry serves no call again, and a trace that joins them serves them all)
         self.tracing = self.ragged = False
+        self.inputs = []  # (the trace's run: the arrays the loop reads, which an appended row may view)
         self.served = None  # (the trace's run of the trips, made before its node: what the node's first run gives)
         self.stacked_shapes = ()  # (the stacked outputs' symbolic shapes, for the trace's node: not kept)
 
@@ -1289,6 +1292,8 @@ class ScanCall:
             raise RowsOfOtherLengths(f"the loop at {self.where} appended rows of other lengths: traced again, "
                                      "its lists joined")
         nc, exits, ny = self.n_carried, self.exits, len(self.stacked)
+        if self.tracing:
+            self.inputs = [x for x in xs if isinstance(x, np.ndarray)]
         start, stop = int(xs[0]), int(xs[1])
         carried = [np.array(x) if c and isinstance(x, np.ndarray) else x for x, c in zip(xs[2:2 + nc], self.copied)]
         want = [(np.asarray(x).dtype, np.shape(x)) for x in carried]
@@ -1490,6 +1495,9 @@ def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
         if call.tracing and i == 0:
             call.numbers = call.numbers[:k] + (kind,) + call.numbers[k + 1:] if call.numbers else \
                 tuple(kind if j == k else "" for j in range(len(ys)))
+            view = type(y) is np.ndarray and any(np.may_share_memory(y, a) for a in call.inputs)
+            call.views = call.views[:k] + (view,) + call.views[k + 1:] if call.views else \
+                tuple(view if j == k else False for j in range(len(ys)))
         elif (call.numbers[k] if call.numbers else "") != kind:  # (a Python float where the trace's trips
             # appended numpy's, or an array: numpy's list would hold it as it is)
             raise ScanMismatch(f"the loop at {call.where}: trip {i} appended a {type(y).__name__}, not what the "

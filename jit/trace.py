@@ -364,6 +364,8 @@ def _stacked_as_rows(r, depth: int = 4):
         a = r.stack()
         if a.ndim < 2 and not r.numbers:
             r._refuse("returning a list of 0-d arrays")
+        if r.views:
+            r._refuse("returning a list of views of an array the loop read")
         return pytree.Rows(a, r.numbers in PYTHON_KINDS)
     if not depth:
         return r

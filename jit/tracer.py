@@ -1288,10 +1288,14 @@ class Stacked:
     loop over batches), `rows` is them joined along their first axis: the
     list is only np.concatenate's (np.vstack's, np.hstack's) argument."""
 
-    __slots__ = ("prefix", "rows", "site", "writes", "joined", "numbers")
+    __slots__ = ("prefix", "rows", "site", "writes", "joined", "numbers", "views")
 
-    def __init__(self, prefix: list, rows: Tracer, site, joined: bool = False, numbers: str = ""):
+    def __init__(self, prefix: list, rows: Tracer, site, joined: bool = False, numbers: str = "",
+                 views: bool = False):
         self.prefix, self.rows, self.site, self.joined = prefix, rows, site, joined
+        # (the trips appended views of an array the loop reads, `rows.append(x[t])`: numpy's items view x,
+        # the stacked rows copy it -- an item, or the list returned, is refused)
+        self.views = views
         # (what the trips appended, where not arrays: Python numbers of kind "b", "i" or "f", or numpy's
         # scalars, "s": the rows of a 1-D array)
         self.numbers = numbers
@@ -1365,13 +1369,15 @@ class Stacked:
         if self.joined:
             self._refuse("an index (its trips appended rows of other lengths)")
         if isinstance(i, slice) and not self.prefix:
-            return Stacked([], self.rows[i], self.site, numbers=self.numbers)
+            return Stacked([], self.rows[i], self.site, numbers=self.numbers, views=self.views)
         if type(i) is int and 0 <= i < len(self.prefix):
             return self.prefix[i]
         if type(i) is int and i < 0 and self.prefix:
             self._refuse("a negative index")
         if type(i) is int or isinstance(i, SymInt) and not self.prefix:
             self._unwritten()
+            if self.views:
+                self._refuse("an item (a view of an array the loop read, in numpy's list)")
             item = self.rows[i - len(self.prefix) if type(i) is int and i >= 0 else i]
             return item.as_python(self.numbers) if self.numbers in PYTHON_KINDS else item  # (numpy's list's)
         self._refuse(f"an index {type(i).__name__}")

@@ -558,3 +558,30 @@ def test_a_loop_appending_python_numbers_is_a_scan_and_returns_numpys_list(backe
             assert_like_numpy(g, w, ulps=16)
     assert f.stats()["traces"] <= UNROLLED + 2 and f.stats()["fallbacks"] == 0, f.explain()
     assert "stacking what it appends to losses" in f.explain()
+
+
+def rows_of(x):
+    rows = []
+    for t in range(x.shape[0]):
+        rows.append(x[t])  # (numpy's list: views of x)
+    return rows
+
+
+def rows_by_comprehension(x):
+    return [x[i] for i in range(x.shape[0])]
+
+
+@pytest.mark.parametrize("fn", [rows_of, rows_by_comprehension])
+def test_a_returned_list_of_views_of_an_argument_views_it(backend, fn):
+    """`rows.append(x[t])` and `[x[i] for i in ...]` returned: numpy's items
+    are views of x (a write into x after the call shows in them); the scan
+    stacked copies of them (probe 19).  Such a list, returned, is appended
+    as written."""
+    f = jit(fn, backend=backend)
+    for n in (2, 3, 4, 5, 6):
+        x = np.arange(2.0 * n).reshape(n, 2)
+        got = f(x)
+        assert_like_numpy(got, fn(x))
+        assert all(np.shares_memory(r, x) for r in got)
+        x[0, 0] = 9.0
+        assert got[0][0] == 9.0
