@@ -607,8 +607,9 @@ def getitem(ctx, t, index):
     if len(norm) == t.ndim and all(it[0] == "slice" and it[1] == 0 and it[2] == 1 and
                                    ctx.env.simplify(it[3]) == ctx.env.simplify(d)
                                    for it, d in zip(norm, t.value.shape)):
-        if t.ndim or any(x is Ellipsis for x in items):
-            return t  # x[:] and x[...] are x
+        if t.ndim or any(x is Ellipsis for x in items):  # (x[:] and x[...]: a new view of all of x, as numpy's,
+            # not x itself -- the caller setting the result's shape or flags would set x's)
+            return ctx.emit("getitem", [t], {"items": norm, "shape": shape})
         # (z[()] of a 0-d array is its element: a numpy scalar, as numpy's)
     if not shape and t.ndim and any(x is Ellipsis for x in items) and norm and norm[-1][0] == "int":
         # (x[0, ...]: numpy's 0-d view of the element, not its scalar -- a write through it reaches x: the

@@ -344,3 +344,22 @@ def test_arrays_made_apart_are_returned_apart(backend):
         S[...] = 7.0
         assert_like_numpy(rows[0], want[1][0], ulps=16)
         assert_like_numpy(first, want[2], ulps=16)
+
+
+def full_slices(x):
+    return x[:], x[...], x[:, :]
+
+
+def test_a_full_slice_is_a_new_view_not_the_argument_itself(backend):
+    """x[:], x[...] and x[:, :] are new views of x in numpy: they were x
+    itself, so the caller setting the result's shape (or flags) set x's
+    (probe 19)."""
+    f = jit(full_slices, backend=backend)
+    for n in (0, 1, 2, 3, 5):
+        x = np.zeros((n, 2))
+        got = f(x)
+        assert_like_numpy(list(got), list(full_slices(x)))
+        for r in got:
+            assert r is not x and np.shares_memory(r, x) == np.shares_memory(x[:], x)
+        got[0].shape = (2 * n,)
+        assert x.shape == (n, 2)
