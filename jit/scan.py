@@ -1093,7 +1093,7 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
             return body
     if key not in site.scan_codes:
         site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked, last,
-                                                    rebound)
+                                             rebound)
     factory = types.FunctionType(site.scan_codes[key], fn.__globals__, "__sj_scan__")
     where = f"{site.filename.rpartition('/')[2]}:{site.node.lineno}"
     body = scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
@@ -1492,12 +1492,10 @@ def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
     and the trace made then joins it)."""
     for k, y in enumerate(ys):
         kind = _NUMBER_KINDS.get(type(y), "s" if isinstance(y, np.generic) else "")
-        if call.tracing and i == 0:
-            call.numbers = call.numbers[:k] + (kind,) + call.numbers[k + 1:] if call.numbers else \
-                tuple(kind if j == k else "" for j in range(len(ys)))
-            view = type(y) is np.ndarray and any(np.may_share_memory(y, a) for a in call.inputs)
-            call.views = call.views[:k] + (view,) + call.views[k + 1:] if call.views else \
-                tuple(view if j == k else False for j in range(len(ys)))
+        if call.tracing and i == 0:  # (what the trace's first trip appended: every later call's must be so)
+            call.numbers = _with(call.numbers or ("",) * len(ys), k, kind)
+            call.views = _with(call.views or (False,) * len(ys), k, type(y) is np.ndarray and any(
+                np.may_share_memory(y, a) for a in call.inputs))
         elif (call.numbers[k] if call.numbers else "") != kind:  # (a Python float where the trace's trips
             # appended numpy's, or an array: numpy's list would hold it as it is)
             raise ScanMismatch(f"the loop at {call.where}: trip {i} appended a {type(y).__name__}, not what the "
@@ -1532,6 +1530,11 @@ def _put_rows(rows: list, ys, i: int, trips: int, call) -> None:
 
 
 _NUMBER_KINDS = {bool: "b", int: "i", float: "f"}  # (a Python number a trip appended: Stacked.numbers)
+
+
+def _with(t: tuple, k: int, value) -> tuple:
+    """Tuple t with item k `value`."""
+    return t[:k] + (value,) + t[k + 1:]
 
 
 def _inputs(values, kinds: tuple) -> list:
