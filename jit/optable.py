@@ -2155,6 +2155,8 @@ METHODS.update({
     "flatten": lambda t, order="C": reshape(t.ctx, t.ctx.emit("astype", [t], {"dtype": t.dtype}), -1)
     if order == "C" else eager_call(t.ctx, np.ndarray.flatten, [t], {"order": order}),
     "copy": lambda t, order="C": t.ctx.emit("astype", [t], {"dtype": t.dtype}),
+    # (x.view(): a new view of all of x, as x[...]; of another dtype or type, numpy's)
+    "view": lambda t, dtype=None, type=None: getitem(t.ctx, t, Ellipsis) if dtype is None and type is None else None,
     "conj": _conjugate, "conjugate": _conjugate, "sort": _sort_in_place, "fill": _fill_with,
     "partition": _partition_in_place, "put": _put_method,
 })

@@ -363,3 +363,21 @@ def test_a_full_slice_is_a_new_view_not_the_argument_itself(backend):
             assert r is not x and np.shares_memory(r, x) == np.shares_memory(x[:], x)
         got[0].shape = (2 * n,)
         assert x.shape == (n, 2)
+
+
+def views_of(x):
+    return x.view(), x.view().reshape(-1), x.view(np.int64)
+
+
+def test_x_view_is_a_view_on_every_call(backend):
+    """x.view() ran as a numpy step: the call that traced returned a copy
+    (a write into x after it not seen), later calls a view (probe 19); it is
+    a view of all of x, as x[...], on every call.  (Of another dtype it is
+    still a numpy step, its result a copy: values numpy's.)"""
+    f = jit(views_of, backend=backend)
+    for n in (2, 3, 4, 6):
+        x = np.arange(2.0 * n).reshape(2, n)
+        got = f(x)
+        assert_like_numpy(list(got), list(views_of(x)))
+        x[0, 0] = 5.0
+        assert got[0][0, 0] == 5.0 and got[1][0] == 5.0
