@@ -237,11 +237,12 @@ def trace(fn, arg_treedef, leaves, specs: list[InputSpec], *, dynamic, dynamic_d
     writebacks = _writebacks(ctx, concrete_of)
     outputs, concrete = [], []
     written = {final.id: caller for final, (caller, *_) in writebacks.values()}
+    input_ids = {v.id for v in inputs}
     for r in out_leaves:
         if isinstance(r, SymFloat):  # (a Python float of sizes, `n / 2`: the weak scalar of the trace it is)
             r = r.t
-        view = _view_of_written(r, writebacks, env)
-        if view is not None:  # (`x += 1; return x[1:]`: a view of the caller's array, as numpy's)
+        view = _view_of_argument(r, writebacks, input_ids, env)
+        if view is not None:  # (`x += 1; return x[1:]`, `return z.real`: a view of the caller's array, as numpy's)
             outputs.append(OutputSpec("view", view[0]))
             concrete.append(view[1])
         elif isinstance(r, Tracer):
@@ -412,15 +413,24 @@ def _writebacks(ctx: TraceContext, by_id: dict) -> dict:
     return out
 
 
-def _view_of_written(r, writebacks: dict, env):
+def _view_of_argument(r, writebacks: dict, inputs: set, env):
     """((the argument's input value id, the chain of view ops from it), that
     view of the caller's array) when r is a view of an argument the function
     writes into (returned as a view of the caller's array, which the call
-    writes: numpy's aliasing), else None."""
-    if not isinstance(r, Tracer) or not r._chain or r._storage is None or r._storage.origin.id not in writebacks:
+    writes: numpy's aliasing), or the real or imaginary part of one it does
+    not (numpy's view of the caller's array, which the steps compute as a
+    copy: a write into it after the call would not reach the argument),
+    else None."""
+    if not isinstance(r, Tracer) or not r._chain or r._storage is None:
+        return None
+    origin = r._storage.origin.id
+    if origin in writebacks:
+        x = writebacks[origin][1][0]
+    elif origin in inputs and any(op in ("real", "imag") for op, _ in r._chain):
+        x = r._storage.first
+    else:
         return None
     chain = tuple((op, make_attrs(**attrs)) for op, attrs in r._chain)
-    x = writebacks[r._storage.origin.id][1][0]
     for op, attrs in chain:
         x = OPS[op].ref(x, **{k: eval_attr(a, env.hint) for k, a in attrs})
     return (r._storage.origin.id, chain), x

@@ -101,9 +101,10 @@ def last_reads(steps, keep) -> tuple[dict[int, int], dict[int, list[int]]]:
 
 
 def kept(outputs) -> set:
-    """Values the call returns or writes back (and the arguments written into)."""
+    """Values the call returns or writes back (and the arguments written
+    into, or returned a view of)."""
     keep = {o.value_id for o in outputs if o.value_id is not None}
-    return keep | {o.payload[0] for o in outputs if o.kind == "writeback"}
+    return keep | {o.payload[0] for o in outputs if o.kind in ("writeback", "view")}
 
 
 def plan_buffers(graph, steps, outputs, pooled, stop: int | None) -> BufferPlan:

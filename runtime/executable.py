@@ -29,7 +29,8 @@ class OutputSpec:
                      # the caller's array: `x += 1; return x`) | the object | sympy expr
                      # | (input value id, value id written into it)
                      # | (value id, kind, outcome): a graph break's outcome, checked at run time
-                     # | (input value id, ((view op, attrs), ...)): a view of an argument the call writes
+                     # | (input value id, ((view op, attrs), ...)): a view of an argument the call writes,
+                     #   or the real or imaginary part of one
 
     @property
     def value_id(self) -> int | None:

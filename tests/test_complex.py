@@ -355,3 +355,31 @@ def test_angle_and_the_conj_method_compile():
             got, want = f(z, x), fn(z, x)
         assert_like_numpy(got, want, ulps=4)
     assert _compiled(f) and f.stats()["eager_nodes"] == 0, f.explain()
+
+
+def parts_of(z):
+    return z.real, z.imag, np.real(z[::2]), z.real * 2
+
+
+def test_the_parts_of_a_complex_argument_returned_are_views_of_it(backend):
+    """z.real and z.imag (np.real, of a view of z too) returned: numpy's
+    views of the caller's array (a write into one reaches z, and one into z
+    reaches them); the compiled entries returned copies (probe 19).  A part
+    computed on, `z.real * 2`, is a new array."""
+    f = jit(parts_of, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        _parts_of_calls(f)
+
+
+def _parts_of_calls(f):
+    for n in (1, 2, 3, 5, 8):
+        for dtype in (np.complex128, np.complex64):
+            z = (np.arange(n) + 1j * np.arange(n, 0, -1)).astype(dtype)
+            got, want = f(z), parts_of(z.copy())
+            assert_like_numpy(list(got), list(want))
+            assert [np.shares_memory(g, z) for g in got] == [True, True, True, False]
+            got[0][0] = 100.0
+            assert z[0].real == 100.0
+            z[-1] = 7 + 7j
+            assert got[1][-1] == 7.0
