@@ -152,17 +152,23 @@ def _power(b, m, x, e):
     if e == 0.5:  # (numpy's own fast path: np.sqrt)
         return b.call(intrinsic(m, "llvm.sqrt", x.type, 1), [x])
     one = ir.Constant(x.type, 1.0)
-    if e in (-1, -2, -3):  # (1 / x**k: C's pow's signed zeros and infinities)
-        return b.fdiv(one, _power(b, m, x, -e))
+    # (a negative exponent: the reciprocal first, (1 / x)**k -- 1 / x**k made 1e155 ** -2 0 where C's pow gives
+    # the subnormal 1e-310, x**k past the largest float -- with C's pow's signed zeros and infinities)
+    if e in (-1, -2, -3):
+        return _power(b, m, b.fdiv(one, x), -e)
     if e * 2 % 2 == 1 and abs(e) <= 3.5:
-        # a half-integer: |x|**k * sqrt(|x|) (or its reciprocal), a few ulp
-        # from C's pow; NaN below zero except at -inf, whose pow is inf (or 0)
+        # a half-integer: |x|**k * sqrt(|x|) (of 1 / |x| below -1; -0.5's the
+        # reciprocal of sqrt(|x|), whose 1 / |x| of a subnormal x is past the
+        # largest float), a few ulp from C's pow; NaN below zero except at
+        # -inf, whose pow is inf (or 0)
         ax = b.call(intrinsic(m, "llvm.fabs", x.type, 1), [x])
+        if e < -1:
+            ax = b.fdiv(one, ax)
         k = int(abs(e) - 0.5)
         r = b.call(intrinsic(m, "llvm.sqrt", x.type, 1), [ax])
         if k:
             r = b.fmul(_power(b, m, ax, k), r)
-        if e < 0:
+        if e == -0.5:
             r = b.fdiv(one, r)
         neg = b.and_(b.fcmp_ordered("<", x, ir.Constant(x.type, 0.0)),
                      b.fcmp_ordered("!=", x, ir.Constant(x.type, float("-inf"))))

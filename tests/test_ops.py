@@ -1457,8 +1457,15 @@ def test_constant_powers_compile_within_a_few_ulp(dtype, backend, rng):
     def fn(x):
         return tuple(x ** e for e in exps)
     x = np.concatenate([special(dtype), rand(rng, 300, dtype, "positive") * 40, rand(rng, 50, dtype)])
+    # (bases whose power of the opposite exponent overflows: C's pow gives a subnormal there, 1e155 ** -2 is
+    # 1e-310; 1 / x**2 gave 0, probe 20)
+    big = np.array([10 * float(np.finfo(dtype).max) ** (1 / k) for k in (2, 2.5, 3, 3.5)], dtype)
+    x = np.concatenate([x, big, -big])
     jf = check(fn, [(x,), (x[:101],), (x[-57:],)], backend, ulps=4)
     assert not re.search(r"numpy: %\d+: \S+ = power", jf.explain()), jf.explain()
+    with np.errstate(all="ignore"):
+        for got, want in zip(jf(np.concatenate([big, big])), fn(np.concatenate([big, big]))):
+            np.testing.assert_array_max_ulp(got, want, maxulp=4)  # (subnormals: no tolerance of magnitude)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.bool_])
