@@ -1066,6 +1066,10 @@ class Tracer:
                 return np.sqrt(self)
             if inexact and type(other) is int and other == -1:
                 return np.reciprocal(self)
+        if type(other) is SymInt and self.dtype == np.bool_ and not self.value.weak \
+                and isinstance(self.concrete, np.ndarray) and self.ctx.env.compare(
+                    "==", other.expr, 2, f"{user_location()}: a bool array's power (** 2 is np.square's int8)"):
+            return np.square(self)  # (an int of the call that changed, 2 at this call: numpy's dtype is of its value)
         return self._pow(other)
 
     __matmul__, __rmatmul__ = _bin("matmul"), _bin("matmul", True)

@@ -498,3 +498,17 @@ def test_a_numpy_integer_type_of_a_python_int_raises_numpys_overflow_error(backe
             continue
         got = f(a)
         assert got == want and [type(v) for v in got] == [type(v) for v in want]
+
+
+def bool_power(a, k):
+    return a ** k + 1
+
+
+def test_a_bool_arrays_power_by_an_int_that_changes_has_numpys_dtype(backend):
+    """`a ** k` of a bool array: numpy's `** 2` is np.square (int8), any
+    other int's an int64 power; once k changed it is a symbol, and the
+    call with k = 2 gave int64 (probe 20).  A guard on k == 2 decides."""
+    f = jit(bool_power, backend=backend)
+    for i, k in enumerate((1, 2, 3, 5, 2, 4)):
+        a = np.arange(5 + i) % 2 == 0
+        assert_like_numpy(f(a, k), bool_power(a, k))
