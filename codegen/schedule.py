@@ -27,7 +27,8 @@ from codegen.abi import F64, HALF, I1, I8, I64, LLTYPE, KernelABI, KernelArgs
 from codegen.access import Arrays
 from codegen.emitters import MATH, REDUCERS
 from codegen.llvm import for_range, smin
-from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum, pairwise_sum, round_half
+from codegen.values import REASSOC, ValueEmitter, add_block, arg_dtype, cast, identity, is_float_sum, pairwise_sum, \
+    round_half
 from shapes.ir import Node, Value
 
 SUM_BLOCK = 1024  # elements of a row summed in one block (see KernelEmitter.totals)
@@ -322,10 +323,10 @@ class KernelEmitter:
             for nd in reds:
                 x = nd.inputs[0]
                 off = b.add(self.vals.base[x.id], b.mul(j, self.vals.inner[x.id]))
-                last = b.add(off, b.sub(rows, ir.Constant(I64, 1)))
-                with b.if_then(b.icmp_signed(">", rows, ir.Constant(I64, 0))):
-                    self.arrays.addr(x.id, last)  # (bounds-checked: the column's last element is the array's)
-                ptr = b.bitcast(self.arrays.addr(x.id, off), I8.as_pointer())
+                with b.if_then(b.icmp_signed(">", rows, ir.Constant(I64, 0))):  # (bounds-checked: the column's
+                    self.arrays.addr(x.id, off)  # first and last elements are the array's; no element, no check)
+                    self.arrays.addr(x.id, b.add(off, b.sub(rows, ir.Constant(I64, 1))))
+                ptr = b.bitcast(b.gep(self.arrays.data[x.id], [off]), I8.as_pointer())
                 step = ir.Constant(I64, x.dtype.itemsize)
                 t = nd.out.dtype
                 total = b.call(pairwise_sum(self.m, t), [ptr, rows, step])
