@@ -122,15 +122,19 @@ _NUMPY_DIR = np.__file__.rpartition("/")[0] + "/"
 
 def _raised_by_numpy(e: BaseException) -> bool:
     """Whether numpy's own code raised e (its innermost frame numpy's)."""
-    tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
+    tb = _innermost(e)
     return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_NUMPY_DIR)
 
 
 def _where(e: BaseException) -> str:
     """file:line where an exception was raised (the innermost frame)."""
+    tb = _innermost(e)
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "?"
+
+
+def _innermost(e: BaseException):
+    """The traceback entry of the frame that raised e (None: no traceback)."""
     tb = e.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else "?"
+    return tb

@@ -1915,8 +1915,16 @@ class _Typer:
         dt = strong(self.arrays[arr][0])
         self.n_hidden += 1
         v, j = f"#s{self.n_hidden}", f"#j{self.n_hidden}"
-        sl, zero, one = target.slice, ("const", "int", 0), ("const", "int", 1)
-        n = ("dim", "int", arr, 0)
+        body = (("store", arr, (("var", "int", j),), ("var", dt, v), "in range"),)  # (the bounds are clamped)
+        bounds = self.slice_indices(target.slice, ("dim", "int", arr, 0), env)
+        return [("set", v, self.cvt(e, dt, "store")), ("for", j, bounds, (body,), 0)]
+
+    def slice_indices(self, sl: ast.Slice, n, env) -> tuple:
+        """(start, stop, step) of slice `sl` of a dim of `n` elements, as
+        Python's slice.indices gives them: a bound below 0 counted from the
+        end once, then clamped the step's way (a step of 0: the loop aborts,
+        as numpy raises)."""
+        zero, one = ("const", "int", 0), ("const", "int", 1)
         step = self.index_of(sl.step, env) if sl.step is not None else one
         up = self.binop("gt", step, zero)
         last, before = self.binop("sub", n, one), ("const", "int", -1)
@@ -1928,8 +1936,7 @@ class _Typer:
             x = self.index_of(b, env)
             x = ("select", "int", self.binop("lt", x, zero), self.binop("add", x, n), x)
             ends.append(("select", "int", up, self._clamp(x, zero, n), self._clamp(x, before, last)))
-        body = (("store", arr, (("var", "int", j),), ("var", dt, v), "in range"),)  # (the bounds are clamped)
-        return [("set", v, self.cvt(e, dt, "store")), ("for", j, (ends[0], ends[1], step), (body,), 0)]
+        return ends[0], ends[1], step
 
     def index_of(self, b, env):
         """A slice bound (or step) typed: a Python int."""
@@ -2109,19 +2116,9 @@ class _Typer:
                 and self.arrays[it.value.id][1] == 1 and isinstance(it.slice, ast.Slice) and it.slice.step is None:
             # (`for v in x[1:]`: the elements of x from the slice's start to its stop, as Python clamps them)
             dt = self.arrays[it.value.id][0]
-            n = ("dim", "int", it.value.id, 0)
-            ends = []
-            for e, default in ((it.slice.lower, ("const", "int", 0)), (it.slice.upper, n)):
-                if e is None:
-                    ends.append(default)
-                    continue
-                v = self.index_of(e, env)
-                ends.append(("select", "int", self.binop("lt", v, ("const", "int", 0)),
-                             self._clamp(self.binop("add", v, n), ("const", "int", 0), n),
-                             self._clamp(v, ("const", "int", 0), n)))
+            bounds = self.slice_indices(it.slice, ("dim", "int", it.value.id, 0), env)
             self.n_hidden += 1
             k = f"#k{self.n_hidden}"
-            bounds = (ends[0], ends[1], ("const", "int", 1))
             head = [("set", var, ("load", strong(dt), it.value.id, (("var", "int", k),)))]
             var_t, counter = None, k
         elif isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \

@@ -362,7 +362,7 @@ def _stacked_as_rows(r, depth: int = 4):
     call traced again, its appends as written)."""
     t = type(r)
     if t is Stacked:
-        a = r.stack()
+        a = r.stack(copy=False)  # (the scan's rows themselves: the list's items, arrays np.stack does not view)
         if a.ndim < 2 and not r.numbers:
             r._refuse("returning a list of 0-d arrays")
         if r.views:

@@ -1314,9 +1314,10 @@ class Stacked:
         if self.rows.ctx.writes() != self.writes:
             self._refuse("code after a write into an array (its items might view that array)")
 
-    def _array(self, dtype=None) -> Tracer:
+    def _array(self, dtype=None, copy: bool = True) -> Tracer:
         """np.array(list): the items stacked (numpy's dtype promotion across
-        items of other dtypes, or other shapes, is the list's own)."""
+        items of other dtypes, or other shapes, is the list's own); without
+        `copy`, the rows the list's items are (the list returned)."""
         self._unwritten()
         if self.joined:
             self._refuse("code that needs its items as rows of one length (its trips appended rows of other "
@@ -1329,10 +1330,12 @@ class Stacked:
             rows = np.concatenate([np.stack(self.prefix), rows])
         # (a new array, as numpy's np.stack makes: the scan's rows stay the list's own, which a returned list,
         # or an item, views -- `return np.stack(outs), outs` shared their memory, probe 19)
-        return rows.copy() if dtype is None or np.dtype(dtype) == rows.dtype else rows.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != rows.dtype:
+            return rows.astype(dtype)
+        return rows.copy() if copy and rows is self.rows else rows
 
-    def stack(self, axis: int = 0, dtype=None) -> Tracer:
-        a = self._array(dtype)
+    def stack(self, axis: int = 0, dtype=None, copy: bool = True) -> Tracer:
+        a = self._array(dtype, copy)
         return a if axis in (0, -a.ndim) else np.moveaxis(a, 0, axis)
 
     def concatenate(self, axis: int = 0, dtype=None) -> Tracer:
@@ -1464,7 +1467,7 @@ class DataList(Stacked):
     def _unwritten(self) -> None:
         pass  # (its items are numbers: no write elsewhere reaches them)
 
-    def _array(self, dtype=None) -> Tracer:
+    def _array(self, dtype=None, copy: bool = True) -> Tracer:
         return self.rows.copy() if dtype is None or np.dtype(dtype) == self.rows.dtype else self.rows.astype(dtype)
 
     def __getitem__(self, i):
