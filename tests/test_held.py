@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
+from bench.programs import Kalman
 from jit import JitWarning, jit
 from tests.conftest import assert_like_numpy
 
@@ -232,24 +233,6 @@ class FrozenStep:
     def bump(self, x):
         self.t = self.t + 1
         return x * self.t
-
-
-class Kalman:
-    """A scalar Kalman filter as written in plain numpy: its state on self,
-    updated in a loop over the measurements (probe 16)."""
-
-    def __init__(self, q=1e-3, r=0.1):
-        self.x, self.p, self.q, self.r = 0.0, 1.0, q, r
-
-    def run(self, zs):
-        out = np.empty(zs.shape[0])
-        for i in range(zs.shape[0]):
-            self.p = self.p + self.q
-            k = self.p / (self.p + self.r)
-            self.x = self.x + k * (zs[i] - self.x)
-            self.p = (1 - k) * self.p
-            out[i] = self.x
-        return out
 
 
 def test_a_loop_that_updates_state_on_self_compiles_once_for_every_length(backend):

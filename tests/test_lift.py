@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bench.corpus.discrete import crc16
+from bench.programs import sieve
 from jit import JitWarning, jit
 from runtime.kernelcall import KernelCall
 from shapes.ir import Node, make_attrs
@@ -415,15 +416,6 @@ def test_a_loop_over_enumerate_of_a_vector_lifts():
                strict=False)
     finally:
         del enumerate
-
-
-def sieve(n):
-    is_p = np.ones(n + 1, dtype=bool)
-    is_p[:2] = False
-    for i in range(2, int(n ** 0.5) + 1):
-        if is_p[i]:
-            is_p[i * i::i] = False
-    return np.flatnonzero(is_p)
 
 
 def slice_stores(x, lo, hi, st, v):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bench.loops import ema, rnn
+from bench.programs import gru
 from jit import jit, lift
 from jit.scan import UNROLLED
 from tests import unseen_programs
@@ -1366,26 +1367,6 @@ def test_a_function_of_the_frame_closing_over_values_of_the_trace_is_a_scans(bac
     x = np.linspace(1, 2, 5)
     for n in (3, 4, 5, 6, 0, 1):
         assert_like_numpy(g(x, n), halvings(x, n))
-
-
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-def gru(xs, W, U, b):
-    T, B, D = xs.shape
-    Hd = U.shape[0]
-    h = np.zeros((B, Hd), dtype=xs.dtype)
-    hs = np.empty((T, B, Hd), dtype=xs.dtype)
-    for t in range(T):
-        xw = xs[t] @ W + b
-        hu = h @ U[:, :2 * Hd]
-        r = _sigmoid(xw[:, :Hd] + hu[:, :Hd])
-        zg = _sigmoid(xw[:, Hd:2 * Hd] + hu[:, Hd:])
-        n = np.tanh(xw[:, 2 * Hd:] + (r * h) @ U[:, 2 * Hd:])
-        h = (1 - zg) * n + zg * h
-        hs[t] = h
-    return hs
 
 
 def test_a_gru_storing_each_state_runs_every_trip_compiled(backend):
