@@ -38,7 +38,7 @@ from runtime.executable import PortableExecutable
 from shapes import config, forksafe
 from shapes.guards import GuardSet, GuardState
 
-FORMAT = "6"
+FORMAT = "7"
 MAX_SAVED = 32  # entries kept per (function, signature), as jit's default max_entries
 
 _write_lock = forksafe.lock()
@@ -83,6 +83,8 @@ class SavedEntry:
     # the other values its trace read: (path, token), the token None for one compared by identity
     # (a function: the fingerprint in the record's key covers it)
     values: tuple = ()
+    # the attributes the call assigns: (path, kind, output index) each (jit/trace.py set_state)
+    state: tuple = ()
 
     @property
     def guarded(self) -> list:
@@ -131,7 +133,7 @@ def entry_of(trace, guards: GuardSet, build, held_key: tuple, summary: Summary, 
                           "in a function the jit calls (another process could not make its body again)")
     values = tuple((p, _saved_token(p, t)) for p, t in trace.guarded.items())
     return SavedEntry(guards.state(), trace.out_treedef, SavedBuild.of(build), summary, tuple(trace.held),
-                      held_key, values)
+                      held_key, values, tuple(tuple(s) for s in trace.state or ()))
 
 
 def scans_of(p: PortableExecutable) -> list:

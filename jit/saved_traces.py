@@ -76,7 +76,8 @@ def load_entry(jf, state: KeyState, record: str, shapes, leaves) -> tuple[Compil
             lg.info("%s: loaded a saved trace (%s) in %.1f ms", jf.__qualname__,
                     state.signature.describe(), b.seconds["load"] * 1e3)
         b.executable.pool.budget = jf.pool_bytes
-        return CompiledEntry(s.guard_set, b.executable.run, s.out_treedef, b.executable, b, saved=s), dims
+        return CompiledEntry(s.guard_set, b.executable.run, s.out_treedef, b.executable, b, saved=s,
+                             state=list(s.state) or None), dims
     return None
 
 
@@ -85,9 +86,6 @@ def save_entry(jf, record: str | None, tr: TraceResult, entry: CompiledEntry, he
     to the record, unless traces are not saved (`record` None) or the build
     fell back to the reference back end."""
     if record is None or entry.build.plan is None:
-        return
-    if tr.state:
-        jf._saving = "trace not saved: it assigns attributes, set after every call (jit/trace.py set_state)"
         return
     if any(map(by_type, tr.guarded.values())):
         jf._saving = "trace not saved: held numbers keyed by their type are decided per process (jit/keys.py)"

@@ -550,3 +550,49 @@ def test_a_trace_saved_for_one_value_of_an_int_is_not_served_once_it_is_a_symbol
     assert second["ok"], second["explain"]
     assert second["traces"] == 2 and "int STEP changed: now a symbol" in second["explain"]
     assert "trace not saved: held numbers keyed by their type" in second["explain"]
+
+
+STATE_MODEL = """
+import numpy as np
+from jit import jit
+
+class Smoother:
+    def __init__(self):
+        self.avg = np.zeros(4)
+        self.energy = 0.0
+
+    @jit
+    def update(self, x):
+        self.avg = 0.9 * self.avg + 0.1 * x.mean(0)
+        self.energy = float((x * x).sum())
+        return np.tanh(x - self.avg)
+"""
+
+STATE_DRIVER = """
+import json, sys
+import numpy as np
+import model
+
+m, ref = model.Smoother(), model.Smoother()
+plain = model.Smoother.update.fn
+ok = True
+for rows in map(int, sys.argv[1:]):
+    x = np.linspace(-1.0, 1.0, rows * 4).reshape(rows, 4)
+    ok &= bool(np.allclose(m.update(x), plain(ref, x)) and np.allclose(m.avg, ref.avg)
+          and np.isclose(m.energy, ref.energy, rtol=1e-14))
+    ok &= type(m.energy) is float
+st = model.Smoother.update.stats()
+print(json.dumps({"ok": ok, "traces": st["traces"], "disk": st["cache_hits_disk"],
+                  "explain": model.Smoother.update.explain()}))
+"""
+
+
+def test_a_trace_that_assigns_attributes_is_served_from_a_saved_trace(tmp_path):
+    """A method that keeps state on its object (a running average, a
+    number) is saved like any trace: a new process serves it without
+    tracing, and assigns the attributes after every call as numpy would."""
+    first = run(tmp_path, [3, 5, 8], model=STATE_MODEL, driver=STATE_DRIVER)
+    assert first["ok"] and first["traces"] == 1, first["explain"]
+    assert "trace not saved" not in first["explain"]
+    second = run(tmp_path, [6, 2, 9], model=STATE_MODEL, driver=STATE_DRIVER)
+    assert second["ok"] and second["traces"] == 0 and second["disk"] == 1, second["explain"]
