@@ -92,11 +92,32 @@ def eager_call(ctx: TraceContext, fn, args, kwargs, name: str | None = None):
             raise Fallback(f"{name} returned a {type(r).__name__}, not an array", user_location())
         if np.asarray(r).dtype.kind in "OSUV":
             raise Fallback(f"{name} returned dtype {np.asarray(r).dtype}", user_location())
-    views = [(k, j) for k, r in enumerate(flat) for j, x in enumerate(values)
-             if isinstance(r, np.ndarray) and isinstance(x, np.ndarray) and np.may_share_memory(r, x)]
+    views = _views(flat, values)
+    if views and all(_same_bytes(values[j], inputs[j].concrete) for _, j in views):
+        # (numpy's call viewed its operands and wrote none: run on the operands themselves, its result on
+        # this call views the caller's arrays as numpy's does, as the compiled calls' do)
+        values = [t.concrete for t in inputs]
+        args, kwargs = pytree.unflatten(treedef, iter(_fill(leaves, slots, values)))
+        with np.errstate(all="ignore"):
+            out = fn(*args, **kwargs)
+        flat = []
+        out_def = pytree.flatten(tuple(out) if named else out, flat)
+        views = _views(flat, values)
     outs = ctx.emit_eager(call, inputs, flat, name, views)
     result = pytree.unflatten(out_def, iter(outs))
     return named(*result) if named else result
+
+
+def _views(flat: list, values: list) -> list:
+    """(output k, operand j) of each output of an eager call that shares memory with an operand."""
+    return [(k, j) for k, r in enumerate(flat) for j, x in enumerate(values)
+            if isinstance(r, np.ndarray) and isinstance(x, np.ndarray) and np.may_share_memory(r, x)]
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one dtype and shape hold the same bytes (NaNs and signed zeros too)."""
+    return a.shape == b.shape and a.dtype == b.dtype and not a.dtype.hasobject and np.array_equal(
+        *(np.ascontiguousarray(x).view(np.uint8) for x in (a, b)))
 
 
 def _named_tuple(x) -> bool:

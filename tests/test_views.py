@@ -372,12 +372,30 @@ def views_of(x):
 def test_x_view_is_a_view_on_every_call(backend):
     """x.view() ran as a numpy step: the call that traced returned a copy
     (a write into x after it not seen), later calls a view (probe 19); it is
-    a view of all of x, as x[...], on every call.  (Of another dtype it is
-    still a numpy step, its result a copy: values numpy's.)"""
+    a view of all of x, as x[...], on every call.  Of another dtype it is
+    still a numpy step, a view of x on every call too: the call that traced
+    ran it on a copy of x."""
     f = jit(views_of, backend=backend)
     for n in (2, 3, 4, 6):
         x = np.arange(2.0 * n).reshape(2, n)
         got = f(x)
         assert_like_numpy(list(got), list(views_of(x)))
         x[0, 0] = 5.0
-        assert got[0][0, 0] == 5.0 and got[1][0] == 5.0
+        assert got[0][0, 0] == 5.0 and got[1][0] == 5.0 and got[2][0, 0] == np.float64(5.0).view(np.int64)
+
+
+def split_parts(x):
+    return np.array_split(x, 3)
+
+
+def test_numpy_steps_that_view_an_argument_give_views_on_the_call_that_traces(backend):
+    """np.array_split's parts are views of x in numpy; the call that traced
+    ran the numpy step on a copy of x, so its parts did not see a write into
+    x after the call (probe 19); every call now gives numpy's views."""
+    f = jit(split_parts, backend=backend)
+    for n in (1, 2, 5, 7):
+        x = np.arange(float(n))
+        got, want = f(x), split_parts(x)
+        assert [np.shares_memory(p, x) for p in got] == [np.shares_memory(p, x) for p in want]
+        x[...] = -1.0
+        assert all((p == -1.0).all() for p in got)
