@@ -10,6 +10,8 @@ import numpy as np
 
 from jit.compile import calibrating, gemm_dispatch
 from jit.entries import CompiledEntry
+from jit.persist import scans_of
+from jit.scan import RACE_CALLS
 from runtime.dispatch import describe as describe_tree
 
 # how a product ran (runtime/executable.py Executable.products)
@@ -81,6 +83,12 @@ def _entry(k: int, e: CompiledEntry) -> list[str]:
     if sm.scans:
         lines.append("    scans (a loop's body compiled once, run per trip: every trip count, one compile):")
         lines += ["      " + x for x in sm.scans]
+        ways = [x for call in scans_of(e.executable.portable) for x in call.describe()]
+        if ways:
+            lines.append("    how the scans' calls run their trips (the faster of the body jitted and the body as "
+                         "plain Python and numpy, measured on RACE_CALLS calls each):".replace(
+                             "RACE_CALLS", str(RACE_CALLS)))
+            lines += ["      " + x for x in ways]
     if sm.lift_refusals:
         lines.append("    loops traced as written (jit/lift.py could not compile them whole):")
         lines += ["      " + x for x in sm.lift_refusals]

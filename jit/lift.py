@@ -1213,9 +1213,10 @@ class Hook:
                 refusal = f"{user_location()}: loop not compiled whole: {e}"
             # (a loop over a symbolic trip count that does not lift may still be a scan)
             values = scan.attempt(self.ctx, site, scope, globals_, self.fn)
+            if site.liftable:  # (why it runs traced, or as a scan whose trips go through Python; a loop only a
+                # scan could take is no lifted loop refused: nothing to say)
+                self.ctx.lift_refusals.append(refusal)
             if values is scan.NOT_SYMBOLIC:
-                if site.liftable:  # (a loop only a scan could take is no lifted loop refused: nothing to say)
-                    self.ctx.lift_refusals.append(refusal)
                 return None
             if isinstance(values, scan.Peeled):
                 self.peeled[k] = values.bounds
@@ -2355,6 +2356,8 @@ class _Typer:
             return ("un", t, "abs", self.cvt(a, t))
         if fn in (int, float, bool):
             return ("truth", "bool", a) if fn is bool else self.cvt(a, fn.__name__)
+        if fn is round:  # (Python's int, half to even: numpy's rint, then int() -- a NaN or an infinity aborts)
+            return self.cvt(a if dtype_of(a[1]).kind in "biu" else ("call", a[1], "rint", (a,), "numpy"), "int")
         if isinstance(fn, type) and issubclass(fn, np.generic) and np.dtype(fn).name in _ELEMENT_DTYPES:
             return self.cvt(a, strong(fn))
         for name in MATH:

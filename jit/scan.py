@@ -50,9 +50,11 @@ import ast
 import builtins
 import copy
 import inspect
+import itertools
 import operator
 import sys
 import textwrap
+import time
 import types
 from dataclasses import dataclass
 
@@ -191,6 +193,7 @@ def _hint(ctx, b) -> int:
 
 
 _ROWS = (np.ndarray, np.generic)  # (what a trip appends: an array, or a numpy scalar, its 0-d row)
+RACE_CALLS = 2  # calls of a scan timed each way, its body jitted and plain, before the faster runs its later calls
 MAX_PINS = 16  # (the entries a scan's call looks up for its trips, at most: each a jit lookup's cost)
 WHILE_TRIP = "__sj_trip__"  # (a while loop's body takes its trip number by this name)
 
@@ -1262,6 +1265,10 @@ class ScanCall:
         self.inputs = []  # (the trace's run: the arrays the loop reads, which an appended row may view)
         self.served = None  # (the trace's run of the trips, made before its node: what the node's first run gives)
         self.stacked_shapes = ()  # (the stacked outputs' symbolic shapes, for the trace's node: not kept)
+        # (size class of the arrays the trips take -> [per-trip seconds of the calls that ran the jitted body,
+        # of those that ran the plain one, whether the plain body runs its calls (None: racing, RACE_CALLS
+        # calls each way)])
+        self.ways: dict = {}
 
     def __repr__(self) -> str:
         return f"<scan of the loop at {self.where}>"
@@ -1291,13 +1298,86 @@ class ScanCall:
         if self.ragged:
             raise RowsOfOtherLengths(f"the loop at {self.where} appended rows of other lengths: traced again, "
                                      "its lists joined")
-        nc, exits, ny = self.n_carried, self.exits, len(self.stacked)
+        nc = self.n_carried
         if self.tracing:
             self.inputs = [x for x in xs if isinstance(x, np.ndarray)]
         start, stop = int(xs[0]), int(xs[1])
         carried = [np.array(x) if c and isinstance(x, np.ndarray) else x for x, c in zip(xs[2:2 + nc], self.copied)]
         want = [(np.asarray(x).dtype, np.shape(x)) for x in carried]
         free = [_read_only(x) if k == "array" else PYTHON_TYPES[k](x) for x, k in zip(xs[2 + nc:], self.free_kinds)]
+        trips = range(start, stop, self.step)
+        if self.stacked and not trips:  # (numpy's np.stack of no array raises; its np.array gives float64: numpy
+            # decides)
+            raise ScanMismatch(f"the loop at {self.where} ran no trip: the lists it appends to hold no row")
+        plain, race = False, None
+        if not self.tracing:  # (the trace's own run makes the body's entries: through jit's call)
+            key = tuple(x.size.bit_length() for x in itertools.chain(carried, free) if type(x) is np.ndarray)
+            race = self.ways.get(key)
+            if race is None:
+                race = self.ways[key] = [[], [], None]
+            plain = race[2] if race[2] is not None else len(race[1]) < len(race[0])
+        t0 = time.perf_counter()
+        i, carried, rows = (self._plain_trips if plain else self._compiled_trips)(trips, carried, free, want)
+        if race is not None and race[2] is None and i:
+            race[plain].append((time.perf_counter() - t0) / i)
+            if len(race[0]) >= RACE_CALLS and len(race[1]) >= RACE_CALLS:
+                race[2] = min(race[1]) < min(race[0])
+        if self.last and not i:
+            raise ScanMismatch(f"the loop at {self.where} ran no trip: its variable is the one before it")
+        for x, name in zip(carried, self.results):
+            if name and type(x).__name__ != name:
+                raise ScanMismatch(f"the loop at {self.where}: its trips made a carried number a "
+                                   f"{type(x).__name__}, where the trace's made a {name}")
+        arrays = [x for x in xs if isinstance(x, np.ndarray)]
+        # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
+        # the executable may reuse an input's buffer once the node has run)
+        return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
+                for x in carried] + [r.joined() if type(r) is _Joined else r for r in rows] \
+            + ([trips[i - 1]] if self.last else [])
+
+    def describe(self) -> list[str]:
+        """How its calls run the trips, per size class of the arrays they take (explain())."""
+        out = []
+        for key, (jitted, plain, way) in sorted(self.ways.items()):
+            sizes = ", ".join(f"~2^{max(b - 1, 0)}" for b in key) or "none"
+            times = f"{_us(jitted)} a trip jitted, {_us(plain)} plain"
+            out.append(f"{self.where} (arrays of {sizes} elements): " + (
+                f"racing ({times})" if way is None else
+                f"its body as plain Python and numpy ({times}: faster)" if way else
+                f"its body jitted ({times}: faster)"))
+        return out
+
+    def _plain_trips(self, trips, carried: list, free: list, want: list) -> tuple:
+        """(trips run, the carried values after them, the stacked outputs)
+        with the loop's body as the plain function it is: numpy's own steps,
+        no entry to look up or check per trip.  Only the values after the
+        last trip must have the trace's dtypes and shapes (the steps after
+        the loop were traced with them); numpy's trips may make any values
+        between."""
+        nc, ny, exits, fn = self.n_carried, len(self.stacked), self.exits, self.body.fn
+        rows = [None] * ny
+        i, t = 0, None
+        if not ny and not exits:  # (the body returns the carried values, and nothing else)
+            for t in trips:
+                carried = fn(t, *carried, *free)
+            i = len(trips)
+        else:
+            for t in trips:
+                out = fn(t, *carried, *free)
+                i += 1
+                if ny:
+                    _put_rows(rows, out[nc:nc + ny], i - 1, len(trips), self)
+                carried = out[:nc]
+                if exits and out[nc + ny]:
+                    break
+        carried = list(carried)
+        _check_trip(carried, want, t, self.where)
+        return i, carried, rows
+
+    def _compiled_trips(self, trips, carried: list, free: list, want: list) -> tuple:
+        """_plain_trips' answer with the jitted body: the entry the last trip
+        took pinned, its guards checked per trip."""
+        nc, exits, ny = self.n_carried, self.exits, len(self.stacked)
         body, run, tries = self.body, None, 0
         arrays_in = [x for x, k in zip(free, self.free_kinds) if k == "array"]
         # (the shapes jit's guards take after the carried arrays': what the body reads; a carried
@@ -1307,16 +1387,13 @@ class ScanCall:
         layout = _layout(carried)
         flat = pytree.flat_tuple(nc + ny + exits)
         steady = False  # (the pinned entry gave back the layout it takes: it will again, the layout is not redone)
-        if start < stop if self.step > 0 else start > stop:  # (the entry of the first trip, when the body has one:
-            # no jit call of its own, whose lookup costs more than a small body's kernels)
+        if trips:  # (the entry of the first trip, when the body has one: no jit call of its own, whose lookup
+            # costs more than a small body's kernels)
             tries += 1
-            found = body._entry_for((start, *carried, *free), flat=True)  # (free: arrays and numbers)
+            found = body._entry_for((trips[0], *carried, *free), flat=True)  # (free: arrays and numbers)
             if found is not None:
                 e, held = found
                 run = (e.guards.check, e.run, layout, e.out_treedef == flat, rest + held, e.out_treedef)
-        trips = range(start, stop, self.step)
-        if ny and not trips:  # (numpy's np.stack of no array raises; its np.array gives float64: numpy decides)
-            raise ScanMismatch(f"the loop at {self.where} ran no trip: the lists it appends to hold no row")
         rows = [None] * ny  # (the stacked outputs, made at the first trip: a row of each per trip)
         keys: dict = {}  # (carried layout -> the body's entries of it, _entries_for)
         i = 0
@@ -1382,18 +1459,7 @@ class ScanCall:
                 new = _layout(out)
                 steady = pinned and new == layout == run[2]
                 layout = new
-        if self.last and not i:
-            raise ScanMismatch(f"the loop at {self.where} ran no trip: its variable is the one before it")
-        for x, name in zip(carried, self.results):
-            if name and type(x).__name__ != name:
-                raise ScanMismatch(f"the loop at {self.where}: its trips made a carried number a "
-                                   f"{type(x).__name__}, where the trace's made a {name}")
-        arrays = [x for x in xs if isinstance(x, np.ndarray)]
-        # (a value that is, or views, an input -- no trip, or a body returning what it read -- is copied:
-        # the executable may reuse an input's buffer once the node has run)
-        return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
-                for x in carried] + [r.joined() if type(r) is _Joined else r for r in rows] \
-            + ([trips[i - 1]] if self.last else [])
+        return i, carried, rows
 
 
 def _steady_trips(trips, i: int, carried: list, kinds: tuple, run: tuple, fixed: tuple, want: list, call,
@@ -1572,6 +1638,10 @@ def _layout(values) -> tuple:
 
 _PLAIN = (bool, int, float, complex, str, type(None))  # (a frame's value a saved scan may hold: ScanCall.consts)
 _PYTHON = {"b": "bool", "f": "float", "c": "complex"}  # a weak value's kind -> the Python type it came from
+
+
+def _us(seconds: list) -> str:
+    return f"{min(seconds) * 1e6:.2f} us" if seconds else "not timed"
 
 
 def _read_only(x):

@@ -1777,3 +1777,30 @@ def test_a_loop_over_reversed_range_lifts():
     f = _check(discounted_returns, lambda n, r: (r.standard_normal(n), 0.9), sizes=(5, 9, 17, 3, 0, 1))
     assert f.stats()["traces"] <= 3, f.explain()
     _check(every_third_backwards, lambda n, r: (r.standard_normal(n),), sizes=(5, 9, 17, 3, 0, 1, 2, 4))
+
+
+def _rounded_sum(x):
+    s = 0
+    for v in x:
+        s += round(float(v)) + round(v)
+    return s
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int32])
+def test_round_of_one_argument_lifts_as_python_s(dtype):
+    """round(v) in a loop (probe 21: the loop ran as a scan, each trip a
+    graph break on the int it made, 70x slower than Python): Python's int,
+    halves to even, compiled whole; a NaN or an infinity raises as in
+    Python (ValueError, OverflowError: the call runs eagerly)."""
+    f = jit(_rounded_sum)
+    for n in (6, 7, 40):
+        x = (np.arange(n) - n / 2 + 0.5).astype(dtype)
+        _same(f(x), _rounded_sum(x))
+    assert _lifted(f) == 1, f.explain()
+    if np.dtype(dtype).kind == "f":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JitWarning)
+            with pytest.raises(ValueError):
+                f(np.array([1.5, np.nan], dtype))
+            with pytest.raises(OverflowError):
+                f(np.array([np.inf], dtype))

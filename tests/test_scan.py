@@ -1382,3 +1382,28 @@ def test_a_gru_storing_each_state_runs_every_trip_compiled(backend):
         assert_like_numpy(f(xs, W, U, b), gru(xs, W, U, b), ulps=16, atol=1e-6)
     assert f.stats()["fallbacks"] == 0 and "(a scan)" in f.explain(), f.explain()
     assert _body(f).stats()["eager_calls"] == 0, _body(f).explain()
+
+
+def any_above(x):
+    found = False
+    for v in x:
+        found = found or v > 2.0  # (a Python bool, then numpy's: no lifted loop types it)
+    return found
+
+
+def test_a_scan_whose_jitted_body_is_slower_runs_its_body_as_plain_python():
+    """A scan's trips go through the body it jitted or through the body as
+    the plain Python function it is, whichever ran faster on its calls:
+    a body of Python scalars ran 10-70x slower than Python jitted (an
+    entry's lookup and numpy's 0-d steps per trip, probe 21); explain()
+    says which way each size class of arrays takes, and the results are
+    numpy's either way."""
+    f = jit(any_above)
+    rng = np.random.default_rng(3)
+    for n in (3, 5, 7) + (300,) * 6 + (301, 0):
+        x = rng.standard_normal(n)
+        got, want = f(x), any_above(x)
+        assert type(got) is type(want) and got == want
+    text = f.explain()
+    assert "its body as plain Python and numpy" in text and "a trip jitted" in text, text
+    assert f.stats()["eager_calls"] == 0
