@@ -93,6 +93,9 @@ def eval_attr(a, hint):
 
 
 MAX_BREAKS = 64
+# the operations a symbolic Python int may hold: `r = (r + n // r) // 2` on int(x[i]) doubles its expression every
+# trip, and sympy's work on it with it (probe 21: a trace that never ended)
+MAX_INT_OPS = 256
 
 # a traced value's Python type, by name (a scan's free numbers, a print's arguments) -> its constructor
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
@@ -508,6 +511,9 @@ class SymInt:
 
     @staticmethod
     def wrap(ctx, e):
+        if isinstance(e, sympy.Basic) and sympy.count_ops(e) > MAX_INT_OPS:  # (before sympy's own work on it)
+            raise TooManyDecisions(f"a Python int of sizes or data grew past {MAX_INT_OPS} operations (an "
+                                   "iteration on it, Newton's: each trip doubles it)", user_location())
         e = ctx.env.simplify(e)
         return e if isinstance(e, int) else SymInt(ctx, e)
 

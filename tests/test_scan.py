@@ -6,6 +6,7 @@ aliasing, a write into an array the loop reads, a carried value that
 changes dtype or shape) stays unrolled or runs in numpy."""
 from __future__ import annotations
 
+import signal
 import types
 import warnings
 
@@ -1407,3 +1408,36 @@ def test_a_scan_whose_jitted_body_is_slower_runs_its_body_as_plain_python():
     text = f.explain()
     assert "its body as plain Python and numpy" in text and "a trip jitted" in text, text
     assert f.stats()["eager_calls"] == 0
+
+
+def isqrt_newton(x):
+    out = []
+    for v in x:
+        n = int(v)
+        r = n
+        while r * r > n:  # (Python ints: r * r past 2**63 for n > ~3e9)
+            r = (r + n // r) // 2
+        out.append(r)
+    return out
+
+
+def test_an_iteration_on_a_python_int_of_the_data_does_not_trace_forever():
+    """Newton's isqrt on int(v): traced, each trip doubled the symbolic int's
+    expression and sympy's work on it, and the first call never returned
+    (probe 21).  Past MAX_INT_OPS operations the trace stops deciding on it:
+    the loop becomes a scan, and every call gives Python's ints."""
+    def too_long(*_):
+        raise TimeoutError("the jitted call did not return in 120 s")
+
+    f = jit(isqrt_newton)
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(120)
+    try:
+        for n in (3, 5, 9, 4):
+            x = np.random.default_rng(n).integers(0, 10 ** 12, n)
+            x[0] = 10 ** 12
+            assert f(x) == isqrt_newton(x)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert f.stats()["eager_calls"] == 0, f.explain()
