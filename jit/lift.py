@@ -1208,7 +1208,7 @@ class Hook:
                 if not site.liftable:
                     raise Unsupported("a while loop" if isinstance(site.node, ast.While) else
                                       "its body holds what the typer does not know")
-                return _lift(self.ctx, site, scope, self.fn)
+                return _lift(self.ctx, site, scope, self.fn, globals_)
             except Unsupported as e:
                 refusal = f"{user_location()}: loop not compiled whole: {e}"
             # (a loop over a symbolic trip count that does not lift may still be a scan)
@@ -1232,7 +1232,7 @@ class Hook:
             return None
 
 
-def _lift(ctx, site: Site, scope: dict, fn):
+def _lift(ctx, site: Site, scope: dict, fn, globals_: dict):
     loop = site.node
     names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
     callees = {n.func.id if isinstance(n.func, ast.Name) else n.func.value.id
@@ -1252,7 +1252,7 @@ def _lift(ctx, site: Site, scope: dict, fn):
         elif name in site.assigned:
             continue
         else:
-            v = _global(fn, name)
+            v = _global(fn, name, globals_)
         if name in callees and (callable(v) or isinstance(v, types.ModuleType)) and not isinstance(v, Tracer):
             resolved[name] = v
             continue
@@ -1619,15 +1619,19 @@ def _store_targets(n):
         yield n.target
 
 
-def _global(fn, name):
+def _global(fn, name, globals_: dict):
+    """What `name` is where fn's loop reads it: its closure's cell, or the
+    trace's copy of fn's globals (`globals_`: a global the trace reads as a
+    runtime scalar is the trace's value there, not the module's number of
+    the call that traced)."""
     if name in fn.__code__.co_freevars:
         cell = fn.__closure__[fn.__code__.co_freevars.index(name)]
         try:
             return cell.cell_contents
         except ValueError:
             raise Unsupported(f"{name} is not bound yet") from None
-    if name in fn.__globals__:
-        return fn.__globals__[name]
+    if name in globals_:
+        return globals_[name]
     if hasattr(builtins, name):
         return getattr(builtins, name)
     raise Unsupported(f"{name} is not defined")

@@ -1804,3 +1804,31 @@ def test_round_of_one_argument_lifts_as_python_s(dtype):
                 f(np.array([1.5, np.nan], dtype))
             with pytest.raises(OverflowError):
                 f(np.array([np.inf], dtype))
+
+
+LOOP_SCALE = 1.0
+
+
+def _scaled_in_place(x):
+    y = x.copy()
+    for i in range(x.shape[0]):
+        y[i] = y[i] * LOOP_SCALE + i
+    return y
+
+
+@pytest.mark.parametrize("values", [(1.0, 1.0, 2.0, 3.0, 5.0), (1, 1, 2, 3, 5)])
+def test_a_global_that_changes_is_read_by_a_lifted_loop_at_every_call(values):
+    """A global number read inside a loop compiled whole: once it changed it
+    is a runtime scalar (keyed by its type), and the loop took the value of
+    the call that traced instead, stale from its second change on (probe
+    21); it reads the trace's scalar, each call's value."""
+    global LOOP_SCALE
+    f = jit(_scaled_in_place)
+    try:
+        for n, v in zip((3, 4, 6, 7, 3), values):
+            LOOP_SCALE = v
+            x = np.ones(n)
+            _same(f(x), _scaled_in_place(x))
+        assert _lifted(f) >= 1 and f.stats()["traces"] == 2, f.explain()
+    finally:
+        LOOP_SCALE = 1.0
