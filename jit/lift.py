@@ -1621,17 +1621,20 @@ def _store_targets(n):
 
 def _global(fn, name, globals_: dict):
     """What `name` is where fn's loop reads it: its closure's cell, or the
-    trace's copy of fn's globals (`globals_`: a global the trace reads as a
-    runtime scalar is the trace's value there, not the module's number of
-    the call that traced)."""
+    trace's copy of fn's globals where it holds a traced value there (a
+    global the trace reads as a runtime scalar: not the module's number of
+    the call that traced), else fn's own."""
     if name in fn.__code__.co_freevars:
         cell = fn.__closure__[fn.__code__.co_freevars.index(name)]
         try:
             return cell.cell_contents
         except ValueError:
             raise Unsupported(f"{name} is not bound yet") from None
-    if name in globals_:
-        return globals_[name]
+    v = globals_.get(name, _MISSING)
+    if isinstance(v, (Tracer, SymInt)):
+        return v
+    if name in fn.__globals__:  # (numpy itself, where the trace's copy holds its proxy)
+        return fn.__globals__[name]
     if hasattr(builtins, name):
         return getattr(builtins, name)
     raise Unsupported(f"{name} is not defined")
