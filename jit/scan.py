@@ -426,6 +426,15 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
     loop = site.node
     target = _target(loop)
     calls = _user_calls(loop.body, scope, globals_)
+    for c in calls + _method_calls(loop.body, scope, globals_):  # (a helper's effects on Python state would
+        # run when the body is traced, not per trip)
+        f = _callee(c, scope, globals_) or _method(c, scope, globals_)
+        effects = _python_effects(f)
+        if effects == "state" or effects == "handed" and any(
+                not (isinstance(a, ast.Constant) or isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer)
+                for a in list(c.args) + [k.value for k in c.keywords]):
+            raise NoScan(f"it calls {getattr(f, '__qualname__', f.__name__)}, which may change Python state "
+                         "(a counter, a list it appends to, an attribute, a dict it is handed)")
     _check_body(loop.body, appended=site.appended, helpers={id(c) for c in calls})
     assigned = set(site.assigned) - {target}
     written = _written(loop.body)
@@ -794,6 +803,28 @@ def _user_calls(stmts: list, scope: dict, globals_: dict) -> list:
             if isinstance(c, ast.Call) and _users_function(_callee(c, scope, globals_))]
 
 
+def _method_calls(stmts: list, scope: dict, globals_: dict) -> list:
+    """The statements' calls of methods of the user's classes on a name's
+    object (`c.step(x)`, `self.cell(x[t], h)`)."""
+    return [c for st in stmts for c in ast.walk(st)
+            if isinstance(c, ast.Call) and _method(c, scope, globals_) is not None]
+
+
+def _method(c: ast.Call, scope: dict, globals_: dict):
+    """The function a call of a name's method runs, where the name holds an
+    object of the user's class and the method is a plain function of it
+    (looked up on the class: no property or __getattr__ runs), else None."""
+    f = c.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)):
+        return None
+    obj = _lookup(f.value.id, scope, globals_)
+    if obj is _NOT or isinstance(obj, (types.ModuleType, Tracer, SymInt, type)) or type(obj).__module__ in (
+            "builtins", "numpy") or is_numpy(sys.modules.get(type(obj).__module__)):
+        return None
+    fn = inspect.getattr_static(type(obj), f.attr, None)
+    return fn if _users_function(fn) else None
+
+
 def _passed(calls: list, scope: dict, globals_: dict) -> set:
     """Names of traced arrays of the frame the calls hand over to a helper
     that may write into them (not one whose source writes into no array:
@@ -801,6 +832,74 @@ def _passed(calls: list, scope: dict, globals_: dict) -> set:
     return {a.id for c in calls for a in list(c.args) + [k.value for k in c.keywords]
             if isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer and not scope[a.id].value.weak
             and not _writes_nothing(_callee(c, scope, globals_))}
+
+
+# methods that change the list, dict or set they are called on
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault",
+                       "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"})
+_EFFECTS: dict = {}  # code -> whether the function may change Python state (_python_effects)
+
+
+def _python_effects(f, depth: int = 0) -> str | None:
+    """What Python state user function f may change that its caller sees,
+    read from its source: "state" for a global or nonlocal statement, an
+    attribute stored or deleted, a subscript stored or deleted in a name it
+    does not bind, a method of _MUTATORS called on a name it does not bind
+    or is handed, or a user function it calls (a few levels down) that
+    may; "handed" where it only stores into subscripts of what it is
+    handed (an array the caller's scan carries: _passed; a dict, a list:
+    state); else None.  A scan's jitted body runs such a helper when it is
+    traced, not per trip (probe 21: a closure's call counter came back 1)."""
+    if type(f) is not types.FunctionType or depth > 3:
+        return "state"
+    code = f.__code__
+    if code not in _EFFECTS:
+        _EFFECTS[code] = "state"  # (a recursive call: not shown free of effects)
+        _EFFECTS[code] = _source_effects(f, depth)
+    return _EFFECTS[code]
+
+
+def _source_effects(f, depth: int) -> str | None:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return "state"
+    fdef = tree.body[0] if tree.body else None
+    if f.__name__ == "<lambda>":  # (its source is the statement it stands in: every lambda of it is read)
+        fdef = ast.Module([ast.Expr(n) for n in ast.walk(tree) if isinstance(n, ast.Lambda)], [])
+    elif not isinstance(fdef, ast.FunctionDef):
+        return "state"
+    code = f.__code__
+    handed = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    bound = set(code.co_varnames) | set(code.co_cellvars)  # (its own names: parameters and locals)
+    out = None
+    for n in ast.walk(fdef):
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            return "state"
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            return "state"
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            root = _root(n)
+            if root is None or root not in bound:
+                return "state"
+            if root in handed:
+                out = "handed"
+        if isinstance(n, ast.Call):
+            fn = n.func
+            if isinstance(fn, ast.Attribute) and fn.attr in _MUTATORS:
+                root = _root(fn.value)
+                if root is None or root not in bound or root in handed:
+                    return "state"
+            if isinstance(fn, ast.Name) and fn.id not in bound:
+                callee = f.__globals__.get(fn.id)
+                if fn.id in code.co_freevars and f.__closure__:
+                    try:
+                        callee = f.__closure__[code.co_freevars.index(fn.id)].cell_contents
+                    except ValueError:
+                        return "state"
+                if _users_function(callee) and _python_effects(callee, depth + 1):
+                    return "state"
+    return out
 
 
 # methods and numpy functions that write into an array they are handed without out= (np.add.at: "at")

@@ -1441,3 +1441,82 @@ def test_an_iteration_on_a_python_int_of_the_data_does_not_trace_forever():
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert f.stats()["eager_calls"] == 0, f.explain()
+
+
+def count_with_a_closure(xs):
+    state = {"calls": 0}
+
+    def f(v):
+        state["calls"] += 1
+        return v * 2
+
+    acc = np.zeros(xs.shape[1])
+    for r in xs:
+        acc = acc + f(r)
+    return acc, state["calls"]
+
+
+def count_with_nonlocal(xs):
+    n = 0
+
+    def f(v):
+        nonlocal n
+        n += 1
+        return v
+
+    acc = np.zeros(xs.shape[1])
+    for r in xs:
+        acc = acc + f(r)
+    return acc, n
+
+
+class _Counting:
+    def __init__(self, w):
+        self.k, self.w = 0, w
+
+    def step(self, v):
+        self.k += 1
+        return v * self.w
+
+    def cell(self, v, h):  # (reads its object only)
+        return np.tanh(v * self.w + h)
+
+
+def count_with_a_method(xs):
+    c = _Counting(2.0)
+    acc = np.zeros(xs.shape[1])
+    for r in xs:
+        acc = acc + c.step(r)
+    return acc, c.k
+
+
+def cell_of_a_model(xs):
+    c = _Counting(0.5)
+    h = np.zeros(xs.shape[1])
+    for r in xs:
+        h = c.cell(r, h)
+    return h
+
+
+@pytest.mark.parametrize("fn", [count_with_a_closure, count_with_nonlocal, count_with_a_method])
+def test_a_loop_calling_a_helper_that_changes_python_state_is_no_scan(fn):
+    """A helper the body calls that counts its calls (a closure's dict, a
+    nonlocal, its object's attribute) ran once, when the scan's body was
+    traced: the count came back 1, or the traced call's, with no warning
+    (probe 21).  Such a loop stays unrolled (a trace per length), and every
+    count is numpy's."""
+    f = jit(fn)
+    for n in (3, 5, 8, 4, 11, 8):
+        xs = np.ones((n, 2))
+        got, want = f(xs), fn(xs)
+        assert_like_numpy(got[0], want[0])
+        assert got[1] == want[1]
+    assert "which may change Python state" in f.explain()
+
+
+def test_a_loop_calling_a_method_that_only_reads_its_object_is_a_scan():
+    f = jit(cell_of_a_model)
+    for n in LENGTHS:
+        xs = np.random.default_rng(n).standard_normal((n, 3))
+        assert_like_numpy(f(xs), cell_of_a_model(xs))
+    assert f.stats()["traces"] <= 3 and "(a scan)" in f.explain(), f.explain()
