@@ -430,8 +430,9 @@ def _plan(ctx, site, scope: dict, globals_: dict) -> tuple:
         # run when the body is traced, not per trip)
         f = _callee(c, scope, globals_) or _method(c, scope, globals_)
         effects = _python_effects(f)
-        if effects == "state" or effects == "handed" and any(
-                not (isinstance(a, ast.Constant) or isinstance(a, ast.Name) and type(scope.get(a.id)) is Tracer)
+        if effects == "state" or effects == "handed" and any(  # (handed only traced arrays and numbers: _passed)
+                not (isinstance(a, ast.Constant) or isinstance(a, ast.Name) and (
+                    type(scope.get(a.id)) in (Tracer, SymInt) or type(scope.get(a.id)) in _PLAIN))
                 for a in list(c.args) + [k.value for k in c.keywords]):
             raise NoScan(f"it calls {getattr(f, '__qualname__', f.__name__)}, which may change Python state "
                          "(a counter, a list it appends to, an attribute, a dict it is handed)")

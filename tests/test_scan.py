@@ -1482,6 +1482,19 @@ class _Counting:
         return np.tanh(v * self.w + h)
 
 
+def _tally(d, v):
+    d["calls"] += 1
+    return v + 1.0
+
+
+def count_in_a_dict_handed(xs):
+    d = {"calls": 0}
+    acc = np.zeros(xs.shape[1])
+    for r in xs:
+        acc = acc + _tally(d, r)
+    return acc, d["calls"]
+
+
 def count_with_a_method(xs):
     c = _Counting(2.0)
     acc = np.zeros(xs.shape[1])
@@ -1498,7 +1511,8 @@ def cell_of_a_model(xs):
     return h
 
 
-@pytest.mark.parametrize("fn", [count_with_a_closure, count_with_nonlocal, count_with_a_method])
+@pytest.mark.parametrize("fn", [count_with_a_closure, count_with_nonlocal, count_with_a_method,
+                                count_in_a_dict_handed])
 def test_a_loop_calling_a_helper_that_changes_python_state_is_no_scan(fn):
     """A helper the body calls that counts its calls (a closure's dict, a
     nonlocal, its object's attribute) ran once, when the scan's body was
