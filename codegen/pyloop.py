@@ -598,7 +598,7 @@ class _Emitter:
             r = b.call(self.m.declare_intrinsic(f"llvm.{name}", [ty]), [x])
         if flavor == "math" and name == "exp":  # (OverflowError where the result overflows)
             inf = ir.Constant(ty, float("inf"))
-            self.abort(b.and_(b.fcmp_ordered("==", r, inf), b.fcmp_ordered("!=", x, inf)), 2)
+            self.abort(b.and_(b.fcmp_ordered("==", r, inf), b.fcmp_ordered("!=", x, inf)), 8)
         return r
 
     def e_bin(self, t, op, a, c):
@@ -637,7 +637,7 @@ class _Emitter:
             self.abort(b.and_(b.fcmp_ordered("<", x, zero), b.not_(whole)), 4)
             self.abort(b.and_(b.fcmp_ordered("==", x, zero), b.fcmp_ordered("<", y, zero)), 3)
             self.abort(b.and_(b.fcmp_ordered("==", b.call(fabs, [r]), inf),
-                              b.fcmp_ordered("!=", b.call(fabs, [x]), inf)), 2)
+                              b.fcmp_ordered("!=", b.call(fabs, [x]), inf)), 8)
             return r
         if op == "truediv":
             if is_weak(t):

@@ -69,7 +69,8 @@ MATH = ("sqrt", "exp", "log", "sin", "cos", "tan", "tanh", "floor", "ceil", "fab
 ABORTS = {1: "an index out of range", 2: "an integer overflow or an inexact conversion",
           3: "a division by zero", 4: "a math domain error", 5: "fewer trips than its types settle in",
           6: "range() or a slice with a step of 0",
-          7: "an array operation numpy refuses (lengths that differ, the maximum of nothing)"}
+          7: "an array operation numpy refuses (lengths that differ, the maximum of nothing)",
+          8: "a float overflow (math.exp, a float's **: Python raises, numpy warns)"}
 
 
 @dataclass(frozen=True, eq=False)

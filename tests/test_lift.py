@@ -1832,3 +1832,24 @@ def test_a_global_that_changes_is_read_by_a_lifted_loop_at_every_call(values):
         assert _lifted(f) >= 1 and f.stats()["traces"] == 2, f.explain()
     finally:
         LOOP_SCALE = 1.0
+
+
+def _exp_sum(x):
+    s = 0.0
+    for v in x:
+        s += math.exp(float(v))
+    return s
+
+
+def test_a_float_overflow_in_a_lifted_loop_raises_as_python_and_says_so():
+    """math.exp(800.0) raises OverflowError in Python: the compiled loop
+    aborts and the call runs in Python, and explain() names a float
+    overflow (it said "an integer overflow or an inexact conversion",
+    probe 21)."""
+    f = jit(_exp_sum)
+    assert f(np.array([1.0, 2.0])) == _exp_sum(np.array([1.0, 2.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(OverflowError):
+            f(np.array([1.0, 800.0]))
+    assert "a float overflow (math.exp" in f.explain() and _lifted(f) == 1
