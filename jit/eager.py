@@ -18,7 +18,7 @@ _ONCE = {"eager_size_changed": "an eager op's output size changed",
          "aliased_arguments": "an argument the function writes into shares memory with another",
          "lifted_loop": "a compiled loop met what Python or numpy raise or warn about",
          "int_of_float": "a conversion to an integer type met a NaN, an infinity or a value past the type",
-         "scan_changed": "a trip of a compiled loop changed a carried value's shape or dtype"}
+         "scan_changed": "a compiled loop (a scan) ran otherwise than its trace"}
 
 
 def count_fallback(jf, category: str, text: str) -> None:
@@ -76,7 +76,7 @@ def mark_eager(jf, state: KeyState, category: str, reason: str) -> None:
     """The key runs eagerly from now on: counted, logged and warned."""
     state.eager_reason = reason
     count_fallback(jf, category, reason)
-    warn(f"shapejit: {jf.__name__} runs eagerly for this signature: {reason}")
+    warn(f"shapejit: {jf.__qualname__} runs eagerly for this signature: {reason}")
 
 
 def run_eagerly_from_now(jf, state: KeyState, category: str, reason: str, bound):

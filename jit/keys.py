@@ -91,7 +91,7 @@ def note_values(jf, tr: TraceResult, leaves) -> None:
     new = [p for p in tr.unguarded if p not in jf._unguarded]
     if new:
         jf._unguarded += new
-        warn(f"shapejit: {jf.__name__} reads {', '.join(new)}, which it cannot key on (an object "
+        warn(f"shapejit: {jf.__qualname__} reads {', '.join(new)}, which it cannot key on (an object "
              f"of a library's class, a container nested too deep, or one of more than {MAX_ITEMS} values "
              f"not read item by item): a change to it after this trace is not seen")
 

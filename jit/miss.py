@@ -238,7 +238,7 @@ class _Miss:
             jf._keys.pop(self.full, None)  # (kept, a new static value per call grew the keys, and every miss's scan)
         if not jf._warned_limit:
             jf._warned_limit = True
-            warn(f"shapejit: {jf.__name__} reached max_entries={jf.max_entries}; calls that need a new entry (a new "
+            warn(f"shapejit: {jf.__qualname__} reached max_entries={jf.max_entries}; calls that need a new entry (a new "
                  "shape or value) run eagerly")
         count_fallback(jf, "max_entries", f"max_entries={jf.max_entries} reached ({reason})")
         return run_eagerly(jf, self.bound)
@@ -347,7 +347,7 @@ def build_entry(jf, tr: TraceResult, runtime, sig: str) -> CompiledEntry:
     except Exception as e:  # noqa: BLE001 - a compiler bug must not break the user's call
         count_fallback(jf, "compile_failed", f"compile failed, running the reference back end: "
                                              f"{type(e).__name__}: {e}")
-        warn(f"shapejit: compiling {jf.__name__} failed ({type(e).__name__}: {e}); "
+        warn(f"shapejit: compiling {jf.__qualname__} failed ({type(e).__name__}: {e}); "
              f"running it on the reference back end")
         b = build(tr, guards.symbols, "reference", contiguous, jf.__qualname__)
     for stage, sec in b.seconds.items():

@@ -14,8 +14,9 @@ class ShapeMismatch(RunEagerly):
 
 
 class ScanMismatch(RunEagerly):
-    """A trip of a compiled loop (a scan, jit/scan.py) gave a carried value
-    another shape or dtype than it had before the loop."""
+    """A compiled loop (a scan, jit/scan.py) ran otherwise than its trace: a
+    trip gave a carried value another shape or dtype than it had before the
+    loop, or no trip ran where the function reads the loop's variable."""
     reason = "scan_changed"
 
 

@@ -332,9 +332,9 @@ def compare(want: Outcome, got: Outcome, where: str) -> None:
         for name, g, w in zip("xya", got.result, want.result):
             assert_same_value(g, w, f"{name}: {where}")
     # (test_a_traced_call_gives_numpys_scalar_warnings: only a call run eagerly gives them all; a loop's body
-    # run eagerly inside the function's trace, jit/scan.py's f_loop_body, is no call run eagerly)
+    # run eagerly inside the function's trace, jit/scan.py's `f.<loop at ...>`, is no call run eagerly)
     assert set(got.warnings) <= set(want.warnings), f"warned {got.warnings}, Python {want.warnings}: {where}"
-    if any(not w.startswith("shapejit: f_loop_body ") for w in got.jit_warnings):
+    if any(not w.startswith("shapejit: f.<loop at ") for w in got.jit_warnings):
         assert got.warnings == want.warnings, f"warned {got.warnings}, Python {want.warnings}: {where}"
 
 
