@@ -1462,17 +1462,45 @@ class ScanCall:
                 carried = fn(t, *carried, *free)
             i = len(trips)
         else:
+            appended = []  # (each trip's appended values: stacked when the trips are done, _stack_plain)
             for t in trips:
                 out = fn(t, *carried, *free)
                 i += 1
                 if ny:
-                    _put_rows(rows, out[nc:nc + ny], i - 1, len(trips), self)
+                    appended.append(out[nc:nc + ny])
                 carried = out[:nc]
                 if exits and out[nc + ny]:
                     break
+            if ny:
+                rows = self._stack_plain(appended, len(trips))
         carried = list(carried)
         _check_trip(carried, want, t, self.where)
         return i, carried, rows
+
+    def _stack_plain(self, appended: list, trips: int) -> list:
+        """The stacked outputs of the trips' appended values (a tuple a
+        trip): what _put_rows makes of them trip by trip, made at once where
+        every trip appended a value of one type, dtype and shape (numbers of
+        the kind the trace's trips appended, arrays of its dtype), and trip
+        by trip otherwise (its errors)."""
+        rows = []
+        for k, ys in enumerate(zip(*appended)):
+            t, want = type(ys[0]), self.stacked_dtypes[k] if self.stacked_dtypes else None
+            kind = _NUMBER_KINDS.get(t, "s" if issubclass(t, np.generic) else "")
+            row = None
+            if len(ys) == trips and kind == (self.numbers[k] if self.numbers else "") and not self.joined[k] \
+                    and all(type(y) is t for y in ys):
+                if kind:
+                    row = np.array(ys)
+                elif t is np.ndarray and all(y.shape == ys[0].shape and y.dtype is ys[0].dtype for y in ys):
+                    row = np.stack(ys)
+            if row is None or want is not None and row.dtype.str != want:
+                rows = [None] * len(appended[0])
+                for i, y in enumerate(appended):
+                    _put_rows(rows, y, i, trips, self)
+                return rows
+            rows.append(row)
+        return rows
 
     def _compiled_trips(self, trips, carried: list, free: list, want: list) -> tuple:
         """_plain_trips' answer with the jitted body: the entry the last trip

@@ -1534,3 +1534,29 @@ def test_a_loop_calling_a_method_that_only_reads_its_object_is_a_scan():
         xs = np.random.default_rng(n).standard_normal((n, 3))
         assert_like_numpy(f(xs), cell_of_a_model(xs))
     assert f.stats()["traces"] <= 3 and "(a scan)" in f.explain(), f.explain()
+
+
+def appends_of_every_kind(a, b):
+    floats, scalars, rows, flags = [], [], [], []
+    for x, y in zip(a, b):
+        floats.append(float(x * y))
+        scalars.append(x * y + 1.0)
+        rows.append(np.array([x, y]) * 2.0)
+        flags.append(bool(x > y))
+    return np.array(floats), np.array(scalars), np.stack(rows), np.array(flags), floats[-1]
+
+
+def test_the_plain_body_stacks_what_its_trips_append_as_numpy():
+    """The trips a scan runs through its plain body stack what they append
+    at the end (Python floats and bools, numpy's scalars, arrays): the
+    values, dtypes and shapes numpy's lists give, on calls that ran either
+    way."""
+    f = jit(appends_of_every_kind)
+    rng = np.random.default_rng(4)
+    for n in (3, 4, 5) + (40,) * 6 + (41, 1):
+        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        got, want = f(a, b), appends_of_every_kind(a, b)
+        for g, w in zip(got, want):
+            assert_like_numpy(g, w)
+        assert type(got[-1]) is float
+    assert "(a scan)" in f.explain() and f.stats()["eager_calls"] == 0, f.explain()
