@@ -83,7 +83,8 @@ def _entry(k: int, e: CompiledEntry) -> list[str]:
     if sm.scans:
         lines.append("    scans (a loop's body compiled once, run per trip: every trip count, one compile):")
         lines += ["      " + x for x in sm.scans]
-        ways = [x for call in scans_of(e.executable.portable) for x in call.describe()]
+        bodies = {id(call.body): call for call in scans_of(e.executable.portable)}  # (one a loop's body)
+        ways = [x for call in bodies.values() for x in call.describe()]
         if ways:
             lines.append("    how the scans' calls run their trips (the faster of the body jitted and the body as "
                          "plain Python and numpy, measured on RACE_CALLS calls each):".replace(

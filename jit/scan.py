@@ -1365,10 +1365,6 @@ class ScanCall:
         self.inputs = []  # (the trace's run: the arrays the loop reads, which an appended row may view)
         self.served = None  # (the trace's run of the trips, made before its node: what the node's first run gives)
         self.stacked_shapes = ()  # (the stacked outputs' symbolic shapes, for the trace's node: not kept)
-        # (size class of the arrays the trips take -> [per-trip seconds of the calls that ran the jitted body,
-        # of those that ran the plain one, whether the plain body runs its calls (None: racing, RACE_CALLS
-        # calls each way)])
-        self.ways: dict = {}
 
     def __repr__(self) -> str:
         return f"<scan of the loop at {self.where}>"
@@ -1414,7 +1410,7 @@ class ScanCall:
             key = tuple(x.size.bit_length() for x in itertools.chain(carried, free) if type(x) is np.ndarray)
             race = self.ways.get(key)
             if race is None:
-                race = self.ways[key] = [[], [], None]
+                race = self.ways.setdefault(key, [[], [], None])
             plain = race[2] if race[2] is not None else len(race[1]) < len(race[0])
         t0 = time.perf_counter()
         i, carried, rows = (self._plain_trips if plain else self._compiled_trips)(trips, carried, free, want)
@@ -1434,6 +1430,18 @@ class ScanCall:
         return [np.array(x) if isinstance(x, np.ndarray) and any(np.may_share_memory(x, a) for a in arrays) else x
                 for x in carried] + [r.joined() if type(r) is _Joined else r for r in rows] \
             + ([trips[i - 1]] if self.last else [])
+
+    @property
+    def ways(self) -> dict:
+        """Size class of the arrays the trips take -> [per-trip seconds of the
+        calls that ran the jitted body, of those that ran the plain one,
+        whether the plain body runs its calls (None: racing, RACE_CALLS calls
+        each way)]: the body's, shared by every scan of its loop (a loop
+        inside another that the trace unrolls is a scan per outer trip)."""
+        ways = getattr(self.body, "scan_ways", None)
+        if ways is None:
+            ways = self.body.scan_ways = {}
+        return ways
 
     def describe(self) -> list[str]:
         """How its calls run the trips, per size class of the arrays they take (explain())."""
