@@ -12,6 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
+# (sympy's Add.flatten imports sympy.tensor.tensor, and with it sympy.combinatorics, the first time it runs: 70-100
+# ms the first jitted call of a process paid, python -m bench's cold first call; imported with the rest of sympy)
+import sympy.assumptions.wrapper  # noqa: F401 - (and this one, a symbol's first assumption asked)
+import sympy.tensor.tensor  # noqa: F401
 
 
 # the least input dim that becomes a symbol: smaller ones (0, 1) are keyed and traced as numbers

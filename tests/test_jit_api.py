@@ -1,5 +1,9 @@
 """The @jit contract: one trace per signature, guards and recompiles,
 fallback, errors — each checked against eager numpy."""
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -7,6 +11,8 @@ import pytest
 
 from jit import JitWarning, jit
 from tests.conftest import assert_like_numpy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 D, H = 64, 128
 _rng = np.random.default_rng(0)
@@ -677,3 +683,26 @@ def test_static_values_past_the_entry_limit_are_not_kept():
             out, tag = f(x, f"req-{i}")
             assert tag == f"req-{i}"
     assert len(f._keys) <= 4 and f.stats()["eager_calls"] == 36
+
+
+def test_a_first_call_imports_no_module_of_sympy(tmp_path):
+    """sympy imports sympy.tensor.tensor (and sympy.combinatorics) the first
+    time Add.flatten runs: 70-100 ms of a process's first jitted call
+    (python -m bench's cold first call of the BERT layer); shapejit imports
+    them with sympy, so a request's first call does not."""
+    code = textwrap.dedent('''
+        import sys
+        import numpy as np
+        import jit
+
+        def f(x, y):
+            return (x.reshape(x.shape[0], -1, 4) - 1.0).reshape(-1) @ y[: x.size]
+
+        before = {m for m in sys.modules if m.startswith("sympy")}
+        jit.jit(f)(np.ones((6, 8)), np.ones(64))
+        print(sorted({m for m in sys.modules if m.startswith("sympy")} - before))
+    ''')
+    env = dict(os.environ, SHAPEJIT_CACHE_DIR=str(tmp_path), SHAPEJIT_CALIBRATE="0", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
