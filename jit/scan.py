@@ -860,15 +860,23 @@ def _python_effects(f, depth: int = 0) -> str | None:
     return _EFFECTS[code]
 
 
-def _source_effects(f, depth: int) -> str | None:
+def _definition(f):
+    """The ast of user function f's definition from its source: its def, or
+    for a lambda a module of every lambda of the statement it stands in;
+    None where there is no source or it is no def."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
     except (OSError, TypeError, SyntaxError, IndentationError):
-        return "state"
+        return None
+    if f.__name__ == "<lambda>":
+        return ast.Module([ast.Expr(n) for n in ast.walk(tree) if isinstance(n, ast.Lambda)], [])
     fdef = tree.body[0] if tree.body else None
-    if f.__name__ == "<lambda>":  # (its source is the statement it stands in: every lambda of it is read)
-        fdef = ast.Module([ast.Expr(n) for n in ast.walk(tree) if isinstance(n, ast.Lambda)], [])
-    elif not isinstance(fdef, ast.FunctionDef):
+    return fdef if isinstance(fdef, ast.FunctionDef) else None
+
+
+def _source_effects(f, depth: int) -> str | None:
+    fdef = _definition(f)
+    if fdef is None:
         return "state"
     code = f.__code__
     handed = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
@@ -927,11 +935,7 @@ def _writes_nothing(f, depth: int = 0) -> bool:
 
 
 def _source_writes_nothing(f, depth: int) -> bool:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return False
-    fdef = tree.body[0] if tree.body else None
+    fdef = _definition(f)
     if not isinstance(fdef, ast.FunctionDef) or fdef.decorator_list:
         return False
     own = set(f.__code__.co_varnames) | set(f.__code__.co_cellvars)
