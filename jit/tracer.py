@@ -93,9 +93,20 @@ def eval_attr(a, hint):
 
 
 MAX_BREAKS = 64
-# the operations a symbolic Python int may hold: `r = (r + n // r) // 2` on int(x[i]) doubles its expression every
-# trip, and sympy's work on it with it (probe 21: a trace that never ended)
-MAX_INT_OPS = 256
+# the terms (sympy's nodes) a symbolic Python int may hold: `r = (r + n // r) // 2` on int(x[i]) doubles its
+# expression every trip, and sympy's work on it with it (probe 21: a trace that never ended)
+MAX_INT_NODES = 512
+
+
+def _past(e, limit: int) -> bool:
+    """Whether expression e has more than `limit` nodes (counted until then: under a microsecond for a dim's)."""
+    stack, n = [e], 0
+    while stack:
+        n += 1
+        if n > limit:
+            return True
+        stack.extend(stack.pop().args)
+    return False
 
 # a traced value's Python type, by name (a scan's free numbers, a print's arguments) -> its constructor
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
@@ -511,8 +522,8 @@ class SymInt:
 
     @staticmethod
     def wrap(ctx, e):
-        if isinstance(e, sympy.Basic) and sympy.count_ops(e) > MAX_INT_OPS:  # (before sympy's own work on it)
-            raise TooManyDecisions(f"a Python int of sizes or data grew past {MAX_INT_OPS} operations (an "
+        if isinstance(e, sympy.Basic) and _past(e, MAX_INT_NODES):  # (before sympy's own work on it)
+            raise TooManyDecisions(f"a Python int of sizes or data grew past {MAX_INT_NODES} terms (an "
                                    "iteration on it, Newton's: each trip doubles it)", user_location())
         e = ctx.env.simplify(e)
         return e if isinstance(e, int) else SymInt(ctx, e)

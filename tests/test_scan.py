@@ -1424,7 +1424,7 @@ def isqrt_newton(x):
 def test_an_iteration_on_a_python_int_of_the_data_does_not_trace_forever():
     """Newton's isqrt on int(v): traced, each trip doubled the symbolic int's
     expression and sympy's work on it, and the first call never returned
-    (probe 21).  Past MAX_INT_OPS operations the trace stops deciding on it:
+    (probe 21).  Past MAX_INT_NODES terms the trace stops deciding on it:
     the loop becomes a scan, and every call gives Python's ints."""
     def too_long(*_):
         raise TimeoutError("the jitted call did not return in 120 s")
