@@ -238,8 +238,8 @@ class _Miss:
             jf._keys.pop(self.full, None)  # (kept, a new static value per call grew the keys, and every miss's scan)
         if not jf._warned_limit:
             jf._warned_limit = True
-            warn(f"shapejit: {jf.__qualname__} reached max_entries={jf.max_entries}; calls that need a new entry (a new "
-                 "shape or value) run eagerly")
+            warn(f"shapejit: {jf.__qualname__} reached max_entries={jf.max_entries}; calls that need a new entry "
+                 "(a new shape or value) run eagerly")
         count_fallback(jf, "max_entries", f"max_entries={jf.max_entries} reached ({reason})")
         return run_eagerly(jf, self.bound)
 
