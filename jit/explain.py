@@ -87,8 +87,7 @@ def _entry(k: int, e: CompiledEntry) -> list[str]:
         ways = [x for call in bodies.values() for x in call.describe()]
         if ways:
             lines.append("    how the scans' calls run their trips (the faster of the body jitted and the body as "
-                         "plain Python and numpy, measured on RACE_CALLS calls each):".replace(
-                             "RACE_CALLS", str(RACE_CALLS)))
+                         f"plain Python and numpy, measured on {RACE_CALLS} calls each):")
             lines += ["      " + x for x in ways]
     if sm.lift_refusals:
         lines.append("    loops traced as written (jit/lift.py could not compile them whole):")

@@ -194,6 +194,9 @@ def _hint(ctx, b) -> int:
 
 _ROWS = (np.ndarray, np.generic)  # (what a trip appends: an array, or a numpy scalar, its 0-d row)
 RACE_CALLS = 2  # calls of a scan timed each way, its body jitted and plain, before the faster runs its later calls
+# "plain" or "jit": every scan's calls run their trips so, no race (tests that must see one way run; as
+# runtime/gemmchoice.py PREFER decides products)
+PREFER: str | None = None
 MAX_PINS = 16  # (the entries a scan's call looks up for its trips, at most: each a jit lookup's cost)
 WHILE_TRIP = "__sj_trip__"  # (a while loop's body takes its trip number by this name)
 
@@ -1410,7 +1413,9 @@ class ScanCall:
             # decides)
             raise ScanMismatch(f"the loop at {self.where} ran no trip: the lists it appends to hold no row")
         plain, race = False, None
-        if not self.tracing:  # (the trace's own run makes the body's entries: through jit's call)
+        if PREFER is not None:
+            plain = PREFER == "plain" and not self.tracing
+        elif not self.tracing:  # (the trace's own run makes the body's entries: through jit's call)
             key = tuple(x.size.bit_length() for x in itertools.chain(carried, free) if type(x) is np.ndarray)
             race = self.ways.get(key)
             if race is None:

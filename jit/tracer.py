@@ -108,6 +108,7 @@ def _past(e, limit: int) -> bool:
         stack.extend(stack.pop().args)
     return False
 
+
 # a traced value's Python type, by name (a scan's free numbers, a print's arguments) -> its constructor
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
 

@@ -269,8 +269,9 @@ def from_record(blob: bytes) -> tuple[Calibration, Tree]:
 # 1.02-1.20x: 3 of the sweep's 5 cells more than 10% from the best variant.
 # On an Intel Xeon (emeraldrapids, AVX-512) a calibration had numpy's matmul
 # at 1.05-1.11x the kernel's speed past 362 rows for K = 768, its tree sent
-# them to BLAS, and the BERT layer at B=8, S=384 (3072 rows) took 479-496 ms
-# against 406-444 ms with every product on the kernel (a /tmp script, two
+# them to BLAS, and the BERT layer at B=8, S=384 (3072 rows) took 260-374 ms
+# against 205-227 ms with the tree of a calibration under a tie of 12%,
+# which keeps them on the kernel (a /tmp script, the two interleaved, two
 # runs each): alone, the two are that close (`python -m bench.gemm_sweep`
 # there: BLAS 1.52-2.21x numpy, the kernel 1.59-2.10x at M = 384-2048); in
 # the model the kernel wins.  So a tie is anything within 12%.

@@ -16,6 +16,7 @@ import pytest
 from bench.loops import ema, rnn
 from bench.programs import gru
 from jit import jit, lift
+from jit import scan as scan_mod
 from jit.scan import UNROLLED
 from tests import unseen_programs
 from tests.conftest import assert_like_numpy
@@ -1392,22 +1393,51 @@ def any_above(x):
     return found
 
 
-def test_a_scan_whose_jitted_body_is_slower_runs_its_body_as_plain_python():
+def _count_plain_runs(monkeypatch) -> list:
+    """Calls of a scan that ran their trips through the plain body, counted."""
+    runs, plain = [], scan_mod.ScanCall._plain_trips
+
+    def counted(self, *a):
+        runs.append(1)
+        return plain(self, *a)
+
+    monkeypatch.setattr(scan_mod.ScanCall, "_plain_trips", counted)
+    return runs
+
+
+@pytest.mark.parametrize("way", ["plain", "jit"])
+def test_a_scans_trips_run_through_its_jitted_or_its_plain_body_with_numpys_results(monkeypatch, way):
     """A scan's trips go through the body it jitted or through the body as
-    the plain Python function it is, whichever ran faster on its calls:
-    a body of Python scalars ran 10-70x slower than Python jitted (an
-    entry's lookup and numpy's 0-d steps per trip, probe 21); explain()
-    says which way each size class of arrays takes, and the results are
-    numpy's either way."""
+    the plain Python function it is (a body of Python scalars ran 10-70x
+    slower than Python jitted: an entry's lookup and numpy's 0-d steps per
+    trip, probe 21); either way the results are numpy's (scan.PREFER runs
+    one way, as a race's outcome would)."""
+    monkeypatch.setattr(scan_mod, "PREFER", way)
+    runs = _count_plain_runs(monkeypatch)
     f = jit(any_above)
     rng = np.random.default_rng(3)
-    for n in (3, 5, 7) + (300,) * 6 + (301, 0):
+    for n in (3, 5, 7) + (300,) * 3 + (301, 0):
         x = rng.standard_normal(n)
         got, want = f(x), any_above(x)
         assert type(got) is type(want) and got == want
-    text = f.explain()
-    assert "its body as plain Python and numpy" in text and "a trip jitted" in text, text
-    assert f.stats()["eager_calls"] == 0
+    assert "(a scan)" in f.explain() and f.stats()["eager_calls"] == 0, f.explain()
+    assert (len(runs) > 0) == (way == "plain")
+
+
+def test_a_scan_races_its_two_bodies_and_explain_shows_the_times_and_the_choice(monkeypatch):
+    """Unforced, a size class's first calls alternate between the two
+    bodies, RACE_CALLS each, timed; the faster runs the later calls, and
+    explain() prints both times and the choice (which one wins is the
+    machine's: not asserted)."""
+    runs = _count_plain_runs(monkeypatch)
+    f = jit(any_above)
+    rng = np.random.default_rng(3)
+    for n in (3, 5, 7) + (300,) * (2 * scan_mod.RACE_CALLS + 3):
+        x = rng.standard_normal(n)
+        assert f(x) == any_above(x)
+    assert len(runs) >= scan_mod.RACE_CALLS
+    decided = [ln for ln in f.explain().splitlines() if "(arrays of ~2^8 elements)" in ln]  # (n = 300's class)
+    assert len(decided) == 1 and "a trip jitted" in decided[0] and ": faster)" in decided[0], f.explain()
 
 
 def isqrt_newton(x):
@@ -1546,11 +1576,12 @@ def appends_of_every_kind(a, b):
     return np.array(floats), np.array(scalars), np.stack(rows), np.array(flags), floats[-1]
 
 
-def test_the_plain_body_stacks_what_its_trips_append_as_numpy():
+def test_the_plain_body_stacks_what_its_trips_append_as_numpy(monkeypatch):
     """The trips a scan runs through its plain body stack what they append
     at the end (Python floats and bools, numpy's scalars, arrays): the
-    values, dtypes and shapes numpy's lists give, on calls that ran either
-    way."""
+    values, dtypes and shapes numpy's lists give."""
+    monkeypatch.setattr(scan_mod, "PREFER", "plain")
+    runs = _count_plain_runs(monkeypatch)
     f = jit(appends_of_every_kind)
     rng = np.random.default_rng(4)
     for n in (3, 4, 5) + (40,) * 6 + (41, 1):
@@ -1559,4 +1590,4 @@ def test_the_plain_body_stacks_what_its_trips_append_as_numpy():
         for g, w in zip(got, want):
             assert_like_numpy(g, w)
         assert type(got[-1]) is float
-    assert "(a scan)" in f.explain() and f.stats()["eager_calls"] == 0, f.explain()
+    assert "(a scan)" in f.explain() and f.stats()["eager_calls"] == 0 and runs, f.explain()
