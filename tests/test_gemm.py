@@ -71,7 +71,7 @@ def test_every_tile_edge_is_exact_and_in_bounds(dtype, parallel, rng):
     kc = gemm.tile_for(np.dtype(dtype)).kc
     Ms = [1, 2, 5, 6, 7, 11, 12, 13, 37]
     Ns = [1, nr // 2 - 1, nr - 1, nr, nr + 1, 2 * nr + 3]
-    Ks = [0, 1, 7, kc - 1, kc, kc + 1, 2 * kc + 5]
+    Ks = [0, 1, 6, 7, kc - 1, kc, kc + 1, 2 * kc + 5]  # (every K mod gemm.K_UNROLL)
     for M in Ms:
         for N in Ns:
             for K in Ks:
