@@ -1084,6 +1084,14 @@ class Tracer:
                 return np.sqrt(self)
             if inexact and type(other) is int and other == -1:
                 return np.reciprocal(self)
+        if type(other) is Tracer and other.value.weak and other.dtype.kind == "f" and not other.ndim and (
+                self.dtype == np.float16 or self.dtype.kind == "c") and not self.value.weak \
+                and isinstance(self.concrete, np.ndarray):
+            # (a Python float of the call that changed, a runtime scalar: `** 0.5` is np.sqrt where its value is
+            # 0.5, and a float16's or a complex's sqrt is not power's, sqrt(-inf) nan, sqrt(-0.0) -0.0; the way
+            # not taken reads ones, so it warns of nothing numpy's would not)
+            half = other == 0.5
+            return np.where(half, np.sqrt(np.where(half, self, 1)), np.where(half, 1, self)._pow(other))
         if type(other) is SymInt and self.dtype == np.bool_ and not self.value.weak \
                 and isinstance(self.concrete, np.ndarray) and self.ctx.env.compare(
                     "==", other.expr, 2, f"{user_location()}: a bool array's power (** 2 is np.square's int8)"):

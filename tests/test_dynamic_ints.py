@@ -512,3 +512,25 @@ def test_a_bool_arrays_power_by_an_int_that_changes_has_numpys_dtype(backend):
     for i, k in enumerate((1, 2, 3, 5, 2, 4)):
         a = np.arange(5 + i) % 2 == 0
         assert_like_numpy(f(a, k), bool_power(a, k))
+
+
+def float_power(a, p):
+    return a ** p
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.complex128], ids=["float16", "complex128"])
+def test_a_power_by_a_float_that_changes_is_sqrt_at_one_half(dtype, backend):
+    """`a ** p` by a Python float that changed (a runtime scalar): numpy's
+    `** 0.5` is np.sqrt, which for float16 and complex differs from power
+    (sqrt(-inf) nan and sqrt(-0.0) -0.0 in float16, where power gave inf
+    and +0.0: probe 21); the one trace serves every p."""
+    f = jit(float_power, backend=backend)
+    a = np.array([-np.inf, -0.0, -4.0, 4.0, np.inf, np.nan, 2.5], dtype)
+    if dtype == np.complex128:
+        a = np.array([complex(r, i) for r, i in zip(a.real, [0, 0, 1, -1, 0, 0, np.inf])])
+    with np.errstate(all="ignore"):
+        for p in (3.0, 0.5, 1.5, 0.5, 2.0, -0.5):
+            got, want = f(a, p), float_power(a, p)
+            assert_like_numpy(got, want)
+            np.testing.assert_array_equal(np.signbit(got.real), np.signbit(want.real))
+    assert f.stats()["traces"] == 1 and f.stats()["eager_calls"] == 0
