@@ -22,6 +22,7 @@ from codegen.abi import DATA_OFFSET, DIMS_OFFSET, F64, HALF, I8, I64, LLTYPE, ME
     array_field, from_memory, to_memory
 from codegen.values import pairwise_sum, round_half
 from codegen.llvm import for_range
+from shapes import host
 from shapes.ir import Node
 from shapes.pyloop import COMPARISONS, PyLoop, dtype_of, is_weak
 
@@ -440,7 +441,13 @@ class _Emitter:
         def step(acc, k):
             (u, du), (w, dw) = self._velem(x, k), self._velem(y, k)
             u, w = self._convert(u, "np." + du.name, t, "value"), self._convert(w, "np." + dw.name, t, "value")
-            return b.fadd(acc, b.fmul(u, w)) if kind(t) == "f" else b.add(acc, b.mul(u, w))
+            if kind(t) != "f":
+                return b.add(acc, b.mul(u, w))
+            if fused:  # (as numpy's BLAS dot adds a short vector's products: to the bit below 16 elements)
+                fma = self.m.declare_intrinsic("llvm.fma", [u.type], ir.FunctionType(u.type, [u.type] * 3))
+                return b.call(fma, [u, w, acc])
+            return b.fadd(acc, b.fmul(u, w))
+        fused = host.has_fma()
         return self._accumulate(t, n, step, self.e_const(t, 0))
 
     def e_reduce(self, t, op, v):

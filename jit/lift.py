@@ -2186,7 +2186,7 @@ class _Typer:
             raise Unsupported(f"{e.id} has no single type here" if e.id not in self.resolved else
                               f"{e.id} is not a scalar")
         if isinstance(e, ast.BinOp) and isinstance(e.op, ast.MatMult):
-            return self.dot(self.expr(e.left, env), self.expr(e.right, env))
+            return self.dot(self.vector(e.left, env), self.vector(e.right, env))
         if isinstance(e, ast.Attribute) and e.attr == "size" and isinstance(e.value, ast.Name) \
                 and e.value.id in self.arrays:
             return ("size", "int", e.value.id)
@@ -2266,6 +2266,12 @@ class _Typer:
                             raise Unsupported("an index array that is not of integers")
                         return ("gather", "vec." + self.arrays[v.id][0].name, v.id, ix)
             if isinstance(v, ast.Name) and v.id in self.arrays and self.arrays[v.id][1] == 2 \
+                    and not isinstance(e.slice, (ast.Tuple, ast.Slice)):  # (a row, A[i]: A[i, :])
+                ix = self.expr(e.slice, env)
+                if not _is_int(ix[1]) or _boolish(ix[1]):
+                    raise Unsupported(f"an index of type {ix[1]}")
+                return self.view(v.id, ast.Slice(None, None, None), env, e, (0, self.cvt(ix, "int")))
+            if isinstance(v, ast.Name) and v.id in self.arrays and self.arrays[v.id][1] == 2 \
                     and isinstance(e.slice, ast.Tuple) and len(e.slice.elts) == 2 \
                     and sum(isinstance(i, ast.Slice) for i in e.slice.elts) == 1:
                 # (a row's or a column's segment, A[i, :i] or A[lo:hi, j]: a vector at a fixed index)
@@ -2338,7 +2344,8 @@ class _Typer:
                 return ("veclen", "int", v)
         if fn is np.searchsorted and len(e.args) == 2:
             return self.search(self.vector(e.args[0], env), self.expr(e.args[1], env), side)
-        args = [self.expr(a, env) for a in e.args]
+        whole = fn in (np.dot, np.sum, np.max, np.min, np.amax, np.amin)  # (of a 1-D array's name: all of it)
+        args = [self.vector(a, env) if whole else self.expr(a, env) for a in e.args]
         if fn is np.dot and len(args) == 2:
             return self.dot(*args)
         if fn in (np.sum, np.max, np.min, np.amax, np.amin) and len(args) == 1 and _is_vec(args[0][1]):

@@ -49,6 +49,10 @@ def has_f16c() -> bool:
     return "+f16c" in features().split(",")
 
 
+def has_fma() -> bool:
+    return "+fma" in features().split(",")
+
+
 def has_avx512() -> bool:
     return "+avx512f" in features().split(",")
 

@@ -1133,6 +1133,51 @@ def test_a_row_or_column_segment_of_a_matrix_is_a_vector_of_a_lifted_loop():
             row_past_the_end(np.ones((n, n)))
 
 
+def sor(A, b, w, sweeps):
+    x = np.zeros_like(b)
+    for _ in range(sweeps):
+        for i in range(A.shape[0]):
+            sigma = A[i] @ x - A[i, i] * x[i]
+            x[i] = (1 - w) * x[i] + w * (b[i] - sigma) / A[i, i]
+    return x
+
+
+def whole_rows(A, v):
+    out = np.zeros(A.shape[0], A.dtype)
+    for i in range(A.shape[0]):
+        out[i] = np.dot(A[i], v) + np.sum(A[-i - 1]) - np.max(v) + np.min(A[i]) + v @ A[i]
+    return out
+
+
+def row_after_the_last(A, m):
+    t = 0.0
+    for i in range(A.shape[0] - m):
+        t += np.sum(A[i + 1])
+    return t
+
+
+def test_a_whole_row_and_a_whole_vector_lift():
+    """A[i] of a matrix is its row, A[i, :], and a 1-D array's name in @,
+    np.dot and np.sum/max/min all of it (SOR's `A[i] @ x`: probe 21 ran it
+    as scans at 0.30x numpy); a row past the end raises numpy's IndexError."""
+    f = _check(sor, lambda n, r: (r.standard_normal((n, n)) + n * np.eye(n), r.standard_normal(n), 1.2, 4),
+               sizes=(3, 6, 9, 1))
+    assert f.stats()["traces"] == 2 and f.stats()["graph_breaks"] == 0, f.explain()  # (a size of 1: its own)
+    for dt in (np.float64, np.int64):
+        f = _check(whole_rows, lambda n, r: ((r.standard_normal((n, n + 2)) * 9).astype(dt),
+                                             (r.standard_normal(n + 2) * 9).astype(dt)), sizes=(3, 5, 8))
+        assert f.stats()["traces"] == 1, f.explain()
+    f = jit(row_after_the_last)
+    for n in (3, 6):
+        for m in (1, 2):  # (m a symbol once it changed: the entry compiled serves m = 0)
+            assert f(np.ones((n, n)), m) == row_after_the_last(np.ones((n, n)), m)
+        with pytest.raises(IndexError):
+            f(np.ones((n, n)), 0)
+        with pytest.raises(IndexError):
+            row_after_the_last(np.ones((n, n)), 0)
+    assert _lifted(f) > 0 and f.stats()["traces"] == 2, f.explain()
+
+
 def max_kept(x):
     m = -np.inf
     for i in range(x.shape[0]):
