@@ -173,10 +173,13 @@ def broadcast_shapes(env: ShapeEnv, shapes, what: str = "operands") -> tuple:
             if env.simplify(dim) != env.simplify(d):
                 if env.hint(dim) != env.hint(d):
                     # (a size only the data decides -- an output of numpy's own call, np.ix_'s (n, 1) -- that is 1
-                    # here stretches, as numpy's: decided so, and checked where it is bound)
-                    if env.hint(d) == 1 and env.compare("==", d, 1, f"broadcast of {what} at axis {ax - nd}"):
+                    # here stretches, as numpy's: it becomes 1, checked where it is bound, so every kernel that
+                    # reads the operand broadcasts it; a size left a symbol would be read as the domain's)
+                    if env.hint(d) == 1:
+                        env.unify(d, 1, f"broadcast of {what} at axis {ax - nd}")
                         continue
-                    if env.hint(dim) == 1 and env.compare("==", dim, 1, f"broadcast of {what} at axis {ax - nd}"):
+                    if env.hint(dim) == 1:
+                        env.unify(dim, 1, f"broadcast of {what} at axis {ax - nd}")
                         dim = d
                         continue
                     raise ValueError(

@@ -294,3 +294,35 @@ def test_whether_a_data_dependent_size_is_zero_takes_an_entry_per_outcome(backen
             assert_like_numpy(jf(x), _positive_mean(x))
     s = jf.stats()
     assert s["traces"] == 2 and s["eager_calls"] == 0 and s["fallbacks"] == 0, jf.explain()
+
+
+def centroid_update(sums, cnt):
+    m = cnt > 0
+    return sums[m] / cnt[m, None], sums[m] * cnt[:, None][m]
+
+
+def plus_unique(x, v):
+    return x + np.unique(v)
+
+
+def test_a_data_dependent_size_of_one_broadcasts_in_the_kernels_that_read_it(backend):
+    """k-means' `sums[m] / cnt[m, None]`: the mask's read of an (n, 1)
+    column has a size of 1 the data decides, which broadcasts.  Left a
+    symbol, the compiled kernel read the column as if it were as wide as
+    the rows: wrong centroids from the second call on, and the last row
+    read past the column's end (probe 23).  It becomes 1, checked where it
+    is made: a call where it is not runs elsewhere, as numpy decides."""
+    f = jit(centroid_update, backend=backend)
+    rng = np.random.default_rng(0)
+    for n, k in ((3, 2), (7, 5), (4, 3), (9, 4), (7, 5)):
+        sums, cnt = rng.integers(1, 99, (n, k)).astype(float), rng.integers(0, 4, n)
+        assert_like_numpy(f(sums, cnt), centroid_update(sums, cnt))
+    assert f.stats()["eager_calls"] == 0
+    g = jit(plus_unique, backend=backend)
+    for x, v in ((np.arange(5.0), [2, 2, 2]), (np.arange(6.0), [7, 7]), (np.arange(3.0), [1, 2, 3]),
+                 (np.arange(5.0), [4])):
+        assert_like_numpy(g(x, np.array(v)), plus_unique(x, np.array(v)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitWarning)
+        with pytest.raises(ValueError):
+            g(np.arange(5.0), np.array([1, 2, 3]))

@@ -399,3 +399,34 @@ def test_numpy_steps_that_view_an_argument_give_views_on_the_call_that_traces(ba
         assert [np.shares_memory(p, x) for p in got] == [np.shares_memory(p, x) for p in want]
         x[...] = -1.0
         assert all((p == -1.0).all() for p in got)
+
+
+def dehomogenize(Q):
+    return Q[:, :3] / Q[:, 3:]
+
+
+def row_difference(Q):
+    return Q[:3] - Q[3:]
+
+
+def premultiply_alpha(img):
+    return img[..., :3] * img[..., 3:]
+
+
+@pytest.mark.parametrize("fn, shape", [(dehomogenize, (6, 4)), (row_difference, (4, 6)),
+                                       (premultiply_alpha, (5, 6, 4))], ids=lambda x: getattr(x, "__name__", ""))
+def test_a_slice_one_wide_by_its_bounds_broadcasts_in_the_kernel(fn, shape, backend):
+    """`Q[:, 3:]` of an (n, 4) array is one column wide because the array is
+    four: its width, s1 - 3, broadcast against Q[:, :3].  It is 1 for the
+    entry (a guard), so the kernel repeats it; read as a column of width s1 - 3
+    the kernel divided by the wrong elements from the second call on, past
+    the end of the array in the rows' case (probe 22)."""
+    f = jit(fn, backend=backend)
+    rng = np.random.default_rng(0)
+    for n in (6, 9, 6, 13):
+        s = (n,) + shape[1:] if fn is not row_difference else (shape[0], n)
+        Q = rng.standard_normal(s) + 3.0
+        assert_like_numpy(f(Q), fn(Q))
+    assert f.stats()["traces"] == 1 and f.stats()["eager_calls"] == 0
+    if backend == "llvm":
+        assert "neither 1 nor the domain's" not in f.explain()
