@@ -55,6 +55,7 @@ EVENTS = {"started": 0, "installed": 0, "failed": 0}
 GRID_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256, 512, 1024)
 GRID_KN = ((768, 768), (768, 3072), (3072, 768), (768, 2304))
 DEEPEST_K = max(k for k, _ in GRID_KN)  # (a deeper product is not the tree's to decide: runtime/gemmchoice.py)
+FEWEST_N = min(n for _, n in GRID_KN)  # (nor is one of fewer columns' class)
 ROUNDS = 3
 SETTLE = 0.25  # seconds between the two variants' runs: the kernel pool's threads go to sleep
 SAMPLE_M = tuple(sorted({int(round(2 ** (e / 2))) for e in range(0, 23)}))  # 1 .. 2048, two a power of 2

@@ -33,16 +33,17 @@ from shapes import forksafe
 from shapes.kernelargs import rows_alias
 
 ROUNDS = 1
-# Only products of fewer rows than this are raced.  The race is not free: the
-# first BLAS call starts OpenBLAS's threads, which then spin on the cores the
-# kernels around it need, and a class's first product runs twice.  On the
-# AMD EPYC above, with every class raced, the first pass of a stream of
-# bert_layer calls (40 calls, S random in 1..512, /tmp script) took 150-195 ms
-# a call against 100-115 ms in the passes after it, where the kernel won
-# every class; at M >= 128 the kernel ran at 0.7-1.0x of OpenBLAS there (and
-# faster with AVX-512), never the 1/MARGIN that would send a class to BLAS.
-# Issue 12's calibrated dispatch replaces this bound.
-RACE_ROWS = 128
+# Every class no calibrated tree decides is raced, however many its rows.
+# Products of 128 rows or more once ran on the kernel on sight, unraced: the
+# race is not free (a class's first product runs twice), and on the AMD EPYC
+# above the kernel ran at 0.7-1.0x of OpenBLAS from 128 rows, when a class
+# went to BLAS only at a MARGIN of 2.5.  Products that kernel never suited ran
+# several times slower there (probe 22, Intel Xeon emeraldrapids with
+# AVX-512, no calibration, 2 threads, the kernel's time over numpy's
+# matmul's): 20000 x 200 @ 200 x N at 10-15x for N = 1 and 2-4x for N = 2..32
+# (fewer column strips than threads: one core works), float64 1000^3 at 1.7x,
+# 400 x 20000 @ 20000 x 400 at 2.4x (A.T @ A of a tall A).  Raced, each takes
+# numpy's matmul after one product.
 # numpy's matmul takes a class only when it ran in less than 1/MARGIN of the
 # kernel's time.  Measured alone, a BLAS product looks faster than it is in a
 # jitted call, whose kernels then compete with OpenBLAS's spinning threads for
@@ -77,13 +78,16 @@ MARGIN = 1.0
 EXACT_ROWS = 16
 # The tree decides products of depth K up to the class (bit length) of the
 # deepest K the calibration measured (runtime/dispatch.py DEEPEST_K; install
-# keeps its bit length here); a deeper one is raced (kernel on sight from
-# RACE_ROWS rows, as without a tree).  The corpus mlp's 8 x 30000 @ 30000 x
+# keeps its bit length here); a deeper one is raced, as is one of fewer
+# columns than the calibration's fewest (its GRID_KN), whose class the tree
+# never saw: at N = 1..32 the kernel ran 2-15x slower than numpy's matmul
+# (above).  The corpus mlp's 8 x 30000 @ 30000 x
 # 2000 ran at 0.78x numpy where a tree sent it to the kernel (`python -m
 # bench --corpus --only ...,mlp,...`, AMD EPYC znver3, no AVX-512): its B
 # streams at 8 rows, 1.2-1.3x slower than OpenBLAS there, which the
 # calibration's K = 3072 does not show.
 _tree_k_bits = 0
+_tree_n_bits = 0  # (the bit length of the fewest columns the calibration measured: install keeps it)
 # shape class -> True when numpy's matmul is the faster
 BEST: dict[tuple, bool] = {}
 # dtype char -> (the dispatch tree calibrated on this CPU, its generated
@@ -98,13 +102,11 @@ _lock = forksafe.lock()
 def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strided: bool = False) -> tuple:
     """The class of an (m x k) @ (k x n) product of dtype `char` (np.dtype.char),
     with an `epilogue` in the kernel's store or not (numpy's matmul is then
-    followed by the epilogue's own pass); one of RACE_ROWS rows or more is
-    decided for the kernel on sight.  `strided`: the kernel reads B through
+    followed by the epilogue's own pass).  `strided`: the kernel reads B through
     a strided view or a copy (a transposed weight, `x @ w.T`), which it
     packs where a C-contiguous B of few rows streams (codegen/gemm.py): the
     tree, calibrated on C-contiguous two-dimensional operands, does not
-    decide such a class; one of fewer than RACE_ROWS rows is raced, a
-    larger one runs on the kernel.  (Where the tree sent a product of one
+    decide such a class: it is raced.  (Where the tree sent a product of one
     row to the kernel, GPT-2's logits, `x @ wte.T`, ran several times
     slower on it than on numpy's gemv: `python -m bench --models`, T=1 at
     0.69x numpy on an AMD EPYC znver3, no AVX-512.  Where a tree sent
@@ -120,11 +122,10 @@ def shape_class(char: str, m: int, n: int, k: int, epilogue: bool = False, strid
     key = char, m if m < EXACT_ROWS else EXACT_ROWS + m.bit_length(), n.bit_length(), k.bit_length(), epilogue, \
         strided, alias
     if key not in BEST:
-        tree = TREES.get(char) if PREFER is None and not strided and key[3] <= _tree_k_bits else None
+        tree = TREES.get(char) if PREFER is None and not strided and key[3] <= _tree_k_bits \
+            and key[2] >= _tree_n_bits else None
         if tree is not None:
             BEST[key] = tree[1](m, n, k, int(alias))
-        elif m >= RACE_ROWS and PREFER != "blas":
-            BEST[key] = False
     return key
 
 
@@ -136,11 +137,12 @@ def _itemsize(char: str) -> int:
 def install(char: str, tree) -> None:
     """Decide the classes of dtype `char` not seen yet by `tree` (a
     runtime.dispatch.Tree calibrated on this CPU) instead of racing."""
-    global _tree_k_bits
+    global _tree_k_bits, _tree_n_bits
     from runtime import dispatch
     with _lock:
         TREES[char] = tree, dispatch.compile_tree(tree)
         _tree_k_bits = dispatch.DEEPEST_K.bit_length()
+        _tree_n_bits = dispatch.FEWEST_N.bit_length()
 
 
 def decide(key: tuple, kernel_seconds: list, blas_seconds: list) -> None:

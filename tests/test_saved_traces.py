@@ -91,7 +91,7 @@ def test_a_trace_saved_for_another_isa_is_not_served(tmp_path):
     saved on the host's AVX-512 and served to SHAPEJIT_ISA=avx2's narrower
     kernel computed a quarter of each product's columns.  Each ISA traces
     its own, and finds it again."""
-    rows = [300]  # (RACE_ROWS or more, no calibration: the product runs on the kernel)
+    rows = [300]  # (no calibration: the product's class is raced, the kernel's result the call's)
     assert run(tmp_path, rows, model=WIDE_MODEL)["traces"] == 1
     narrow = run(tmp_path, rows, model=WIDE_MODEL, env_extra={"SHAPEJIT_ISA": "avx2"})
     assert narrow["ok"] and narrow["traces"] == 1
