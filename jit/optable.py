@@ -1410,6 +1410,8 @@ def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None,
     arange(num) / div * delta, chosen elementwise when that depends on the
     call."""
     real = (int, float, np.integer, np.floating)
+    # (an end that is a size, `np.linspace(0, h - 1, n)` of a dim h: the traced int it is)
+    start, stop = (ctx.operand(v) if isinstance(v, SymInt) else v for v in (start, stop))
     traced_ends = [v for v in (start, stop) if isinstance(v, Tracer)]
     if (not (isinstance(num, (SymInt, int, np.integer)) and not isinstance(num, bool)) or axis != 0
             or device not in (None, "cpu") or not (isinstance(num, SymInt) or traced_ends)

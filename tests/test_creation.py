@@ -116,6 +116,26 @@ def test_linspace_between_traced_ends(backend, endpoint):
     assert s["compiles"] == 1 and s["fallbacks"] == 0 and s["eager_nodes"] == 0, jf.explain()
 
 
+def resize_rows(img, n):
+    y = np.linspace(0, img.shape[0] - 1, n)  # (a resize's sample points: an end that is a size)
+    return img[np.floor(y).astype(int)] * (y - np.floor(y))[:, None], np.linspace(img.shape[1], 0, 5)
+
+
+def test_linspace_to_an_end_that_is_a_size(backend):
+    """np.linspace(0, h - 1, n), h a dim, n an int that changes: tracing
+    failed on the symbolic end (np.result_type of it) and the signature ran
+    in numpy (probe 22); the end is the traced int it is."""
+    f = jit(resize_rows, backend=backend)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for h, n in ((5, 8), (7, 3), (9, 11), (6, 4)):
+            img = rng.standard_normal((h, h + 1))
+            assert_like_numpy(f(img, n), resize_rows(img, n), ulps=0)
+    s = f.stats()
+    assert s["traces"] == 2 and s["fallbacks"] == 0 and s["eager_calls"] == 0, f.explain()
+
+
 def test_logspace_of_a_count_that_changes_and_of_traced_ends(backend):
     """np.logspace(0, 2, n) of an int n that changes, and between traced
     ends: base ** linspace, one compile for every count (a trace per n,
