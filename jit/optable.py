@@ -1402,6 +1402,27 @@ def eye(ctx, N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
     return astype(ctx, _outer(ctx, "equal", rows, cols), dtype)
 
 
+def indices(ctx, dimensions, dtype=int, sparse=False):
+    """np.indices of sizes (a shape with sizes of the trace): for each axis i,
+    arange(dimensions[i]) along it, broadcast to the whole shape and stacked
+    (numpy's definition); `sparse`: the aranges unbroadcast."""
+    dims = tuple(dimensions)
+    if not all(isinstance(d, (int, np.integer, SymInt)) and not isinstance(d, bool) for d in dims) \
+            or np.dtype(dtype).kind not in "biufc":
+        return None
+    _sizes(ctx, dims)
+    parts = []
+    for i, d in enumerate(dims):
+        a = arange(ctx, d)
+        if a is None:
+            return None
+        a = reshape(ctx, astype(ctx, a, np.dtype(dtype)), tuple(d if j == i else 1 for j in range(len(dims))))
+        parts.append(a if sparse else broadcast_to(ctx, a, dims))
+    if sparse:
+        return tuple(parts)
+    return stack(ctx, parts) if parts else None
+
+
 def linspace(ctx, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     """numpy's formula (numpy/_core/function_base.py) for scalar ends and a
     count, one of them traced (a traced end, a symbolic count): arange(num)

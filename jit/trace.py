@@ -611,10 +611,8 @@ class _NumpyProxy(types.ModuleType):
     logspace = _traced("logspace", always=False)
     hanning, hamming = _traced("hanning", always=False), _traced("hamming", always=False)
     blackman, bartlett = _traced("blackman", always=False), _traced("bartlett", always=False)
+    indices = _traced("indices", always=False)
     del _traced
-
-    def indices(self, *args, **kw):
-        return self._const(np.indices(*args, **kw))
 
     def triu_indices(self, n, k=0, m=None):
         r = optable.triu_indices(self._ctx, n, k, m) if self._has_sym(n) else None

@@ -136,6 +136,27 @@ def test_linspace_to_an_end_that_is_a_size(backend):
     assert s["traces"] == 2 and s["fallbacks"] == 0 and s["eager_calls"] == 0, f.explain()
 
 
+def moments(img):
+    r, c = np.indices(img.shape)
+    w = img.sum()
+    rows, cols = np.indices(img.shape[:2], sparse=True, dtype=np.int32)
+    return (r * img).sum() / w, (c * img).sum() / w, rows + cols, np.indices((img.shape[1], 2, 3), np.float32)
+
+
+def test_indices_of_sizes_keep_them_symbolic(backend):
+    """np.indices(img.shape) made each size a Python number (a guard): a
+    trace and a compile per image size (probe 22); now one for all."""
+    f = jit(moments, backend=backend)
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (5, 7, 9, 2, 13):
+            img = np.abs(rng.standard_normal((n, n + 3))) + 0.1
+            assert_like_numpy(f(img), moments(img))
+    s = f.stats()
+    assert s["traces"] == 1 and s["eager_nodes"] == 0, f.explain()
+
+
 def test_logspace_of_a_count_that_changes_and_of_traced_ends(backend):
     """np.logspace(0, 2, n) of an int n that changes, and between traced
     ends: base ** linspace, one compile for every count (a trace per n,
