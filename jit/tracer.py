@@ -784,7 +784,7 @@ class SymFloat:
     def __int__(self): return int(self._python())
     def __bool__(self): return bool(self._python())
     def __hash__(self): return hash(self._python())
-    def __round__(self, n=None): return round(self._python(), n)
+    def __round__(self, n=None): return traced_int(np.rint(self.t)) if n is None else round(self._python(), n)
     def __trunc__(self): return int(self._python())
     def __floor__(self): return float(self._python()).__floor__()
     def __ceil__(self): return float(self._python()).__ceil__()
@@ -973,8 +973,8 @@ class Tracer:
             # complex scalars, and a Python complex, have no __round__; a Python bool is an int)
             name = "complex" if self.value.weak else f"numpy.{np.dtype(self.dtype).type.__name__}"
             raise TypeError(f"type {name} doesn't define __round__ method")
-        if ndigits is None:  # (an int: Python's round half to even, decided as int() is)
-            return int(np.rint(self))
+        if ndigits is None:  # (an int: Python's round half to even, a size bound at run time as int()'s)
+            return traced_int(np.rint(self))
         if self.value.weak:  # (a Python float: Python's correctly rounded decimal, not numpy's scaling)
             return round(float(self), ndigits)
         return np.round(self, ndigits)
@@ -1219,6 +1219,8 @@ def traced_int(x):
         # an effect checks every call's value is an int64's -- a NaN, an infinity or past int64, that call
         # runs in numpy, whose int() gives Python's error or big int)
         return t.ctx.index_dim(t.ctx.int_of(t, np.dtype(np.int64)))
+    if type(x) is SymInt:  # (an int's int() is itself: `int(round(n * frac))`, not a Python number)
+        return x
     return int(x)
 
 

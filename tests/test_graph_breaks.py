@@ -519,8 +519,8 @@ def _rounded(x, t):
 
 def test_round_of_traced_scalars_is_pythons(backend):
     """round() of a Python float argument and of a numpy scalar: a Python
-    float and numpy's scalar with ndigits, an int without (a graph break on
-    the value); it raised "Tracer doesn't define __round__" inside shapejit
+    float and numpy's scalar with ndigits, an int without (a size bound at
+    run time); it raised "Tracer doesn't define __round__" inside shapejit
     and the signature ran in numpy."""
     f = jit(_rounded, backend=backend)
     with warnings.catch_warnings():
@@ -530,6 +530,29 @@ def test_round_of_traced_scalars_is_pythons(backend):
             got, want = f(x, t), _rounded(x, t)
             assert [type(v) for v in got] == [type(v) for v in want] and got[:3] == want[:3]
             assert_like_numpy(got[3], want[3])
+
+
+def _holdout(perm, test_frac):
+    k = int(round(perm.shape[0] * test_frac))
+    return perm[:k], perm[k:], round(perm.shape[0] / 3), k
+
+
+def test_round_to_an_int_is_a_size_bound_at_run_time(backend):
+    """`k = int(round(n * frac))`: round() of a traced float (or of a float
+    of sizes) without ndigits is the int int() would make of np.rint's value,
+    a size bound at run time, and int() of it is itself: every length traced
+    again, each k a graph break or a guard (probe 22)."""
+    f = jit(_holdout, backend=backend)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in range(20, 36):
+            p = rng.permutation(n)
+            got, want = f(p, 0.2), _holdout(p, 0.2)
+            assert [type(v) for v in got] == [type(v) for v in want] and got[2:] == want[2:]
+            assert_like_numpy(got[:2], want[:2])
+    s = f.stats()
+    assert s["traces"] == 1 and s["graph_breaks"] == 0, f.explain()
 
 
 def _signed_sqrt(x):
