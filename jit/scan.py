@@ -564,7 +564,7 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
           carried: list, written: set, stacked: list, last: bool):
     loop = site.node
     assigned = set(site.assigned) - {target}
-    arrays, numbers, ints, consts, rebound = [], [], [], {}, {}
+    arrays, numbers, ints, consts, rebound, trees = [], [], [], {}, {}, {}
     names = sorted(_read(_tested(loop) + _prelude(loop) + loop.body) - assigned - set(carried) - set(stacked)
                    - {target})
     for n in names:
@@ -577,6 +577,13 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
             consts[_template(n)] = rebind_cells(v, *((_cell_index(c), _HOLLOW) for c in cells))
             scope = {**scope, **cells}
             names += sorted(cells)
+        elif local and type(v) in (dict, list, tuple) and holds_traced(v):
+            # (a container of values of the trace the loop only reads, an RNN's weights `p['W']`: its leaves
+            # are free values of the loop, and the body builds the container again from them)
+            tree, leaves = _tree_of(v, n, loop)
+            trees[n] = tree
+            scope = {**scope, **leaves}
+            names += sorted(leaves)
     for n in names:
         local = n in scope
         v = scope[n] if local else globals_.get(n, _NOT)
@@ -584,12 +591,12 @@ def _scan(ctx, site, scope: dict, globals_: dict, fn, start, stop, step: int, wh
             ints.append(n)  # (a dim, or a Python int of the call: an int, a symbol, in the body)
         elif isinstance(v, Tracer):
             (numbers if v.value.weak else arrays).append(n)  # (a Python float of the call: a float in the body)
-        elif local and n not in rebound:
+        elif local and n not in rebound and n not in trees:
             consts[n] = _unheld(v, n)
     free = arrays + numbers + ints
     carried_kinds = tuple(_carried_kind(scope[n]) for n in carried)
     body = _body_jit(ctx.loops, ctx.scan_jit, site, fn, target, carried, free, consts, len(ints), carried_kinds,
-                     stacked, rebound)
+                     stacked, rebound, trees)
     kinds = tuple("array" for _ in arrays) + tuple(_PYTHON[scope.get(n, globals_.get(n)).dtype.kind] for n in numbers)
     plain = all(type(v) in _PLAIN for v in consts.values())  # (else another process could not make the body)
     call = ScanCall(step, len(carried), tuple(n in written for n in carried), kinds + ("int",) * len(ints), where,
@@ -1085,9 +1092,10 @@ def read_before_bound(stmts: list, temps: set, bound: set | None = None) -> set:
     bound = set() if bound is None else bound
     early = set()
     for st in stmts:
-        if isinstance(st, ast.For) and isinstance(st.target, ast.Name):
+        if isinstance(st, ast.For):  # (its target's names, `for W, (b, c) in layers`, bound in its body)
             early |= (_read([ast.Expr(st.iter)]) & temps) - bound
-            early |= read_before_bound(st.body, temps, bound | {st.target.id})
+            early |= read_before_bound(st.body, temps, bound | {n.id for n in ast.walk(st.target)
+                                                                if isinstance(n, ast.Name)})
             early |= (_read(st.orelse) & temps) - bound
         elif isinstance(st, ast.If):
             early |= (_read([ast.Expr(st.test)]) & temps) - bound
@@ -1152,6 +1160,70 @@ def _traced_cells(v, name: str, assigned: set) -> dict:
     return cells
 
 
+def _tree_of(v, name: str, loop) -> tuple:
+    """(the structure of container `v` -- nested dicts, lists and tuples --
+    with a name for each value of the trace it holds and its other leaves
+    as they are, {leaf name: value}), the loop reading it only: NoScan where
+    the loop may change it (a store into it or into what it holds, a method
+    call on it other than a read) or it holds what the body could not take."""
+    for node in ast.walk(loop):
+        root = node
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id == name and root is not node):
+            continue
+        if isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
+            raise NoScan(f"it stores into {name}")
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value,
+                                                                                            ast.Name) \
+                and node.func.value.id == name and node.func.attr not in _READS:
+            raise NoScan(f"it calls {name}.{node.func.attr}()")
+    leaves: list = []
+    treedef = pytree.flatten(v, leaves)
+    named, values = [], {}
+    for k, x in enumerate(leaves):
+        if isinstance(x, (Tracer, SymInt)):
+            values[f"__sj_leaf_{name}_{k}__"] = x
+            named.append(f"__sj_leaf_{name}_{k}__")
+        elif type(x) in _PLAIN and not holds_traced(x):
+            named.append(("const", x))
+        else:
+            raise NoScan(f"{name} holds values of the trace with a {type(x).__name__}")
+    tree = _named_tree(treedef, iter(named), name)
+    return tree, values
+
+
+_READS = frozenset({"get", "keys", "values", "items", "index", "count"})  # (a container's methods that change nothing)
+
+
+def _named_tree(treedef, named, name: str):
+    """`treedef` (jit/pytree.py) with its leaves `named` (a leaf's name, or
+    ("const", a plain value)): hashable, a key of the body."""
+    if treedef is pytree.LEAF:
+        return next(named)
+    t = treedef[0]
+    if t is dict:
+        if not all(type(k) in (str, int) for k in treedef[1]):
+            raise NoScan(f"{name} is keyed by what the body could not write")
+        return (dict, treedef[1], tuple(_named_tree(d, named, name) for d in treedef[2]))
+    if t not in (list, tuple):
+        raise NoScan(f"{name} holds values of the trace in a {t.__name__}")
+    return (t, tuple(_named_tree(d, named, name) for d in treedef[1]))
+
+
+def _tree_expr(tree) -> ast.expr:
+    """The expression that builds a container of _named_tree's again."""
+    if type(tree) is str:
+        return ast.Name(tree, ast.Load())
+    if tree[0] == "const":
+        return ast.Constant(tree[1])
+    if tree[0] is dict:
+        return ast.Dict([ast.Constant(k) for k in tree[1]], [_tree_expr(d) for d in tree[2]])
+    items = [_tree_expr(d) for d in tree[1]]
+    return ast.List(items, ast.Load()) if tree[0] is list else ast.Tuple(items, ast.Load())
+
+
 def _template(name: str) -> str:
     """The body's name for function `name` of the frame that it makes again
     (_traced_cells)."""
@@ -1185,16 +1257,16 @@ def _contents(cell):
 
 
 def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, consts: dict, n_ints: int,
-              carried_kinds: tuple, stacked=(), rebound=None):
+              carried_kinds: tuple, stacked=(), rebound=None, trees=None):
     """The jitted body of the loop: a function (target, *carried, *free) ->
     (carried..., what it appends to each list of `stacked`...), its closure
     `consts`; one per layout and closure values (a retrace of the function
     reuses it, and its compiled entries).  `loops` and `scan_jit` are the
     jit's (jit/api.py)."""
     last = _tested_last(site.node, carried, carried_kinds, free[len(free) - n_ints:], stacked)
-    rebound = rebound or {}
+    rebound, trees = rebound or {}, trees or {}
     key = (target, tuple(carried), tuple(free), tuple(sorted(consts)), carried_kinds, tuple(stacked), last,
-           tuple(sorted(rebound.items())))
+           tuple(sorted(rebound.items())), tuple(sorted(trees.items())))
     values = tuple(consts[n] for n in sorted(consts))
     bodies = loops.setdefault(("bodies", site), [])  # (the jit's own: they go with it)
     for k, vals, body in bodies:
@@ -1203,7 +1275,7 @@ def _body_jit(loops: dict, scan_jit, site, fn, target: str, carried, free, const
             return body
     if key not in site.scan_codes:
         site.scan_codes[key] = _compile_body(site, fn, target, carried, free, sorted(consts), stacked, last,
-                                             rebound)
+                                             rebound, trees)
     factory = types.FunctionType(site.scan_codes[key], fn.__globals__, "__sj_scan__")
     where = f"{site.filename.rpartition('/')[2]}:{site.node.lineno}"
     body = scan_jit(factory(*values), f"{getattr(fn, '__qualname__', fn.__name__)}.<loop at {where}>")
@@ -1237,7 +1309,7 @@ def _tested_last(loop, carried, carried_kinds: tuple, ints, stacked) -> bool:
 
 
 def _compile_body(site, fn, target: str, carried: list, free: list, closure: list, stacked=(),
-                  tested_last: bool = False, rebound=None) -> types.CodeType:
+                  tested_last: bool = False, rebound=None, trees=None) -> types.CodeType:
     """The code of `def __sj_scan__(*closure): def body(target, *carried, *free):
     <the loop's body>; return (*carried,); return body`, compiled from the
     loop's own statements (their lines kept: tracebacks and explain() point
@@ -1301,6 +1373,8 @@ def _compile_body(site, fn, target: str, carried: list, free: list, closure: lis
             ast.Tuple([ast.Constant(_cell_index(c)), ast.Name(c, ast.Load())], ast.Load())
             for c in cells], [])
         statements.insert(0, ast.copy_location(ast.Assign([ast.Name(n, ast.Store())], made), loop))
+    for n, tree in sorted((trees or {}).items()):  # (`p = {'W': <leaf 0>, 'U': <leaf 1>}`: _tree_of)
+        statements.insert(0, ast.copy_location(ast.Assign([ast.Name(n, ast.Store())], _tree_expr(tree)), loop))
     if isinstance(loop, ast.While):  # (each trip tests first: `if not <test>: return (*carried, True)`;
         # tested last, only the first: `if <trip> == 0 and not <test>`)
         test = ast.copy_location(ast.UnaryOp(ast.Not(), copy.deepcopy(loop.test)), loop.test)

@@ -108,6 +108,60 @@ def test_rnn_every_length_from_a_few_traces(backend, dtype):
     assert f.stats()["traces"] == UNROLLED + 3 and _body(f).stats()["traces"] == 1
 
 
+def _cell(x, h, p):
+    return np.tanh(x @ p["W"] + h @ p["U"] + p["b"][0]) * p["scale"]
+
+
+def rnn_of_a_dict(x, p):
+    h = np.zeros((x.shape[0], p["U"].shape[0]))
+    for t in range(x.shape[1]):
+        h = _cell(x[:, t], h, p)
+    return h
+
+
+def rnn_of_nested(x, layers):
+    h = x[:, 0] * 0.0
+    for t in range(x.shape[1]):
+        for W, (b, c) in layers:
+            h = np.tanh(h @ W + b * c) + x[:, t]
+    return h
+
+
+def rnn_writing_its_dict(x, p):
+    q = {"W": p["W"]}
+    h = x[:, 0] * 0.0
+    for t in range(x.shape[1]):
+        q["last"] = h
+        h = np.tanh(h @ q["W"]) + x[:, t]
+    return h, q["last"]
+
+
+def test_a_loop_reading_a_container_of_arrays_is_a_scan(backend):
+    """An RNN whose weights are a dict argument (`p['W']`), or a list of
+    tuples: the loop's body reads the container, so its leaves are free
+    values of the scan, the body building the container again (it was no
+    scan, "p holds values of the trace": a trace per sequence length, probe
+    23); an inner loop's tuple target, `for W, (b, c) in layers`, is bound
+    in its body.  A loop that stores into the container stays unrolled."""
+    rng = np.random.default_rng(4)
+    p = {"W": rng.standard_normal((3, 4)), "U": rng.standard_normal((4, 4)) * 0.3, "b": [rng.standard_normal(4)],
+         "scale": 0.5}
+    layers = [(rng.standard_normal((3, 3)) * 0.5, (rng.standard_normal(3), 2.0)) for _ in range(2)]
+    for fn, args in ((rnn_of_a_dict, lambda x: (x, p)), (rnn_of_nested, lambda x: (x, layers))):
+        f = jit(fn, backend=backend)
+        for T in LENGTHS:
+            x = rng.standard_normal((2, T, 3))
+            assert_like_numpy(f(*args(x)), fn(*args(x)), atol=1e-12)  # (tanh of a sum that may cancel)
+        assert f.stats()["traces"] == UNROLLED + 1, f.explain()
+        assert "(a scan)" in f.explain()
+    f = jit(rnn_writing_its_dict, backend=backend)
+    for T in (4, 6, 3):
+        x = rng.standard_normal((2, T, 3))
+        w = {"W": p["U"][:3, :3]}
+        assert_like_numpy(f(x, w), rnn_writing_its_dict(x, w))
+    assert "q holds a dict" in f.explain() and "(a scan)" not in f.explain()
+
+
 def test_a_python_float_and_a_loop_from_one(backend):
     rng = np.random.default_rng(1)
     f = jit(ema, backend=backend)
