@@ -166,8 +166,9 @@ class AttrSite:
     ((owner, attribute) pairs), the other attributes of those owners it
     reads, the names it reads and the builtins it calls."""
 
-    def __init__(self, stored: list, owner_reads: set, reads: set, called: set):
+    def __init__(self, stored: list, owner_reads: set, reads: set, called: set, bound: set = frozenset()):
         self.stored, self.owner_reads, self.reads, self.called = stored, owner_reads, reads, called
+        self.bound = bound  # (names the loop binds: unbound before it, `k = ...` in its body, no value to check)
 
 
 class Rewritten:
@@ -406,7 +407,7 @@ def _attribute_loop(loop, sites: list) -> list | None:
     on_names = Names().visit(copy.deepcopy(loop))
     reads = {n.id for n in ast.walk(on_names) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} \
         - set(fresh.values()) - called
-    sites.append(AttrSite(stored, owner_reads, reads, called))
+    sites.append(AttrSite(stored, owner_reads, reads, called, _assigned(on_names)))
     before = [ast.Assign([ast.Name(f, ast.Store())], ast.Attribute(ast.Name(o, ast.Load()), a, ast.Load()))
               for (o, a), f in fresh.items()]
     after = [ast.Assign([ast.Attribute(ast.Name(o, ast.Load()), a, ast.Store())], ast.Name(fresh[o, a], ast.Load()))
@@ -1144,6 +1145,9 @@ def _plain(value) -> bool:
         or _is_numpy(value)
 
 
+_AS_TRACED = {"len": traced_len, "max": traced_max, "min": traced_min}  # (jit/trace.py: a traced function's builtins)
+
+
 class AttrsHook:
     """`__sj_attrs__` of one traced function copy: whether loop k may run on
     names in place of the attributes it stores (_attributes_as_names): each
@@ -1173,9 +1177,10 @@ class AttrsHook:
             raw = held_object(scope[o])
             if hasattr(type(getattr(type(raw), b, None)), "__get__") or not hasattr(raw, b):
                 return False
-        return all(scope.get(n, _MISSING) is _MISSING for n in site.called) and all(
+        # (the builtins as the trace's copy of the function calls them: len, max and min its own)
+        return all(scope.get(n, _MISSING) in (_MISSING, _AS_TRACED.get(n)) for n in site.called) and all(
             _plain(v) or isinstance(v, (SymInt, SymFloat)) or v is math for v in (
-                scope.get(n, _MISSING) for n in site.reads))
+                scope.get(n, _MISSING) for n in site.reads if n in scope or n not in site.bound))
 
 
 class Hook:

@@ -256,6 +256,38 @@ def test_a_loop_that_updates_state_on_self_compiles_once_for_every_length(backen
     assert "its body stores into an attribute" not in run.explain() and "pyloop" in run.explain(), run.explain()
 
 
+class KalmanOfLen(Kalman):
+    def run(self, zs):
+        out = np.empty_like(zs)
+        for i in range(len(zs)):  # (len and max: the trace's own builtins)
+            self.p = max(self.p + self.q, 0.0)
+            k = self.p / (self.p + self.r)
+            self.x = self.x + k * (zs[i] - self.x)
+            self.p = (1 - k) * self.p
+            out[i] = self.x
+        return out
+
+
+def filter_with(kf, zs):
+    return kf.run(zs)
+
+
+def test_a_loop_on_attributes_calling_len_in_a_method_the_function_calls_compiles_once(backend):
+    """The filter's loop in a method the jitted function calls, over
+    range(len(zs)): the trace's copy calls the trace's own len (and max),
+    which the check of the loop's builtins took for rebound ones, and the
+    loop's own names (k, i) for values it could not check: unrolled, a trace
+    per length (probe 23)."""
+    run = jit(filter_with, backend=backend)
+    got, want = KalmanOfLen(), KalmanOfLen()
+    rng = np.random.default_rng(8)
+    for n in (5, 6, 7, 8, 9, 10):
+        zs = rng.standard_normal(n)
+        assert_like_numpy(run(got, zs), filter_with(want, zs))
+        assert (got.x, got.p) == (want.x, want.p)
+    assert run.stats()["traces"] <= 3 and "pyloop" in run.explain(), run.explain()
+
+
 class Scale:
     def __init__(self, s):
         self.s = s
