@@ -2026,6 +2026,23 @@ FUNCTIONS = {
     np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
+
+
+def _dtype_of(x):
+    """What numpy's dtype rules see of x: a traced array's dtype, a Python
+    number of the trace's kind (weak), anything else as it is."""
+    if isinstance(x, Tracer):
+        return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}[x.dtype.kind] if x.value.weak else np.empty(0, x.dtype)
+    if isinstance(x, (SymInt, SymFloat)):
+        return 0 if isinstance(x, SymInt) else 0.0
+    return x
+
+
+# (answered from dtypes alone: numpy's call met a traced array and ran the whole signature in numpy, probe 22)
+FUNCTIONS[np.result_type] = lambda ctx, *xs: np.result_type(*map(_dtype_of, xs))
+FUNCTIONS[np.iscomplexobj] = lambda ctx, x: np.iscomplexobj(_dtype_of(x))
+FUNCTIONS[np.isrealobj] = lambda ctx, x: np.isrealobj(_dtype_of(x))
+FUNCTIONS[np.can_cast] = lambda ctx, from_, to, casting="safe": np.can_cast(_dtype_of(from_), _dtype_of(to), casting)
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "any", "all", "argmax", "argmin"):
     FUNCTIONS[getattr(np, _name)] = _reduction_handler(_name)
 for _name in ("cumsum", "cumprod", "sort", "argsort"):

@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 import pytest
 
-from jit import jit, pytree
+from jit import JitWarning, jit, pytree
 from tests.conftest import assert_like_numpy
 
 FLOATS = [np.float32, np.float64]
@@ -1852,3 +1852,26 @@ def test_an_arrays_power_by_a_python_number_takes_numpys_own_steps(e):
                 assert got.dtype == want.dtype, (a, got, want)
                 np.testing.assert_array_equal(got, want)
                 np.testing.assert_array_equal(np.signbit(got.real), np.signbit(want.real))
+
+
+def _by_dtypes(a, b, s):
+    dt = np.result_type(a, b, s)
+    c = a.astype(dt) + b
+    if np.iscomplexobj(b):
+        c = c.real
+    return c * np.can_cast(a, np.float64), np.isrealobj(a), np.result_type(a.dtype, 2)
+
+
+def test_dtype_questions_about_traced_arrays_are_answered_from_their_dtypes():
+    """np.result_type, np.iscomplexobj, np.isrealobj and np.can_cast of
+    traced arrays (and a Python number of the call, weak): numpy's answers
+    from the dtypes; each ran the whole signature in numpy ("returned a
+    Float64DType, not an array": probe 22)."""
+    f = jit(_by_dtypes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for a, b, s in ((np.ones(3, np.float32), np.ones(3, np.int64), 1.5),
+                        (np.ones(4, np.int8), np.ones(4, np.complex64), 2),
+                        (np.ones(5, np.float32), np.ones(5, np.float32), 2.5)):
+            assert_like_numpy(f(a, b, s), _by_dtypes(a, b, s))
+    assert f.stats()["eager_calls"] == 0
