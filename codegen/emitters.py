@@ -16,6 +16,8 @@ cannot be half-added.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from llvmlite import ir
 
 from codegen import mathlib
@@ -243,7 +245,18 @@ def _shift(left: bool, arithmetic: bool):
     return emit
 
 
+def _scaled(num: float, den: float):
+    """x * (num / den), the factor as numpy's loop computes it: in double, or
+    in float for float32 (and float16, computed in float): rad2deg, deg2rad."""
+    def emit(b, m, x):
+        double = isinstance(x.type, ir.DoubleType)
+        factor = num / den if double else float(np.float32(num) / np.float32(den))
+        return b.fmul(x, ir.Constant(x.type, factor))
+    return emit
+
+
 EMITTERS = {
+    "rad2deg": _scaled(180.0, np.pi), "deg2rad": _scaled(np.pi, 180.0),
     "add": _arith("add", "fadd"), "subtract": _arith("sub", "fsub"), "multiply": _arith("mul", "fmul"),
     "divide": lambda b, m, x, y: b.fdiv(x, y),
     "floor_divide": lambda b, m, x, y: (_idiv(b, x, y, False) if _is_int(x) else

@@ -161,7 +161,7 @@ def handle_ufunc(ctx, ufunc, method, inputs, kwargs):
         if method not in ("__call__", "reduce", "accumulate"):
             raise Fallback(f"{what}(..., out=...)", user_location())
         return _ufunc_method_into(ctx, ufunc, method, inputs, out[0], kwargs)
-    name = ufunc.__name__
+    name = _ALIASES.get(ufunc.__name__, ufunc.__name__)
     dtype = kwargs.pop("dtype", None) if method == "__call__" and set(kwargs) <= {"dtype", "casting"} \
         and kwargs.get("casting", "same_kind") == "same_kind" else None
     if dtype is not None:  # computed in `dtype`: the operands cast to it first, as numpy's loop does
@@ -2026,6 +2026,29 @@ FUNCTIONS = {
     np.ndim: lambda ctx, a: ctx.operand(a).ndim,
     np.size: lambda ctx, a, axis=None: ctx.operand(a).size if axis is None else ctx.operand(a).shape[axis],
 }
+
+
+_ALIASES = {"degrees": "rad2deg", "radians": "deg2rad"}  # (ufuncs of one loop under two names)
+
+
+def _fix(ctx, x, out=None):
+    """np.fix of a float array: its trunc (numpy's ceil below 0, floor above)."""
+    x = ctx.operand(x)
+    return ctx.emit("trunc", [x], {}) if out is None and x.dtype.kind == "f" else None
+
+
+def _sinc(ctx, x):
+    """np.sinc: numpy's definition, sin(y) / y of x = pi * x, y = where(x, x, eps) (eps float's, or 1e-20)."""
+    x = ctx.operand(x)
+    if x.dtype.kind not in "iuf":
+        return None
+    x = np.pi * x
+    y = np.where(x, x, np.finfo(x.dtype).eps if x.dtype.kind == "f" else 1e-20)
+    return np.sin(y) / y
+
+
+FUNCTIONS[np.fix] = _fix
+FUNCTIONS[np.sinc] = _sinc
 
 
 def _dtype_of(x):

@@ -57,7 +57,7 @@ _RESULT_OF = {ELEMENTWISE: FRESH, REDUCE: FRESH_C, VIEW: VIEW_OF_INPUT, MATMUL: 
 # codegen/complexval.py) ...
 _KERNEL_KINDS = {
     "f": ("reciprocal", "expm1", "log1p", "tanh", "sin", "cos", "arctan", "floor",
-          "ceil", "trunc", "rint", "fabs", "arctan2", "hypot", "real", "imag"),
+          "ceil", "trunc", "rint", "fabs", "arctan2", "hypot", "real", "imag", "rad2deg", "deg2rad"),
     "fc": ("divide", "exp", "sqrt", "log"),
     "fiu": ("absolute", "sign", "maximum", "minimum", "clip", "sum", "prod", "max", "min", "floor_divide",
             "remainder", "fmod"),

@@ -1875,3 +1875,27 @@ def test_dtype_questions_about_traced_arrays_are_answered_from_their_dtypes():
                         (np.ones(5, np.float32), np.ones(5, np.float32), 2.5)):
             assert_like_numpy(f(a, b, s), _by_dtypes(a, b, s))
     assert f.stats()["eager_calls"] == 0
+
+
+def _angles(x):
+    return np.rad2deg(x) + 1, np.degrees(x), np.deg2rad(x), np.radians(x), np.fix(x * 3), np.sinc(x)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32])
+def test_degrees_radians_fix_and_sinc_compile_as_numpy_computes_them(dtype, backend):
+    """np.degrees and np.radians (rad2deg's and deg2rad's loops), np.fix and
+    np.sinc were numpy steps, and rad2deg and deg2rad had no kernel (probe
+    22): compiled, their factor as numpy's loop rounds it (in float for
+    float32 and float16), to the bit; sinc by numpy's definition."""
+    f = jit(_angles, backend=backend)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n in (7, 1000):
+            x = (rng.standard_normal(n) * 10).astype(dtype)
+            x[:2] = 0
+            got, want = f(x), _angles(x)
+            assert_like_numpy(got[:5], want[:5], ulps=0)
+            assert_like_numpy(got[5], want[5])
+    if backend == "llvm" and dtype != np.float16:
+        assert "numpy: " not in "".join(l for l in f.explain().splitlines() if "rad2deg" in l or "deg2rad" in l)
