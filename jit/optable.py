@@ -1213,17 +1213,18 @@ def _correlation(name, default):
 
 
 def tile(ctx, A, reps):
-    """np.tile by a constant count per axis: A (with leading axes of 1 for
+    """np.tile by a count per axis (a constant or a size): A (with leading axes of 1 for
     reps longer than its ndim) with each axis k spread as (reps[k], size[k]),
     broadcast and reshaped to the products, then copied (numpy's result is
     its own array)."""
     tup = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
-    if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 0 for t in tup):
-        return None
+    if not all(isinstance(t, SymInt) and ctx.env.compare(">=", t.expr, 0, f"{user_location()}: np.tile's count")
+               or isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 0 for t in tup):
+        return None  # (a size too, `np.tile(np.arange(W), H)` of an image's dims: a guard per size before)
     a = ctx.operand(A)
     if len(tup) > a.ndim:
         a = reshape(ctx, a, (1,) * (len(tup) - a.ndim) + tuple(a.shape))
-    tup = (1,) * (a.ndim - len(tup)) + tuple(int(t) for t in tup)
+    tup = (1,) * (a.ndim - len(tup)) + tuple(t if isinstance(t, SymInt) else int(t) for t in tup)
     spread = reshape(ctx, a, tuple(x for d in a.shape for x in (1, d)))
     wide = broadcast_to(ctx, spread, tuple(x for t, d in zip(tup, a.shape) for x in (t, d)))
     out = reshape(ctx, wide, tuple(t * d for t, d in zip(tup, a.shape)))
@@ -1608,19 +1609,26 @@ def column_stack(ctx, tup):
 
 
 def repeat(ctx, a, repeats, axis=None):
-    """A constant repeat count: x broadcast along a new axis and merged."""
-    if not _concrete_int(repeats) or isinstance(repeats, bool) or repeats < 0:
+    """One repeat count, a constant or a size (`np.repeat(np.arange(H), W)`
+    of an image's dims: a guard per size before): x broadcast along a new
+    axis and merged."""
+    if isinstance(repeats, SymInt):
+        if not ctx.env.compare(">=", repeats.expr, 0, f"{user_location()}: np.repeat's count"):
+            return None  # (numpy's ValueError, from its own call)
+    elif not _concrete_int(repeats) or isinstance(repeats, bool) or repeats < 0:
         return None
+    else:
+        repeats = int(repeats)
     a = ctx.operand(a)
     if axis is None:
         a, axis = ravel(ctx, a), 0
     axis = _norm_axis(operator.index(axis), a.ndim)
     x = expand_dims(ctx, a, axis + 1)
     shape = list(x.shape)
-    shape[axis + 1] = int(repeats)
+    shape[axis + 1] = repeats
     x = broadcast_to(ctx, x, tuple(shape))
     out_shape = list(a.shape)
-    out_shape[axis] = a.shape[axis] * int(repeats)
+    out_shape[axis] = a.shape[axis] * repeats
     # (a fresh array, as numpy's: copied before the merge, which then is a view, where numpy's
     # reshape of the broadcast would copy it once more)
     return reshape(ctx, astype(ctx, x, a.dtype), tuple(out_shape))

@@ -1697,6 +1697,23 @@ def test_tile_is_a_broadcast_reshaped(backend):
     assert jf.stats()["compiles"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
 
 
+def _im2col_rows(x):
+    H, W = x.shape
+    idx = np.repeat(np.arange(H), W) * W + np.tile(np.arange(W), H)
+    return x.ravel()[idx], np.tile(x, (H, 1)).shape, np.repeat(x, W, axis=1)
+
+
+def test_tile_and_repeat_by_a_size_keep_it_symbolic(backend):
+    """im2col's index arithmetic, `np.repeat(np.arange(H), W)` and
+    `np.tile(np.arange(W), H)` with H, W an image's dims: the counts were
+    Python numbers, a guard and a trace per image size (probe 23)."""
+    jf = jit(_im2col_rows, backend=backend)
+    for n in (5, 6, 7, 8, 9):
+        x = np.arange(n * (n + 1), dtype=np.float64).reshape(n, n + 1)
+        assert_like_numpy(jf(x), _im2col_rows(x))
+    assert jf.stats()["traces"] == 1 and jf.stats()["eager_nodes"] == 0, jf.explain()
+
+
 @pytest.mark.parametrize("mode", ["edge", "wrap", "reflect", "symmetric"])
 def test_pad_modes_are_slices_of_the_array(mode, backend):
     """np.pad in 'edge', 'wrap', 'reflect' and 'symmetric' modes: each axis
