@@ -508,13 +508,6 @@ def _max_domain(nodes):
     return best
 
 
-def _misread(shape, dom) -> bool:
-    """Whether an operand of `shape` does not broadcast into the domain as
-    codegen reads one: each of its sizes 1 or the domain's own."""
-    off = len(dom) - len(shape)
-    return off < 0 or any(not (isinstance(d, int) and d == 1) and d != dom[off + a] for a, d in enumerate(shape))
-
-
 def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
     out_ids = {v.id for v in g.outputs}
     users: dict[int, list[int]] = {}
@@ -580,12 +573,6 @@ def _make_kernels(g, members, succ, producers, refusals, names) -> list[Kernel]:
                 if v.id not in member_ids and v.id not in seen:
                     seen.add(v.id)
                     inputs.append(v)
-        odd = next((v for v in inputs if not column and _misread(v.shape, dom)), None)
-        if odd is not None:  # (the kernel would read it as the domain's size: past its end where it is less)
-            refusals.append(f"{format_node(nodes[-1], names)}  # reads {names.get(odd.id, odd.id)} of sizes "
-                            f"[{', '.join(map(str, odd.shape))}], neither 1 nor the domain's "
-                            f"[{', '.join(map(str, dom))}]: numpy")
-            continue
         mm = [v for v in inputs if v.id in producers and producers[v.id].op == "matmul"
               and tuple(v.shape) == dom]
         kernels.append(Kernel("", nodes, dom, inputs, outputs, mm))
