@@ -2059,6 +2059,56 @@ FUNCTIONS[np.fix] = _fix
 FUNCTIONS[np.sinc] = _sinc
 
 
+def _i0(ctx, x):
+    """np.i0 by numpy's own method (its Chebyshev series of |x| below and
+    above 8, numpy's coefficient tables): each side computed where it is
+    taken, on an operand the other side's points leave harmless, and
+    selected; the result of x's float dtype, as numpy's piecewise gives."""
+    from numpy.lib import _function_base_impl as impl
+    low_c, high_c = getattr(impl, "_i0A", None), getattr(impl, "_i0B", None)
+    if low_c is None or high_c is None:
+        return None
+    x = ctx.operand(x)
+    if x.dtype.kind == "c":
+        raise TypeError("i0 not supported for complex values")
+    if x.dtype.kind not in "fiub":
+        return None
+    if x.dtype.kind != "f":
+        x = astype(ctx, x, np.float64)
+    x = np.abs(x)
+    low = x <= 8.0
+
+    def series(t, vals):  # (the recurrence b0 = t * b1 - b2 + c, then (b0 - b2) / 2, as numpy's _chbevl)
+        b0, b1 = vals[0], 0.0
+        for c in vals[1:]:
+            b2, b1 = b1, b0
+            b0 = t * b1 - b2 + c
+        return 0.5 * (b0 - b2)
+    x1, x2 = np.where(low, x, 0.0), np.where(low, 9.0, x)
+    y = np.where(low, np.exp(x1) * series(x1 / 2.0 - 2, low_c),
+                 np.exp(x2) * series(32.0 / x2 - 2.0, high_c) / np.sqrt(x2))
+    return y if y.dtype == x.dtype else astype(ctx, y, x.dtype)
+
+
+def kaiser(ctx, M, beta):
+    """np.kaiser of a size M (numpy's definition, in float64: i0(beta *
+    sqrt(1 - ((n - alpha) / alpha) ** 2)) / i0(beta), n = arange(M), alpha
+    = (M - 1) / 2); M of 1 decided (a guard): numpy's one-element window."""
+    if not isinstance(M, SymInt) or not isinstance(beta, (int, float, np.integer, np.floating, Tracer)):
+        return None
+    if ctx.env.compare("==", M.expr, 1, f"{user_location()}: np.kaiser of one point"):
+        return None
+    f64 = np.dtype(np.float64)
+    m = astype(ctx, ctx.operand(M), f64)
+    b = astype(ctx, ctx.operand(beta), f64) if isinstance(beta, Tracer) else ctx.operand(np.float64(beta))
+    n = astype(ctx, arange(ctx, M), f64)
+    alpha = (m - 1) / 2.0
+    return np.i0(b * np.sqrt(1 - ((n - alpha) / alpha) ** 2.0)) / np.i0(b)
+
+
+FUNCTIONS[np.i0] = _i0
+
+
 def _dtype_of(x):
     """What numpy's dtype rules see of x: a traced array's dtype, a Python
     number of the trace's kind (weak), anything else as it is."""

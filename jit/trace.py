@@ -611,7 +611,7 @@ class _NumpyProxy(types.ModuleType):
     logspace = _traced("logspace", always=False)
     hanning, hamming = _traced("hanning", always=False), _traced("hamming", always=False)
     blackman, bartlett = _traced("blackman", always=False), _traced("bartlett", always=False)
-    indices = _traced("indices", always=False)
+    indices, kaiser = _traced("indices", always=False), _traced("kaiser", always=False)
     del _traced
 
     def triu_indices(self, n, k=0, m=None):

@@ -378,3 +378,21 @@ def test_a_python_int_an_integer_dtype_cannot_hold_is_numpys_error_or_bound(fn, 
         else:
             assert_like_numpy(got, want)
         np.testing.assert_array_equal(a2, a1)
+
+
+def tapers(x, beta):
+    return np.i0(x), x * np.kaiser(x.shape[0], 5.0), np.kaiser(x.shape[0], beta), np.i0(x.astype(np.float32) * 3)
+
+
+def test_kaiser_of_a_size_and_i0_are_traced(backend):
+    """np.kaiser(x.shape[0], beta) specialized the size, a trace per length
+    (probe 22); now numpy's definition over a symbolic size, with np.i0 by
+    numpy's own series (its coefficient tables), of float32 too."""
+    f = jit(tapers, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitWarning)
+        for n, beta in ((5, 3.5), (7, 0.5), (9, 14.0), (12, 3.5), (40, 8.6)):
+            x = np.linspace(-12, 12, n)
+            assert_like_numpy(f(x, beta), tapers(x, beta))
+    s = f.stats()
+    assert s["traces"] == 1 and s["eager_nodes"] == 0, f.explain()
