@@ -12,7 +12,7 @@ import sympy
 
 from shapes.ir import Node
 from shapes.kernelargs import ERRCELL
-from shapes.ops import EXTERNAL, FRESH, FRESH_C, GATHER, OPS, VIEW_OF_INPUT, ops_returning
+from shapes.ops import EXTERNAL, FRESH, FRESH_C, GATHER, NUMPY_UPDATES, OPS, VIEW_OF_INPUT, ops_returning
 from shapes.pyexpr import compile_source, exprs_source
 from runtime.kernelcall import KernelCall
 
@@ -129,7 +129,8 @@ _EXTERNAL = ops_returning(EXTERNAL)
 
 
 def _in_place_updates(steps, outputs, stop: int, roots_owned) -> set[int]:
-    """Output ids of the setitem steps that may write into their target's
+    """Output ids of the setitem steps (and numpy's updates, np.put,
+    np.fill_diagonal: NUMPY_UPDATES) that may write into their target's
     buffer instead of a copy: the target's memory was made by this
     executable (not a captured array or an eager op's result, which may be
     a view of anything), or is an argument the call writes back into anyway,
@@ -144,9 +145,12 @@ def _in_place_updates(steps, outputs, stop: int, roots_owned) -> set[int]:
     out = set()
     for k in range(len(steps) - 1, -1, -1):
         st = steps[k]
-        if isinstance(st, KernelCall) and st.target or not isinstance(st, KernelCall) and st.op == "setitem":
+        update = not isinstance(st, KernelCall) and st.op == "np_update" and st.attr("fn") in NUMPY_UPDATES
+        if isinstance(st, KernelCall) and st.target or not isinstance(st, KernelCall) and st.op == "setitem" \
+                or update:  # (numpy's update may raise halfway, np.put's index: into a buffer of this call's only)
             target = roots.get(step_io(st)[0][0], frozenset())
-            if target and target <= (owned | written if k > stop else owned) and not (read_later & target):
+            if target and target <= (owned | written if k > stop and not update else owned) \
+                    and not (read_later & target):
                 out.add(step_io(st)[1][0])
         for vid in reads[k]:
             read_later |= roots.get(vid, frozenset())

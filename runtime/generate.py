@@ -500,6 +500,10 @@ def _node_lines(n, k: int, src: Source, plan, pooled) -> list[str]:
         if n.out.id in plan.in_place:
             return [f"    {x}[{idx}] = {names[n.inputs[1].id]}; {outs} = {x}"]
         return [f"    {outs} = _copy({x}); {outs}[{idx}] = {names[n.inputs[1].id]}"]
+    if n.op == "np_update" and n.out.id in plan.in_place:  # (np.put, np.fill_diagonal, ...: into x, no copy)
+        fn = const(getattr(np, n.attr("fn")))
+        kw = "".join(f", {key}={src.attr_src(a)}" for key, a in n.attr("kw"))
+        return [f"    {fn}({args}{kw}); {outs} = {names[n.inputs[0].id]}"]
     if k in plan.into_operand:  # (x[idx] op= y: into the view of the slot, as numpy's own)
         return [f"    {outs} = {const(OPS[n.op].ref, ('op', n.op))}({args}, out={names[plan.into_operand[k]]})"]
     if n.op in _OPERATORS and len(n.inputs) == 2 and not all(v.weak for v in n.inputs):
