@@ -8,7 +8,9 @@ turns (bench.harness.in_turns), medians of the rounds:
 - the sieve of Eratosthenes, `is_p[i * i::i] = False` in a loop (lifted);
 - a GRU over a sequence, storing each state (`hs[t] = h`: a scan);
 - column sums and means of a Fortran-ordered array (the column kernel's
-  pairwise sums, numpy's order).
+  pairwise sums, numpy's order);
+- successive over-relaxation, `A[i] @ x` per row (the row loop lifted);
+- np.fill_diagonal of a copy (numpy's update into the array the call made).
 
 Prints the CPU (bench.report.cpu_description) and, per program, both
 times and their ratio (above 1: shapejit faster).
@@ -75,6 +77,21 @@ def column_stats(x):
     return x.sum(axis=0), x.mean(axis=0)
 
 
+def sor(A, b, w, sweeps):
+    x = np.zeros_like(b)
+    for _ in range(sweeps):
+        for i in range(A.shape[0]):
+            sigma = A[i] @ x - A[i, i] * x[i]
+            x[i] = (1 - w) * x[i] + w * (b[i] - sigma) / A[i, i]
+    return x
+
+
+def zero_diagonal(A):
+    B = A.copy()
+    np.fill_diagonal(B, 0.0)
+    return B
+
+
 def _cases(rng):
     """(name, plain call, jitted call, warm-up sizes' calls) per program."""
     kalman_run = jit(Kalman.run)
@@ -86,18 +103,27 @@ def _cases(rng):
     jit_gru = jit(gru)
     cols = np.asfortranarray(rng.standard_normal((100000, 64)).astype(np.float32))
     jit_cols = jit(column_stats)
+    jit_sor, jit_zero = jit(sor), jit(zero_diagonal)
+    sor_args = [(rng.standard_normal((n, n)) + n * np.eye(n), rng.standard_normal(n), 1.2, 15) for n in (6, 50)]
+    square = rng.standard_normal((1000, 1000))
     warm = [lambda: [kalman_run(jit_k, rng.standard_normal(m)) for m in (50, 60, 70)],
             lambda: [jit_sieve(m) for m in (1000, 1100, 1200)],
             lambda: [jit_gru(rng.standard_normal((m, 16, 32)).astype(np.float32), W, U, b) for m in (3, 5, 8)],
             lambda: [jit_cols(np.asfortranarray(rng.standard_normal((m, 64)).astype(np.float32)))
-                     for m in (10, 20, 30)]]
+                     for m in (10, 20, 30)],
+            lambda: [jit_sor(*a) for a in sor_args],
+            lambda: jit_zero(square)]
     return [("Kalman filter, 2000 measurements (Python)", lambda: plain_k.run(zs), lambda: kalman_run(jit_k, zs),
              warm[0]),
             ("sieve, n = 10^6", lambda: sieve(10 ** 6), lambda: jit_sieve(10 ** 6), warm[1]),
             ("GRU, T = 50, B = 16, H = 32, float32", lambda: gru(xs, W, U, b), lambda: jit_gru(xs, W, U, b),
              warm[2]),
             ("column sum and mean, F-ordered 100000 x 64 float32", lambda: column_stats(cols),
-             lambda: jit_cols(cols), warm[3])]
+             lambda: jit_cols(cols), warm[3])] + [
+            (f"SOR, n = {a[0].shape[0]}, 15 sweeps", (lambda a=a: sor(*a)), (lambda a=a: jit_sor(*a)), warm[4])
+            for a in sor_args] + [
+            ("np.fill_diagonal of a copy, 1000 x 1000", lambda: zero_diagonal(square), lambda: jit_zero(square),
+             warm[5])]
 
 
 def main(argv=None) -> int:

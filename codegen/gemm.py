@@ -196,7 +196,7 @@ EPILOGUE_ROWS = 64  # rows of C an epilogue call covers (with the columns of a u
 # rest one a trip): the loop's index, compare and A's row addresses, 9-11
 # integer instructions a trip beside 12 FMAs (AVX2), are spread over four
 # steps.  One thread (python -m bench.gemm_ab --a K_UNROLL=1 --b K_UNROLL=4
-# --ms 6,16,64,256,1024 --repeats 11), Intel Xeon (emeraldrapids), float32:
+# --ms 6,16,64,256,1024 --repeats 11), Intel Xeon (emeraldrapids, AVX-512), float32:
 # 1.02-1.19x faster from 64 rows up with AVX2 forced, 1.03-1.12x with
 # AVX-512 (0.97x once); 6 and 16 rows 0.94-1.07x.  A streamed kernel's
 # loop (its prefetches a step) stays one step a trip: unrolled, 0.81-0.83x

@@ -92,8 +92,8 @@ import numpy as np
 from jit import scan
 from jit.held import HeldObject, assigns, held_object, plain_attribute, traced_type
 from jit.errors import warn
-from jit.tracer import (Fallback, SymFloat, SymInt, Tracer, traced_bool, traced_float, traced_int, traced_len,
-                        traced_max, traced_min, user_location)
+from jit.tracer import (TRACED_BUILTINS, Fallback, SymFloat, SymInt, Tracer, traced_bool, traced_float, traced_int,
+                        user_location)
 from shapes import host
 from shapes.ir import Node, make_attrs
 from shapes.ops import CONCAT, CREATION, ELEMENTWISE, OPS, REDUCE, VIEW
@@ -1145,9 +1145,6 @@ def _plain(value) -> bool:
         or _is_numpy(value)
 
 
-_AS_TRACED = {"len": traced_len, "max": traced_max, "min": traced_min}  # (jit/trace.py: a traced function's builtins)
-
-
 class AttrsHook:
     """`__sj_attrs__` of one traced function copy: whether loop k may run on
     names in place of the attributes it stores (_attributes_as_names): each
@@ -1178,7 +1175,7 @@ class AttrsHook:
             if hasattr(type(getattr(type(raw), b, None)), "__get__") or not hasattr(raw, b):
                 return False
         # (the builtins as the trace's copy of the function calls them: len, max and min its own)
-        return all(scope.get(n, _MISSING) in (_MISSING, _AS_TRACED.get(n)) for n in site.called) and all(
+        return all(scope.get(n, _MISSING) in (_MISSING, TRACED_BUILTINS.get(n)) for n in site.called) and all(
             _plain(v) or isinstance(v, (SymInt, SymFloat)) or v is math for v in (
                 scope.get(n, _MISSING) for n in site.reads if n in scope or n not in site.bound))
 
@@ -2338,7 +2335,7 @@ class _Typer:
         else:
             raise Unsupported("a call of something other than a known function")
         # (the trace's own len, max and min, jit/trace.py: the builtins' meaning here)
-        fn = next((b for t, b in ((traced_len, len), (traced_max, max), (traced_min, min)) if fn is t), fn)
+        fn = next((getattr(builtins, n) for n, t in TRACED_BUILTINS.items() if fn is t), fn)
         if e.keywords and fn is not np.searchsorted:
             raise Unsupported("a call with keywords")
         if fn is len and len(e.args) == 1 and isinstance(e.args[0], ast.Name) and e.args[0].id in self.arrays:

@@ -15,7 +15,7 @@ from jit import tracer
 from jit.tracer import Fallback, Stacked, SymFloat, SymInt, TraceContext, TraceError, Tracer, holds_traced, \
     user_location
 from shapes.indexing import infer_reshape, normalize_index
-from shapes.ops import ELEMENTWISE, FFTS, NUMPY_REDUCTIONS, NUMPY_SAME_SHAPE, NUMPY_UPDATES, OPS
+from shapes.ops import ELEMENTWISE, FFTS, NUMPY_REDUCTIONS, NUMPY_SAME_SHAPE, NUMPY_UPDATES, OPS, dummy
 
 
 # ------------------------------------------------------------------ eager
@@ -2046,12 +2046,12 @@ def _fix(ctx, x, out=None):
 
 
 def _sinc(ctx, x):
-    """np.sinc: numpy's definition, sin(y) / y of x = pi * x, y = where(x, x, eps) (eps float's, or 1e-20)."""
+    """np.sinc: numpy's definition, sin(y) / y of x = pi * x (a float), y = where(x, x, its dtype's eps)."""
     x = ctx.operand(x)
     if x.dtype.kind not in "iuf":
         return None
     x = np.pi * x
-    y = np.where(x, x, np.finfo(x.dtype).eps if x.dtype.kind == "f" else 1e-20)
+    y = np.where(x, x, np.finfo(x.dtype).eps)
     return np.sin(y) / y
 
 
@@ -2113,7 +2113,7 @@ def _dtype_of(x):
     """What numpy's dtype rules see of x: a traced array's dtype, a Python
     number of the trace's kind (weak), anything else as it is."""
     if isinstance(x, Tracer):
-        return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}[x.dtype.kind] if x.value.weak else np.empty(0, x.dtype)
+        return dummy(x.value)
     if isinstance(x, (SymInt, SymFloat)):
         return 0 if isinstance(x, SymInt) else 0.0
     return x

@@ -1186,7 +1186,7 @@ def _tree_of(v, name: str, loop) -> tuple:
         if isinstance(x, (Tracer, SymInt)):
             values[f"__sj_leaf_{name}_{k}__"] = x
             named.append(f"__sj_leaf_{name}_{k}__")
-        elif type(x) in _PLAIN and not holds_traced(x):
+        elif type(x) in _PLAIN:
             named.append(("const", x))
         else:
             raise NoScan(f"{name} holds values of the trace with a {type(x).__name__}")

@@ -21,7 +21,7 @@ from jit.errors import raises
 from jit.held import MISSING, HeldMapping, HeldObject, HeldSequence, Lifter, Path, assigned_only, global_names, \
     held_container, holder, jitted, key_token, refuse_random, user_file, user_module
 from jit.tracer import PYTHON_KINDS, PYTHON_TYPES, DataArg, DataList, Fallback, Stacked, SymFloat, SymInt, \
-    TraceContext, Tracer, eval_attr, holds_traced, traced_len, traced_max, traced_min, user_location
+    TRACED_BUILTINS, TraceContext, Tracer, eval_attr, holds_traced, user_location
 from shapes.env import SYMBOLIC_FROM, Guard, ShapeEnv
 from shapes.guards import InputDim
 from shapes.ir import Graph, Node, Value, make_attrs
@@ -1002,10 +1002,8 @@ class _Traceables:
                 hits[k] = _Print(self.proxy._ctx)
             elif k in ("open", "input"):  # (the builtins: a file written, a line read, once per trace)
                 hits[k] = _Refused(k)
-            elif k == "len":  # (the builtin: a traced array's first dim stays a symbol)
-                hits[k] = traced_len
-            elif k in ("max", "min"):  # (the builtins: of traced scalars, a select)
-                hits[k] = traced_max if k == "max" else traced_min
+            elif k in TRACED_BUILTINS:  # (len: a traced array's first dim stays a symbol; max, min: a select)
+                hits[k] = TRACED_BUILTINS[k]
         cells = fn.__closure__ or ()
         new_cells = []
         for i, c in enumerate(cells):

@@ -1289,6 +1289,8 @@ def _traced_extreme(builtin, greater: bool):
 
 
 traced_max, traced_min = _traced_extreme(max, True), _traced_extreme(min, False)
+# a traced function's own builtins, by name (jit/trace.py gives them to its copy; jit/lift.py reads them there)
+TRACED_BUILTINS = {"len": traced_len, "max": traced_max, "min": traced_min}
 
 
 class StackedUse(Fallback):

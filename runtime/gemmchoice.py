@@ -37,13 +37,13 @@ ROUNDS = 1
 # Products of 128 rows or more once ran on the kernel on sight, unraced: the
 # race is not free (a class's first product runs twice), and on the AMD EPYC
 # above the kernel ran at 0.7-1.0x of OpenBLAS from 128 rows, when a class
-# went to BLAS only at a MARGIN of 2.5.  Products that kernel never suited ran
-# several times slower there (probe 22, Intel Xeon emeraldrapids with
-# AVX-512, no calibration, 2 threads, the kernel's time over numpy's
-# matmul's): 20000 x 200 @ 200 x N at 10-15x for N = 1 and 2-4x for N = 2..32
-# (fewer column strips than threads: one core works), float64 1000^3 at 1.7x,
-# 400 x 20000 @ 20000 x 400 at 2.4x (A.T @ A of a tall A).  Raced, each takes
-# numpy's matmul after one product.
+# went to BLAS only at a MARGIN of 2.5.  Products that kernel never suits ran
+# several times slower (`python -m bench.gemmchoice --odd`, Intel Xeon
+# emeraldrapids with AVX-512, numpy's time over the kernel's): 0.05x at 20000
+# x 200 @ 200 x 1, 0.43-0.59x at N = 8 and 32 (fewer column strips than
+# threads: one core works), 0.34x for A.T @ A of a 20000 x 400 A, 0.53x for
+# float64 1000^3.  Raced, each takes numpy's matmul after one product
+# (0.92-1.03x there).
 # numpy's matmul takes a class only when it ran in less than 1/MARGIN of the
 # kernel's time.  Measured alone, a BLAS product looks faster than it is in a
 # jitted call, whose kernels then compete with OpenBLAS's spinning threads for
@@ -80,7 +80,7 @@ EXACT_ROWS = 16
 # deepest K the calibration measured (runtime/dispatch.py DEEPEST_K; install
 # keeps its bit length here); a deeper one is raced, as is one of fewer
 # columns than the calibration's fewest (its GRID_KN), whose class the tree
-# never saw: at N = 1..32 the kernel ran 2-15x slower than numpy's matmul
+# never saw: at N = 1..32 the kernel ran 0.05-0.59x numpy's matmul's speed
 # (above).  The corpus mlp's 8 x 30000 @ 30000 x
 # 2000 ran at 0.78x numpy where a tree sent it to the kernel (`python -m
 # bench --corpus --only ...,mlp,...`, AMD EPYC znver3, no AVX-512): its B

@@ -118,7 +118,9 @@ def ops_returning(*kinds: str) -> frozenset:
 
 # ------------------------------------------------------------------ dtypes
 
-def _dummy(v: Value):
+def dummy(v: Value):
+    """A value numpy's dtype rules see as they see v: a Python number of its
+    kind where v is weak, else an array of its dtype and ndim."""
     if v.weak:
         return {"b": True, "i": 1, "u": 1, "f": 1.0, "c": 1j}[v.dtype.kind]
     return np.ones((1,) * v.ndim, dtype=v.dtype)
@@ -140,7 +142,7 @@ def _no_symbols(a):
 
 @functools.lru_cache(maxsize=4096)
 def _cached_dtypes(ref, sig, attrs):
-    args = [_dummy(Value(-1, dt, (1,) * nd, weak)) for dt, nd, weak in sig]
+    args = [dummy(Value(-1, dt, (1,) * nd, weak)) for dt, nd, weak in sig]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = ref(*args, **dict(attrs))
