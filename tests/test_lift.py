@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bench.corpus.discrete import crc16
-from bench.programs import sieve
+from bench.programs import sieve, sor
 from jit import JitWarning, jit
 from runtime.kernelcall import KernelCall
 from shapes.ir import Node, make_attrs
@@ -1131,15 +1131,6 @@ def test_a_row_or_column_segment_of_a_matrix_is_a_vector_of_a_lifted_loop():
             f(np.ones((n, n)))
         with pytest.raises(IndexError):
             row_past_the_end(np.ones((n, n)))
-
-
-def sor(A, b, w, sweeps):
-    x = np.zeros_like(b)
-    for _ in range(sweeps):
-        for i in range(A.shape[0]):
-            sigma = A[i] @ x - A[i, i] * x[i]
-            x[i] = (1 - w) * x[i] + w * (b[i] - sigma) / A[i, i]
-    return x
 
 
 def whole_rows(A, v):
